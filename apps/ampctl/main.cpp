@@ -1,0 +1,62 @@
+// ampctl's entry point: parses the command line and maps every ampctl::Error to SPEC's exit codes.
+// This is the only place that catches errors and prints them.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/build_info.h"
+#include "ampctl/core/convert.h"
+#include "ampctl/core/error.h"
+
+namespace {
+
+std::string version_text() {
+  std::string backends = "cpu";
+  if (ampctl::cuda_compiled()) backends += ", cuda (sm_" + ampctl::cuda_architectures() + ")";
+  std::string text = "ampctl " AMPCTL_VERSION "\n";
+  text += "build: " AMPCTL_BUILD_TYPE "\n";
+  text += "backends: " + backends + "\n";
+  text += std::string("cpu conversions: ") + ampctl::convert_fast_path_name() + "\n";
+  return text;
+}
+
+int print_error(const ampctl::Error& e) {
+  std::fprintf(stderr, "error: %s\n", e.what());
+  if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  return e.exit_code();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ampctl: fp16 mixed-precision training with dynamic loss scaling"};
+  app.set_version_flag("--version", version_text());
+  app.require_subcommand(0, 1);
+
+  try {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+      return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+      std::fputs(version_text().c_str(), stdout);
+      return 0;
+    } catch (const CLI::ParseError& e) {
+      throw ampctl::Error{ampctl::ErrorKind::usage, e.what(), "run 'ampctl --help' for usage"};
+    }
+    if (app.get_subcommands().empty()) {
+      std::fputs(app.help().c_str(), stdout);
+      return 0;
+    }
+    return 0;
+  } catch (const ampctl::Error& e) {
+    return print_error(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: internal: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,136 @@
+// GradScaler: dynamic loss scaling with the API and semantics of torch.amp.GradScaler
+// (SPEC section 3), plus Megatron-style hysteresis and min/max bounds.
+//
+// State lives in backend tensors: scale (f32[1]), growth tracker (i32[1]), hysteresis tracker
+// (i32[1]) and one found_inf (f32[1]) per optimizer. scale/unscale_/update never read them on
+// the host, so a GPU step has no device-to-host sync; step() reads found_inf only for an
+// optimizer without the fused amp path (as PyTorch's found_inf.item()). Like PyTorch, the
+// tensors are created lazily by the first scale() call, and get_scale() before it returns the
+// initial scale.
+//
+// Per-optimizer state machine (PyTorch's OptState): READY -> unscale_ -> UNSCALED -> step ->
+// STEPPED; update() returns every optimizer to READY. Misuse raises PyTorch's messages as
+// Error{state}.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/optim/optimizer.h"
+
+namespace ampctl::amp {
+
+struct GradScalerOptions {
+  // The device type the scaler's state lives on ("cpu" or "cuda"); empty = the backend's.
+  // Naming a device other than the backend's is an error.
+  std::string device;
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool enabled = true;
+  // Extensions (defaults reproduce PyTorch exactly).
+  int32_t hysteresis = 1;
+  double min_scale = 0.0;
+  double max_scale = std::numeric_limits<double>::infinity();
+};
+
+enum class OptState { ready, unscaled, stepped };
+
+// What step() did. `skipped`: found_inf was read on the host and the optimizer was not called
+// (PyTorch returns None). `stepped`: it ran. `on_device`: a fused optimizer took found_inf and
+// decides on the device; read found_inf (or the next metrics) to learn which.
+enum class StepStatus { stepped, skipped, on_device };
+const char* to_string(StepStatus status);
+
+class GradScaler {
+ public:
+  // Validates the options (growth_factor > 1, backoff_factor < 1: PyTorch's messages; ours:
+  // init_scale finite and > 0, growth_interval >= 1, hysteresis >= 1, 0 <= min_scale <=
+  // max_scale). Throws Error{invalid_argument}.
+  explicit GradScaler(Backend& backend, GradScalerOptions options = {});
+
+  // outputs * scale, in outputs' dtype (float32 product rounded once). Identity when disabled.
+  Tensor scale(const Tensor& outputs);
+  std::vector<Tensor> scale(const std::vector<Tensor>& outputs);
+
+  // Unscales the optimizer's gradients in place and records found_inf for it.
+  void unscale_(optim::Optimizer& optimizer);
+
+  // Unscales if not done yet, then steps the optimizer unless an inf/NaN was found.
+  StepStatus step(optim::Optimizer& optimizer);
+
+  // Updates the scale from every optimizer's found_inf (or sets it), then resets all optimizers
+  // to READY.
+  void update();
+  void update(double new_scale);
+  void update(const Tensor& new_scale);  // a one-element f32 tensor on this backend's device
+
+  double get_scale() const;  // 1.0 when disabled; reads the device
+  int64_t get_growth_tracker() const;
+  int32_t get_hysteresis_tracker() const;
+  double get_growth_factor() const { return m_growth_factor; }
+  void set_growth_factor(double f) { m_growth_factor = f; }
+  double get_backoff_factor() const { return m_backoff_factor; }
+  void set_backoff_factor(double f) { m_backoff_factor = f; }
+  int64_t get_growth_interval() const { return m_growth_interval; }
+  void set_growth_interval(int64_t n) { m_growth_interval = n; }
+  bool is_enabled() const { return m_enabled; }
+
+  // PyTorch's five keys ("scale", "growth_factor", "backoff_factor", "growth_interval",
+  // "_growth_tracker") with its types, plus "_hysteresis_tracker"; {} when disabled.
+  nlohmann::json state_dict() const;
+  // No-op when disabled. Throws Error{input} on {} (PyTorch's message), a missing key or a
+  // value of the wrong type.
+  void load_state_dict(const nlohmann::json& state);
+
+  // The device-side state, for fused consumers and metrics (undefined before the first scale()).
+  const Tensor& scale_tensor() const { return m_scale; }
+  const Tensor& growth_tracker_tensor() const { return m_growth_tracker; }
+  const Tensor& hysteresis_tracker_tensor() const { return m_hysteresis_tracker; }
+  // found_inf of the last update(), summed over optimizers (f32[1]; non-zero = overflow).
+  const Tensor& found_inf_tensor() const { return m_found_inf_combined; }
+  OptState stage(const optim::Optimizer& optimizer) const;
+
+ private:
+  struct PerOptimizer {
+    OptState stage = OptState::ready;
+    bool recorded = false;  // found_inf holds this iteration's check
+    Tensor found_inf;       // f32[1], allocated once per optimizer
+  };
+
+  void lazy_init();
+  void check_initialized(const char* funcname) const;
+  PerOptimizer& state_of(optim::Optimizer& optimizer);
+  // Check (and unscale unless check_only) the optimizer's gradients into its found_inf.
+  void unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bool check_only);
+  amp::ScaleUpdateParams update_params() const;
+
+  Backend* m_backend;
+  bool m_enabled;
+  double m_init_scale;
+  double m_growth_factor;
+  double m_backoff_factor;
+  int64_t m_growth_interval;
+  int32_t m_hysteresis;
+  double m_min_scale;
+  double m_max_scale;
+  int64_t m_init_growth_tracker = 0;
+  int32_t m_init_hysteresis_tracker;
+
+  Tensor m_scale;               // f32[1]
+  Tensor m_growth_tracker;      // i32[1]
+  Tensor m_hysteresis_tracker;  // i32[1]
+  Tensor m_inv_scale;           // f32[1], recomputed from m_scale on each unscale
+  Tensor m_ones;                // f32[1] = 1: the "check only" inv_scale
+  Tensor m_found_inf_combined;  // f32[1]
+  std::map<const optim::Optimizer*, PerOptimizer> m_per_optimizer;
+};
+
+}  // namespace ampctl::amp

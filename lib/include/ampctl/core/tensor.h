@@ -1,0 +1,158 @@
+// Tensor: a typed, shaped, contiguous view into a Storage that lives on one device.
+//
+// Storage is reference counted and freed by the deleter of the backend that allocated it, so
+// core does not depend on CUDA. Views (Tensor::view) share the storage; that is how modules
+// hold their parameters inside one flat arena (see FlatLayout). A default-constructed Tensor is
+// "undefined" and stands for "absent" in op arguments.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ampctl/core/error.h"
+#include "ampctl/core/half.h"
+
+namespace ampctl {
+
+enum class DType : uint8_t { f32, f16, bf16, i32 };
+
+size_t dtype_size(DType dtype);
+const char* dtype_name(DType dtype);  // "f32", "f16", "bf16", "i32"
+bool is_floating(DType dtype);
+// Parses a dtype name; throws Error{input} naming `what` for anything else.
+DType parse_dtype(const std::string& name, const std::string& what);
+
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<half> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct DTypeOf<bfloat16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+
+enum class DeviceType : uint8_t { cpu, cuda };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+  std::string str() const;  // "cpu" or "cuda:N"
+  bool operator==(const Device&) const = default;
+};
+
+using Shape = std::vector<int64_t>;
+int64_t shape_numel(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[256, 32]"
+
+class Storage {
+ public:
+  using Deleter = std::function<void(void*)>;
+  Storage(void* data, size_t bytes, Device device, Deleter deleter)
+      : m_data(data), m_bytes(bytes), m_device(device), m_deleter(std::move(deleter)) {}
+  ~Storage() {
+    if (m_data && m_deleter) m_deleter(m_data);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return m_data; }
+  size_t bytes() const { return m_bytes; }
+  Device device() const { return m_device; }
+
+ private:
+  void* m_data;
+  size_t m_bytes;
+  Device m_device;
+  Deleter m_deleter;
+};
+
+// Allocates 64-byte aligned host memory (for vector loads); the storage frees it.
+std::shared_ptr<Storage> allocate_host_storage(size_t bytes);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape, DType dtype);
+
+  // A zero-initialised host tensor.
+  static Tensor host(const Shape& shape, DType dtype);
+
+  bool defined() const { return m_storage != nullptr; }
+  DType dtype() const { return m_dtype; }
+  const Shape& shape() const { return m_shape; }
+  int64_t dim(size_t i) const { return m_shape.at(i); }
+  size_t rank() const { return m_shape.size(); }
+  size_t numel() const { return m_numel; }
+  size_t nbytes() const { return m_numel * dtype_size(m_dtype); }
+  Device device() const;
+  bool is_cpu() const { return device().type == DeviceType::cpu; }
+
+  void* data() const;
+  template <typename T>
+  T* data_as() const {
+    check_dtype(DTypeOf<T>::value);
+    return static_cast<T*>(data());
+  }
+
+  // `numel(shape)` elements starting `element_offset` elements into this tensor.
+  Tensor view(size_t element_offset, const Shape& shape) const;
+  // The same elements with another shape of equal numel.
+  Tensor reshape(const Shape& shape) const;
+  // The whole tensor as one dimension.
+  Tensor flatten() const { return reshape({static_cast<int64_t>(m_numel)}); }
+
+  bool shares_storage_with(const Tensor& other) const { return m_storage == other.m_storage; }
+  std::string describe() const;  // "f16[256, 32] on cpu"
+
+  // Throws Error{invalid_argument} when the dtype differs (message names both).
+  void check_dtype(DType expected) const;
+
+ private:
+  std::shared_ptr<Storage> m_storage;
+  size_t m_offset = 0;  // bytes
+  Shape m_shape;
+  DType m_dtype = DType::f32;
+  size_t m_numel = 0;
+};
+
+// Names, shapes and offsets of tensors packed into one flat buffer. Every tensor starts on a
+// kAlignElements boundary so vectorised passes over a single tensor stay aligned; the padding
+// between tensors is zero-filled by whoever allocates the buffer and never read as data.
+class FlatLayout {
+ public:
+  static constexpr size_t kAlignElements = 16;
+
+  struct Entry {
+    std::string name;
+    Shape shape;
+    size_t offset;  // elements
+    size_t numel;
+  };
+
+  // Appends a tensor; returns its offset in elements.
+  size_t add(const std::string& name, const Shape& shape);
+  size_t total() const { return m_total; }
+  const std::vector<Entry>& entries() const { return m_entries; }
+  // The entries as views into `flat` (which must hold at least total() elements).
+  std::vector<Tensor> views(const Tensor& flat) const;
+
+ private:
+  std::vector<Entry> m_entries;
+  size_t m_total = 0;
+};
+
+}  // namespace ampctl

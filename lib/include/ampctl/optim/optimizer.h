@@ -1,0 +1,55 @@
+// Optimizer: what GradScaler drives. Parameters, gradients and optimizer state live in flat
+// buffers (one pass per update); a param group is a contiguous range of that buffer with its
+// own hyperparameters, as in torch.optim.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+
+namespace ampctl::optim {
+
+struct ParamGroup {
+  Tensor params;       // f32 flat view, updated in place
+  Tensor grads;        // f32 flat view with params' numel
+  Tensor lowp_params;  // optional f16/bf16 copy written by the update (undefined: none)
+  float lr = 1e-3f;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+
+  Backend& backend() const { return *m_backend; }
+  std::vector<ParamGroup>& param_groups() { return m_groups; }
+  const std::vector<ParamGroup>& param_groups() const { return m_groups; }
+  // Every group's gradient tensor: what GradScaler unscales and checks.
+  std::vector<Tensor> grads() const;
+
+  // A plain step with the gradients as they are.
+  virtual void step() = 0;
+
+  // True when step_amp exists: the optimizer reads found_inf and inv_scale on the device, skips
+  // by itself when found_inf != 0 and multiplies the gradients by inv_scale as it reads them,
+  // so GradScaler needs neither a host read nor a separate unscale pass.
+  virtual bool supports_amp_scaling() const { return false; }
+  virtual void step_amp(const Tensor& found_inf, const Tensor& inv_scale);
+
+  // Hyperparameters and counters as JSON scalars (reads the device: not for inside a step).
+  virtual nlohmann::json state_dict() const = 0;
+  // Restores what state_dict() wrote; throws Error{input} naming a missing or mistyped key.
+  virtual void load_state_dict(const nlohmann::json& state) = 0;
+  // The optimizer's state buffers by name (momentum, moments, step counters), for checkpoints.
+  virtual std::vector<std::pair<std::string, Tensor>> state_tensors() const = 0;
+
+ protected:
+  Optimizer(Backend& backend, std::vector<ParamGroup> groups);
+
+ private:
+  Backend* m_backend;
+  std::vector<ParamGroup> m_groups;
+};
+
+}  // namespace ampctl::optim

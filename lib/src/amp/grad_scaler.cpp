@@ -1,0 +1,368 @@
+#include "ampctl/amp/grad_scaler.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+namespace ampctl::amp {
+namespace {
+
+Error state_error(const std::string& message) {
+  return Error{ErrorKind::state, message};
+}
+
+Error bad_option(const std::string& message) {
+  return Error{ErrorKind::invalid_argument, message};
+}
+
+const char* device_type_name(DeviceType t) {
+  return t == DeviceType::cpu ? "cpu" : "cuda";
+}
+
+}  // namespace
+
+const char* to_string(StepStatus status) {
+  switch (status) {
+    case StepStatus::stepped:
+      return "stepped";
+    case StepStatus::skipped:
+      return "skipped";
+    case StepStatus::on_device:
+      return "on_device";
+  }
+  return "?";
+}
+
+GradScaler::GradScaler(Backend& backend, GradScalerOptions o)
+    : m_backend(&backend),
+      m_enabled(o.enabled),
+      m_init_scale(o.init_scale),
+      m_growth_factor(o.growth_factor),
+      m_backoff_factor(o.backoff_factor),
+      m_growth_interval(o.growth_interval),
+      m_hysteresis(o.hysteresis),
+      m_min_scale(o.min_scale),
+      m_max_scale(o.max_scale),
+      m_init_hysteresis_tracker(o.hysteresis) {
+  const char* backend_type = device_type_name(backend.device().type);
+  if (!o.device.empty() && o.device != backend_type) {
+    throw bad_option("GradScaler device '" + o.device + "' does not match the backend's device '" +
+                     backend_type + "'");
+  }
+  if (!m_enabled) return;
+  // PyTorch's own checks and messages first.
+  if (!(o.growth_factor > 1.0)) throw bad_option("The growth factor must be > 1.0.");
+  if (!(o.backoff_factor < 1.0)) throw bad_option("The backoff factor must be < 1.0.");
+  if (!(o.backoff_factor > 0.0)) {
+    throw bad_option("The backoff factor must be > 0.0, got " + std::to_string(o.backoff_factor));
+  }
+  if (!(std::isfinite(o.init_scale) && o.init_scale > 0.0)) {
+    throw bad_option("The initial scale must be finite and > 0, got " +
+                     std::to_string(o.init_scale));
+  }
+  if (o.growth_interval < 1 || o.growth_interval > std::numeric_limits<int32_t>::max()) {
+    throw bad_option("The growth interval must be an integer in [1, 2^31 - 1], got " +
+                     std::to_string(o.growth_interval));
+  }
+  if (o.hysteresis < 1) {
+    throw bad_option("The hysteresis must be >= 1, got " + std::to_string(o.hysteresis));
+  }
+  if (!(o.min_scale >= 0.0 && std::isfinite(o.min_scale))) {
+    throw bad_option("min_scale must be finite and >= 0, got " + std::to_string(o.min_scale));
+  }
+  if (!(o.max_scale >= o.min_scale && o.max_scale > 0.0)) {
+    throw bad_option("max_scale must be > 0 and >= min_scale, got " + std::to_string(o.max_scale));
+  }
+}
+
+void GradScaler::lazy_init() {
+  if (m_scale.defined()) return;
+  Backend& b = *m_backend;
+  m_scale = b.empty({1}, DType::f32);
+  b.fill(m_scale, m_init_scale);
+  m_growth_tracker = b.empty({1}, DType::i32);
+  b.fill(m_growth_tracker, static_cast<double>(m_init_growth_tracker));
+  m_hysteresis_tracker = b.empty({1}, DType::i32);
+  b.fill(m_hysteresis_tracker, static_cast<double>(m_init_hysteresis_tracker));
+  m_inv_scale = b.zeros({1}, DType::f32);
+  m_ones = b.empty({1}, DType::f32);
+  b.fill(m_ones, 1.0);
+  m_found_inf_combined = b.zeros({1}, DType::f32);
+}
+
+void GradScaler::check_initialized(const char* funcname) const {
+  if (!m_scale.defined()) {
+    throw state_error(std::string("Attempted ") + funcname +
+                      " but _scale is None.  This may indicate your script did not use "
+                      "scaler.scale(loss or outputs) earlier in the iteration.");
+  }
+}
+
+GradScaler::PerOptimizer& GradScaler::state_of(optim::Optimizer& optimizer) {
+  return m_per_optimizer[&optimizer];
+}
+
+OptState GradScaler::stage(const optim::Optimizer& optimizer) const {
+  auto it = m_per_optimizer.find(&optimizer);
+  return it == m_per_optimizer.end() ? OptState::ready : it->second.stage;
+}
+
+Tensor GradScaler::scale(const Tensor& outputs) {
+  if (!m_enabled) return outputs;
+  lazy_init();
+  Tensor out = m_backend->empty(outputs.shape(), outputs.dtype());
+  m_backend->mul_scalar_tensor(outputs, m_scale, out);
+  return out;
+}
+
+std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
+  std::vector<Tensor> out;
+  out.reserve(outputs.size());
+  for (const Tensor& t : outputs) out.push_back(scale(t));
+  return out;
+}
+
+void GradScaler::unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bool check_only) {
+  const std::vector<Tensor> grads = optimizer.grads();
+  st.recorded = false;
+  if (grads.empty()) return;  // PyTorch records nothing for an optimizer without gradients
+  if (!check_only) {
+    for (const Tensor& g : grads) {
+      if (g.dtype() == DType::f16) throw bad_option("Attempting to unscale FP16 gradients.");
+    }
+  }
+  Backend& b = *m_backend;
+  if (!st.found_inf.defined()) st.found_inf = b.empty({1}, DType::f32);
+  b.fill(st.found_inf, 0.0);
+  if (check_only) {
+    b.non_finite_check_and_unscale_(grads, st.found_inf, m_ones);
+  } else {
+    b.inv_scale(m_scale, m_inv_scale);
+    b.non_finite_check_and_unscale_(grads, st.found_inf, m_inv_scale);
+  }
+  st.recorded = true;
+}
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!m_enabled) return;
+  check_initialized("unscale_");
+  PerOptimizer& st = state_of(optimizer);
+  if (st.stage == OptState::unscaled) {
+    throw state_error(
+        "unscale_() has already been called on this optimizer since the last update().");
+  }
+  if (st.stage == OptState::stepped) throw state_error("unscale_() is being called after step().");
+  unscale_grads(optimizer, st, /*check_only=*/false);
+  st.stage = OptState::unscaled;
+}
+
+StepStatus GradScaler::step(optim::Optimizer& optimizer) {
+  if (!m_enabled) {
+    optimizer.step();
+    return StepStatus::stepped;
+  }
+  check_initialized("step");
+  PerOptimizer& st = state_of(optimizer);
+  if (st.stage == OptState::stepped) {
+    throw state_error("step() has already been called since the last update().");
+  }
+
+  if (optimizer.supports_amp_scaling()) {
+    // The fused path: a check-only pass records found_inf, and the optimizer multiplies the
+    // gradients by inv_scale as it reads them (by 1 when unscale_ already did it) and skips on
+    // the device when found_inf != 0. No host read.
+    const bool already_unscaled = st.stage == OptState::unscaled;
+    if (!already_unscaled) unscale_grads(optimizer, st, /*check_only=*/true);
+    if (!st.recorded) throw state_error("No inf checks were recorded for this optimizer.");
+    if (!already_unscaled) m_backend->inv_scale(m_scale, m_inv_scale);
+    optimizer.step_amp(st.found_inf, already_unscaled ? m_ones : m_inv_scale);
+    st.stage = OptState::stepped;
+    return StepStatus::on_device;
+  }
+
+  if (st.stage == OptState::ready) unscale_(optimizer);
+  if (!st.recorded) throw state_error("No inf checks were recorded for this optimizer.");
+  // The one host read of the unfused path, as PyTorch's found_inf.item().
+  const bool found = m_backend->read_scalar_f32(st.found_inf) != 0.0f;
+  StepStatus status = StepStatus::skipped;
+  if (!found) {
+    optimizer.step();
+    status = StepStatus::stepped;
+  }
+  st.stage = OptState::stepped;
+  return status;
+}
+
+ScaleUpdateParams GradScaler::update_params() const {
+  if (m_growth_interval < 1 || m_growth_interval > std::numeric_limits<int32_t>::max()) {
+    throw bad_option("The growth interval must be an integer in [1, 2^31 - 1], got " +
+                     std::to_string(m_growth_interval));
+  }
+  ScaleUpdateParams p;
+  p.growth_factor = m_growth_factor;
+  p.backoff_factor = m_backoff_factor;
+  p.growth_interval = static_cast<int32_t>(m_growth_interval);
+  p.hysteresis = m_hysteresis;
+  p.min_scale = static_cast<float>(m_min_scale);
+  p.max_scale = static_cast<float>(m_max_scale);
+  return p;
+}
+
+void GradScaler::update() {
+  if (!m_enabled) return;
+  check_initialized("update");
+  Backend& b = *m_backend;
+  bool any = false;
+  for (auto& [opt, st] : m_per_optimizer) {
+    if (!st.recorded) continue;
+    if (!any) {
+      b.copy(m_found_inf_combined, st.found_inf);
+      any = true;
+    } else {
+      b.add_(m_found_inf_combined, st.found_inf);
+    }
+  }
+  if (!any) throw state_error("No inf checks were recorded prior to update.");
+  b.update_scale_(m_scale, m_growth_tracker, m_hysteresis_tracker, m_found_inf_combined,
+                  update_params());
+  for (auto& [opt, st] : m_per_optimizer) {
+    st.stage = OptState::ready;
+    st.recorded = false;
+  }
+}
+
+void GradScaler::update(double new_scale) {
+  if (!m_enabled) return;
+  check_initialized("update");
+  m_backend->fill(m_scale, new_scale);
+  for (auto& [opt, st] : m_per_optimizer) {
+    st.stage = OptState::ready;
+    st.recorded = false;
+  }
+}
+
+void GradScaler::update(const Tensor& new_scale) {
+  if (!m_enabled) return;
+  check_initialized("update");
+  const char* reason = "new_scale should be a float or a 1-element tensor on the scaler's device.";
+  if (!new_scale.defined() || new_scale.device().type != m_backend->device().type ||
+      new_scale.numel() != 1 || !is_floating(new_scale.dtype())) {
+    throw bad_option(reason);
+  }
+  m_backend->cast(new_scale, m_scale);
+  for (auto& [opt, st] : m_per_optimizer) {
+    st.stage = OptState::ready;
+    st.recorded = false;
+  }
+}
+
+double GradScaler::get_scale() const {
+  if (!m_enabled) return 1.0;
+  if (!m_scale.defined()) return m_init_scale;
+  return m_backend->read_scalar_f32(m_scale);
+}
+
+int64_t GradScaler::get_growth_tracker() const {
+  if (!m_enabled) return 0;
+  if (!m_growth_tracker.defined()) return m_init_growth_tracker;
+  return m_backend->read_scalar_i32(m_growth_tracker);
+}
+
+int32_t GradScaler::get_hysteresis_tracker() const {
+  if (!m_enabled) return m_hysteresis;
+  if (!m_hysteresis_tracker.defined()) return m_init_hysteresis_tracker;
+  return m_backend->read_scalar_i32(m_hysteresis_tracker);
+}
+
+nlohmann::json GradScaler::state_dict() const {
+  if (!m_enabled) return nlohmann::json::object();
+  nlohmann::json s = nlohmann::json::object();
+  s["scale"] = get_scale();
+  s["growth_factor"] = m_growth_factor;
+  s["backoff_factor"] = m_backoff_factor;
+  s["growth_interval"] = m_growth_interval;
+  s["_growth_tracker"] = get_growth_tracker();
+  s["_hysteresis_tracker"] = static_cast<int64_t>(get_hysteresis_tracker());
+  return s;
+}
+
+void GradScaler::load_state_dict(const nlohmann::json& state) {
+  if (!m_enabled) return;
+  if (!state.is_object()) {
+    throw Error{ErrorKind::input,
+                std::string("scaler state_dict must be an object, got ") + state.type_name()};
+  }
+  if (state.empty()) {
+    throw Error{ErrorKind::input,
+                "The source state dict is empty, possibly because it was saved from a disabled "
+                "instance of GradScaler."};
+  }
+  auto number = [&](const char* key) {
+    if (!state.contains(key)) {
+      throw Error{ErrorKind::input, std::string("scaler state_dict: missing key '") + key + "'"};
+    }
+    const nlohmann::json& v = state.at(key);
+    if (!v.is_number()) {
+      throw Error{ErrorKind::input, std::string("scaler state_dict: '") + key +
+                                        "' must be a number, got " + v.type_name() + " " +
+                                        v.dump()};
+    }
+    return v.get<double>();
+  };
+  auto integer = [&](const char* key, bool required) -> std::optional<int64_t> {
+    if (!state.contains(key)) {
+      if (!required) return std::nullopt;
+      throw Error{ErrorKind::input, std::string("scaler state_dict: missing key '") + key + "'"};
+    }
+    const nlohmann::json& v = state.at(key);
+    if (!v.is_number_integer()) {
+      throw Error{ErrorKind::input, std::string("scaler state_dict: '") + key +
+                                        "' must be an integer, got " + v.type_name() + " " +
+                                        v.dump()};
+    }
+    return v.get<int64_t>();
+  };
+  const double scale = number("scale");
+  const double growth = number("growth_factor");
+  const double backoff = number("backoff_factor");
+  const int64_t interval = *integer("growth_interval", true);
+  const int64_t tracker = *integer("_growth_tracker", true);
+  const std::optional<int64_t> hysteresis_tracker = integer("_hysteresis_tracker", false);
+  auto invalid = [](const std::string& what) {
+    return Error{ErrorKind::input, "scaler state_dict: " + what};
+  };
+  if (!(std::isfinite(scale) && scale >= 0.0)) {
+    throw invalid("'scale' must be finite and >= 0, got " + std::to_string(scale));
+  }
+  if (!(growth > 1.0))
+    throw invalid("'growth_factor' must be > 1.0, got " + std::to_string(growth));
+  if (!(backoff > 0.0 && backoff < 1.0)) {
+    throw invalid("'backoff_factor' must be in (0, 1), got " + std::to_string(backoff));
+  }
+  if (interval < 1 || interval > std::numeric_limits<int32_t>::max()) {
+    throw invalid("'growth_interval' must be in [1, 2^31 - 1], got " + std::to_string(interval));
+  }
+  if (tracker < 0 || tracker > std::numeric_limits<int32_t>::max()) {
+    throw invalid("'_growth_tracker' must be in [0, 2^31 - 1], got " + std::to_string(tracker));
+  }
+  if (hysteresis_tracker && (*hysteresis_tracker < 0 || *hysteresis_tracker > m_hysteresis)) {
+    throw invalid("'_hysteresis_tracker' must be in [0, hysteresis = " +
+                  std::to_string(m_hysteresis) + "], got " + std::to_string(*hysteresis_tracker));
+  }
+
+  m_init_scale = scale;
+  m_growth_factor = growth;
+  m_backoff_factor = backoff;
+  m_growth_interval = interval;
+  m_init_growth_tracker = tracker;
+  m_init_hysteresis_tracker =
+      hysteresis_tracker ? static_cast<int32_t>(*hysteresis_tracker) : m_hysteresis;
+  if (m_scale.defined()) {
+    m_backend->fill(m_scale, scale);
+    m_backend->fill(m_growth_tracker, static_cast<double>(tracker));
+    m_backend->fill(m_hysteresis_tracker, static_cast<double>(m_init_hysteresis_tracker));
+  }
+}
+
+}  // namespace ampctl::amp
