@@ -123,7 +123,7 @@ class CpuBackend final : public Backend {
   void fill(const Tensor& dst, double value) override {
     check_cpu(dst, "fill");
     if (dst.dtype() == DType::i32) {
-      if (value != std::trunc(value) || std::fabs(value) > 2147483647.0) {
+      if (value != std::trunc(value) || value < -2147483648.0 || value > 2147483647.0) {
         throw Error{ErrorKind::invalid_argument,
                     "fill: " + std::to_string(value) + " is not an int32 value"};
       }
