@@ -1,6 +1,7 @@
 // ampctl's entry point: parses the command line and maps every ampctl::Error to SPEC's exit codes.
 // This is the only place that catches errors and prints them.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -9,6 +10,7 @@
 #include "ampctl/build_info.h"
 #include "ampctl/core/convert.h"
 #include "ampctl/core/error.h"
+#include "commands.h"
 
 namespace {
 
@@ -22,8 +24,16 @@ std::string version_text() {
   return text;
 }
 
+// A message may list several problems, one per line (a configuration's), each followed by its
+// own "hint: ..." line: every other line becomes one "error: ..." line.
 int print_error(const ampctl::Error& e) {
-  std::fprintf(stderr, "error: %s\n", e.what());
+  const std::string message = e.what();
+  for (size_t start = 0; start == 0 || start < message.size();) {
+    const size_t end = std::min(message.find('\n', start), message.size());
+    const std::string line = message.substr(start, end - start);
+    std::fprintf(stderr, line.rfind("hint: ", 0) == 0 ? "%s\n" : "error: %s\n", line.c_str());
+    start = end + 1;
+  }
   if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
   return e.exit_code();
 }
@@ -34,6 +44,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ampctl: fp16 mixed-precision training with dynamic loss scaling"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);
+  ampctl::app::Commands commands;
+  ampctl::app::register_validate(app, commands);
 
   try {
     try {
@@ -48,10 +60,10 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
       throw ampctl::Error{ampctl::ErrorKind::usage, e.what(), "run 'ampctl --help' for usage"};
     }
-    if (app.get_subcommands().empty()) {
-      std::fputs(app.help().c_str(), stdout);
-      return 0;
+    for (const ampctl::app::Command& command : commands) {
+      if (command.subcommand->parsed()) return command.run();
     }
+    std::fputs(app.help().c_str(), stdout);
     return 0;
   } catch (const ampctl::Error& e) {
     return print_error(e);

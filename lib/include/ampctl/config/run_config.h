@@ -1,0 +1,218 @@
+// RunConfig: SPEC section 2's configuration as typed values, and the ways in and out of it.
+//
+// Every key is declared once, in the field table of run_config.cpp (key path, type, default,
+// range or choices, help). Parsing, validation, --set overrides, the resolved YAML dump, the JSON
+// form kept in checkpoints and `ampctl validate` all come from that table, so they cannot
+// disagree.
+//
+// Invariants of a RunConfig returned by load_config/parse_config/from_json: every value is in
+// its range; every default is filled in, including the derived ones (`name` from the config
+// file's stem, `loss` from the training data's task, `scheduler.max_lr` from `optimizer.lr`);
+// keys that only apply to another choice (SGD's momentum under adamw, csv's path under a
+// synthetic source) hold their static defaults and are left out of the dump; a document may
+// still write them, at their default only (so SPEC's full listing is valid, and no setting is
+// silently ignored). A default-constructed RunConfig is zero-filled and NOT a valid
+// configuration.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ampctl::config {
+
+enum class Precision { fp16, bf16, fp32 };
+enum class ModelType { mlp };
+enum class Activation { relu, gelu, tanh };
+enum class LossType { cross_entropy, mse };
+enum class SourceKind { synthetic, idx, fashion_mnist, csv, split };
+enum class Task { classification, regression };
+enum class DatasetSplit { train, test };
+enum class OptimizerType { sgd, adam, adamw };
+enum class SchedulerType { constant, linear, cosine, step, onecycle };
+enum class AnnealStrategy { cos, linear };
+enum class Toggle { automatic, on, off };  // YAML: auto | true | false
+enum class InjectValue { inf, nan };
+
+// The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
+const char* to_string(Precision v);
+const char* to_string(ModelType v);
+const char* to_string(Activation v);
+const char* to_string(LossType v);
+const char* to_string(SourceKind v);
+const char* to_string(Task v);
+const char* to_string(DatasetSplit v);
+const char* to_string(OptimizerType v);
+const char* to_string(SchedulerType v);
+const char* to_string(AnnealStrategy v);
+const char* to_string(Toggle v);
+const char* to_string(InjectValue v);
+
+// A csv label column: a header name, or an index (negative counts from the end; -1 = last).
+struct LabelColumn {
+  std::string name;   // non-empty: by name (needs header: true)
+  int64_t index = 0;  // used when name is empty
+  bool operator==(const LabelColumn&) const = default;
+};
+
+// One data source. `source` says which members apply; the others hold their defaults.
+struct DataSource {
+  SourceKind source{};
+  Task task{};                  // synthetic, csv (idx and fashion_mnist are classification)
+  int64_t samples = 0;          // synthetic
+  int64_t features = 0;         // synthetic
+  int64_t classes = 0;          // synthetic classification
+  std::string images, labels;   // idx: MNIST-format files (.gz accepted)
+  DatasetSplit split{};         // fashion_mnist
+  std::string dir;              // fashion_mnist
+  std::string path;             // csv
+  LabelColumn label_column;     // csv
+  bool header = false;          // csv: the first row names the columns
+  double split_fraction = 0.0;  // split (data.eval only): hold out this part of data.train
+  bool operator==(const DataSource&) const = default;
+};
+
+// idx and fashion_mnist hold classes; synthetic and csv say.
+Task task_of(const DataSource& source);
+
+struct ModelConfig {
+  ModelType type{};
+  std::vector<int64_t> hidden;
+  Activation activation{};
+  double dropout = 0.0;
+  bool layer_norm = false;
+  bool operator==(const ModelConfig&) const = default;
+};
+
+struct DataConfig {
+  DataSource train;
+  std::optional<DataSource> eval;  // none, a source, or SourceKind::split
+  int64_t batch_size = 0;
+  bool shuffle = false;
+  bool drop_last = false;
+  bool normalize = false;
+  bool operator==(const DataConfig&) const = default;
+};
+
+struct OptimizerConfig {
+  OptimizerType type{};
+  double lr = 0.0;
+  double weight_decay = 0.0;
+  std::array<double, 2> betas{};  // adam, adamw
+  double eps = 0.0;               // adam, adamw
+  double momentum = 0.0;          // sgd
+  double dampening = 0.0;         // sgd
+  bool nesterov = false;          // sgd
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+struct SchedulerConfig {
+  SchedulerType type{};
+  int64_t warmup_steps = 0;          // all but onecycle
+  double min_lr = 0.0;               // linear, cosine
+  int64_t step_size = 0;             // step
+  double gamma = 0.0;                // step
+  double max_lr = 0.0;               // onecycle
+  double pct_start = 0.0;            // onecycle
+  double div_factor = 0.0;           // onecycle
+  double final_div_factor = 0.0;     // onecycle
+  AnnealStrategy anneal_strategy{};  // onecycle
+  bool three_phase = false;          // onecycle
+  bool operator==(const SchedulerConfig&) const = default;
+};
+
+struct ScalerConfig {
+  Toggle enabled{};
+  double init_scale = 0.0;
+  double growth_factor = 0.0;
+  double backoff_factor = 0.0;
+  int64_t growth_interval = 0;
+  int64_t hysteresis = 0;
+  double min_scale = 0.0;
+  double max_scale = 0.0;
+  bool operator==(const ScalerConfig&) const = default;
+};
+
+struct TrainingConfig {
+  int64_t max_steps = 0;
+  int64_t grad_accum_steps = 0;
+  std::optional<double> grad_clip_norm;
+  int64_t eval_every = 0;
+  bool operator==(const TrainingConfig&) const = default;
+};
+
+struct CheckpointConfig {
+  int64_t every_steps = 0;
+  int64_t keep_last = 0;
+  bool operator==(const CheckpointConfig&) const = default;
+};
+
+struct LoggingConfig {
+  int64_t every_steps = 0;
+  int64_t metrics_every = 0;
+  bool operator==(const LoggingConfig&) const = default;
+};
+
+struct DebugConfig {
+  std::vector<int64_t> inject_nonfinite_at;
+  InjectValue inject_value{};
+  bool operator==(const DebugConfig&) const = default;
+};
+
+struct RunConfig {
+  std::string name;
+  int64_t seed = 0;
+  std::string device;  // "auto", "cpu", "cuda" or "cuda:N"
+  Precision precision{};
+  ModelConfig model;
+  LossType loss{};
+  DataConfig data;
+  OptimizerConfig optimizer;
+  SchedulerConfig scheduler;
+  ScalerConfig scaler;
+  TrainingConfig training;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+  DebugConfig debug;
+  bool operator==(const RunConfig&) const = default;
+};
+
+// scaler.enabled with `auto` resolved: on for fp16, off for bf16 and fp32.
+bool scaler_enabled(const RunConfig& config);
+
+// Reads, overrides and validates a configuration file. `overrides` are `--set` arguments
+// ("KEY=VALUE"), applied in order before validation. Throws Error{usage} for an override
+// without '=', ConfigError{config} listing every problem otherwise (a missing or unreadable
+// file is one such problem).
+RunConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `origin` names it in messages and its stem is the default name.
+RunConfig parse_config(std::string_view yaml, const std::string& origin,
+                       const std::vector<std::string>& overrides = {});
+
+enum class YamlStyle {
+  plain,     // the resolved configuration (run directories' config.yaml)
+  annotated  // each key followed by its help as a comment (ampctl validate)
+};
+
+// The resolved configuration as YAML, every applicable key in SPEC section 2's order.
+// parse_config(to_yaml(c), ...) == c.
+std::string to_yaml(const RunConfig& config, YamlStyle style = YamlStyle::plain);
+
+// The same keys as JSON (for checkpoints). JSON has no infinity or NaN: such floats are written
+// as the strings ".inf", "-.inf", ".nan", which from_json reads back.
+nlohmann::json to_json(const RunConfig& config);
+
+// Validates a JSON configuration exactly as a YAML one (then `overrides`); throws ConfigError
+// whose problems name the keys, of kind input (a bad checkpoint), or config when every problem
+// comes from an override.
+RunConfig from_json(const nlohmann::json& json, const std::string& origin = "config",
+                    const std::vector<std::string>& overrides = {});
+
+}  // namespace ampctl::config

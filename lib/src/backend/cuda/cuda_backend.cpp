@@ -1,0 +1,716 @@
+// The CUDA backend: Backend's ops on one GPU, on one non-default stream, in issue order.
+//
+// Ownership: every resource has an owner here. Tensor storage is cudaMalloc'd and freed by the
+// Storage's deleter; the stream, the cuBLAS handle, cuBLAS's workspace, the gemm widening
+// workspace and the global-norm partial sums belong to the backend object.
+//
+// Synchronisation: every op only enqueues work on m_stream. download() and synchronize() wait;
+// upload() returns once the host buffer may be reused (see there); nothing else blocks, so a
+// training step, whose scaler state lives in device scalars, never waits for the device.
+//
+// Numerics: per-element math is in the kernels (kernels/*.cu), which call the AMPCTL_HD functions
+// the CPU backend calls. Matrix products go to cuBLAS with 32-bit compute and no TF32, with
+// reductions kept in fp32 even for fp16/bf16 outputs, and without atomics, so they are
+// deterministic and round to the output type once.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amp.cuh"
+#include "ampctl/backend/backend.h"
+#include "cast.cuh"
+#include "device_probe.h"
+#include "elementwise.cuh"
+#include "fill.cuh"
+#include "global_norm.cuh"
+#include "sgd.cuh"
+
+namespace ampctl {
+namespace {
+
+using kernels::ElemType;
+
+static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
+                  static_cast<int>(ElemType::f16) == static_cast<int>(DType::f16) &&
+                  static_cast<int>(ElemType::bf16) == static_cast<int>(DType::bf16) &&
+                  static_cast<int>(ElemType::i32) == static_cast<int>(DType::i32),
+              "kernels::ElemType must mirror ampctl::DType");
+
+ElemType elem_type(DType dtype) {
+  return static_cast<ElemType>(dtype);
+}
+
+constexpr const char* kNoGpuHint =
+    "run on a machine with an NVIDIA GPU and its driver (nvidia-smi lists it), or use device: cpu";
+
+// ---- cuBLAS errors ----
+
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file,
+                                     int line) {
+  const char* slash = std::strrchr(file, '/');
+  throw Error{ErrorKind::cuda, std::string(slash ? slash + 1 : file) + ":" + std::to_string(line) +
+                                   ": " + expr + ": " + cublasGetStatusName(status) + " (" +
+                                   cublasGetStatusString(status) + ")"};
+}
+
+#define AMPCTL_CUBLAS_CHECK(expr)                                           \
+  do {                                                                      \
+    const cublasStatus_t ampctl_cublas_status_ = (expr);                    \
+    if (ampctl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                   \
+      throw_cublas_error(ampctl_cublas_status_, #expr, __FILE__, __LINE__); \
+    }                                                                       \
+  } while (0)
+
+// ---- RAII ----
+
+// Makes `device` current for a scope and restores the previous device after, so a backend on
+// cuda:1 does not leave the thread pointed at it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) : m_device(device) {
+    AMPCTL_CUDA_CHECK(cudaGetDevice(&m_previous));
+    if (m_previous != m_device) AMPCTL_CUDA_CHECK(cudaSetDevice(m_device));
+  }
+  ~DeviceScope() {
+    if (m_previous != m_device) (void)cudaSetDevice(m_previous);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int m_device;
+  int m_previous = 0;
+};
+
+// Frees device memory. A deleter cannot throw, so errors (a sticky fault, a runtime already torn
+// down at exit) are dropped. The explicit device sync makes the free safe whatever is still
+// queued on any stream that reads the memory; frees happen outside the training step.
+void free_device_memory(int device, void* p) noexcept {
+  if (p == nullptr) return;
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  if (previous != device) (void)cudaSetDevice(device);
+  (void)cudaDeviceSynchronize();
+  (void)cudaFree(p);
+  if (previous >= 0 && previous != device) (void)cudaSetDevice(previous);
+  (void)cudaGetLastError();
+}
+
+void* allocate_device_memory(int device, size_t bytes, const std::string& what) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error{ErrorKind::cuda,
+                "cudaMalloc of " + std::to_string(bytes) + " bytes for " + what +
+                    " on cuda:" + std::to_string(device) + " failed: " + cudaGetErrorName(err) +
+                    " (" + cudaGetErrorString(err) + ")",
+                "the model, batch or workspaces do not fit in GPU memory: reduce them"};
+  }
+  return p;
+}
+
+// A backend-internal device buffer with one owner.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(int device, size_t bytes, const std::string& what)
+      : m_device(device),
+        m_data(bytes ? allocate_device_memory(device, bytes, what) : nullptr),
+        m_bytes(bytes) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      m_device = other.m_device;
+      m_data = std::exchange(other.m_data, nullptr);
+      m_bytes = std::exchange(other.m_bytes, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return m_data; }
+  size_t bytes() const { return m_bytes; }
+  void reset() noexcept {
+    free_device_memory(m_device, m_data);
+    m_data = nullptr;
+    m_bytes = 0;
+  }
+
+ private:
+  int m_device = 0;
+  void* m_data = nullptr;
+  size_t m_bytes = 0;
+};
+
+// A non-blocking stream on the current device: it does not serialise with the legacy default
+// stream, so other libraries' default-stream work does not stall ours.
+class Stream {
+ public:
+  Stream() { AMPCTL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking)); }
+  ~Stream() {
+    (void)cudaStreamSynchronize(m_stream);
+    (void)cudaStreamDestroy(m_stream);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return m_stream; }
+
+ private:
+  cudaStream_t m_stream = nullptr;
+};
+
+class CublasHandle {
+ public:
+  CublasHandle() { AMPCTL_CUBLAS_CHECK(cublasCreate(&m_handle)); }
+  ~CublasHandle() { (void)cublasDestroy(m_handle); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return m_handle; }
+
+ private:
+  cublasHandle_t m_handle = nullptr;
+};
+
+// ---- argument checks ----
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error{ErrorKind::invalid_argument, message};
+}
+
+void check_scalar(const Tensor& t, DType dtype, const char* op, const char* name) {
+  if (t.dtype() != dtype || t.numel() != 1) {
+    invalid(std::string(op) + ": " + name + " must be a one-element " + dtype_name(dtype) +
+            " tensor, got " + t.describe());
+  }
+}
+
+void check_same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name,
+                      const char* op) {
+  if (a.numel() != b.numel()) {
+    invalid(std::string(op) + ": " + a_name + " " + a.describe() + " and " + b_name + " " +
+            b.describe() + " differ in element count");
+  }
+}
+
+void check_floating(const Tensor& t, const char* op, const char* name) {
+  if (!is_floating(t.dtype())) {
+    invalid(std::string(op) + ": " + name + " must be f32, f16 or bf16, got " + t.describe());
+  }
+}
+
+// The bits a fill writes, computed on the host exactly as the CPU backend computes its fill value:
+// float values go through float first, as PyTorch's fill_ builds c10::Half/BFloat16 from a float.
+// (So a double between two f16 values can round twice; backend.h's "rounded once" holds for every
+// value that is a float.)
+uint32_t fill_bits(DType dtype, double value) {
+  switch (dtype) {
+    case DType::f32:
+      return float_bits(static_cast<float>(value));
+    case DType::f16:
+      return half(static_cast<float>(value)).bits;
+    case DType::bf16:
+      return bfloat16(static_cast<float>(value)).bits;
+    case DType::i32:
+      if (value != std::trunc(value) || value < -2147483648.0 || value > 2147483647.0) {
+        invalid("fill: " + std::to_string(value) + " is not an int32 value");
+      }
+      return static_cast<uint32_t>(static_cast<int32_t>(value));
+  }
+  return 0;
+}
+
+cudaDataType cuda_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::i32:
+      break;
+  }
+  invalid("gemm: i32 operands are not supported");
+}
+
+// Splits tensors into kernel-parameter packs of at most kMaxTensorsPerLaunch, skipping empty
+// ones, in order.
+std::vector<kernels::TensorPack> make_packs(std::span<const Tensor> tensors) {
+  std::vector<kernels::TensorPack> packs;
+  for (const Tensor& t : tensors) {
+    if (t.numel() == 0) continue;
+    if (packs.empty() || packs.back().count == kernels::kMaxTensorsPerLaunch) packs.emplace_back();
+    kernels::TensorPack& pack = packs.back();
+    pack.tensors[pack.count++] = kernels::TensorDesc{t.data(), t.numel(), elem_type(t.dtype())};
+    pack.max_numel = std::max(pack.max_numel, t.numel());
+  }
+  return packs;
+}
+
+// ---- the backend ----
+
+class CudaBackend final : public Backend {
+ public:
+  // The device must be current (make_cuda_backend makes it so).
+  CudaBackend(int index, const cudaDeviceProp& props);
+
+  Device device() const override { return m_device; }
+  std::string description() const override { return m_description; }
+
+  Tensor empty(const Shape& shape, DType dtype) override;
+  void upload(const Tensor& dst, const void* host, size_t bytes) override;
+  void download(void* host, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& dst, double value) override;
+  void synchronize() override;
+
+  void cast(const Tensor& src, const Tensor& dst) override;
+  void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) override;
+  void add_(const Tensor& dst, const Tensor& src, float alpha) override;
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            float alpha, float beta) override;
+  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
+
+  void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
+                                     const Tensor& inv_scale) override;
+  void inv_scale(const Tensor& scale, const Tensor& inv) override;
+  void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
+                     const amp::ScaleUpdateParams& params) override;
+
+  void sgd_step(const SgdStepArgs& args) override;
+
+ private:
+  // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
+  void check_here(const Tensor& t, const char* op, const char* name) const;
+  // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
+  float* gemm_workspace(size_t floats);
+  cudaStream_t stream() const { return m_stream.get(); }
+
+  // 32 MiB: what cuBLAS's documentation recommends for Hopper; a fixed, owned workspace also
+  // keeps cuBLAS from allocating during a step.
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+  Device m_device;
+  std::string m_description;
+  // Destroyed in reverse order: the handle, then the buffers (its workspace among them), then
+  // the stream they were used on.
+  Stream m_stream;
+  DeviceBuffer m_cublas_workspace;
+  DeviceBuffer m_gemm_workspace;
+  DeviceBuffer m_norm_partials;
+  CublasHandle m_cublas;
+};
+
+CudaBackend::CudaBackend(int index, const cudaDeviceProp& props)
+    : m_device{DeviceType::cuda, index},
+      m_description("cuda:" + std::to_string(index) + " (" + props.name + ", sm_" +
+                    std::to_string(props.major) + std::to_string(props.minor) + ")"),
+      m_cublas_workspace(index, kCublasWorkspaceBytes, "the cuBLAS workspace"),
+      m_norm_partials(index, kernels::kNormBlocks * sizeof(double), "global-norm partial sums") {
+  cublasHandle_t h = m_cublas.get();
+  // cublasSetStream resets the workspace, so the workspace is set after it.
+  AMPCTL_CUBLAS_CHECK(cublasSetStream(h, stream()));
+  AMPCTL_CUBLAS_CHECK(cublasSetWorkspace(h, m_cublas_workspace.get(), m_cublas_workspace.bytes()));
+  AMPCTL_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+  AMPCTL_CUBLAS_CHECK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
+  // Default math: tensor cores for f16/bf16 inputs, never TF32 for f32 inputs (which would need
+  // CUBLAS_TF32_TENSOR_OP_MATH or a FAST_TF32 compute type). Split-K reductions stay in fp32 even
+  // when the output is f16/bf16, so the output is rounded once.
+  AMPCTL_CUBLAS_CHECK(cublasSetMathMode(
+      h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                   CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+}
+
+void CudaBackend::check_here(const Tensor& t, const char* op, const char* name) const {
+  if (!t.defined()) invalid(std::string(op) + ": " + name + " is undefined");
+  if (t.device() != m_device) {
+    invalid(std::string(op) + ": " + name + " is " + t.describe() + ", expected a tensor on " +
+            m_device.str() + " (move data with upload/download)");
+  }
+}
+
+Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
+  DeviceScope scope(m_device.index);
+  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const int index = m_device.index;
+  void* p = bytes ? allocate_device_memory(index, bytes,
+                                           std::string(dtype_name(dtype)) + shape_str(shape))
+                  : nullptr;
+  auto storage = std::make_shared<Storage>(p, bytes, m_device,
+                                           [index](void* q) { free_device_memory(index, q); });
+  return Tensor{std::move(storage), 0, shape, dtype};
+}
+
+void CudaBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
+  check_here(dst, "upload", "destination");
+  if (bytes != dst.nbytes()) {
+    invalid("upload: " + std::to_string(bytes) + " bytes given for " + dst.describe() + " of " +
+            std::to_string(dst.nbytes()) + " bytes");
+  }
+  if (bytes == 0) return;
+  DeviceScope scope(m_device.index);
+  AMPCTL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, bytes, cudaMemcpyHostToDevice, stream()));
+  // From pageable memory cudaMemcpyAsync returns only after the bytes are staged, so the caller
+  // may reuse its buffer at once. From page-locked memory the copy is truly asynchronous; wait,
+  // so that upload() means the same for every kind of host buffer.
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, host) == cudaSuccess &&
+      attributes.type == cudaMemoryTypeHost) {
+    AMPCTL_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  (void)cudaGetLastError();  // cudaPointerGetAttributes may leave a non-sticky error behind
+}
+
+void CudaBackend::download(void* host, const Tensor& src) {
+  check_here(src, "download", "source");
+  if (src.nbytes() == 0) return;
+  DeviceScope scope(m_device.index);
+  AMPCTL_CUDA_CHECK(
+      cudaMemcpyAsync(host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream()));
+  AMPCTL_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
+  check_here(dst, "copy", "destination");
+  check_here(src, "copy", "source");
+  if (dst.dtype() != src.dtype()) {
+    invalid("copy: destination " + dst.describe() + " and source " + src.describe() +
+            " differ in dtype (use cast)");
+  }
+  check_same_numel(dst, "destination", src, "source", "copy");
+  if (dst.nbytes() == 0 || dst.data() == src.data()) return;
+  DeviceScope scope(m_device.index);
+  AMPCTL_CUDA_CHECK(
+      cudaMemcpyAsync(dst.data(), src.data(), dst.nbytes(), cudaMemcpyDeviceToDevice, stream()));
+}
+
+void CudaBackend::fill(const Tensor& dst, double value) {
+  check_here(dst, "fill", "destination");
+  const uint32_t bits = fill_bits(dst.dtype(), value);
+  DeviceScope scope(m_device.index);
+  kernels::launch_fill(dst.data(), dtype_size(dst.dtype()), bits, dst.numel(), stream());
+}
+
+void CudaBackend::synchronize() {
+  DeviceScope scope(m_device.index);
+  AMPCTL_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+void CudaBackend::cast(const Tensor& src, const Tensor& dst) {
+  check_here(src, "cast", "source");
+  check_here(dst, "cast", "destination");
+  check_same_numel(src, "source", dst, "destination", "cast");
+  DeviceScope scope(m_device.index);
+  kernels::launch_cast(src.data(), elem_type(src.dtype()), dst.data(), elem_type(dst.dtype()),
+                       src.numel(), stream());
+}
+
+void CudaBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) {
+  check_here(x, "mul_scalar_tensor", "x");
+  check_here(scale, "mul_scalar_tensor", "scale");
+  check_here(out, "mul_scalar_tensor", "out");
+  check_scalar(scale, DType::f32, "mul_scalar_tensor", "scale");
+  check_floating(x, "mul_scalar_tensor", "x");
+  check_floating(out, "mul_scalar_tensor", "out");
+  check_same_numel(x, "x", out, "out", "mul_scalar_tensor");
+  DeviceScope scope(m_device.index);
+  kernels::launch_mul_scalar_tensor(x.data(), elem_type(x.dtype()),
+                                    static_cast<const float*>(scale.data()), out.data(),
+                                    elem_type(out.dtype()), x.numel(), stream());
+}
+
+void CudaBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
+  check_here(dst, "add_", "dst");
+  check_here(src, "add_", "src");
+  check_floating(dst, "add_", "dst");
+  check_floating(src, "add_", "src");
+  check_same_numel(dst, "dst", src, "src", "add_");
+  DeviceScope scope(m_device.index);
+  kernels::launch_add(dst.data(), elem_type(dst.dtype()), src.data(), elem_type(src.dtype()), alpha,
+                      dst.numel(), stream());
+}
+
+float* CudaBackend::gemm_workspace(size_t floats) {
+  const size_t bytes = floats * sizeof(float);
+  if (m_gemm_workspace.bytes() < bytes) {
+    // Free before allocating (peak memory); the free waits for queued readers of the old one.
+    m_gemm_workspace.reset();
+    m_gemm_workspace = DeviceBuffer(m_device.index, bytes, "the gemm widening workspace");
+  }
+  return static_cast<float*>(m_gemm_workspace.get());
+}
+
+void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                       const Tensor& c, float alpha, float beta) {
+  check_here(a, "gemm", "A");
+  check_here(b, "gemm", "B");
+  check_here(c, "gemm", "C");
+  check_floating(a, "gemm", "A");
+  check_floating(b, "gemm", "B");
+  check_floating(c, "gemm", "C");
+  if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) {
+    invalid("gemm: A, B and C must be matrices, got A " + a.describe() + ", B " + b.describe() +
+            ", C " + c.describe());
+  }
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
+  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t k_b = trans_b ? b.dim(1) : b.dim(0);
+  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
+  if (k != k_b || c.dim(0) != m || c.dim(1) != n) {
+    invalid("gemm: op(A) is " + shape_str({m, k}) + " (A " + a.describe() +
+            (trans_a ? ", transposed" : "") + "), op(B) is " + shape_str({k_b, n}) + " (B " +
+            b.describe() + (trans_b ? ", transposed" : "") + "), C is " + c.describe() +
+            "; expected op(A) [m, k], op(B) [k, n], C [m, n]");
+  }
+  for (int64_t d : {m, n, k}) {
+    if (d > INT_MAX)
+      invalid("gemm: dimension " + std::to_string(d) + " exceeds cuBLAS's int range");
+  }
+  if (m == 0 || n == 0) return;
+  DeviceScope scope(m_device.index);
+  if (k == 0) {
+    // An empty product: C := beta * C, done here rather than trusting every cuBLAS path with k = 0.
+    kernels::launch_scale_in_place(c.data(), elem_type(c.dtype()), beta, c.numel(), stream());
+    return;
+  }
+
+  // cuBLAS with 32-bit compute takes equal input types, and for f32 inputs an f32 output, for
+  // f16 inputs an f16 or f32 output, for bf16 inputs a bf16 or f32 output. Other combinations go
+  // through an f32 workspace: mixed inputs are widened to f32 (exact, so the product is the one
+  // asked for), and an output cuBLAS cannot write is computed in f32 and rounded once by a cast.
+  const bool mixed_inputs = a.dtype() != b.dtype();
+  const DType input_type = mixed_inputs ? DType::f32 : a.dtype();
+  const bool widen_a = mixed_inputs && a.dtype() != DType::f32;
+  const bool widen_b = mixed_inputs && b.dtype() != DType::f32;
+  const bool c_via_workspace = c.dtype() != DType::f32 && c.dtype() != input_type;
+  auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256-byte regions
+  const size_t a_floats = widen_a ? aligned(a.numel()) : 0;
+  const size_t b_floats = widen_b ? aligned(b.numel()) : 0;
+  const size_t c_floats = c_via_workspace ? aligned(c.numel()) : 0;
+  float* workspace =
+      a_floats + b_floats + c_floats > 0 ? gemm_workspace(a_floats + b_floats + c_floats) : nullptr;
+
+  const void* a_ptr = a.data();
+  const void* b_ptr = b.data();
+  void* c_ptr = c.data();
+  if (widen_a) {
+    kernels::launch_cast(a.data(), elem_type(a.dtype()), workspace, ElemType::f32, a.numel(),
+                         stream());
+    a_ptr = workspace;
+  }
+  if (widen_b) {
+    float* b_ws = workspace + a_floats;
+    kernels::launch_cast(b.data(), elem_type(b.dtype()), b_ws, ElemType::f32, b.numel(), stream());
+    b_ptr = b_ws;
+  }
+  if (c_via_workspace) {
+    float* c_ws = workspace + a_floats + b_floats;
+    // With beta == 0 cuBLAS does not read C (NaNs in it are ignored), so it is not widened.
+    if (beta != 0.0f) {
+      kernels::launch_cast(c.data(), elem_type(c.dtype()), c_ws, ElemType::f32, c.numel(),
+                           stream());
+    }
+    c_ptr = c_ws;
+  }
+  const cudaDataType ab_type = cuda_data_type(input_type);
+  const cudaDataType c_type = c_via_workspace ? CUDA_R_32F : cuda_data_type(c.dtype());
+
+  // Row-major X [r, c] is column-major X^T with leading dimension c, so the row-major product
+  // C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: cuBLAS's first operand is our B.
+  const int lda = static_cast<int>(std::max<int64_t>(1, a.dim(1)));
+  const int ldb = static_cast<int>(std::max<int64_t>(1, b.dim(1)));
+  const int ldc = static_cast<int>(n);
+  AMPCTL_CUBLAS_CHECK(cublasGemmEx(
+      m_cublas.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b_ptr, ab_type, ldb,
+      a_ptr, ab_type, lda, &beta, c_ptr, c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (c_via_workspace) {
+    kernels::launch_cast(c_ptr, ElemType::f32, c.data(), elem_type(c.dtype()), c.numel(), stream());
+  }
+}
+
+void CudaBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out) {
+  check_here(out, "global_norm", "out");
+  check_scalar(out, DType::f32, "global_norm", "out");
+  for (const Tensor& t : tensors) {
+    check_here(t, "global_norm", "input");
+    check_floating(t, "global_norm", "input");
+  }
+  DeviceScope scope(m_device.index);
+  auto* partials = static_cast<double*>(m_norm_partials.get());
+  std::vector<kernels::TensorPack> packs = make_packs(tensors);
+  if (packs.empty()) packs.emplace_back();  // zeroes the partials: the norm of nothing is 0
+  for (size_t i = 0; i < packs.size(); ++i) {
+    kernels::launch_global_norm_partials(packs[i], partials, /*accumulate=*/i > 0, stream());
+  }
+  kernels::launch_global_norm_finalize(partials, static_cast<float*>(out.data()), stream());
+}
+
+void CudaBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
+                                                const Tensor& found_inf, const Tensor& inv_scale) {
+  const char* op = "non_finite_check_and_unscale_";
+  check_here(found_inf, op, "found_inf");
+  check_here(inv_scale, op, "inv_scale");
+  check_scalar(found_inf, DType::f32, op, "found_inf");
+  check_scalar(inv_scale, DType::f32, op, "inv_scale");
+  for (const Tensor& t : tensors) {
+    check_here(t, op, "input");
+    check_floating(t, op, "input");
+  }
+  DeviceScope scope(m_device.index);
+  for (const kernels::TensorPack& pack : make_packs(tensors)) {
+    kernels::launch_non_finite_check_and_unscale(pack, static_cast<float*>(found_inf.data()),
+                                                 static_cast<const float*>(inv_scale.data()),
+                                                 stream());
+  }
+}
+
+void CudaBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
+  check_here(scale, "inv_scale", "scale");
+  check_here(inv, "inv_scale", "inv");
+  check_scalar(scale, DType::f32, "inv_scale", "scale");
+  check_scalar(inv, DType::f32, "inv_scale", "inv");
+  DeviceScope scope(m_device.index);
+  kernels::launch_inv_scale(static_cast<const float*>(scale.data()),
+                            static_cast<float*>(inv.data()), stream());
+}
+
+void CudaBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                                const Tensor& hysteresis_tracker, const Tensor& found_inf,
+                                const amp::ScaleUpdateParams& params) {
+  const char* op = "update_scale_";
+  check_here(scale, op, "scale");
+  check_here(growth_tracker, op, "growth_tracker");
+  check_here(hysteresis_tracker, op, "hysteresis_tracker");
+  check_here(found_inf, op, "found_inf");
+  check_scalar(scale, DType::f32, op, "scale");
+  check_scalar(growth_tracker, DType::i32, op, "growth_tracker");
+  check_scalar(hysteresis_tracker, DType::i32, op, "hysteresis_tracker");
+  check_scalar(found_inf, DType::f32, op, "found_inf");
+  DeviceScope scope(m_device.index);
+  kernels::launch_update_scale(static_cast<float*>(scale.data()),
+                               static_cast<int32_t*>(growth_tracker.data()),
+                               static_cast<int32_t*>(hysteresis_tracker.data()),
+                               static_cast<const float*>(found_inf.data()), params, stream());
+}
+
+void CudaBackend::sgd_step(const SgdStepArgs& args) {
+  const char* op = "sgd_step";
+  check_here(args.params, op, "params");
+  check_here(args.grads, op, "grads");
+  check_here(args.step, op, "step");
+  args.params.check_dtype(DType::f32);
+  args.grads.check_dtype(DType::f32);
+  check_same_numel(args.params, "params", args.grads, "grads", op);
+  check_scalar(args.step, DType::i32, op, "step");
+  const bool momentum = args.hyper.momentum != 0.0f;
+  if (momentum) {
+    if (!args.momentum_buf.defined()) invalid("sgd_step: momentum != 0 needs momentum_buf");
+    check_here(args.momentum_buf, op, "momentum_buf");
+    args.momentum_buf.check_dtype(DType::f32);
+    check_same_numel(args.params, "params", args.momentum_buf, "momentum_buf", op);
+  }
+  if (args.found_inf.defined()) {
+    check_here(args.found_inf, op, "found_inf");
+    check_scalar(args.found_inf, DType::f32, op, "found_inf");
+  }
+  if (args.inv_scale.defined()) {
+    check_here(args.inv_scale, op, "inv_scale");
+    check_scalar(args.inv_scale, DType::f32, op, "inv_scale");
+  }
+  if (args.lowp_params.defined()) {
+    check_here(args.lowp_params, op, "lowp_params");
+    if (args.lowp_params.dtype() != DType::f16 && args.lowp_params.dtype() != DType::bf16) {
+      invalid("sgd_step: lowp_params must be f16 or bf16, got " + args.lowp_params.describe());
+    }
+    check_same_numel(args.params, "params", args.lowp_params, "lowp_params", op);
+  }
+  kernels::SgdStepPointers p{};
+  p.params = static_cast<float*>(args.params.data());
+  p.grads = static_cast<const float*>(args.grads.data());
+  // Without momentum the buffer is neither read nor written, even when one is passed.
+  p.momentum_buf = momentum ? static_cast<float*>(args.momentum_buf.data()) : nullptr;
+  p.step = static_cast<int32_t*>(args.step.data());
+  p.found_inf =
+      args.found_inf.defined() ? static_cast<const float*>(args.found_inf.data()) : nullptr;
+  p.inv_scale =
+      args.inv_scale.defined() ? static_cast<const float*>(args.inv_scale.data()) : nullptr;
+  p.lowp_params = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+  p.lowp_type = args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
+  DeviceScope scope(m_device.index);
+  kernels::launch_sgd_step(p, args.params.numel(), args.hyper, stream());
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(int index) {
+  const std::string name = "cuda:" + std::to_string(index);
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error{ErrorKind::cuda,
+                "device " + name +
+                    " requested, but CUDA finds no usable GPU: cudaGetDeviceCount: " +
+                    cudaGetErrorName(err) + " (" + cudaGetErrorString(err) + ")",
+                kNoGpuHint};
+  }
+  if (count == 0) {
+    throw Error{ErrorKind::cuda, "device " + name + " requested, but this machine has no GPU",
+                kNoGpuHint};
+  }
+  if (index < 0 || index >= count) {
+    throw Error{
+        ErrorKind::cuda,
+        "device " + name + " requested, but this machine has " + std::to_string(count) +
+            " GPU(s): cuda:0 to cuda:" + std::to_string(count - 1),
+        "use an index below " + std::to_string(count) + " (CUDA_VISIBLE_DEVICES renumbers them)"};
+  }
+  DeviceScope scope(index);
+  cudaDeviceProp props{};
+  AMPCTL_CUDA_CHECK(cudaGetDeviceProperties(&props, index));
+  const cudaError_t probe = cuda_detail::probe_kernel_image();
+  if (probe != cudaSuccess) {
+    const std::string arch = std::to_string(props.major) + std::to_string(props.minor);
+    throw Error{ErrorKind::cuda,
+                name + " (" + props.name + ", sm_" + arch +
+                    ") cannot run this build's kernels, built for sm_" +
+                    cuda_detail::compiled_architectures() + ": " + cudaGetErrorName(probe) + " (" +
+                    cudaGetErrorString(probe) + ")",
+                "rebuild with -DCMAKE_CUDA_ARCHITECTURES=" + arch + ", or use device: cpu"};
+  }
+  return std::make_unique<CudaBackend>(index, props);
+}
+
+bool cuda_compiled() {
+  return true;
+}
+
+std::string cuda_architectures() {
+  return cuda_detail::compiled_architectures();
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+}  // namespace ampctl

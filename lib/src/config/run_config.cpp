@@ -1,0 +1,678 @@
+// The configuration's field tables: SPEC section 2, one declaration per key. Everything else in
+// this module (parsing, validation, --set, the YAML and JSON dumps, `ampctl validate`) reads
+// these tables; adding a key means adding one line here and a member to run_config.h.
+#include "ampctl/config/run_config.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "ampctl/config/document.h"
+#include "ampctl/config/schema.h"
+
+namespace ampctl::config {
+
+// ---- the YAML spelling of each choice (to_string and the parser both read these) ----
+
+namespace {
+
+template <class E>
+using Names = std::pair<E, const char*>;
+
+constexpr Names<Precision> kPrecision[] = {
+    {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}};
+constexpr Names<ModelType> kModelType[] = {{ModelType::mlp, "mlp"}};
+constexpr Names<Activation> kActivation[] = {
+    {Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::tanh, "tanh"}};
+constexpr Names<LossType> kLoss[] = {{LossType::cross_entropy, "cross_entropy"},
+                                     {LossType::mse, "mse"}};
+constexpr Names<SourceKind> kSource[] = {{SourceKind::synthetic, "synthetic"},
+                                         {SourceKind::idx, "idx"},
+                                         {SourceKind::fashion_mnist, "fashion_mnist"},
+                                         {SourceKind::csv, "csv"},
+                                         {SourceKind::split, "split"}};
+constexpr Names<Task> kTask[] = {{Task::classification, "classification"},
+                                 {Task::regression, "regression"}};
+constexpr Names<DatasetSplit> kSplit[] = {{DatasetSplit::train, "train"},
+                                          {DatasetSplit::test, "test"}};
+constexpr Names<OptimizerType> kOptimizer[] = {
+    {OptimizerType::sgd, "sgd"}, {OptimizerType::adam, "adam"}, {OptimizerType::adamw, "adamw"}};
+constexpr Names<SchedulerType> kScheduler[] = {{SchedulerType::constant, "constant"},
+                                               {SchedulerType::linear, "linear"},
+                                               {SchedulerType::cosine, "cosine"},
+                                               {SchedulerType::step, "step"},
+                                               {SchedulerType::onecycle, "onecycle"}};
+constexpr Names<AnnealStrategy> kAnneal[] = {{AnnealStrategy::cos, "cos"},
+                                             {AnnealStrategy::linear, "linear"}};
+constexpr Names<Toggle> kToggle[] = {
+    {Toggle::automatic, "auto"}, {Toggle::on, "true"}, {Toggle::off, "false"}};
+constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValue::nan, "nan"}};
+
+template <class E, size_t N>
+const char* name_in(const Names<E> (&names)[N], E v) {
+  for (const auto& [e, name] : names) {
+    if (e == v) return name;
+  }
+  return "?";
+}
+
+}  // namespace
+
+const char* to_string(Precision v) {
+  return name_in(kPrecision, v);
+}
+const char* to_string(ModelType v) {
+  return name_in(kModelType, v);
+}
+const char* to_string(Activation v) {
+  return name_in(kActivation, v);
+}
+const char* to_string(LossType v) {
+  return name_in(kLoss, v);
+}
+const char* to_string(SourceKind v) {
+  return name_in(kSource, v);
+}
+const char* to_string(Task v) {
+  return name_in(kTask, v);
+}
+const char* to_string(DatasetSplit v) {
+  return name_in(kSplit, v);
+}
+const char* to_string(OptimizerType v) {
+  return name_in(kOptimizer, v);
+}
+const char* to_string(SchedulerType v) {
+  return name_in(kScheduler, v);
+}
+const char* to_string(AnnealStrategy v) {
+  return name_in(kAnneal, v);
+}
+const char* to_string(Toggle v) {
+  return name_in(kToggle, v);
+}
+const char* to_string(InjectValue v) {
+  return name_in(kInject, v);
+}
+
+Task task_of(const DataSource& source) {
+  switch (source.source) {
+    case SourceKind::synthetic:
+    case SourceKind::csv:
+      return source.task;
+    default:
+      return Task::classification;
+  }
+}
+
+bool scaler_enabled(const RunConfig& config) {
+  switch (config.scaler.enabled) {
+    case Toggle::on:
+      return true;
+    case Toggle::off:
+      return false;
+    case Toggle::automatic:
+      break;
+  }
+  return config.precision == Precision::fp16;
+}
+
+namespace {
+
+// ---- string checks ----
+
+std::string non_empty(const std::string& s) {
+  return s.empty() ? "must not be empty" : "";
+}
+
+// The run directory is runs/<name>: one path component.
+std::string check_name(const std::string& s) {
+  if (s.empty()) return "must not be empty";
+  if (s == "." || s == "..") return "must not be '.' or '..'";
+  if (s.size() > 200) return "must be at most 200 characters";
+  for (char c : s) {
+    if (c == '/' || c == '\\') return "must not contain '/' or '\\' (it names a directory)";
+    if (static_cast<unsigned char>(c) < 0x20) return "must not contain control characters";
+  }
+  return {};
+}
+
+std::string check_device(const std::string& s) {
+  if (s == "auto" || s == "cpu" || s == "cuda") return {};
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 && s.size() <= 9 &&
+      s.find_first_not_of("0123456789", 5) == std::string::npos) {
+    return {};
+  }
+  return "must be auto, cpu, cuda or cuda:N, got " + s;
+}
+
+// ---- fields of this module's own types ----
+
+// scaler.enabled: auto | true | false (the bools plain, as YAML writes them).
+template <class T, class Get>
+Field<T> toggle_field(std::string path, Get get, Toggle def, std::string help) {
+  Field<T> f;
+  f.path = std::move(path);
+  f.help = std::move(help);
+  f.set_default = [get, def](T& c) { get(c) = def; };
+  f.read = [get](const FieldInput& in, T& c) {
+    if (const std::optional<bool> b = read_bool(in.value)) {
+      get(c) = *b ? Toggle::on : Toggle::off;
+      return true;
+    }
+    if (in.value.is_scalar() && in.value.text == "auto") {
+      get(c) = Toggle::automatic;
+      return true;
+    }
+    in.fail("must be auto, true or false, got " + describe(in.value));
+    return false;
+  };
+  f.emit = [get, help = f.help](const T& c, const std::string& full, std::vector<Leaf>& out) {
+    const Toggle t = get(c);
+    out.push_back({full,
+                   t == Toggle::automatic ? nlohmann::ordered_json("auto")
+                                          : nlohmann::ordered_json(t == Toggle::on),
+                   help});
+  };
+  f.text = [get](const T& c) -> std::string { return to_string(get(c)); };
+  return f;
+}
+
+// csv label_column: a plain integer is an index, any other scalar a header name.
+Field<DataSource> label_column_field(std::string help) {
+  Field<DataSource> f;
+  f.path = "label_column";
+  f.help = std::move(help);
+  f.set_default = [](DataSource& c) { c.label_column = {"", -1}; };
+  f.read = [](const FieldInput& in, DataSource& c) {
+    int64_t index = 0;
+    if (read_int(in.value, index) == ReadStatus::ok) {
+      c.label_column = {"", index};
+      return true;
+    }
+    if (!in.value.is_scalar() || is_plain_null(in.value) || in.value.text.empty()) {
+      in.fail("expected a column name or index, got " + describe(in.value));
+      return false;
+    }
+    c.label_column = {in.value.text, 0};
+    return true;
+  };
+  f.emit = [help = f.help](const DataSource& c, const std::string& full, std::vector<Leaf>& out) {
+    const LabelColumn& l = c.label_column;
+    out.push_back(
+        {full, l.name.empty() ? nlohmann::ordered_json(l.index) : nlohmann::ordered_json(l.name),
+         help});
+  };
+  return f;
+}
+
+// ---- data sources ----
+
+enum class Role { train, eval };
+
+Schema<DataSource> make_source_schema(Role role) {
+  using S = DataSource;
+  const auto kSynthetic = std::vector<std::string>{"synthetic"};
+  std::vector<Field<S>> fields = {
+      enum_field<S>(
+          AMPCTL_KEY(source), SourceKind::synthetic, kSource,
+          "synthetic | idx | fashion_mnist | csv",
+          {SourceKind::synthetic, SourceKind::idx, SourceKind::fashion_mnist, SourceKind::csv}),
+      enum_field<S>(AMPCTL_KEY(task), Task::classification, kTask, "classification | regression")
+          .when("source", {"synthetic", "csv"}),
+      int_field<S>(AMPCTL_KEY(samples), 8192, {1, kInt32Max}, "examples generated")
+          .when("source", kSynthetic),
+      int_field<S>(AMPCTL_KEY(features), 32, {1, kInt32Max}, "input width")
+          .when("source", kSynthetic),
+      int_field<S>(AMPCTL_KEY(classes), 10, {2, kInt32Max}, "output classes (>= 2)")
+          .when("source", kSynthetic)
+          .when("task", {"classification"}),
+      string_field<S>(AMPCTL_KEY(images), "", non_empty, "MNIST-format images file (.gz accepted)")
+          .when("source", {"idx"})
+          .require(),
+      string_field<S>(AMPCTL_KEY(labels), "", non_empty, "MNIST-format labels file (.gz accepted)")
+          .when("source", {"idx"})
+          .require(),
+      enum_field<S>(
+          AMPCTL_KEY(split), role == Role::eval ? DatasetSplit::test : DatasetSplit::train, kSplit,
+          role == Role::eval ? "train | test (default test for data.eval)" : "train | test")
+          .when("source", {"fashion_mnist"}),
+      string_field<S>(AMPCTL_KEY(dir), "/usr/share/datasets/fashion-mnist", non_empty,
+                      "folder with the four Fashion-MNIST idx files")
+          .when("source", {"fashion_mnist"}),
+      string_field<S>(AMPCTL_KEY(path), "", non_empty, "CSV file: numeric features and a label")
+          .when("source", {"csv"})
+          .require(),
+      label_column_field("header name, or index (negative from the end; -1 = last)")
+          .when("source", {"csv"}),
+      bool_field<S>(AMPCTL_KEY(header), true, "the first row names the columns")
+          .when("source", {"csv"}),
+  };
+  std::vector<Check<S>> checks = {
+      {{"label_column", "header"},
+       [](const S& c) -> std::string {
+         if (c.source != SourceKind::csv || c.label_column.name.empty() || c.header) return {};
+         return "a column name needs header: true; give an index instead";
+       }},
+  };
+  Schema<S> schema(std::move(fields), std::move(checks));
+  if (role == Role::eval) {
+    schema.unknown_key_hint = [](const std::string& key) -> std::string {
+      if (key != "split_fraction") return {};
+      return "split_fraction is a form of its own: 'eval: {split_fraction: 0.1}', no other key";
+    };
+  }
+  return schema;
+}
+
+const Schema<DataSource>& train_schema() {
+  static const Schema<DataSource> schema = make_source_schema(Role::train);
+  return schema;
+}
+
+const Schema<DataSource>& eval_schema() {
+  static const Schema<DataSource> schema = make_source_schema(Role::eval);
+  return schema;
+}
+
+// data.eval: {split_fraction: F} holds out part of data.train instead of naming a source.
+const Schema<DataSource>& split_schema() {
+  static const Schema<DataSource> schema = [] {
+    using S = DataSource;
+    Schema<S> s({float_field<S>(AMPCTL_KEY(split_fraction), 0.1, FloatRange::open(0.0, 1.0),
+                                "hold out this part of data.train for evaluation")});
+    s.preset = [](S& c, const Value&) {
+      eval_schema().set_defaults(c);
+      c.source = SourceKind::split;
+    };
+    s.unknown_key_hint = [](const std::string&) -> std::string {
+      return "'eval: {split_fraction: F}' takes no other key; for a separate evaluation set "
+             "give a source instead";
+    };
+    return s;
+  }();
+  return schema;
+}
+
+bool read_source(const FieldInput& in, const Schema<DataSource>& schema, DataSource& out) {
+  if (!in.value.is_map() && !is_plain_null(in.value)) {
+    in.fail("expected a mapping with a source, got " + describe(in.value),
+            "for example {source: synthetic, samples: 8192}");
+    return false;
+  }
+  const size_t before = in.state.problems.size();
+  schema.parse(in.value, in.key + ".", out, in.state);
+  return in.state.problems.size() == before;
+}
+
+Field<RunConfig> train_source_field(std::string help) {
+  Field<RunConfig> f;
+  f.path = "data.train";
+  f.help = std::move(help);
+  f.set_default = [](RunConfig& c) { train_schema().set_defaults(c.data.train); };
+  f.read = [](const FieldInput& in, RunConfig& c) {
+    return read_source(in, train_schema(), c.data.train);
+  };
+  f.emit = [](const RunConfig& c, const std::string& full, std::vector<Leaf>& out) {
+    train_schema().emit(c.data.train, full + ".", out);
+  };
+  return f;
+}
+
+Field<RunConfig> eval_source_field(std::string help) {
+  Field<RunConfig> f;
+  f.path = "data.eval";
+  f.help = std::move(help);
+  f.set_default = [](RunConfig& c) { c.data.eval.reset(); };
+  f.read = [](const FieldInput& in, RunConfig& c) {
+    if (is_plain_null(in.value)) {
+      c.data.eval.reset();
+      return true;
+    }
+    const bool split = in.value.is_map() && in.value.find("split_fraction") != nullptr &&
+                       in.value.find("source") == nullptr;
+    return read_source(in, split ? split_schema() : eval_schema(), c.data.eval.emplace());
+  };
+  f.emit = [help = f.help](const RunConfig& c, const std::string& full, std::vector<Leaf>& out) {
+    if (!c.data.eval) {
+      out.push_back({full, nullptr, help});
+    } else if (c.data.eval->source == SourceKind::split) {
+      split_schema().emit(*c.data.eval, full + ".", out);
+    } else {
+      eval_schema().emit(*c.data.eval, full + ".", out);
+    }
+  };
+  return f;
+}
+
+// ---- the table: SPEC section 2, in its order ----
+
+Schema<RunConfig> make_run_schema() {
+  using C = RunConfig;
+  const auto kAdam = std::vector<std::string>{"adam", "adamw"};
+  const auto kSgd = std::vector<std::string>{"sgd"};
+  const auto kOneCycle = std::vector<std::string>{"onecycle"};
+  std::vector<Field<C>> fields = {
+      string_field<C>(AMPCTL_KEY(name), "", check_name,
+                      "run name (default: the config file's stem); runs/<name>")
+          .derive([](C& c, const ParseState& s) { c.name = s.default_name; }),
+      int_field<C>(AMPCTL_KEY(seed), 0, {0, INT64_MAX}, "one seed drives init, shuffling, dropout"),
+      string_field<C>(AMPCTL_KEY(device), "auto", check_device,
+                      "auto | cpu | cuda | cuda:N (auto: a usable GPU, else cpu)"),
+      enum_field<C>(AMPCTL_KEY(precision), Precision::fp16, kPrecision, "fp16 | bf16 | fp32"),
+
+      enum_field<C>(AMPCTL_KEY(model.type), ModelType::mlp, kModelType, "mlp"),
+      int_list_field<C>(AMPCTL_KEY(model.hidden), {256, 256}, {1, kInt32Max},
+                        "hidden layer widths; input/output sizes come from the data"),
+      enum_field<C>(AMPCTL_KEY(model.activation), Activation::relu, kActivation,
+                    "relu | gelu | tanh"),
+      float_field<C>(AMPCTL_KEY(model.dropout), 0.0, FloatRange::closed_open(0.0, 1.0),
+                     "dropout probability after each hidden activation, in [0, 1)"),
+      bool_field<C>(AMPCTL_KEY(model.layer_norm), false, "LayerNorm after each hidden Linear"),
+
+      enum_field<C>(AMPCTL_KEY(loss), LossType::cross_entropy, kLoss,
+                    "cross_entropy | mse (default follows data.train's task)")
+          .derive([](C& c, const ParseState&) {
+            c.loss =
+                task_of(c.data.train) == Task::regression ? LossType::mse : LossType::cross_entropy;
+          }),
+
+      train_source_field("the training data: one of the sources"),
+      eval_source_field("null, a source like data.train, or {split_fraction: F}"),
+      int_field<C>(AMPCTL_KEY(data.batch_size), 128, {1, kInt32Max}, "examples per step"),
+      bool_field<C>(AMPCTL_KEY(data.shuffle), true, "reshuffle the training set every epoch"),
+      bool_field<C>(AMPCTL_KEY(data.drop_last), true, "drop the last incomplete batch"),
+      bool_field<C>(AMPCTL_KEY(data.normalize), true,
+                    "standardise features with the training set's mean/std"),
+
+      enum_field<C>(AMPCTL_KEY(optimizer.type), OptimizerType::adamw, kOptimizer,
+                    "sgd | adam | adamw (PyTorch semantics)"),
+      float_field<C>(AMPCTL_KEY(optimizer.lr), 1e-3, FloatRange::at_least(0.0), "learning rate"),
+      float_field<C>(AMPCTL_KEY(optimizer.weight_decay), 0.0, FloatRange::at_least(0.0),
+                     "L2 (sgd, adam) or decoupled (adamw) weight decay"),
+      float_pair_field<C>(AMPCTL_KEY(optimizer.betas), {0.9, 0.999},
+                          FloatRange::closed_open(0.0, 1.0), "each in [0, 1)")
+          .when("optimizer.type", kAdam),
+      float_field<C>(AMPCTL_KEY(optimizer.eps), 1e-8, FloatRange::above(0.0), "> 0")
+          .when("optimizer.type", kAdam),
+      float_field<C>(AMPCTL_KEY(optimizer.momentum), 0.0, FloatRange::at_least(0.0), ">= 0")
+          .when("optimizer.type", kSgd),
+      float_field<C>(AMPCTL_KEY(optimizer.dampening), 0.0, FloatRange::at_least(0.0),
+                     "momentum dampening, >= 0")
+          .when("optimizer.type", kSgd),
+      bool_field<C>(AMPCTL_KEY(optimizer.nesterov), false,
+                    "Nesterov momentum (needs momentum > 0, dampening 0)")
+          .when("optimizer.type", kSgd),
+
+      enum_field<C>(AMPCTL_KEY(scheduler.type), SchedulerType::constant, kScheduler,
+                    "constant | linear | cosine | step | onecycle"),
+      int_field<C>(AMPCTL_KEY(scheduler.warmup_steps), 0, {0, INT64_MAX},
+                   "linear warm-up from 0 to lr over the first steps")
+          .when("scheduler.type", {"constant", "linear", "cosine", "step"}),
+      float_field<C>(AMPCTL_KEY(scheduler.min_lr), 0.0, FloatRange::at_least(0.0),
+                     "lr at the last step after warm-up (PyTorch's eta_min)")
+          .when("scheduler.type", {"linear", "cosine"}),
+      int_field<C>(AMPCTL_KEY(scheduler.step_size), 100, {1, INT64_MAX},
+                   "StepLR: multiply lr by gamma every step_size steps after warm-up")
+          .when("scheduler.type", {"step"}),
+      float_field<C>(AMPCTL_KEY(scheduler.gamma), 0.1, FloatRange::above(0.0),
+                     "StepLR: the factor, > 0")
+          .when("scheduler.type", {"step"}),
+      float_field<C>(AMPCTL_KEY(scheduler.max_lr), 1e-3, FloatRange::at_least(0.0),
+                     "OneCycleLR: peak lr (default: optimizer.lr)")
+          .when("scheduler.type", kOneCycle)
+          .derive([](C& c, const ParseState&) { c.scheduler.max_lr = c.optimizer.lr; }),
+      float_field<C>(AMPCTL_KEY(scheduler.pct_start), 0.3, FloatRange::open(0.0, 1.0),
+                     "OneCycleLR: fraction of the steps spent increasing lr")
+          .when("scheduler.type", kOneCycle),
+      float_field<C>(AMPCTL_KEY(scheduler.div_factor), 25.0, FloatRange::above(0.0),
+                     "OneCycleLR: initial lr = max_lr / div_factor")
+          .when("scheduler.type", kOneCycle),
+      float_field<C>(AMPCTL_KEY(scheduler.final_div_factor), 1e4, FloatRange::above(0.0),
+                     "OneCycleLR: final lr = initial lr / final_div_factor")
+          .when("scheduler.type", kOneCycle),
+      enum_field<C>(AMPCTL_KEY(scheduler.anneal_strategy), AnnealStrategy::cos, kAnneal,
+                    "OneCycleLR: cos | linear")
+          .when("scheduler.type", kOneCycle),
+      bool_field<C>(AMPCTL_KEY(scheduler.three_phase), false,
+                    "OneCycleLR: a third phase down to the final lr")
+          .when("scheduler.type", kOneCycle),
+
+      toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
+                      "auto | true | false (auto: on for fp16, off for bf16/fp32)"),
+      float_field<C>(AMPCTL_KEY(scaler.init_scale), 65536.0, FloatRange::above(0.0).in_f32(),
+                     "> 0 and finite"),
+      float_field<C>(AMPCTL_KEY(scaler.growth_factor), 2.0, FloatRange::above(1.0).in_f32(), "> 1"),
+      float_field<C>(AMPCTL_KEY(scaler.backoff_factor), 0.5, FloatRange::open(0.0, 1.0),
+                     "in (0, 1)"),
+      int_field<C>(AMPCTL_KEY(scaler.growth_interval), 2000, {1, kInt32Max}, "integer >= 1"),
+      int_field<C>(AMPCTL_KEY(scaler.hysteresis), 1, {1, kInt32Max},
+                   ">= 1; overflows absorbed before a backoff (1 = PyTorch)"),
+      float_field<C>(AMPCTL_KEY(scaler.min_scale), 0.0, FloatRange::at_least(0.0).in_f32(),
+                     "backoff never goes below this (0 = no floor)"),
+      float_field<C>(AMPCTL_KEY(scaler.max_scale), std::numeric_limits<double>::infinity(),
+                     FloatRange::above(0.0).with_inf(),
+                     "growth never goes above this (>= min_scale; .inf = no cap)"),
+
+      int_field<C>(AMPCTL_KEY(training.max_steps), 1000, {1, INT64_MAX},
+                   "optimizer iterations, skipped ones included"),
+      int_field<C>(AMPCTL_KEY(training.grad_accum_steps), 1, {1, kInt32Max},
+                   "micro-batches per optimizer step"),
+      nullable_float_field<C>(AMPCTL_KEY(training.grad_clip_norm), FloatRange::above(0.0),
+                              "null, or clip the global norm of the UNSCALED gradients"),
+      int_field<C>(AMPCTL_KEY(training.eval_every), 0, {0, INT64_MAX},
+                   "steps; 0 = once at the end"),
+
+      int_field<C>(AMPCTL_KEY(checkpoint.every_steps), 0, {0, INT64_MAX},
+                   "0 = only at the end (and on SIGINT/SIGTERM)"),
+      int_field<C>(AMPCTL_KEY(checkpoint.keep_last), 3, {1, INT64_MAX}, "checkpoints kept, >= 1"),
+
+      int_field<C>(AMPCTL_KEY(logging.every_steps), 10, {1, INT64_MAX}, "console lines"),
+      int_field<C>(AMPCTL_KEY(logging.metrics_every), 1, {1, INT64_MAX}, "metrics.jsonl lines"),
+
+      int_list_field<C>(AMPCTL_KEY(debug.inject_nonfinite_at), {}, {1, INT64_MAX},
+                        "steps (1-based) whose gradients get a non-finite value"),
+      enum_field<C>(AMPCTL_KEY(debug.inject_value), InjectValue::inf, kInject, "inf | nan"),
+  };
+
+  std::vector<Check<C>> checks = {
+      {{"loss", "data.train"},
+       [](const C& c) -> std::string {
+         const Task task = task_of(c.data.train);
+         if (c.loss == LossType::cross_entropy && task == Task::regression) {
+           return "cross_entropy needs a classification task, and data.train is regression";
+         }
+         if (c.loss == LossType::mse && task == Task::classification) {
+           return "mse needs a regression task, and data.train is classification";
+         }
+         return {};
+       }},
+      {{"data.eval", "data.train"},
+       [](const C& c) -> std::string {
+         if (!c.data.eval || c.data.eval->source == SourceKind::split) return {};
+         const Task eval = task_of(*c.data.eval), train = task_of(c.data.train);
+         if (eval == train) return {};
+         return std::string("is a ") + to_string(eval) + " source, and data.train is " +
+                to_string(train);
+       }},
+      {{"data.eval.features", "data.train.features", "data.eval"},
+       [](const C& c) -> std::string {
+         if (!c.data.eval || c.data.eval->source != SourceKind::synthetic ||
+             c.data.train.source != SourceKind::synthetic ||
+             c.data.eval->features == c.data.train.features) {
+           return {};
+         }
+         return "must equal data.train.features (" + std::to_string(c.data.train.features) +
+                "), got " + std::to_string(c.data.eval->features);
+       }},
+      {{"data.eval.classes", "data.train.classes", "data.eval"},
+       [](const C& c) -> std::string {
+         if (!c.data.eval || c.data.eval->source != SourceKind::synthetic ||
+             c.data.train.source != SourceKind::synthetic ||
+             task_of(c.data.train) != Task::classification ||
+             c.data.eval->classes == c.data.train.classes) {
+           return {};
+         }
+         return "must equal data.train.classes (" + std::to_string(c.data.train.classes) +
+                "), got " + std::to_string(c.data.eval->classes);
+       }},
+      {{"data.batch_size", "data.train.samples", "data.drop_last"},
+       [](const C& c) -> std::string {
+         if (c.data.train.source != SourceKind::synthetic || !c.data.drop_last ||
+             c.data.batch_size <= c.data.train.samples) {
+           return {};
+         }
+         return "must be <= data.train.samples (" + std::to_string(c.data.train.samples) +
+                ") while data.drop_last is true (no batch would be left), got " +
+                std::to_string(c.data.batch_size);
+       }},
+      {{"optimizer.nesterov", "optimizer.momentum", "optimizer.dampening"},
+       [](const C& c) -> std::string {
+         const OptimizerConfig& o = c.optimizer;
+         if (o.type != OptimizerType::sgd || !o.nesterov || (o.momentum > 0 && o.dampening == 0)) {
+           return {};
+         }
+         return "Nesterov momentum requires a momentum and zero dampening";
+       }},
+      {{"scheduler.min_lr", "optimizer.lr"},
+       [](const C& c) -> std::string {
+         const SchedulerType t = c.scheduler.type;
+         if ((t != SchedulerType::linear && t != SchedulerType::cosine) ||
+             c.scheduler.min_lr <= c.optimizer.lr) {
+           return {};
+         }
+         return "must be <= optimizer.lr (" + format_float(c.optimizer.lr) + "), got " +
+                format_float(c.scheduler.min_lr);
+       }},
+      {{"scheduler.warmup_steps", "training.max_steps"},
+       [](const C& c) -> std::string {
+         const SchedulerType t = c.scheduler.type;
+         if ((t != SchedulerType::linear && t != SchedulerType::cosine) ||
+             c.scheduler.warmup_steps < c.training.max_steps) {
+           return {};
+         }
+         return "must be < training.max_steps (" + std::to_string(c.training.max_steps) +
+                ") for a " + to_string(t) + " schedule, got " +
+                std::to_string(c.scheduler.warmup_steps);
+       }},
+      {{"scaler.max_scale", "scaler.min_scale"},
+       [](const C& c) -> std::string {
+         if (c.scaler.max_scale >= c.scaler.min_scale) return {};
+         return "must be >= scaler.min_scale (" + format_float(c.scaler.min_scale) + "), got " +
+                format_float(c.scaler.max_scale);
+       }},
+      {{"scaler.init_scale", "scaler.min_scale", "scaler.max_scale"},
+       [](const C& c) -> std::string {
+         const ScalerConfig& s = c.scaler;
+         if (s.max_scale < s.min_scale) return {};  // reported above
+         if (s.init_scale < s.min_scale) {
+           return "must be >= scaler.min_scale (" + format_float(s.min_scale) + "), got " +
+                  format_float(s.init_scale);
+         }
+         if (s.init_scale > s.max_scale) {
+           return "must be <= scaler.max_scale (" + format_float(s.max_scale) + "), got " +
+                  format_float(s.init_scale);
+         }
+         return {};
+       }},
+  };
+  return Schema<C>(std::move(fields), std::move(checks), {"model", "data"});
+}
+
+const Schema<RunConfig>& run_schema() {
+  static const Schema<RunConfig> schema = make_run_schema();
+  return schema;
+}
+
+// ---- in and out ----
+
+std::vector<Override> parse_overrides(const std::vector<std::string>& args) {
+  std::vector<Override> overrides;
+  for (const std::string& arg : args) overrides.push_back(parse_override(arg));
+  return overrides;
+}
+
+std::string default_name_for(const std::string& origin) {
+  const std::string stem = std::filesystem::path(origin).stem().string();
+  return check_name(stem).empty() ? stem : "run";
+}
+
+RunConfig validate(const Value& doc, const std::string& default_name, Problems& problems) {
+  ParseState state{problems, doc.where, default_name, {}, {}};
+  RunConfig config;
+  run_schema().parse(doc, "", config, state);
+  return config;
+}
+
+}  // namespace
+
+RunConfig parse_config(std::string_view yaml, const std::string& origin,
+                       const std::vector<std::string>& overrides) {
+  const std::vector<Override> parsed = parse_overrides(overrides);
+  Problems problems;
+  Value doc;
+  if (!parse_yaml(yaml, origin, doc, problems)) problems.throw_if_any(ErrorKind::config);
+  apply_overrides(doc, parsed, problems);
+  RunConfig config = validate(doc, default_name_for(origin), problems);
+  problems.throw_if_any(ErrorKind::config);
+  return config;
+}
+
+RunConfig load_config(const std::filesystem::path& file,
+                      const std::vector<std::string>& overrides) {
+  parse_overrides(overrides);  // a usage error comes first, whatever the file holds
+  const std::string origin = file.string();
+  auto fail = [&](const std::string& why) {
+    throw ConfigError(
+        ErrorKind::config,
+        {Problem{Where{origin}, "", "cannot read the configuration file: " + why, ""}});
+  };
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(status)) fail("no such file");
+  if (std::filesystem::is_directory(status)) fail("it is a directory");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail(std::strerror(errno));
+  // A configuration is a few kilobytes; the cap keeps a wrong path (a device, a dataset) harmless.
+  constexpr std::streamsize kMaxBytes = 16 << 20;
+  std::string text(static_cast<size_t>(kMaxBytes) + 1, '\0');
+  in.read(text.data(), kMaxBytes + 1);
+  if (in.bad()) fail(std::strerror(errno));
+  if (in.gcount() > kMaxBytes) fail("larger than 16 MiB");
+  text.resize(static_cast<size_t>(in.gcount()));
+  return parse_config(text, origin, overrides);
+}
+
+std::string to_yaml(const RunConfig& config, YamlStyle style) {
+  std::vector<Leaf> leaves;
+  run_schema().emit(config, "", leaves);
+  return leaves_to_yaml(leaves, style == YamlStyle::annotated);
+}
+
+nlohmann::json to_json(const RunConfig& config) {
+  std::vector<Leaf> leaves;
+  run_schema().emit(config, "", leaves);
+  return leaves_to_json(leaves);
+}
+
+RunConfig from_json(const nlohmann::json& json, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  const std::vector<Override> parsed = parse_overrides(overrides);
+  Problems problems;
+  Value doc = value_from_json(json, origin, problems);
+  if (!doc.is_map()) {
+    problems.add(Where{origin}, "", "expected a JSON object, got " + describe(doc));
+    problems.throw_if_any(ErrorKind::input);
+  }
+  apply_overrides(doc, parsed, problems);
+  RunConfig config = validate(doc, default_name_for(origin), problems);
+  bool all_overrides = true;
+  for (const Problem& p : problems.list()) {
+    all_overrides = all_overrides && p.where.origin.rfind("--set ", 0) == 0;
+  }
+  problems.throw_if_any(all_overrides ? ErrorKind::config : ErrorKind::input);
+  return config;
+}
+
+}  // namespace ampctl::config

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Runs the GPU checks on a lent GPU machine, from the repository root, with gpu-bundle/ (made on a
+# development machine by scripts/gpu-bundle.sh) carried along: it unpacks
+# gpu-bundle/ampctl-gpu-bundle.tar.xz into a fresh temporary folder and runs from there. It needs
+# nothing else from the development machines: no Debian dev packages, no network, no build. What
+# it needs on the GPU machine: the NVIDIA driver, a CUDA 13 cuBLAS (the CUDA toolkit's, or the one
+# PyTorch's cu13 wheels ship), bash, coreutils, and xz or python3 to unpack.
+#
+# Steps, each under `timeout` so that one hang cannot eat the device budget:
+#   1. nvidia-smi -L                       the GPU is there
+#   2. ldd of every bundled binary          no shared library missing
+#   3. ampctl --version                     the app starts and lists the cuda backend
+#   4. ampctl_test_cuda                     the CUDA backend against the CPU one (must not skip)
+#   5. every other ampctl_test_*            the CPU tests, cheap
+#   6. ampctl_bench --device cuda --quick   op throughput on the GPU (a failure fails the check;
+#                                           the numbers are for reading, not gating)
+# and prints a summary table last. Exit status 0 only when every step passed. The full log of every
+# step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
+# caller provides one (two files, so they fit tools that bring back only a few) or else in
+# gpu-bundle/check-logs/ (gitignored).
+#
+# Usage (on the GPU machine, repo root): bash scripts/gpu-check.sh
+# Expected time: well under 5 minutes (the CUDA tests take seconds; most of the rest is startup).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 2
+
+ARCHIVE=gpu-bundle/ampctl-gpu-bundle.tar.xz
+RESULT_DIR=${OUT:-gpu-bundle/check-logs}
+mkdir -p "$RESULT_DIR"
+export AMPCTL_TEST_DATA=$PWD/tests/data
+export GTEST_COLOR=no
+
+if [[ ! -f $ARCHIVE ]]; then
+  echo "gpu-check: $ARCHIVE not found: run scripts/gpu-bundle.sh on a development machine and" \
+    "carry gpu-bundle/ along" >&2
+  exit 2
+fi
+B=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-gpu-bundle.XXXXXX")
+LOG_DIR=$B/logs  # one log per step, joined into $RESULT_DIR/gpu-check.log at the end
+mkdir -p "$LOG_DIR"
+if command -v xz >/dev/null; then
+  tar -C "$B" -xJf "$ARCHIVE"
+else  # Python's tarfile reads xz without the xz program
+  python3 -m tarfile -e "$ARCHIVE" "$B"
+fi || {
+  echo "gpu-check: could not unpack $ARCHIVE" >&2
+  exit 2
+}
+echo "gpu-check: bundle unpacked in $B"
+head -3 "$B/MANIFEST"
+
+# ---- libraries: the bundle's, then the machine's CUDA 13 cuBLAS ----
+find_cublas_dir() {
+  local d site
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib; do
+    [[ -e $d/libcublasLt.so.13 ]] && { echo "$d"; return 0; }
+  done
+  site=$(timeout 30 python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+  for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib; do
+    [[ -e $d/libcublasLt.so.13 ]] && { echo "$d"; return 0; }
+  done
+  if [[ -n $site && -d $site/nvidia ]]; then
+    d=$(find "$site/nvidia" -maxdepth 4 -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+    [[ -n $d ]] && { dirname "$d"; return 0; }
+  fi
+  d=$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13 /{print $NF; exit}')
+  [[ -n $d ]] && { dirname "$d"; return 0; }
+  return 1
+}
+lib_path=$B/lib
+if cublas_dir=$(find_cublas_dir); then
+  lib_path+=:$cublas_dir
+else
+  echo "gpu-check: no libcublasLt.so.13 found on this machine" >&2
+fi
+export LD_LIBRARY_PATH=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# The bundled libstdc++/libgcc_s only when this machine's are older than the build machine's.
+if ldd "$B/ampctl" 2>&1 | grep -q "version .GLIBCXX\|version .CXXABI\|libstdc++.*not found"; then
+  export LD_LIBRARY_PATH=$B/lib/fallback:$LD_LIBRARY_PATH
+  echo "gpu-check: using the bundled libstdc++ (this machine's is older)"
+fi
+echo "gpu-check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+
+# ---- steps ----
+names=() results=() seconds=() details=()
+failed=0
+
+# run_step NAME TIMEOUT_S COMMAND...: runs the command, tees its output to $LOG_DIR/NAME.log and
+# records PASS/FAIL/TIMEOUT with a detail line (set by the caller's check, see below).
+run_step() {
+  local name=$1 limit=$2
+  shift 2
+  local log=$LOG_DIR/$name.log start end rc
+  echo
+  echo "==== $name: $* (timeout ${limit}s)"
+  start=$(date +%s.%N)
+  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  end=$(date +%s.%N)
+  names+=("$name")
+  seconds+=("$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b - a}')")
+  if ((rc == 124 || rc == 137)); then
+    results+=("TIMEOUT")
+  elif ((rc != 0)); then
+    results+=("FAIL(rc=$rc)")
+  else
+    results+=("PASS")
+  fi
+  details+=("")
+  [[ ${results[-1]} == PASS ]] || failed=1
+}
+
+# Marks the last step failed with a reason (a check on its output).
+fail_last() {
+  results[-1]="FAIL"
+  details[-1]=$1
+  failed=1
+}
+
+# The GoogleTest tally of a log: "N passed, N failed, N skipped".
+gtest_tally() {
+  local log=$1 passed failed_n skipped
+  passed=$(grep -o '^\[  PASSED  \] [0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
+  failed_n=$(grep -o '^\[  FAILED  \] [0-9]* test' "$log" | grep -o '[0-9]* ' | tail -1)
+  skipped=$(grep -o '^\[  SKIPPED \] [0-9]* test' "$log" | grep -o '[0-9]* ' | tail -1)
+  echo "${passed:-0} passed, ${failed_n:-0} failed, ${skipped:-0} skipped" | tr -s ' '
+}
+
+run_step nvidia-smi 30 nvidia-smi -L
+[[ ${results[-1]} == PASS ]] && details[-1]=$(head -1 "$LOG_DIR/nvidia-smi.log" | cut -c1-60)
+
+run_step ldd 30 bash -c "! ldd $B/ampctl $B/ampctl_test_* | grep -B20 'not found'"
+[[ ${results[-1]} == PASS ]] && details[-1]="every shared library resolves" ||
+  details[-1]="missing libraries: see the ldd section of gpu-check.log"
+
+run_step version 30 "$B/ampctl" --version
+if [[ ${results[-1]} == PASS ]]; then
+  if grep -q "cuda (sm_" "$LOG_DIR/version.log"; then
+    details[-1]=$(grep "backends:" "$LOG_DIR/version.log")
+  else
+    fail_last "no cuda backend listed"
+  fi
+fi
+
+if [[ -x $B/ampctl_test_cuda ]]; then
+  run_step test_cuda 240 "$B/ampctl_test_cuda" --gtest_brief=1
+  details[-1]=$(gtest_tally "$LOG_DIR/test_cuda.log")
+  if [[ ${results[-1]} == PASS ]] && grep -q '^\[  SKIPPED \] [1-9]' "$LOG_DIR/test_cuda.log"; then
+    fail_last "$(gtest_tally "$LOG_DIR/test_cuda.log") -- skipped on a GPU machine: no usable GPU?"
+  fi
+else
+  names+=(test_cuda) results+=(FAIL) seconds+=(0) details+=("not in the bundle")
+  : >"$LOG_DIR/test_cuda.log"
+  failed=1
+fi
+
+for t in "$B"/ampctl_test_*; do
+  name=$(basename "$t")
+  [[ $name == ampctl_test_cuda ]] && continue
+  run_step "${name#ampctl_}" 120 "$t" --gtest_brief=1
+  details[-1]=$(gtest_tally "$LOG_DIR/${name#ampctl_}.log")
+done
+
+if [[ -x $B/ampctl_bench ]]; then
+  run_step bench_cuda 120 "$B/ampctl_bench" --device cuda --quick
+  [[ ${results[-1]} == PASS ]] && details[-1]="numbers above and in the log"
+fi
+
+# ---- summary ----
+for name in "${names[@]}"; do
+  echo "==== $name"
+  cat "$LOG_DIR/$name.log"
+done >"$RESULT_DIR/gpu-check.log"
+{
+  echo "==== gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+  printf '%-14s %-12s %8s  %s\n' step result seconds detail
+  for i in "${!names[@]}"; do
+    printf '%-14s %-12s %8s  %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}" "${details[$i]}"
+  done
+  if ((failed)); then
+    # The failing tests by name (GoogleTest lists them last), at most 30.
+    grep -h '^\[  FAILED  \] [A-Za-z]' "$LOG_DIR"/*.log | sed 's/, where GetParam.*//' | sort -u | head -30
+    echo "gpu-check: FAILED (full log: $RESULT_DIR/gpu-check.log)"
+  else
+    echo "gpu-check: all steps passed"
+  fi
+} >"$RESULT_DIR/summary.txt"
+echo
+cat "$RESULT_DIR/summary.txt"
+rm -rf "$B"
+exit "$failed"
