@@ -14,6 +14,7 @@
 #   5. every other ampctl_test_*            the CPU tests, cheap
 #   6. ampctl_bench --device cuda --quick   op throughput on the GPU (a failure fails the check;
 #                                           the numbers are for reading, not gating)
+#   7. scripts/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
 # and prints a summary table last. Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
@@ -165,6 +166,11 @@ done
 if [[ -x $B/ampctl_bench ]]; then
   run_step bench_cuda 120 "$B/ampctl_bench" --device cuda --quick
   [[ ${results[-1]} == PASS ]] && details[-1]="numbers above and in the log"
+fi
+
+if command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
+  run_step bench_torch 150 python3 scripts/bench_pytorch_ops.py
+  [[ ${results[-1]} == PASS ]] && details[-1]="PyTorch on the same ops and sizes"
 fi
 
 # ---- summary ----
