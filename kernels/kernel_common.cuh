@@ -51,6 +51,21 @@ inline unsigned grid_size(size_t n) {
   return static_cast<unsigned>(blocks < kMaxGridSize ? (blocks > 0 ? blocks : 1) : kMaxGridSize);
 }
 
+// Memory-bound passes (unscale, the optimizer steps) use a grid that the device holds at once:
+// `blocks_per_sm` blocks of kBlockSize threads on each multiprocessor of the current device, or
+// fewer when `items` (units of work, one per thread per pass) need fewer. One resident wave has
+// no partially filled last wave, and every thread keeps several 16-byte loads in flight through
+// its grid-stride loop. The kernel declares __launch_bounds__(kBlockSize, blocks_per_sm) so the
+// registers allow that many blocks.
+inline unsigned resident_grid_size(size_t items, unsigned blocks_per_sm) {
+  int device = 0, sms = 0;
+  AMPCTL_CUDA_CHECK(cudaGetDevice(&device));
+  AMPCTL_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const size_t resident = static_cast<size_t>(sms > 0 ? sms : 1) * blocks_per_sm;
+  const size_t blocks = (items + kBlockSize - 1) / kBlockSize;
+  return static_cast<unsigned>(blocks < resident ? (blocks > 0 ? blocks : 1) : resident);
+}
+
 // Multi-tensor ops (unscale, global norm) take their tensors as a kernel parameter, so launching
 // one needs no host-to-device copy and no sync. 96 descriptors of 24 bytes keep the parameter
 // block under the 4 KiB that every architecture accepts; callers chunk longer lists.

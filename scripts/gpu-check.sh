@@ -168,10 +168,70 @@ if [[ -x $B/ampctl_bench ]]; then
   [[ ${results[-1]} == PASS ]] && details[-1]="numbers above and in the log"
 fi
 
+HAVE_TORCH=0
 if command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
+  HAVE_TORCH=1
   run_step bench_torch 150 python3 scripts/bench_pytorch_ops.py
   [[ ${results[-1]} == PASS ]] && details[-1]="PyTorch on the same ops and sizes"
 fi
+
+# ---- training: the same run on the CPU and the GPU, and the GPU twice ----
+RUNS=$B/runs
+common=(--set training.max_steps=60 --set logging.metrics_every=1 --set logging.every_steps=20
+  --set "debug.inject_nonfinite_at=[5,40]" --set scaler.growth_interval=25
+  --set training.eval_every=0)
+run_step train_cpu 120 "$B/ampctl" train --config configs/quickstart.yaml --set device=cpu \
+  "${common[@]}" --run-dir "$RUNS/cpu"
+run_step train_gpu 120 "$B/ampctl" train --config configs/quickstart.yaml --set device=cuda \
+  "${common[@]}" --run-dir "$RUNS/gpu"
+run_step train_gpu_again 120 "$B/ampctl" train --config configs/quickstart.yaml \
+  --set device=cuda "${common[@]}" --run-dir "$RUNS/gpu2"
+run_step cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/cpu" "$RUNS/gpu" --mode backends
+details[-1]=$(tail -1 "$LOG_DIR/cpu_vs_gpu.log" | cut -c1-70)
+run_step gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpu" "$RUNS/gpu2" --mode bitwise
+details[-1]=$(tail -1 "$LOG_DIR/gpu_repeat.log" | cut -c1-70)
+
+# ---- benchmark: ampctl against PyTorch AMP on the same MLPs ----
+# name features hidden classes batch steps samples
+BENCH_ROWS=()
+bench_model() {
+  local name=$1 features=$2 hidden=$3 classes=$4 batch=$5 steps=$6 samples=$7
+  cat >"$B/bench_$name.yaml" <<YAML
+name: bench_$name
+device: cuda
+precision: fp16
+model: {type: mlp, hidden: [$hidden], activation: relu}
+data:
+  train: {source: synthetic, task: classification, samples: $samples, features: $features, classes: $classes}
+  batch_size: $batch
+optimizer: {type: adamw, lr: 1.0e-3}
+training: {max_steps: $steps}
+logging: {every_steps: 100}
+YAML
+  run_step "ampctl_$name" 200 "$B/ampctl" train --config "$B/bench_$name.yaml" --run-dir "$RUNS/bench_$name"
+  local a_ms="?" t_ms="?"
+  if [[ -f $RUNS/bench_$name/summary.json ]]; then
+    a_ms=$(python3 -c "import json;s=json.load(open('$RUNS/bench_$name/summary.json'));print('%.3f'%($batch/s['samples_per_s']*1e3))")
+    details[-1]="step $a_ms ms"
+  fi
+  if ((HAVE_TORCH)); then
+    run_step "torch_$name" 200 python3 scripts/bench_pytorch.py --features "$features" \
+      --hidden "$hidden" --classes "$classes" --batch "$batch" --steps "$steps" --samples "$samples"
+    t_ms=$(python3 -c "import json,sys;print('%.3f'%json.loads(open('$LOG_DIR/torch_$name.log').read().strip().splitlines()[-1])['step_ms'])" 2>/dev/null || echo "?")
+    details[-1]="step $t_ms ms"
+  fi
+  local widths="$features,$hidden,$classes"
+  local gflop
+  gflop=$(python3 -c "w=[int(x) for x in '$widths'.split(',')];print(6*sum(w[i]*w[i+1] for i in range(len(w)-1))*$batch/1e9)")
+  BENCH_ROWS+=("$(python3 -c "
+a='$a_ms'; t='$t_ms'; g=$gflop
+fa=float(a) if a!='?' else None; ft=float(t) if t!='?' else None
+r=('%.2fx' % (ft/fa)) if fa and ft else '?'
+tf=lambda ms: ('%.0f' % (g/ms)) if ms else '?'
+print('%-26s %10s %10s %8s %10s %10s' % ('$name', a, t, r, tf(fa), tf(ft)))")")
+}
+bench_model mlp784_b256 784 1024,1024 10 256 600 8192
+bench_model w4096x4_b4096 4096 4096,4096,4096 10 4096 120 8192
 
 # ---- summary ----
 for name in "${names[@]}"; do
@@ -184,6 +244,15 @@ done >"$RESULT_DIR/gpu-check.log"
   for i in "${!names[@]}"; do
     printf '%-14s %-12s %8s  %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}" "${details[$i]}"
   done
+  if ((${#BENCH_ROWS[@]})); then
+    echo
+    echo "fp16 training step, ampctl vs PyTorch AMP (autocast + GradScaler + fused AdamW):"
+    printf '%-26s %10s %10s %8s %10s %10s\n' model "ampctl ms" "torch ms" "speedup" "ampctl TF/s" "torch TF/s"
+    printf '%s\n' "${BENCH_ROWS[@]}"
+    grep -h "gemm f16" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/cuBLAS reference: /'
+    grep -h -E "unscale|copy \(reference\)" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/ampctl: /'
+    grep -h -E "torch unscale|torch copy" "$LOG_DIR/bench_torch.log" 2>/dev/null | sed 's/^/torch: /'
+  fi
   if ((failed)); then
     # The failing tests by name (GoogleTest lists them last), at most 30.
     grep -h '^\[  FAILED  \] [A-Za-z]' "$LOG_DIR"/*.log | sed 's/, where GetParam.*//' | sort -u | head -30

@@ -32,5 +32,8 @@ inline CLI::Option* add_set_option(CLI::App& subcommand, std::vector<std::string
 }
 
 void register_validate(CLI::App& app, Commands& commands);
+void register_inspect(CLI::App& app, Commands& commands);
+void register_export(CLI::App& app, Commands& commands);
+void register_train(CLI::App& app, Commands& commands);
 
 }  // namespace ampctl::app

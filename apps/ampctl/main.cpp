@@ -2,6 +2,7 @@
 // This is the only place that catches errors and prints them.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -41,11 +42,18 @@ int print_error(const ampctl::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed pipe (`ampctl train ... | head`) or a file-size limit must surface as a write error
+  // the code reports, not as a signal that kills the run mid-checkpoint.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"ampctl: fp16 mixed-precision training with dynamic loss scaling"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);
   ampctl::app::Commands commands;
+  ampctl::app::register_train(app, commands);
   ampctl::app::register_validate(app, commands);
+  ampctl::app::register_inspect(app, commands);
+  ampctl::app::register_export(app, commands);
 
   try {
     try {

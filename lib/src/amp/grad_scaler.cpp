@@ -124,7 +124,7 @@ std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
 }
 
 void GradScaler::unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bool check_only) {
-  const std::vector<Tensor> grads = optimizer.grads();
+  const std::vector<Tensor>& grads = optimizer.grads();
   st.recorded = false;
   if (grads.empty()) return;  // PyTorch records nothing for an optimizer without gradients
   if (!check_only) {

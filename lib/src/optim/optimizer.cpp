@@ -19,16 +19,8 @@ Optimizer::Optimizer(Backend& backend, std::vector<ParamGroup> groups)
       throw Error{ErrorKind::invalid_argument, where + ": lowp_params " + g.lowp_params.describe() +
                                                    " do not match params " + g.params.describe()};
     }
+    if (g.grads.numel() > 0) m_grads.push_back(g.grads);
   }
-}
-
-std::vector<Tensor> Optimizer::grads() const {
-  std::vector<Tensor> out;
-  out.reserve(m_groups.size());
-  for (const ParamGroup& g : m_groups) {
-    if (g.grads.numel() > 0) out.push_back(g.grads);
-  }
-  return out;
 }
 
 void Optimizer::step_amp(const Tensor&, const Tensor&) {

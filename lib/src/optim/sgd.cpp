@@ -18,7 +18,8 @@ Sgd::Sgd(Backend& backend, std::vector<ParamGroup> groups, SgdOptions options)
     : Optimizer(backend, std::move(groups)), m_options(options) {
   for (const ParamGroup& g : param_groups()) {
     if (!(g.lr >= 0.0f))
-      throw Error{ErrorKind::invalid_argument, "Invalid learning rate: " + fmt(g.lr)};
+      throw Error{ErrorKind::invalid_argument,
+                  "Invalid learning rate: " + fmt(static_cast<float>(g.lr))};
   }
   if (!(options.momentum >= 0.0f)) {
     throw Error{ErrorKind::invalid_argument, "Invalid momentum value: " + fmt(options.momentum)};
@@ -49,8 +50,9 @@ void Sgd::run(const Tensor& found_inf, const Tensor& inv_scale) {
     a.found_inf = found_inf;
     a.inv_scale = inv_scale;
     a.lowp_params = groups[i].lowp_params;
-    a.hyper = optim::SgdHyper{groups[i].lr,           m_options.momentum, m_options.dampening,
-                              m_options.weight_decay, m_options.nesterov, m_options.maximize};
+    a.hyper =
+        optim::SgdHyper{static_cast<float>(groups[i].lr), m_options.momentum, m_options.dampening,
+                        m_options.weight_decay,           m_options.nesterov, m_options.maximize};
     backend().sgd_step(a);
   }
 }
@@ -97,7 +99,7 @@ void Sgd::load_state_dict(const nlohmann::json& state) {
     }
   }
   for (size_t i = 0; i < groups.size(); ++i) {
-    param_groups()[i].lr = groups[i].at("lr").get<float>();
+    param_groups()[i].lr = groups[i].at("lr").get<double>();
     backend().fill(m_steps[i], static_cast<double>(groups[i].at("step").get<int64_t>()));
   }
 }

@@ -20,6 +20,8 @@
 
 #include "ampctl/amp/amp_math.h"
 #include "ampctl/core/tensor.h"
+#include "ampctl/nn/nn_math.h"
+#include "ampctl/optim/adam_math.h"
 #include "ampctl/optim/sgd_math.h"
 
 namespace ampctl {
@@ -34,6 +36,19 @@ struct SgdStepArgs {
   Tensor inv_scale;     // f32[1] or undefined: gradients are multiplied by it first
   Tensor lowp_params;   // f16/bf16 copy of params written in the same pass, or undefined
   optim::SgdHyper hyper;
+};
+
+// Arguments of the fused Adam / AdamW update over one flat parameter buffer.
+struct AdamStepArgs {
+  Tensor params;       // f32, updated in place
+  Tensor grads;        // f32, same numel; read only
+  Tensor exp_avg;      // f32, same numel
+  Tensor exp_avg_sq;   // f32, same numel
+  Tensor step;         // i32[1]: real (unskipped) steps so far; this update is step + 1
+  Tensor found_inf;    // f32[1] or undefined: when non-zero the whole update is skipped
+  Tensor inv_scale;    // f32[1] or undefined: gradients are multiplied by it first
+  Tensor lowp_params;  // f16/bf16 copy of params written in the same pass, or undefined
+  optim::AdamHyper hyper;
 };
 
 class Backend {
@@ -94,10 +109,60 @@ class Backend {
                              const Tensor& hysteresis_tracker, const Tensor& found_inf,
                              const amp::ScaleUpdateParams& params) = 0;
 
+  // ---- neural-network ops (nn/nn_math.h holds their per-element math) ----
+  // y[r, o] := round_y(sum_i float(x[r, i]) * float(w[o, i]) + float(b[o])): a Linear layer,
+  // x [R, I], w [O, I], b [O] or undefined, y [R, O]; fp32 accumulation, one rounding (the bias is
+  // added in float before it, as a cuBLASLt bias epilogue does).
+  virtual void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                              const Tensor& y) = 0;
+  // out[c] := round_out(sum_r float(x[r, c])) for x [R, C]: bias gradients. fp32 accumulation.
+  virtual void sum_rows(const Tensor& x, const Tensor& out) = 0;
+  // y := round_y(act(float(x))), equal numel; y may alias x.
+  virtual void activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) = 0;
+  // dx := round_dx(activation_backward(kind, x, y, dy)); x is the forward input, y its output;
+  // dx may alias dy.
+  virtual void activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                   const Tensor& dy, const Tensor& dx) = 0;
+  // Dropout of call `offset` (nn::dropout_keep): y := keep ? round_y(x * scale) : 0. The mask is
+  // regenerated, never stored; dropout_backward with the same (seed, offset, p) applies it to dy.
+  virtual void dropout_forward(const Tensor& x, const Tensor& y, float p, uint64_t seed,
+                               uint64_t offset) = 0;
+  virtual void dropout_backward(const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
+                                uint64_t offset) = 0;
+  // Softmax cross-entropy over logits [R, C] (any float dtype, widened) with labels i32 [R]:
+  // loss[0] := mean over rows of -log_softmax[target] (float32, rows summed in a fixed order);
+  // correct[0] := rows whose argmax (first maximum) is the label (i32[1], may be undefined);
+  // when dlogits is defined: dlogits := round(nn::xent_grad(...)) with c = -grad_scale[0] / R.
+  // Labels outside [0, C) are an error on the CPU; the GPU clamps them into range without a sync
+  // (the data loader has already validated them).
+  virtual void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& loss,
+                                     const Tensor& correct, const Tensor& dlogits,
+                                     const Tensor& grad_scale) = 0;
+  // Mean squared error of pred (any float dtype) against target (f32, same numel):
+  // loss[0] := mean((pred - target)^2) in float32; dpred := round(nn::mse_grad(...)) when defined.
+  virtual void mse(const Tensor& pred, const Tensor& target, const Tensor& loss,
+                   const Tensor& dpred, const Tensor& grad_scale) = 0;
+  // LayerNorm over the last dimension of x [R, C] with f32 gamma/beta [C]: statistics in float32
+  // (mean, then the biased variance of the centred values), rstd = 1 / sqrt(var + eps);
+  // y := round_y((x - mean) * rstd * gamma + beta); mean and rstd f32 [R] are saved for backward.
+  virtual void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                  float eps) = 0;
+  // dx := round_dx(PyTorch's LayerNorm input gradient), dgamma += sum_r dy * xhat and
+  // dbeta += sum_r dy (f32 [C], accumulated into the existing gradients).
+  virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                   const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                                   const Tensor& dgamma, const Tensor& dbeta) = 0;
+  // coef[0] := min(max_norm / (norm[0] + 1e-6), 1) in float32 (torch.nn.utils.clip_grad_norm_;
+  // a NaN norm gives a NaN coefficient, as there).
+  virtual void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) = 0;
+
   // ---- optimizers ----
   // One fused SGD step over a flat buffer (optim/sgd_math.h); when found_inf is given and
   // non-zero, nothing is written (params, buffer, step and lowp copy stay bitwise unchanged).
   virtual void sgd_step(const SgdStepArgs& args) = 0;
+  // One fused Adam / AdamW step (optim/adam_math.h), skipped as sgd_step is.
+  virtual void adam_step(const AdamStepArgs& args) = 0;
 };
 
 // The CPU backend. threads <= 0 means one per core.

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,7 +55,67 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
-using Shape = std::vector<int64_t>;
+// A tensor's dimensions, stored inline (at most kMaxRank), so that copying a Tensor or making a
+// view never touches the heap: a training step makes views and passes tensors by value freely.
+class Shape {
+ public:
+  static constexpr size_t kMaxRank = 6;
+  using value_type = int64_t;
+  using iterator = int64_t*;
+  using const_iterator = const int64_t*;
+  using size_type = size_t;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) { assign(dims.begin(), dims.end()); }
+  Shape(const std::vector<int64_t>& dims) { assign(dims.data(), dims.data() + dims.size()); }
+  template <typename It>
+  Shape(It first, It last) {
+    for (; first != last; ++first) push_back(static_cast<int64_t>(*first));
+  }
+
+  size_t size() const { return m_rank; }
+  bool empty() const { return m_rank == 0; }
+  int64_t* data() { return m_dims; }
+  const int64_t* data() const { return m_dims; }
+  int64_t* begin() { return m_dims; }
+  int64_t* end() { return m_dims + m_rank; }
+  const int64_t* begin() const { return m_dims; }
+  const int64_t* end() const { return m_dims + m_rank; }
+  int64_t& operator[](size_t i) { return m_dims[i]; }
+  int64_t operator[](size_t i) const { return m_dims[i]; }
+  int64_t at(size_t i) const {
+    if (i >= m_rank) {
+      throw Error{ErrorKind::invalid_argument, "dimension " + std::to_string(i) +
+                                                   " out of range for a rank-" +
+                                                   std::to_string(m_rank) + " shape"};
+    }
+    return m_dims[i];
+  }
+  int64_t back() const { return at(m_rank == 0 ? 0 : m_rank - 1); }
+  void push_back(int64_t d) {
+    if (m_rank == kMaxRank) {
+      throw Error{ErrorKind::invalid_argument,
+                  "tensors have at most " + std::to_string(kMaxRank) + " dimensions"};
+    }
+    m_dims[m_rank++] = d;
+  }
+  std::vector<int64_t> to_vector() const { return {begin(), end()}; }
+  operator std::vector<int64_t>() const { return to_vector(); }
+  bool operator==(const Shape& o) const {
+    if (m_rank != o.m_rank) return false;
+    for (size_t i = 0; i < m_rank; ++i)
+      if (m_dims[i] != o.m_dims[i]) return false;
+    return true;
+  }
+
+ private:
+  void assign(const int64_t* first, const int64_t* last) {
+    m_rank = 0;
+    for (; first != last; ++first) push_back(*first);
+  }
+  int64_t m_dims[kMaxRank] = {};
+  size_t m_rank = 0;
+};
 int64_t shape_numel(const Shape& shape);
 std::string shape_str(const Shape& shape);  // "[256, 32]"
 

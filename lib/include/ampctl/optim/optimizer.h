@@ -15,7 +15,7 @@ struct ParamGroup {
   Tensor params;       // f32 flat view, updated in place
   Tensor grads;        // f32 flat view with params' numel
   Tensor lowp_params;  // optional f16/bf16 copy written by the update (undefined: none)
-  float lr = 1e-3f;
+  double lr = 1e-3;    // a Python float, as torch.optim's group['lr']
 };
 
 class Optimizer {
@@ -25,8 +25,9 @@ class Optimizer {
   Backend& backend() const { return *m_backend; }
   std::vector<ParamGroup>& param_groups() { return m_groups; }
   const std::vector<ParamGroup>& param_groups() const { return m_groups; }
-  // Every group's gradient tensor: what GradScaler unscales and checks.
-  std::vector<Tensor> grads() const;
+  // Every non-empty group's gradient tensor: what GradScaler unscales and checks. Built once,
+  // so reading it in a step allocates nothing.
+  const std::vector<Tensor>& grads() const { return m_grads; }
 
   // A plain step with the gradients as they are.
   virtual void step() = 0;
@@ -50,6 +51,7 @@ class Optimizer {
  private:
   Backend* m_backend;
   std::vector<ParamGroup> m_groups;
+  std::vector<Tensor> m_grads;
 };
 
 }  // namespace ampctl::optim

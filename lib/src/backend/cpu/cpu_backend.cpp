@@ -4,7 +4,7 @@
 // and OpenBLAS sgemm for matrix products: f16/bf16 operands are widened exactly to float, so the
 // only differences from a GPU tensor-core product are the order of fp32 accumulation and nothing
 // else. Workspaces for the widened operands grow once and are reused, so a steady-state training
-// step does not allocate.
+// step does not allocate. The neural-network ops live in cpu_nn.cpp.
 #include <cblas.h>
 
 #include <algorithm>
@@ -17,9 +17,9 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/core/convert.h"
+#include "cpu_backend.h"
 
-namespace ampctl {
-namespace {
+namespace ampctl::cpu {
 
 void check_cpu(const Tensor& t, const char* what) {
   if (!t.defined())
@@ -43,6 +43,30 @@ void check_scalar(const Tensor& t, DType dtype, const char* what) {
     throw Error{ErrorKind::invalid_argument, std::string(what) + ": expected a one-element " +
                                                  dtype_name(dtype) + " tensor, got " +
                                                  t.describe()};
+  }
+}
+
+void check_matrix(const Tensor& t, const char* what) {
+  check_cpu(t, what);
+  if (t.rank() != 2) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(what) + ": expected a matrix, got " + t.describe()};
+  }
+}
+
+void check_float(const Tensor& t, const char* what) {
+  check_cpu(t, what);
+  if (!is_floating(t.dtype())) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(what) + ": expected a floating-point tensor, got " + t.describe()};
+  }
+}
+
+void check_shape(const Tensor& t, std::initializer_list<int64_t> shape, const char* what) {
+  check_cpu(t, what);
+  if (!std::equal(t.shape().begin(), t.shape().end(), shape.begin(), shape.end())) {
+    throw Error{ErrorKind::invalid_argument, std::string(what) + ": expected shape " +
+                                                 shape_str(Shape(shape)) + ", got " + t.describe()};
   }
 }
 
@@ -81,305 +105,337 @@ void store_f32(const float* src, const Tensor& dst) {
               "expected a floating-point tensor, got " + dst.describe()};
 }
 
-class CpuBackend final : public Backend {
- public:
-  explicit CpuBackend(int threads) {
-    m_threads =
-        threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    // A fixed thread count keeps OpenBLAS's blocking, and so its summation order, the same from
-    // run to run.
-    openblas_set_num_threads(m_threads);
+namespace {
+
+void check_bytes(const Tensor& t, size_t bytes, const char* what) {
+  if (bytes != t.nbytes()) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(what) + ": " + std::to_string(bytes) + " bytes for " + t.describe()};
   }
-
-  Device device() const override { return Device{}; }
-  std::string description() const override {
-    return "cpu (OpenBLAS, " + std::to_string(m_threads) + " threads)";
-  }
-
-  Tensor empty(const Shape& shape, DType dtype) override { return Tensor::host(shape, dtype); }
-
-  void upload(const Tensor& dst, const void* host, size_t bytes) override {
-    check_cpu(dst, "upload");
-    check_bytes(dst, bytes, "upload");
-    if (bytes) std::memmove(dst.data(), host, bytes);
-  }
-
-  void download(void* host, const Tensor& src) override {
-    check_cpu(src, "download");
-    if (src.nbytes()) std::memmove(host, src.data(), src.nbytes());
-  }
-
-  void copy(const Tensor& dst, const Tensor& src) override {
-    check_cpu(dst, "copy");
-    check_cpu(src, "copy");
-    check_same_numel(dst, src, "copy");
-    if (dst.dtype() != src.dtype()) {
-      throw Error{ErrorKind::invalid_argument, "copy: dtypes differ: " + src.describe() + " -> " +
-                                                   dst.describe() + " (use cast)"};
-    }
-    if (dst.nbytes()) std::memmove(dst.data(), src.data(), dst.nbytes());
-  }
-
-  void fill(const Tensor& dst, double value) override {
-    check_cpu(dst, "fill");
-    if (dst.dtype() == DType::i32) {
-      if (value != std::trunc(value) || value < -2147483648.0 || value > 2147483647.0) {
-        throw Error{ErrorKind::invalid_argument,
-                    "fill: " + std::to_string(value) + " is not an int32 value"};
-      }
-      std::fill_n(dst.data_as<int32_t>(), dst.numel(), static_cast<int32_t>(value));
-      return;
-    }
-    // The value goes through float first, as PyTorch's fill_ converts its scalar (c10::Half and
-    // c10::BFloat16 are built from a float).
-    const float v = static_cast<float>(value);
-    dispatch_float(dst.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      std::fill_n(static_cast<T*>(dst.data()), dst.numel(), from_f32<T>(v));
-    });
-  }
-
-  void synchronize() override {}
-
-  void cast(const Tensor& src, const Tensor& dst) override {
-    check_cpu(src, "cast");
-    check_cpu(dst, "cast");
-    check_same_numel(src, dst, "cast");
-    if (src.dtype() == DType::i32 || dst.dtype() == DType::i32) {
-      cast_integer(src, dst);
-      return;
-    }
-    if (src.dtype() == dst.dtype()) {
-      copy(dst, src);
-      return;
-    }
-    store_f32(as_f32(src, m_ws_a), dst);
-  }
-
-  void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) override {
-    check_cpu(x, "mul_scalar_tensor");
-    check_cpu(out, "mul_scalar_tensor");
-    check_scalar(scale, DType::f32, "mul_scalar_tensor scale");
-    check_same_numel(x, out, "mul_scalar_tensor");
-    const float s = *scale.data_as<float>();
-    dispatch_float(x.dtype(), [&](auto xt) {
-      using X = decltype(xt);
-      dispatch_float(out.dtype(), [&](auto ot) {
-        using O = decltype(ot);
-        const X* xp = static_cast<const X*>(x.data());
-        O* op = static_cast<O*>(out.data());
-        for (size_t i = 0; i < x.numel(); ++i) op[i] = from_f32<O>(to_f32(xp[i]) * s);
-      });
-    });
-  }
-
-  void add_(const Tensor& dst, const Tensor& src, float alpha) override {
-    check_cpu(dst, "add_");
-    check_cpu(src, "add_");
-    check_same_numel(dst, src, "add_");
-    dispatch_float(dst.dtype(), [&](auto dt) {
-      using D = decltype(dt);
-      dispatch_float(src.dtype(), [&](auto st) {
-        using S = decltype(st);
-        D* dp = static_cast<D*>(dst.data());
-        const S* sp = static_cast<const S*>(src.data());
-        if (alpha == 1.0f) {
-          for (size_t i = 0; i < dst.numel(); ++i)
-            dp[i] = from_f32<D>(to_f32(dp[i]) + to_f32(sp[i]));
-        } else {
-          for (size_t i = 0; i < dst.numel(); ++i) {
-            dp[i] = from_f32<D>(to_f32(dp[i]) + alpha * to_f32(sp[i]));
-          }
-        }
-      });
-    });
-  }
-
-  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-            float alpha, float beta) override {
-    check_cpu(a, "gemm A");
-    check_cpu(b, "gemm B");
-    check_cpu(c, "gemm C");
-    if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) {
-      throw Error{ErrorKind::invalid_argument, "gemm: operands must be matrices, got " +
-                                                   a.describe() + ", " + b.describe() + ", " +
-                                                   c.describe()};
-    }
-    const int64_t m = trans_a ? a.dim(1) : a.dim(0);
-    const int64_t k = trans_a ? a.dim(0) : a.dim(1);
-    const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
-    const int64_t n = trans_b ? b.dim(0) : b.dim(1);
-    if (k != kb || c.dim(0) != m || c.dim(1) != n) {
-      throw Error{ErrorKind::invalid_argument,
-                  "gemm: shapes do not match: op(A) is [" + std::to_string(m) + ", " +
-                      std::to_string(k) + "], op(B) is [" + std::to_string(kb) + ", " +
-                      std::to_string(n) + "], C is " + shape_str(c.shape())};
-    }
-    const float* ap = as_f32(a, m_ws_a);
-    const float* bp = as_f32(b, m_ws_b);
-    float* cp;
-    if (c.dtype() == DType::f32) {
-      cp = c.data_as<float>();
-    } else {
-      if (beta != 0.0f) {
-        as_f32(c, m_ws_c);
-      } else {
-        m_ws_c.resize(c.numel());
-      }
-      cp = m_ws_c.data();
-    }
-    if (m > 0 && n > 0) {
-      if (k == 0) {
-        // sgemm with k == 0 still scales C by beta; keep the same contract explicitly.
-        for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
-      } else {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                    trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
-                    static_cast<blasint>(n), static_cast<blasint>(k), alpha, ap,
-                    static_cast<blasint>(a.dim(1)), bp, static_cast<blasint>(b.dim(1)), beta, cp,
-                    static_cast<blasint>(n));
-      }
-    }
-    if (c.dtype() != DType::f32) store_f32(cp, c);
-  }
-
-  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override {
-    check_scalar(out, DType::f32, "global_norm out");
-    double sum = 0.0;
-    for (const Tensor& t : tensors) {
-      check_cpu(t, "global_norm");
-      dispatch_float(t.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        const T* p = static_cast<const T*>(t.data());
-        for (size_t i = 0; i < t.numel(); ++i) {
-          const double v = to_f32(p[i]);
-          sum += v * v;
-        }
-      });
-    }
-    *out.data_as<float>() = static_cast<float>(std::sqrt(sum));
-  }
-
-  void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
-                                     const Tensor& inv_scale) override {
-    check_scalar(found_inf, DType::f32, "non_finite_check_and_unscale_ found_inf");
-    check_scalar(inv_scale, DType::f32, "non_finite_check_and_unscale_ inv_scale");
-    float* fi = found_inf.data_as<float>();
-    const float inv = *inv_scale.data_as<float>();
-    for (const Tensor& t : tensors) {
-      check_cpu(t, "non_finite_check_and_unscale_");
-      dispatch_float(t.dtype(), [&](auto tag) {
-        using T = decltype(tag);
-        T* p = static_cast<T*>(t.data());
-        if (inv == 1.0f) {  // check only: leave every bit (NaN payloads included) as it is
-          for (size_t i = 0; i < t.numel(); ++i) amp::unscale_value(to_f32(p[i]), inv, fi);
-          return;
-        }
-        for (size_t i = 0; i < t.numel(); ++i) {
-          p[i] = from_f32<T>(amp::unscale_value(to_f32(p[i]), inv, fi));
-        }
-      });
-    }
-  }
-
-  void inv_scale(const Tensor& scale, const Tensor& inv) override {
-    check_scalar(scale, DType::f32, "inv_scale scale");
-    check_scalar(inv, DType::f32, "inv_scale out");
-    *inv.data_as<float>() = amp::inv_scale_of(*scale.data_as<float>());
-  }
-
-  void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                     const amp::ScaleUpdateParams& params) override {
-    check_scalar(scale, DType::f32, "update_scale_ scale");
-    check_scalar(growth_tracker, DType::i32, "update_scale_ growth_tracker");
-    check_scalar(hysteresis_tracker, DType::i32, "update_scale_ hysteresis_tracker");
-    check_scalar(found_inf, DType::f32, "update_scale_ found_inf");
-    amp::update_scale_state(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
-                            hysteresis_tracker.data_as<int32_t>(), *found_inf.data_as<float>(),
-                            params);
-  }
-
-  void sgd_step(const SgdStepArgs& args) override {
-    check_cpu(args.params, "sgd_step params");
-    check_cpu(args.grads, "sgd_step grads");
-    args.params.check_dtype(DType::f32);
-    args.grads.check_dtype(DType::f32);
-    check_same_numel(args.params, args.grads, "sgd_step");
-    check_scalar(args.step, DType::i32, "sgd_step step");
-    const bool momentum = args.hyper.momentum != 0.0f;
-    if (momentum) {
-      check_cpu(args.momentum_buf, "sgd_step momentum_buf");
-      args.momentum_buf.check_dtype(DType::f32);
-      check_same_numel(args.params, args.momentum_buf, "sgd_step");
-    }
-    if (args.found_inf.defined()) {
-      check_scalar(args.found_inf, DType::f32, "sgd_step found_inf");
-      if (*args.found_inf.data_as<float>() != 0.0f) return;  // skipped: nothing is written
-    }
-    float inv = 1.0f;
-    if (args.inv_scale.defined()) {
-      check_scalar(args.inv_scale, DType::f32, "sgd_step inv_scale");
-      inv = *args.inv_scale.data_as<float>();
-    }
-    if (args.lowp_params.defined()) {
-      check_cpu(args.lowp_params, "sgd_step lowp_params");
-      check_same_numel(args.params, args.lowp_params, "sgd_step");
-    }
-    int32_t* step = args.step.data_as<int32_t>();
-    const bool first = *step == 0;
-    float* p = args.params.data_as<float>();
-    const float* g = args.grads.data_as<float>();
-    float* buf = momentum ? args.momentum_buf.data_as<float>() : nullptr;
-    float dummy = 0.0f;
-    for (size_t i = 0; i < args.params.numel(); ++i) {
-      optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first, args.hyper);
-    }
-    if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
-    *step += 1;
-  }
-
- private:
-  static void check_bytes(const Tensor& t, size_t bytes, const char* what) {
-    if (bytes != t.nbytes()) {
-      throw Error{ErrorKind::invalid_argument,
-                  std::string(what) + ": " + std::to_string(bytes) + " bytes for " + t.describe()};
-    }
-  }
-
-  void cast_integer(const Tensor& src, const Tensor& dst) {
-    if (src.dtype() == DType::i32 && dst.dtype() == DType::i32) {
-      copy(dst, src);
-    } else if (src.dtype() == DType::i32) {
-      m_ws_a.resize(src.numel());
-      const int32_t* s = src.data_as<int32_t>();
-      for (size_t i = 0; i < src.numel(); ++i) m_ws_a[i] = static_cast<float>(s[i]);
-      store_f32(m_ws_a.data(), dst);
-    } else {
-      dst.check_dtype(DType::i32);
-      const float* s = as_f32(src, m_ws_a);
-      int32_t* d = dst.data_as<int32_t>();
-      for (size_t i = 0; i < src.numel(); ++i) {
-        // Truncation toward zero, as a C cast and PyTorch's .to(torch.int32); NaN and values
-        // outside int32 are rejected instead of being undefined behaviour.
-        if (!(s[i] > -2147483904.0f && s[i] < 2147483648.0f)) {
-          throw Error{ErrorKind::invalid_argument, "cast: element " + std::to_string(i) + " (" +
-                                                       std::to_string(s[i]) +
-                                                       ") does not fit int32"};
-        }
-        d[i] = static_cast<int32_t>(s[i]);
-      }
-    }
-  }
-
-  int m_threads = 1;
-  std::vector<float> m_ws_a, m_ws_b, m_ws_c;  // grow-only widening workspaces
-};
+}
 
 }  // namespace
 
+CpuBackend::CpuBackend(int threads) {
+  m_threads =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // A fixed thread count keeps OpenBLAS's blocking, and so its summation order, the same from
+  // run to run.
+  openblas_set_num_threads(m_threads);
+}
+
+std::string CpuBackend::description() const {
+  return "cpu (OpenBLAS, " + std::to_string(m_threads) + " threads)";
+}
+
+void CpuBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
+  check_cpu(dst, "upload");
+  check_bytes(dst, bytes, "upload");
+  if (bytes) std::memmove(dst.data(), host, bytes);
+}
+
+void CpuBackend::download(void* host, const Tensor& src) {
+  check_cpu(src, "download");
+  if (src.nbytes()) std::memmove(host, src.data(), src.nbytes());
+}
+
+void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
+  check_cpu(dst, "copy");
+  check_cpu(src, "copy");
+  check_same_numel(dst, src, "copy");
+  if (dst.dtype() != src.dtype()) {
+    throw Error{ErrorKind::invalid_argument,
+                "copy: dtypes differ: " + src.describe() + " -> " + dst.describe() + " (use cast)"};
+  }
+  if (dst.nbytes()) std::memmove(dst.data(), src.data(), dst.nbytes());
+}
+
+void CpuBackend::fill(const Tensor& dst, double value) {
+  check_cpu(dst, "fill");
+  if (dst.dtype() == DType::i32) {
+    if (value != std::trunc(value) || value < -2147483648.0 || value > 2147483647.0) {
+      throw Error{ErrorKind::invalid_argument,
+                  "fill: " + std::to_string(value) + " is not an int32 value"};
+    }
+    std::fill_n(dst.data_as<int32_t>(), dst.numel(), static_cast<int32_t>(value));
+    return;
+  }
+  // The value goes through float first, as PyTorch's fill_ converts its scalar (c10::Half and
+  // c10::BFloat16 are built from a float).
+  const float v = static_cast<float>(value);
+  dispatch_float(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    std::fill_n(static_cast<T*>(dst.data()), dst.numel(), from_f32<T>(v));
+  });
+}
+
+void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
+  check_cpu(src, "cast");
+  check_cpu(dst, "cast");
+  check_same_numel(src, dst, "cast");
+  if (src.dtype() == DType::i32 || dst.dtype() == DType::i32) {
+    cast_integer(src, dst);
+    return;
+  }
+  if (src.dtype() == dst.dtype()) {
+    copy(dst, src);
+    return;
+  }
+  store_f32(as_f32(src, m_ws_a), dst);
+}
+
+void CpuBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) {
+  check_cpu(x, "mul_scalar_tensor");
+  check_cpu(out, "mul_scalar_tensor");
+  check_scalar(scale, DType::f32, "mul_scalar_tensor scale");
+  check_same_numel(x, out, "mul_scalar_tensor");
+  const float s = *scale.data_as<float>();
+  dispatch_float(x.dtype(), [&](auto xt) {
+    using X = decltype(xt);
+    dispatch_float(out.dtype(), [&](auto ot) {
+      using O = decltype(ot);
+      const X* xp = static_cast<const X*>(x.data());
+      O* op = static_cast<O*>(out.data());
+      for (size_t i = 0; i < x.numel(); ++i) op[i] = from_f32<O>(to_f32(xp[i]) * s);
+    });
+  });
+}
+
+void CpuBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
+  check_cpu(dst, "add_");
+  check_cpu(src, "add_");
+  check_same_numel(dst, src, "add_");
+  dispatch_float(dst.dtype(), [&](auto dt) {
+    using D = decltype(dt);
+    dispatch_float(src.dtype(), [&](auto st) {
+      using S = decltype(st);
+      D* dp = static_cast<D*>(dst.data());
+      const S* sp = static_cast<const S*>(src.data());
+      if (alpha == 1.0f) {
+        for (size_t i = 0; i < dst.numel(); ++i) dp[i] = from_f32<D>(to_f32(dp[i]) + to_f32(sp[i]));
+      } else {
+        for (size_t i = 0; i < dst.numel(); ++i) {
+          dp[i] = from_f32<D>(to_f32(dp[i]) + alpha * to_f32(sp[i]));
+        }
+      }
+    });
+  });
+}
+
+void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                      float alpha, float beta) {
+  check_cpu(a, "gemm A");
+  check_cpu(b, "gemm B");
+  check_cpu(c, "gemm C");
+  if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) {
+    throw Error{ErrorKind::invalid_argument, "gemm: operands must be matrices, got " +
+                                                 a.describe() + ", " + b.describe() + ", " +
+                                                 c.describe()};
+  }
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
+  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
+  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
+  if (k != kb || c.dim(0) != m || c.dim(1) != n) {
+    throw Error{ErrorKind::invalid_argument,
+                "gemm: shapes do not match: op(A) is [" + std::to_string(m) + ", " +
+                    std::to_string(k) + "], op(B) is [" + std::to_string(kb) + ", " +
+                    std::to_string(n) + "], C is " + shape_str(c.shape())};
+  }
+  const float* ap = as_f32(a, m_ws_a);
+  const float* bp = as_f32(b, m_ws_b);
+  float* cp;
+  if (c.dtype() == DType::f32) {
+    cp = c.data_as<float>();
+  } else {
+    if (beta != 0.0f) {
+      as_f32(c, m_ws_c);
+    } else {
+      m_ws_c.resize(c.numel());
+    }
+    cp = m_ws_c.data();
+  }
+  if (m > 0 && n > 0) {
+    if (k == 0) {
+      // sgemm with k == 0 still scales C by beta; keep the same contract explicitly.
+      for (int64_t i = 0; i < m * n; ++i) cp[i] = beta == 0.0f ? 0.0f : beta * cp[i];
+    } else {
+      cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                  trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                  static_cast<blasint>(n), static_cast<blasint>(k), alpha, ap,
+                  static_cast<blasint>(a.dim(1)), bp, static_cast<blasint>(b.dim(1)), beta, cp,
+                  static_cast<blasint>(n));
+    }
+  }
+  if (c.dtype() != DType::f32) store_f32(cp, c);
+}
+
+void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out) {
+  check_scalar(out, DType::f32, "global_norm out");
+  double sum = 0.0;
+  for (const Tensor& t : tensors) {
+    check_cpu(t, "global_norm");
+    dispatch_float(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      const T* p = static_cast<const T*>(t.data());
+      for (size_t i = 0; i < t.numel(); ++i) {
+        const double v = to_f32(p[i]);
+        sum += v * v;
+      }
+    });
+  }
+  *out.data_as<float>() = static_cast<float>(std::sqrt(sum));
+}
+
+void CpuBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
+                                               const Tensor& found_inf, const Tensor& inv_scale) {
+  check_scalar(found_inf, DType::f32, "non_finite_check_and_unscale_ found_inf");
+  check_scalar(inv_scale, DType::f32, "non_finite_check_and_unscale_ inv_scale");
+  float* fi = found_inf.data_as<float>();
+  const float inv = *inv_scale.data_as<float>();
+  for (const Tensor& t : tensors) {
+    check_cpu(t, "non_finite_check_and_unscale_");
+    dispatch_float(t.dtype(), [&](auto tag) {
+      using T = decltype(tag);
+      T* p = static_cast<T*>(t.data());
+      if (inv == 1.0f) {  // check only: leave every bit (NaN payloads included) as it is
+        for (size_t i = 0; i < t.numel(); ++i) amp::unscale_value(to_f32(p[i]), inv, fi);
+        return;
+      }
+      for (size_t i = 0; i < t.numel(); ++i) {
+        p[i] = from_f32<T>(amp::unscale_value(to_f32(p[i]), inv, fi));
+      }
+    });
+  }
+}
+
+void CpuBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
+  check_scalar(scale, DType::f32, "inv_scale scale");
+  check_scalar(inv, DType::f32, "inv_scale out");
+  *inv.data_as<float>() = amp::inv_scale_of(*scale.data_as<float>());
+}
+
+void CpuBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                               const Tensor& hysteresis_tracker, const Tensor& found_inf,
+                               const amp::ScaleUpdateParams& params) {
+  check_scalar(scale, DType::f32, "update_scale_ scale");
+  check_scalar(growth_tracker, DType::i32, "update_scale_ growth_tracker");
+  check_scalar(hysteresis_tracker, DType::i32, "update_scale_ hysteresis_tracker");
+  check_scalar(found_inf, DType::f32, "update_scale_ found_inf");
+  amp::update_scale_state(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
+                          hysteresis_tracker.data_as<int32_t>(), *found_inf.data_as<float>(),
+                          params);
+}
+
+void CpuBackend::sgd_step(const SgdStepArgs& args) {
+  check_cpu(args.params, "sgd_step params");
+  check_cpu(args.grads, "sgd_step grads");
+  args.params.check_dtype(DType::f32);
+  args.grads.check_dtype(DType::f32);
+  check_same_numel(args.params, args.grads, "sgd_step");
+  check_scalar(args.step, DType::i32, "sgd_step step");
+  const bool momentum = args.hyper.momentum != 0.0f;
+  if (momentum) {
+    check_cpu(args.momentum_buf, "sgd_step momentum_buf");
+    args.momentum_buf.check_dtype(DType::f32);
+    check_same_numel(args.params, args.momentum_buf, "sgd_step");
+  }
+  if (args.found_inf.defined()) {
+    check_scalar(args.found_inf, DType::f32, "sgd_step found_inf");
+    if (*args.found_inf.data_as<float>() != 0.0f) return;  // skipped: nothing is written
+  }
+  float inv = 1.0f;
+  if (args.inv_scale.defined()) {
+    check_scalar(args.inv_scale, DType::f32, "sgd_step inv_scale");
+    inv = *args.inv_scale.data_as<float>();
+  }
+  if (args.lowp_params.defined()) {
+    check_cpu(args.lowp_params, "sgd_step lowp_params");
+    check_same_numel(args.params, args.lowp_params, "sgd_step");
+  }
+  int32_t* step = args.step.data_as<int32_t>();
+  const bool first = *step == 0;
+  float* p = args.params.data_as<float>();
+  const float* g = args.grads.data_as<float>();
+  float* buf = momentum ? args.momentum_buf.data_as<float>() : nullptr;
+  float dummy = 0.0f;
+  for (size_t i = 0; i < args.params.numel(); ++i) {
+    optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first, args.hyper);
+  }
+  if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
+  *step += 1;
+}
+
+void CpuBackend::adam_step(const AdamStepArgs& args) {
+  const Tensor* f32_operands[] = {&args.params, &args.grads, &args.exp_avg, &args.exp_avg_sq};
+  const char* names[] = {"adam_step params", "adam_step grads", "adam_step exp_avg",
+                         "adam_step exp_avg_sq"};
+  for (size_t k = 0; k < 4; ++k) {
+    check_cpu(*f32_operands[k], names[k]);
+    f32_operands[k]->check_dtype(DType::f32);
+    check_same_numel(args.params, *f32_operands[k], names[k]);
+  }
+  check_scalar(args.step, DType::i32, "adam_step step");
+  if (args.found_inf.defined()) {
+    check_scalar(args.found_inf, DType::f32, "adam_step found_inf");
+    // Skipped: params, moments, step and the low-precision copy stay bitwise unchanged.
+    if (*args.found_inf.data_as<float>() != 0.0f) return;
+  }
+  float inv = 1.0f;
+  if (args.inv_scale.defined()) {
+    check_scalar(args.inv_scale, DType::f32, "adam_step inv_scale");
+    inv = *args.inv_scale.data_as<float>();
+  }
+  if (args.lowp_params.defined()) {
+    check_float(args.lowp_params, "adam_step lowp_params");
+    check_same_numel(args.params, args.lowp_params, "adam_step lowp_params");
+  }
+  int32_t* step = args.step.data_as<int32_t>();
+  // The constants of update step + 1, formed in double and rounded to float once, as PyTorch's
+  // Python-side scalars are (adam_math.h).
+  const optim::AdamStepConsts consts = optim::adam_consts(args.hyper, *step + 1);
+  float* p = args.params.data_as<float>();
+  const float* g = args.grads.data_as<float>();
+  float* m = args.exp_avg.data_as<float>();
+  float* v = args.exp_avg_sq.data_as<float>();
+  for (size_t i = 0; i < args.params.numel(); ++i) {
+    optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, args.hyper.decoupled, args.hyper.maximize,
+                       consts);
+  }
+  if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
+  *step += 1;
+}
+
+void CpuBackend::cast_integer(const Tensor& src, const Tensor& dst) {
+  if (src.dtype() == DType::i32 && dst.dtype() == DType::i32) {
+    copy(dst, src);
+  } else if (src.dtype() == DType::i32) {
+    m_ws_a.resize(src.numel());
+    const int32_t* s = src.data_as<int32_t>();
+    for (size_t i = 0; i < src.numel(); ++i) m_ws_a[i] = static_cast<float>(s[i]);
+    store_f32(m_ws_a.data(), dst);
+  } else {
+    dst.check_dtype(DType::i32);
+    const float* s = as_f32(src, m_ws_a);
+    int32_t* d = dst.data_as<int32_t>();
+    for (size_t i = 0; i < src.numel(); ++i) {
+      // Truncation toward zero, as a C cast and PyTorch's .to(torch.int32); NaN and values
+      // outside int32 are rejected instead of being undefined behaviour.
+      if (!(s[i] > -2147483904.0f && s[i] < 2147483648.0f)) {
+        throw Error{ErrorKind::invalid_argument, "cast: element " + std::to_string(i) + " (" +
+                                                     std::to_string(s[i]) + ") does not fit int32"};
+      }
+      d[i] = static_cast<int32_t>(s[i]);
+    }
+  }
+}
+
+}  // namespace ampctl::cpu
+
+namespace ampctl {
+
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  return std::make_unique<CpuBackend>(threads);
+  return std::make_unique<cpu::CpuBackend>(threads);
 }
 
 }  // namespace ampctl

@@ -1,8 +1,9 @@
-// The CUDA backend: Backend's ops on one GPU, on one non-default stream, in issue order.
+// The CUDA backend: Backend's ops on one GPU, on one non-default stream, in issue order. This file
+// holds memory, casts, gemm, the amp ops and SGD; cuda_nn.cpp the neural-network ops and Adam;
+// cuda_backend.h the class and what both share.
 //
-// Ownership: every resource has an owner here. Tensor storage is cudaMalloc'd and freed by the
-// Storage's deleter; the stream, the cuBLAS handle, cuBLAS's workspace, the gemm widening
-// workspace and the global-norm partial sums belong to the backend object.
+// Ownership: see cuda_backend.h. Every resource has one owner, the backend object or a tensor's
+// Storage.
 //
 // Synchronisation: every op only enqueues work on m_stream. download() and synchronize() wait;
 // upload() returns once the host buffer may be reused (see there); nothing else blocks, so a
@@ -28,29 +29,13 @@
 #include "amp.cuh"
 #include "ampctl/backend/backend.h"
 #include "cast.cuh"
+#include "cuda_backend.h"
 #include "device_probe.h"
 #include "elementwise.cuh"
 #include "fill.cuh"
 #include "global_norm.cuh"
 #include "sgd.cuh"
-
-namespace ampctl {
-namespace {
-
-using kernels::ElemType;
-
-static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
-                  static_cast<int>(ElemType::f16) == static_cast<int>(DType::f16) &&
-                  static_cast<int>(ElemType::bf16) == static_cast<int>(DType::bf16) &&
-                  static_cast<int>(ElemType::i32) == static_cast<int>(DType::i32),
-              "kernels::ElemType must mirror ampctl::DType");
-
-ElemType elem_type(DType dtype) {
-  return static_cast<ElemType>(dtype);
-}
-
-constexpr const char* kNoGpuHint =
-    "run on a machine with an NVIDIA GPU and its driver (nvidia-smi lists it), or use device: cpu";
+namespace ampctl::cuda_detail {
 
 // ---- cuBLAS errors ----
 
@@ -61,35 +46,6 @@ constexpr const char* kNoGpuHint =
                                    ": " + expr + ": " + cublasGetStatusName(status) + " (" +
                                    cublasGetStatusString(status) + ")"};
 }
-
-#define AMPCTL_CUBLAS_CHECK(expr)                                           \
-  do {                                                                      \
-    const cublasStatus_t ampctl_cublas_status_ = (expr);                    \
-    if (ampctl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                   \
-      throw_cublas_error(ampctl_cublas_status_, #expr, __FILE__, __LINE__); \
-    }                                                                       \
-  } while (0)
-
-// ---- RAII ----
-
-// Makes `device` current for a scope and restores the previous device after, so a backend on
-// cuda:1 does not leave the thread pointed at it.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) : m_device(device) {
-    AMPCTL_CUDA_CHECK(cudaGetDevice(&m_previous));
-    if (m_previous != m_device) AMPCTL_CUDA_CHECK(cudaSetDevice(m_device));
-  }
-  ~DeviceScope() {
-    if (m_previous != m_device) (void)cudaSetDevice(m_previous);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int m_device;
-  int m_previous = 0;
-};
 
 // Frees device memory. A deleter cannot throw, so errors (a sticky fault, a runtime already torn
 // down at exit) are dropped. The explicit device sync makes the free safe whatever is still
@@ -118,72 +74,6 @@ void* allocate_device_memory(int device, size_t bytes, const std::string& what) 
   }
   return p;
 }
-
-// A backend-internal device buffer with one owner.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(int device, size_t bytes, const std::string& what)
-      : m_device(device),
-        m_data(bytes ? allocate_device_memory(device, bytes, what) : nullptr),
-        m_bytes(bytes) {}
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    if (this != &other) {
-      reset();
-      m_device = other.m_device;
-      m_data = std::exchange(other.m_data, nullptr);
-      m_bytes = std::exchange(other.m_bytes, 0);
-    }
-    return *this;
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* get() const { return m_data; }
-  size_t bytes() const { return m_bytes; }
-  void reset() noexcept {
-    free_device_memory(m_device, m_data);
-    m_data = nullptr;
-    m_bytes = 0;
-  }
-
- private:
-  int m_device = 0;
-  void* m_data = nullptr;
-  size_t m_bytes = 0;
-};
-
-// A non-blocking stream on the current device: it does not serialise with the legacy default
-// stream, so other libraries' default-stream work does not stall ours.
-class Stream {
- public:
-  Stream() { AMPCTL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking)); }
-  ~Stream() {
-    (void)cudaStreamSynchronize(m_stream);
-    (void)cudaStreamDestroy(m_stream);
-  }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-  cudaStream_t get() const { return m_stream; }
-
- private:
-  cudaStream_t m_stream = nullptr;
-};
-
-class CublasHandle {
- public:
-  CublasHandle() { AMPCTL_CUBLAS_CHECK(cublasCreate(&m_handle)); }
-  ~CublasHandle() { (void)cublasDestroy(m_handle); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return m_handle; }
-
- private:
-  cublasHandle_t m_handle = nullptr;
-};
-
 // ---- argument checks ----
 
 [[noreturn]] void invalid(const std::string& message) {
@@ -210,6 +100,31 @@ void check_floating(const Tensor& t, const char* op, const char* name) {
     invalid(std::string(op) + ": " + name + " must be f32, f16 or bf16, got " + t.describe());
   }
 }
+void check_shape(const Tensor& t, const Shape& shape, const char* op, const char* name) {
+  if (t.shape() != shape) {
+    invalid(std::string(op) + ": " + name + " must have shape " + shape_str(shape) + ", got " +
+            t.describe());
+  }
+}
+
+cudaDataType cuda_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDA_R_32F;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::i32:
+      break;
+  }
+  invalid("gemm: i32 operands are not supported");
+}
+
+namespace {
+
+constexpr const char* kNoGpuHint =
+    "run on a machine with an NVIDIA GPU and its driver (nvidia-smi lists it), or use device: cpu";
 
 // The bits a fill writes, computed on the host exactly as the CPU backend computes its fill value:
 // float values go through float first, as PyTorch's fill_ builds c10::Half/BFloat16 from a float.
@@ -232,20 +147,6 @@ uint32_t fill_bits(DType dtype, double value) {
   return 0;
 }
 
-cudaDataType cuda_data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::f16:
-      return CUDA_R_16F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::i32:
-      break;
-  }
-  invalid("gemm: i32 operands are not supported");
-}
-
 // Splits tensors into kernel-parameter packs of at most kMaxTensorsPerLaunch, skipping empty
 // ones, in order.
 std::vector<kernels::TensorPack> make_packs(std::span<const Tensor> tensors) {
@@ -259,61 +160,7 @@ std::vector<kernels::TensorPack> make_packs(std::span<const Tensor> tensors) {
   }
   return packs;
 }
-
-// ---- the backend ----
-
-class CudaBackend final : public Backend {
- public:
-  // The device must be current (make_cuda_backend makes it so).
-  CudaBackend(int index, const cudaDeviceProp& props);
-
-  Device device() const override { return m_device; }
-  std::string description() const override { return m_description; }
-
-  Tensor empty(const Shape& shape, DType dtype) override;
-  void upload(const Tensor& dst, const void* host, size_t bytes) override;
-  void download(void* host, const Tensor& src) override;
-  void copy(const Tensor& dst, const Tensor& src) override;
-  void fill(const Tensor& dst, double value) override;
-  void synchronize() override;
-
-  void cast(const Tensor& src, const Tensor& dst) override;
-  void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) override;
-  void add_(const Tensor& dst, const Tensor& src, float alpha) override;
-  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
-            float alpha, float beta) override;
-  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
-
-  void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
-                                     const Tensor& inv_scale) override;
-  void inv_scale(const Tensor& scale, const Tensor& inv) override;
-  void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                     const amp::ScaleUpdateParams& params) override;
-
-  void sgd_step(const SgdStepArgs& args) override;
-
- private:
-  // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
-  void check_here(const Tensor& t, const char* op, const char* name) const;
-  // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
-  float* gemm_workspace(size_t floats);
-  cudaStream_t stream() const { return m_stream.get(); }
-
-  // 32 MiB: what cuBLAS's documentation recommends for Hopper; a fixed, owned workspace also
-  // keeps cuBLAS from allocating during a step.
-  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
-
-  Device m_device;
-  std::string m_description;
-  // Destroyed in reverse order: the handle, then the buffers (its workspace among them), then
-  // the stream they were used on.
-  Stream m_stream;
-  DeviceBuffer m_cublas_workspace;
-  DeviceBuffer m_gemm_workspace;
-  DeviceBuffer m_norm_partials;
-  CublasHandle m_cublas;
-};
+}  // namespace
 
 CudaBackend::CudaBackend(int index, const cudaDeviceProp& props)
     : m_device{DeviceType::cuda, index},
@@ -444,14 +291,18 @@ void CudaBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
                       dst.numel(), stream());
 }
 
-float* CudaBackend::gemm_workspace(size_t floats) {
+float* CudaBackend::grow_workspace(DeviceBuffer& buffer, size_t floats, const char* what) {
   const size_t bytes = floats * sizeof(float);
-  if (m_gemm_workspace.bytes() < bytes) {
+  if (buffer.bytes() < bytes) {
     // Free before allocating (peak memory); the free waits for queued readers of the old one.
-    m_gemm_workspace.reset();
-    m_gemm_workspace = DeviceBuffer(m_device.index, bytes, "the gemm widening workspace");
+    buffer.reset();
+    buffer = DeviceBuffer(m_device.index, bytes, what);
   }
-  return static_cast<float*>(m_gemm_workspace.get());
+  return static_cast<float*>(buffer.get());
+}
+
+float* CudaBackend::gemm_workspace(size_t floats) {
+  return grow_workspace(m_gemm_workspace, floats, "the gemm widening workspace");
 }
 
 void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
@@ -655,7 +506,13 @@ void CudaBackend::sgd_step(const SgdStepArgs& args) {
   kernels::launch_sgd_step(p, args.params.numel(), args.hyper, stream());
 }
 
-}  // namespace
+}  // namespace ampctl::cuda_detail
+
+namespace ampctl {
+
+using cuda_detail::CudaBackend;
+using cuda_detail::DeviceScope;
+using cuda_detail::kNoGpuHint;
 
 std::unique_ptr<Backend> make_cuda_backend(int index) {
   const std::string name = "cuda:" + std::to_string(index);

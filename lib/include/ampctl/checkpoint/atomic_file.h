@@ -1,0 +1,32 @@
+// Whole-file reads and crash-safe whole-file writes.
+//
+// write_file_atomic's invariant: at every moment `path` holds either its previous content or
+// the complete new content, never a mix or a truncation, whatever happens to the process (a
+// signal, a full disk, a crash). It writes a temporary file in the same directory (so the
+// rename cannot cross file systems), fsyncs it, renames it over `path` (atomic in POSIX), then
+// fsyncs the directory so the rename itself survives a power loss.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace ampctl::checkpoint {
+
+// Throws Error{runtime} "cannot write PATH: STRERROR (WHILE DOING WHAT)" on any failure (no
+// such directory, no permission, ENOSPC, EFBIG, EIO, ...), after removing its temporary file;
+// `path` is then untouched, except when only the final directory fsync fails: the new content
+// is then in place but its rename may not survive a power loss. Temporary files are named
+// ".NAME.tmp-*" (see is_temporary_file). Under RLIMIT_FSIZE the caller must ignore SIGXFSZ to
+// get EFBIG rather than being killed.
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// True for the names write_file_atomic gives its temporary files ("." + target + ".tmp-...").
+// Such a file left behind is the trace of a write that was killed before its rename.
+bool is_temporary_file(const std::filesystem::path& path);
+
+// The whole file. Throws Error{input} when it cannot be opened (missing, a directory, no
+// permission) and Error{runtime} when reading it fails.
+std::string read_file(const std::filesystem::path& path);
+
+}  // namespace ampctl::checkpoint

@@ -1,0 +1,119 @@
+// The checkpoint document (SPEC section 4) and the checkpoints/ folder of a run directory.
+//
+// A checkpoint is one JSON document: the format tag and version, the step, the resolved
+// configuration, the scaler's state_dict (PyTorch's keys and types, `{}` when disabled), the
+// model's tensors, the optimizer's state (JSON plus its tensors), the scheduler, RNG, data
+// loader and metrics state. Each tensor is stored as {"dtype", "shape", "data": base64 of its
+// little-endian bytes, "crc32": of those bytes}, so a damaged file is refused, never loaded.
+//
+// Invariants:
+//  - serialize is deterministic: the same CheckpointData gives byte-identical text. Top-level
+//    keys are in SPEC order, tensors in the order of the vectors, every other object's keys
+//    sorted (nlohmann::json's order); parse_checkpoint keeps the tensor order, so
+//    serialize(parse_checkpoint(serialize(d))) == serialize(d).
+//  - parse_checkpoint accepts only what serialize can produce (plus any JSON in the free-form
+//    sections) and throws Error{input} "ORIGIN: WHAT IS WRONG" for anything else.
+//  - In a run directory, checkpoints/latest names (file name + "\n") a complete checkpoint
+//    whenever it exists: the checkpoint is written (atomically) before latest is (atomically).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ampctl/core/tensor.h"
+
+namespace ampctl::checkpoint {
+
+inline constexpr const char* kFormat = "ampctl-checkpoint";
+inline constexpr int64_t kVersion = 1;  // the only version this build reads and writes
+
+// One tensor as stored: raw bytes in little-endian order (the host's; see from_host_tensor).
+// Invariant (checked by serialize and parse_checkpoint): data.size() == numel(shape) *
+// dtype_size(dtype), every dimension >= 0.
+struct NamedTensor {
+  std::string name;
+  DType dtype = DType::f32;
+  Shape shape;
+  std::vector<uint8_t> data;
+
+  int64_t numel() const { return shape_numel(shape); }
+  bool operator==(const NamedTensor&) const = default;
+};
+
+// A copy of a host tensor's bytes (Error{invalid_argument} for a device tensor: download first).
+NamedTensor from_host_tensor(std::string name, const Tensor& host);
+// A new host tensor holding the bytes.
+Tensor to_host_tensor(const NamedTensor& tensor);
+
+struct CheckpointData {
+  int64_t step = 0;  // optimizer steps completed, >= 0
+  // config::to_json of the resolved configuration. Every JSON section is an object ({} by
+  // default); serialize refuses anything else.
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json scaler =
+      nlohmann::json::object();  // GradScaler::state_dict(): PyTorch's keys, or {}
+  std::vector<NamedTensor> model;
+  std::vector<NamedTensor> optimizer_tensors;  // stored as optimizer.tensors
+  nlohmann::json optimizer =
+      nlohmann::json::object();  // without a "tensors" key (that one is ours)
+  nlohmann::json scheduler = nlohmann::json::object();  // free-form
+  nlohmann::json rng = nlohmann::json::object();
+  nlohmann::json data = nlohmann::json::object();
+  nlohmann::json metrics = nlohmann::json::object();  // may hold "last_loss" (ampctl inspect)
+
+  bool operator==(const CheckpointData&) const = default;
+};
+
+// The JSON text (ends with a newline). Throws Error{invalid_argument} for data that would not
+// parse back: a negative step, a non-object section, a tensor whose byte count disagrees with
+// its shape, an empty or duplicate tensor name, "tensors" inside `optimizer`.
+std::string serialize(const CheckpointData& data);
+
+// Validates and decodes a checkpoint; `origin` (the file) starts every error message.
+// Throws Error{input}: empty file, not JSON, truncated JSON, wrong "format", unsupported
+// "version", JSON nested deeper than 128 levels, a missing or unknown top-level key, a section of
+// the wrong type, a scaler with a missing key or a value of the wrong type, a tensor with a bad
+// dtype, shape, base64, byte count or crc32.
+CheckpointData parse_checkpoint(std::string_view text, const std::string& origin);
+
+// "step-00000100.json" (at least 8 digits; more for steps past 99,999,999).
+std::string checkpoint_file_name(int64_t step);
+
+// Writes RUN_DIR/checkpoints/step-NNNNNNNN.json atomically, then RUN_DIR/checkpoints/latest
+// atomically, then removes older step-*.json beyond the `keep_last` (>= 1) newest by step,
+// never the one latest names, and any temporary file a killed write left. Returns the
+// checkpoint's path. Throws Error{runtime} on I/O failure (the previous checkpoint and latest
+// are then intact) and Error{invalid_argument} for keep_last < 1 or data serialize refuses.
+std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir,
+                                       const CheckpointData& data, int64_t keep_last);
+
+// The checkpoint a user means by `path`:
+//  - a file: itself (read_checkpoint verifies it);
+//  - a run directory (or its checkpoints/ folder): the file checkpoints/latest names if it
+//    parses and verifies, else the newest step-*.json that does (with an spdlog warning saying
+//    why latest was passed over).
+// Throws Error{input} "no complete checkpoint in DIR" (the hint lists what was wrong with each
+// candidate) or "PATH: no such file or directory".
+std::filesystem::path find_checkpoint(const std::filesystem::path& path);
+
+struct LoadedCheckpoint {
+  std::filesystem::path path;  // the file actually read
+  CheckpointData data;
+};
+
+// find_checkpoint + parse_checkpoint, reading and verifying the chosen file once.
+LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);
+// load_checkpoint(path).data.
+CheckpointData read_checkpoint(const std::filesystem::path& path);
+
+// What `ampctl inspect` shows, as one JSON object: "file", "step", "scaler_enabled", "scale",
+// "growth_tracker" (null when the scaler is disabled), "last_loss" (when metrics has it),
+// "parameters" (sum of the model tensors' numels), "precision" (config.precision, or null),
+// "optimizer_tensors" (their count), "tensors": [{"name", "dtype", "shape", "numel"}, ...].
+nlohmann::ordered_json summarize(const CheckpointData& data, const std::filesystem::path& file);
+
+}  // namespace ampctl::checkpoint

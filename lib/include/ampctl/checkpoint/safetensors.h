@@ -1,0 +1,32 @@
+// Export of a checkpoint's model tensors in the safetensors format (huggingface/safetensors),
+// readable by safetensors.torch.load_file and any reader of the format.
+//
+// Layout: an 8-byte little-endian u64 N; N bytes of a JSON header {"__metadata__": {string:
+// string}, NAME: {"dtype": "F32"|"F16"|"BF16"|"I32", "shape": [...], "data_offsets": [begin,
+// end]}, ...} padded with spaces to a multiple of 8 (so the data that follows stays 8-byte
+// aligned); then the tensors' raw little-endian bytes, contiguous, in header order, offsets
+// relative to the start of the data.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ampctl/checkpoint/checkpoint.h"
+
+namespace ampctl::checkpoint {
+
+// "F32", "F16", "BF16", "I32".
+const char* safetensors_dtype(DType dtype);
+
+// The whole file's bytes. Throws Error{invalid_argument} for an empty or duplicate name, the
+// reserved name "__metadata__", or a tensor whose byte count disagrees with its shape.
+std::string encode_safetensors(const std::vector<NamedTensor>& tensors,
+                               const std::map<std::string, std::string>& metadata);
+
+// Writes the model tensors of `data` to `out` atomically, with metadata {"format": "pt",
+// "ampctl_version", "step"}. Throws Error{runtime} on I/O failure.
+void export_safetensors(const CheckpointData& data, const std::filesystem::path& out);
+
+}  // namespace ampctl::checkpoint

@@ -1,0 +1,102 @@
+// The CPU backend's class, shared by its source files: cpu_backend.cpp (memory, casts, gemm, the
+// amp ops and the optimizers) and cpu_nn.cpp (the neural-network ops). Internal to lib/src; users
+// get it through make_cpu_backend().
+//
+// Invariants: every op checks its operands (device, dtype, shape) before it writes anything;
+// arithmetic is float32 with one rounding per output to its dtype; reductions run in a fixed
+// order; the widening workspaces only grow, so a steady-state training step does not allocate.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+
+namespace ampctl::cpu {
+
+// ---- operand checks (all throw Error{invalid_argument} naming the op and the tensor) ----
+void check_cpu(const Tensor& t, const char* what);
+void check_same_numel(const Tensor& a, const Tensor& b, const char* what);
+void check_scalar(const Tensor& t, DType dtype, const char* what);
+// A defined cpu tensor of rank 2.
+void check_matrix(const Tensor& t, const char* what);
+// A defined cpu tensor of a floating-point dtype.
+void check_float(const Tensor& t, const char* what);
+// A defined cpu tensor with exactly this shape (an initializer list, so the check itself does not
+// allocate in steady state).
+void check_shape(const Tensor& t, std::initializer_list<int64_t> shape, const char* what);
+
+// Widens any float tensor into `out` (exact) and returns a pointer to float data: the tensor's
+// own data when it already is f32.
+const float* as_f32(const Tensor& t, std::vector<float>& out);
+// Rounds numel() floats once into dst of any float dtype.
+void store_f32(const float* src, const Tensor& dst);
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads);
+
+  Device device() const override { return Device{}; }
+  std::string description() const override;
+
+  Tensor empty(const Shape& shape, DType dtype) override { return Tensor::host(shape, dtype); }
+  void upload(const Tensor& dst, const void* host, size_t bytes) override;
+  void download(void* host, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& dst, double value) override;
+  void synchronize() override {}
+
+  void cast(const Tensor& src, const Tensor& dst) override;
+  void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) override;
+  void add_(const Tensor& dst, const Tensor& src, float alpha) override;
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            float alpha, float beta) override;
+  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
+
+  void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
+                                     const Tensor& inv_scale) override;
+  void inv_scale(const Tensor& scale, const Tensor& inv) override;
+  void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
+                     const amp::ScaleUpdateParams& params) override;
+
+  // cpu_nn.cpp
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
+  void sum_rows(const Tensor& x, const Tensor& out) override;
+  void activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) override;
+  void activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                           const Tensor& dy, const Tensor& dx) override;
+  void dropout_forward(const Tensor& x, const Tensor& y, float p, uint64_t seed,
+                       uint64_t offset) override;
+  void dropout_backward(const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
+                        uint64_t offset) override;
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& loss,
+                             const Tensor& correct, const Tensor& dlogits,
+                             const Tensor& grad_scale) override;
+  void mse(const Tensor& pred, const Tensor& target, const Tensor& loss, const Tensor& dpred,
+           const Tensor& grad_scale) override;
+  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd, float eps) override;
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                           const Tensor& dgamma, const Tensor& dbeta) override;
+  void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
+
+  void sgd_step(const SgdStepArgs& args) override;
+  void adam_step(const AdamStepArgs& args) override;
+
+ private:
+  void cast_integer(const Tensor& src, const Tensor& dst);
+  // dropout_forward and dropout_backward: out := keep ? round(in * scale) : 0.
+  void dropout_apply(const Tensor& in, const Tensor& out, float p, uint64_t seed, uint64_t offset,
+                     const char* what);
+
+  int m_threads = 1;
+  // Grow-only float workspaces: widened operands (a, b, c) and float results before their one
+  // rounding (d, e).
+  std::vector<float> m_ws_a, m_ws_b, m_ws_c, m_ws_d, m_ws_e;
+};
+
+}  // namespace ampctl::cpu

@@ -1,0 +1,408 @@
+// The CPU backend's neural-network ops: the reference the CUDA kernels are checked against.
+//
+// Each op widens its f16/bf16 operands exactly to float (convert.h), computes every output in
+// float32 with plain loops that call the per-element math of nn/nn_math.h, and rounds each output
+// once to its dtype (store_f32). Reductions run sequentially in index order, so results do not
+// depend on the thread count (linear_forward's sgemm aside: OpenBLAS fixes its order for the
+// backend's fixed thread count, as for gemm). Outputs are formed in a workspace and stored at the
+// end, so an output may alias an input of the same op. Operand checks come before any write.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/backend/dtype_dispatch.h"
+#include "cpu_backend.h"
+
+namespace ampctl::cpu {
+namespace {
+
+void check_activation(nn::ActivationKind kind, const char* what) {
+  switch (kind) {
+    case nn::ActivationKind::relu:
+    case nn::ActivationKind::gelu:
+    case nn::ActivationKind::tanh:
+      return;
+  }
+  throw Error{ErrorKind::invalid_argument, std::string(what) + ": unknown activation kind " +
+                                               std::to_string(static_cast<int32_t>(kind))};
+}
+
+// A float tensor of the same element count as `ref`.
+void check_float_like(const Tensor& t, const Tensor& ref, const char* what) {
+  check_float(t, what);
+  check_same_numel(t, ref, what);
+}
+
+// An f32 tensor of exactly this shape.
+void check_f32_shape(const Tensor& t, std::initializer_list<int64_t> shape, const char* what) {
+  check_shape(t, shape, what);
+  if (t.dtype() != DType::f32) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(what) + ": expected an f32 tensor, got " + t.describe()};
+  }
+}
+
+}  // namespace
+
+void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                const Tensor& y) {
+  check_matrix(x, "linear_forward x");
+  check_matrix(w, "linear_forward w");
+  check_float(x, "linear_forward x");
+  check_float(w, "linear_forward w");
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  if (w.dim(1) != in) {
+    throw Error{ErrorKind::invalid_argument, "linear_forward: x " + x.describe() + " has " +
+                                                 std::to_string(in) + " features but w is " +
+                                                 w.describe()};
+  }
+  check_shape(y, {rows, out}, "linear_forward y");
+  check_float(y, "linear_forward y");
+  if (b.defined()) {
+    check_shape(b, {out}, "linear_forward b");
+    check_float(b, "linear_forward b");
+  }
+  const float* xp = as_f32(x, m_ws_a);
+  const float* wp = as_f32(w, m_ws_b);
+  m_ws_d.resize(y.numel());
+  float* acc = m_ws_d.data();
+  if (rows > 0 && out > 0) {
+    if (in == 0) {
+      std::fill_n(acc, y.numel(), 0.0f);
+    } else {
+      // y = x @ w^T in float32 (OpenBLAS's accumulation order, fixed for a fixed thread count).
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+                  static_cast<blasint>(out), static_cast<blasint>(in), 1.0f, xp,
+                  static_cast<blasint>(in), wp, static_cast<blasint>(in), 0.0f, acc,
+                  static_cast<blasint>(out));
+    }
+  }
+  if (b.defined()) {
+    // The bias joins the float accumulator before the one rounding, as a cuBLASLt bias epilogue
+    // does (a separate add would round twice in f16/bf16).
+    dispatch_float(b.dtype(), [&](auto tag) {
+      using B = decltype(tag);
+      const B* bp = static_cast<const B*>(b.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t o = 0; o < out; ++o) acc[r * out + o] = acc[r * out + o] + to_f32(bp[o]);
+      }
+    });
+  }
+  store_f32(acc, y);
+}
+
+void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
+  check_matrix(x, "sum_rows x");
+  check_float(x, "sum_rows x");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_shape(out, {cols}, "sum_rows out");
+  check_float(out, "sum_rows out");
+  m_ws_d.resize(static_cast<size_t>(cols));
+  float* acc = m_ws_d.data();
+  std::fill_n(acc, cols, 0.0f);
+  // Row by row, so each column is summed in row order (fixed, thread-independent).
+  dispatch_float(x.dtype(), [&](auto tag) {
+    using X = decltype(tag);
+    const X* xp = static_cast<const X*>(x.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < cols; ++c) acc[c] = acc[c] + to_f32(xp[r * cols + c]);
+    }
+  });
+  store_f32(acc, out);
+}
+
+void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) {
+  check_activation(kind, "activation_forward");
+  check_float(x, "activation_forward x");
+  check_float_like(y, x, "activation_forward y");
+  const float* xp = as_f32(x, m_ws_a);
+  m_ws_d.resize(x.numel());
+  float* yp = m_ws_d.data();
+  for (size_t i = 0; i < x.numel(); ++i) yp[i] = nn::activation_forward(kind, xp[i]);
+  store_f32(yp, y);
+}
+
+void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                     const Tensor& dy, const Tensor& dx) {
+  check_activation(kind, "activation_backward");
+  check_float(dy, "activation_backward dy");
+  check_float_like(dx, dy, "activation_backward dx");
+  // relu and tanh read only the output and gelu only the input (nn_math.h), so the operand the
+  // kind does not read may be undefined; a defined one is still checked.
+  const bool reads_input = kind == nn::ActivationKind::gelu;
+  const Tensor& used = reads_input ? x : y;
+  check_float_like(used, dy, reads_input ? "activation_backward x" : "activation_backward y");
+  const Tensor& unused = reads_input ? y : x;
+  if (unused.defined()) {
+    check_float_like(unused, dy, reads_input ? "activation_backward y" : "activation_backward x");
+  }
+  const float* up = as_f32(used, m_ws_a);
+  const float* dyp = as_f32(dy, m_ws_b);
+  m_ws_d.resize(dy.numel());
+  float* dxp = m_ws_d.data();
+  for (size_t i = 0; i < dy.numel(); ++i) {
+    const float xi = reads_input ? up[i] : 0.0f;
+    const float yi = reads_input ? 0.0f : up[i];
+    dxp[i] = nn::activation_backward(kind, xi, yi, dyp[i]);
+  }
+  store_f32(dxp, dx);
+}
+
+void CpuBackend::dropout_apply(const Tensor& in, const Tensor& out, float p, uint64_t seed,
+                               uint64_t offset, const char* what) {
+  check_float(in, what);
+  check_float_like(out, in, what);
+  if (!(p >= 0.0f && p <= 1.0f)) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(what) + ": p must be in [0, 1], got " + std::to_string(p)};
+  }
+  // p == 1 makes the scale inf, but then no element is kept, so it is never used.
+  const float scale = nn::dropout_scale(p);
+  const float* ip = as_f32(in, m_ws_a);
+  m_ws_d.resize(in.numel());
+  float* op = m_ws_d.data();
+  for (size_t i = 0; i < in.numel(); ++i) {
+    op[i] = nn::dropout_keep(seed, offset, i, p) ? ip[i] * scale : 0.0f;
+  }
+  store_f32(op, out);
+}
+
+void CpuBackend::dropout_forward(const Tensor& x, const Tensor& y, float p, uint64_t seed,
+                                 uint64_t offset) {
+  dropout_apply(x, y, p, seed, offset, "dropout_forward");
+}
+
+void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
+                                  uint64_t offset) {
+  dropout_apply(dy, dx, p, seed, offset, "dropout_backward");
+}
+
+void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels,
+                                       const Tensor& loss, const Tensor& correct,
+                                       const Tensor& dlogits, const Tensor& grad_scale) {
+  check_matrix(logits, "softmax_cross_entropy logits");
+  check_float(logits, "softmax_cross_entropy logits");
+  const int64_t rows = logits.dim(0), cols = logits.dim(1);
+  check_shape(labels, {rows}, "softmax_cross_entropy labels");
+  labels.check_dtype(DType::i32);
+  check_scalar(loss, DType::f32, "softmax_cross_entropy loss");
+  if (correct.defined()) check_scalar(correct, DType::i32, "softmax_cross_entropy correct");
+  if (dlogits.defined()) {
+    check_shape(dlogits, {rows, cols}, "softmax_cross_entropy dlogits");
+    check_float(dlogits, "softmax_cross_entropy dlogits");
+    check_scalar(grad_scale, DType::f32, "softmax_cross_entropy grad_scale");
+  }
+  const int32_t* lab = labels.data_as<int32_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    if (lab[r] < 0 || lab[r] >= cols) {
+      throw Error{ErrorKind::invalid_argument,
+                  "softmax_cross_entropy: label " + std::to_string(lab[r]) + " of row " +
+                      std::to_string(r) + " is outside [0, " + std::to_string(cols) + ")"};
+    }
+  }
+  const float* xp = as_f32(logits, m_ws_a);
+  m_ws_e.resize(static_cast<size_t>(cols));
+  float* ls = m_ws_e.data();  // log_softmax of the current row
+  float* dp = nullptr;
+  float c = 0.0f;
+  if (dlogits.defined()) {
+    m_ws_d.resize(dlogits.numel());
+    dp = m_ws_d.data();
+    // nll_loss_backward with reduction 'mean' hands -grad_output / total_weight to the target.
+    c = -*grad_scale.data_as<float>() / static_cast<float>(rows);
+  }
+  float loss_sum = 0.0f;
+  int32_t hits = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = xp + r * cols;
+    const int64_t target = lab[r];
+    // argmax as torch.argmax: the first maximum, and a NaN counts as the maximum. Its value is
+    // also the shift of the softmax (a NaN or inf maximum makes the row NaN, as in PyTorch).
+    int64_t arg = 0;
+    for (int64_t j = 1; j < cols; ++j) {
+      const float best = row[arg];
+      if (best != best) break;
+      if (row[j] != row[j] || row[j] > best) arg = j;
+    }
+    const float mx = row[arg];
+    // PyTorch's log_softmax: (x - max) - log(sum(exp(x - max))), the sum in index order.
+    float sum = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
+    const float lse = logf(sum);
+    for (int64_t j = 0; j < cols; ++j) ls[j] = (row[j] - mx) - lse;
+    loss_sum = loss_sum - ls[target];
+    if (arg == target) ++hits;
+    if (dp) {
+      for (int64_t j = 0; j < cols; ++j) dp[r * cols + j] = nn::xent_grad(ls[j], j == target, c);
+    }
+  }
+  // Mean over rows as nll_loss divides by its total weight (rows == 0 gives NaN, as there).
+  *loss.data_as<float>() = loss_sum / static_cast<float>(rows);
+  if (correct.defined()) *correct.data_as<int32_t>() = hits;
+  if (dp) store_f32(dp, dlogits);
+}
+
+void CpuBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& loss,
+                     const Tensor& dpred, const Tensor& grad_scale) {
+  check_float(pred, "mse pred");
+  check_cpu(target, "mse target");
+  target.check_dtype(DType::f32);
+  check_same_numel(pred, target, "mse target");
+  check_scalar(loss, DType::f32, "mse loss");
+  if (dpred.defined()) {
+    check_float_like(dpred, pred, "mse dpred");
+    check_scalar(grad_scale, DType::f32, "mse grad_scale");
+  }
+  const size_t n = pred.numel();
+  const float* pp = as_f32(pred, m_ws_a);
+  const float* tp = target.data_as<float>();
+  float sum = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    const float d = pp[i] - tp[i];
+    sum = sum + d * d;
+  }
+  if (dpred.defined()) {
+    // mse_loss_backward's norm is the double 2. / numel, used as a float scalar.
+    const float two_over_n = static_cast<float>(2.0 / static_cast<double>(n));
+    const float gs = *grad_scale.data_as<float>();
+    m_ws_d.resize(n);
+    float* dp = m_ws_d.data();
+    for (size_t i = 0; i < n; ++i) dp[i] = nn::mse_grad(pp[i], tp[i], two_over_n, gs);
+    store_f32(dp, dpred);
+  }
+  *loss.data_as<float>() = sum / static_cast<float>(n);
+}
+
+void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                    const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                    float eps) {
+  check_matrix(x, "layer_norm_forward x");
+  check_float(x, "layer_norm_forward x");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_f32_shape(gamma, {cols}, "layer_norm_forward gamma");
+  check_f32_shape(beta, {cols}, "layer_norm_forward beta");
+  check_shape(y, {rows, cols}, "layer_norm_forward y");
+  check_float(y, "layer_norm_forward y");
+  check_f32_shape(mean, {rows}, "layer_norm_forward mean");
+  check_f32_shape(rstd, {rows}, "layer_norm_forward rstd");
+  const float* xp = as_f32(x, m_ws_a);
+  const float* g = gamma.data_as<float>();
+  const float* b = beta.data_as<float>();
+  float* mp = mean.data_as<float>();
+  float* rp = rstd.data_as<float>();
+  m_ws_d.resize(y.numel());
+  float* yp = m_ws_d.data();
+  const float n = static_cast<float>(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = xp + r * cols;
+    // Two passes (mean, then the biased variance of the centred values), each summed in index
+    // order: the textbook two-pass algorithm, which cannot go negative as E[x^2] - E[x]^2 can.
+    float sum = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) sum = sum + row[j];
+    const float mu = sum / n;
+    float sq = 0.0f;
+    for (int64_t j = 0; j < cols; ++j) {
+      const float d = row[j] - mu;
+      sq = sq + d * d;
+    }
+    const float rs = 1.0f / sqrtf(sq / n + eps);
+    for (int64_t j = 0; j < cols; ++j) yp[r * cols + j] = ((row[j] - mu) * rs) * g[j] + b[j];
+    mp[r] = mu;
+    rp[r] = rs;
+  }
+  store_f32(yp, y);
+}
+
+// dx by PyTorch's CPU LayerNormBackward (aten/src/ATen/native/cpu/layer_norm_kernel.cpp,
+// layer_norm_backward_frame), per row with a = rstd, mean, gamma and C columns:
+//   ds = sum_j dy_j * gamma_j * x_j,   db = sum_j dy_j * gamma_j
+//   b  = (db * mean - ds) * a^3 / C,   c = -b * mean - db * a / C
+//   dx_j = a * dy_j * gamma_j + b * x_j + c
+// which is the closed form of d/dx of ((x - mean) * rstd * gamma) with the mean and the biased
+// variance both depending on x. dgamma += sum_r dy * (x - mean) * rstd and dbeta += sum_r dy are
+// summed from zero over the rows in order and then added to the existing gradients once, as
+// autograd accumulates a fresh gradient into .grad.
+void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                     const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                                     const Tensor& dgamma, const Tensor& dbeta) {
+  check_matrix(x, "layer_norm_backward x");
+  check_float(x, "layer_norm_backward x");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_f32_shape(gamma, {cols}, "layer_norm_backward gamma");
+  check_f32_shape(mean, {rows}, "layer_norm_backward mean");
+  check_f32_shape(rstd, {rows}, "layer_norm_backward rstd");
+  check_shape(dy, {rows, cols}, "layer_norm_backward dy");
+  check_float(dy, "layer_norm_backward dy");
+  // Any of the three gradients may be undefined (not wanted).
+  if (dx.defined()) {
+    check_shape(dx, {rows, cols}, "layer_norm_backward dx");
+    check_float(dx, "layer_norm_backward dx");
+  }
+  if (dgamma.defined()) check_f32_shape(dgamma, {cols}, "layer_norm_backward dgamma");
+  if (dbeta.defined()) check_f32_shape(dbeta, {cols}, "layer_norm_backward dbeta");
+  const float* xp = as_f32(x, m_ws_a);
+  const float* dyp = as_f32(dy, m_ws_b);
+  const float* g = gamma.data_as<float>();
+  const float* mp = mean.data_as<float>();
+  const float* rp = rstd.data_as<float>();
+  float* dxp = nullptr;
+  if (dx.defined()) {
+    m_ws_d.resize(dx.numel());
+    dxp = m_ws_d.data();
+  }
+  m_ws_e.resize(2 * static_cast<size_t>(cols));
+  float* pg = m_ws_e.data();  // this call's dgamma, then dbeta
+  float* pb = pg + cols;
+  std::fill_n(pg, 2 * cols, 0.0f);
+  const float scale = 1.0f / static_cast<float>(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = xp + r * cols;
+    const float* dyr = dyp + r * cols;
+    const float a = rp[r];
+    const float mu = mp[r];
+    if (dxp) {
+      float ds = 0.0f, db = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float dyg = dyr[j] * g[j];
+        ds = ds + dyg * xr[j];
+        db = db + dyg;
+      }
+      const float b = (db * mu - ds) * a * a * a * scale;
+      const float c = -b * mu - db * a * scale;
+      float* dxr = dxp + r * cols;
+      for (int64_t j = 0; j < cols; ++j) dxr[j] = a * dyr[j] * g[j] + b * xr[j] + c;
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      pg[j] = pg[j] + dyr[j] * ((xr[j] - mu) * a);
+      pb[j] = pb[j] + dyr[j];
+    }
+  }
+  if (dxp) store_f32(dxp, dx);
+  if (dgamma.defined()) {
+    float* dg = dgamma.data_as<float>();
+    for (int64_t j = 0; j < cols; ++j) dg[j] = dg[j] + pg[j];
+  }
+  if (dbeta.defined()) {
+    float* dbp = dbeta.data_as<float>();
+    for (int64_t j = 0; j < cols; ++j) dbp[j] = dbp[j] + pb[j];
+  }
+}
+
+void CpuBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) {
+  check_scalar(norm, DType::f32, "clip_coef norm");
+  check_scalar(coef, DType::f32, "clip_coef coef");
+  // clip_grad_norm_ computes max_norm / (total_norm + 1e-6) with a tensor divisor, which
+  // Tensor.__rtruediv__ evaluates as (total_norm + 1e-6).reciprocal() * max_norm: two float
+  // roundings, the Python scalars rounded to float. torch.clamp(max=1.0) keeps a NaN, and so does
+  // `q > 1 ? 1 : q`.
+  const float q = (1.0f / (*norm.data_as<float>() + 1e-6f)) * max_norm;
+  *coef.data_as<float>() = q > 1.0f ? 1.0f : q;
+}
+
+}  // namespace ampctl::cpu

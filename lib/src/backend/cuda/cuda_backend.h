@@ -1,0 +1,291 @@
+// The CUDA backend's host side, shared by its two translation units: cuda_backend.cpp (memory,
+// casts, gemm, the amp ops, SGD) and cuda_nn.cpp (the neural-network ops through cuBLASLt and
+// kernels/, and Adam). C++20 host code: kernels are reached only through the launchers of
+// kernels/*.cuh, which take raw pointers and ElemType.
+//
+// Ownership: every resource has one owner, with RAII. Tensor storage is cudaMalloc'd and freed by
+// the Storage's deleter; the stream, the cuBLAS and cuBLASLt handles, cuBLAS's workspace, the
+// grow-only workspaces and the cached cuBLASLt plans belong to the CudaBackend object.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "ampctl/backend/backend.h"
+#include "kernel_common.cuh"
+
+namespace ampctl::cuda_detail {
+
+using kernels::ElemType;
+
+static_assert(static_cast<int>(ElemType::f32) == static_cast<int>(DType::f32) &&
+                  static_cast<int>(ElemType::f16) == static_cast<int>(DType::f16) &&
+                  static_cast<int>(ElemType::bf16) == static_cast<int>(DType::bf16) &&
+                  static_cast<int>(ElemType::i32) == static_cast<int>(DType::i32),
+              "kernels::ElemType must mirror ampctl::DType");
+
+inline ElemType elem_type(DType dtype) {
+  return static_cast<ElemType>(dtype);
+}
+
+// ---- cuBLAS errors (cuBLASLt returns the same status type) ----
+
+// Throws Error{cuda, "file:line: expr: CUBLAS_STATUS_... (description)"}.
+[[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* expr, const char* file,
+                                     int line);
+
+#define AMPCTL_CUBLAS_CHECK(expr)                                                                  \
+  do {                                                                                             \
+    const cublasStatus_t ampctl_cublas_status_ = (expr);                                           \
+    if (ampctl_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                          \
+      ::ampctl::cuda_detail::throw_cublas_error(ampctl_cublas_status_, #expr, __FILE__, __LINE__); \
+    }                                                                                              \
+  } while (0)
+
+// ---- RAII ----
+
+// Makes `device` current for a scope and restores the previous device after, so a backend on
+// cuda:1 does not leave the thread pointed at it.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) : m_device(device) {
+    AMPCTL_CUDA_CHECK(cudaGetDevice(&m_previous));
+    if (m_previous != m_device) AMPCTL_CUDA_CHECK(cudaSetDevice(m_device));
+  }
+  ~DeviceScope() {
+    if (m_previous != m_device) (void)cudaSetDevice(m_previous);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int m_device;
+  int m_previous = 0;
+};
+
+// Frees device memory (never throws: errors are dropped; it waits for the device first, so the
+// free is safe whatever is still queued).
+void free_device_memory(int device, void* p) noexcept;
+
+// cudaMalloc, or Error{cuda} naming the bytes and `what`, with a hint.
+void* allocate_device_memory(int device, size_t bytes, const std::string& what);
+
+// A backend-internal device buffer with one owner.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(int device, size_t bytes, const std::string& what)
+      : m_device(device),
+        m_data(bytes ? allocate_device_memory(device, bytes, what) : nullptr),
+        m_bytes(bytes) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      m_device = other.m_device;
+      m_data = std::exchange(other.m_data, nullptr);
+      m_bytes = std::exchange(other.m_bytes, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return m_data; }
+  size_t bytes() const { return m_bytes; }
+  void reset() noexcept {
+    free_device_memory(m_device, m_data);
+    m_data = nullptr;
+    m_bytes = 0;
+  }
+
+ private:
+  int m_device = 0;
+  void* m_data = nullptr;
+  size_t m_bytes = 0;
+};
+
+// A non-blocking stream on the current device: it does not serialise with the legacy default
+// stream, so other libraries' default-stream work does not stall ours.
+class Stream {
+ public:
+  Stream() { AMPCTL_CUDA_CHECK(cudaStreamCreateWithFlags(&m_stream, cudaStreamNonBlocking)); }
+  ~Stream() {
+    (void)cudaStreamSynchronize(m_stream);
+    (void)cudaStreamDestroy(m_stream);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return m_stream; }
+
+ private:
+  cudaStream_t m_stream = nullptr;
+};
+
+class CublasHandle {
+ public:
+  CublasHandle() { AMPCTL_CUBLAS_CHECK(cublasCreate(&m_handle)); }
+  ~CublasHandle() { (void)cublasDestroy(m_handle); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return m_handle; }
+
+ private:
+  cublasHandle_t m_handle = nullptr;
+};
+
+class CublasLtHandle {
+ public:
+  CublasLtHandle() { AMPCTL_CUBLAS_CHECK(cublasLtCreate(&m_handle)); }
+  ~CublasLtHandle() { (void)cublasLtDestroy(m_handle); }
+  CublasLtHandle(const CublasLtHandle&) = delete;
+  CublasLtHandle& operator=(const CublasLtHandle&) = delete;
+  cublasLtHandle_t get() const { return m_handle; }
+
+ private:
+  cublasLtHandle_t m_handle = nullptr;
+};
+
+// cuBLASLt descriptors, destroyed with their owner.
+struct LtMatmulDescDeleter {
+  void operator()(cublasLtMatmulDesc_t d) const { (void)cublasLtMatmulDescDestroy(d); }
+};
+struct LtLayoutDeleter {
+  void operator()(cublasLtMatrixLayout_t l) const { (void)cublasLtMatrixLayoutDestroy(l); }
+};
+using LtMatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, LtMatmulDescDeleter>;
+using LtLayout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LtLayoutDeleter>;
+
+// ---- argument checks (each throws Error{invalid_argument} naming the op and the tensor) ----
+
+[[noreturn]] void invalid(const std::string& message);
+void check_scalar(const Tensor& t, DType dtype, const char* op, const char* name);
+void check_same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name,
+                      const char* op);
+void check_floating(const Tensor& t, const char* op, const char* name);
+void check_shape(const Tensor& t, const Shape& shape, const char* op, const char* name);
+// The cuBLAS data type of a floating dtype.
+cudaDataType cuda_data_type(DType dtype);
+
+// ---- linear_forward's cuBLASLt plans ----
+
+// What a plan depends on: the types, the shape and the operands' alignments (cuBLASLt picks
+// kernels by alignment). Alignments are powers of two up to 256 bytes.
+struct LinearPlanKey {
+  DType in_type;  // x and w as cuBLASLt reads them
+  DType d_type;   // the matmul's output
+  bool bias;      // BIAS epilogue (bias of d_type)
+  int64_t rows, in, out;
+  unsigned align_x, align_w, align_d, align_bias;
+  auto operator<=>(const LinearPlanKey&) const = default;
+};
+
+// The descriptors of y^T = w^T-op x^T in cuBLASLt's column-major terms, and the algorithm its
+// heuristic chose once (has_algo false: none fits, use the fallback path).
+struct LinearPlan {
+  LtMatmulDesc desc;
+  LtLayout w_layout, x_layout, d_layout;
+  cublasLtMatmulAlgo_t algo{};
+  bool has_algo = false;
+};
+
+// ---- the backend ----
+
+class CudaBackend final : public Backend {
+ public:
+  // The device must be current (make_cuda_backend makes it so).
+  CudaBackend(int index, const cudaDeviceProp& props);
+
+  Device device() const override { return m_device; }
+  std::string description() const override { return m_description; }
+
+  Tensor empty(const Shape& shape, DType dtype) override;
+  void upload(const Tensor& dst, const void* host, size_t bytes) override;
+  void download(void* host, const Tensor& src) override;
+  void copy(const Tensor& dst, const Tensor& src) override;
+  void fill(const Tensor& dst, double value) override;
+  void synchronize() override;
+
+  void cast(const Tensor& src, const Tensor& dst) override;
+  void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) override;
+  void add_(const Tensor& dst, const Tensor& src, float alpha) override;
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+            float alpha, float beta) override;
+  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
+
+  void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
+                                     const Tensor& inv_scale) override;
+  void inv_scale(const Tensor& scale, const Tensor& inv) override;
+  void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
+                     const amp::ScaleUpdateParams& params) override;
+
+  void sgd_step(const SgdStepArgs& args) override;
+
+  // cuda_nn.cpp
+  void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
+  void sum_rows(const Tensor& x, const Tensor& out) override;
+  void activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) override;
+  void activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                           const Tensor& dy, const Tensor& dx) override;
+  void dropout_forward(const Tensor& x, const Tensor& y, float p, uint64_t seed,
+                       uint64_t offset) override;
+  void dropout_backward(const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
+                        uint64_t offset) override;
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& loss,
+                             const Tensor& correct, const Tensor& dlogits,
+                             const Tensor& grad_scale) override;
+  void mse(const Tensor& pred, const Tensor& target, const Tensor& loss, const Tensor& dpred,
+           const Tensor& grad_scale) override;
+  void layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                          const Tensor& mean, const Tensor& rstd, float eps) override;
+  void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                           const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                           const Tensor& dgamma, const Tensor& dbeta) override;
+  void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
+  void adam_step(const AdamStepArgs& args) override;
+
+ private:
+  // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
+  void check_here(const Tensor& t, const char* op, const char* name) const;
+  // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
+  float* gemm_workspace(size_t floats);
+  // The same for the other grow-only workspaces: `buffer` is grown to at least `floats` floats
+  // (freeing the old one first; the free waits for queued readers), sized by the first call that
+  // needs that much, so a steady-state step allocates nothing.
+  float* grow_workspace(DeviceBuffer& buffer, size_t floats, const char* what);
+  // The cached plan for `key` (built and its algorithm chosen on first use); `bias` is the bias
+  // pointer the heuristic sees (its alignment matters), nullptr without a bias.
+  LinearPlan& linear_plan(const LinearPlanKey& key, const void* bias);
+  cudaStream_t stream() const { return m_stream.get(); }
+
+  // 32 MiB: what cuBLAS's documentation recommends for Hopper; a fixed, owned workspace also
+  // keeps cuBLAS from allocating during a step.
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
+  Device m_device;
+  std::string m_description;
+  // Destroyed in reverse order: the handle, then the buffers (its workspace among them), then
+  // the stream they were used on.
+  Stream m_stream;
+  DeviceBuffer m_cublas_workspace;
+  DeviceBuffer m_gemm_workspace;
+  DeviceBuffer m_norm_partials;
+  DeviceBuffer m_linear_workspace;  // widened operands and the f32 product of linear_forward
+  DeviceBuffer m_reduce_workspace;  // partial sums of sum_rows, the losses, LayerNorm backward
+  CublasHandle m_cublas;
+  CublasLtHandle m_cublas_lt;
+  std::map<LinearPlanKey, LinearPlan> m_linear_plans;  // after the handle: destroyed before it
+};
+
+}  // namespace ampctl::cuda_detail

@@ -1,0 +1,575 @@
+// The CUDA backend's neural-network ops and its Adam step: argument checks here, arithmetic in
+// kernels/ (which call nn/nn_math.h and optim/adam_math.h, the per-element math the CPU backend
+// runs) and, for the Linear layer's product, cuBLASLt.
+//
+// linear_forward: y = round_y(x @ w^T + b) with the bias added to the float accumulator before
+// the one rounding. cuBLASLt's BIAS epilogue does exactly that (D = alpha * acc + bias in the
+// float scale type, then converted to D's type), but its bias must have D's type
+// (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: "Bias vector elements are the same type as the
+// elements of output matrix (Dtype)", exceptions only for int8 and fp8 kernels). So:
+//   * no bias, or a bias of y's dtype (then float(b) is exactly the value the epilogue adds), and
+//     cuBLASLt can write y's dtype from the inputs: the product goes straight into y;
+//   * otherwise (the usual mixed-precision case: f16/bf16 y with the f32 master bias) the product
+//     goes into an f32 workspace with an f32 bias epilogue (the bias widened there first when it
+//     is a 16-bit type), and one cast rounds it into y. acc + b is a float addition on both paths,
+//     as on the CPU, and y is rounded once from it. Rounding the bias to y's dtype to use the
+//     epilogue directly is not done: it would change the result whenever the bias is not
+//     representable, and checking that would need a host sync.
+//   * x and w of different dtypes are both read as f32 (widened exactly into the workspace).
+//   * when cuBLASLt's heuristic offers no algorithm for a layout (odd alignments), cublasGemmEx
+//     writes the f32 product and kernels::launch_bias_add_round adds the bias and rounds.
+// Determinism: the heuristic runs once per (types, shape, alignments) and its algorithm is cached,
+// split-K is limited to no reduction or a separate reduction kernel in float
+// (CUBLASLT_REDUCTION_SCHEME_NONE | _COMPUTE_TYPE: never in-place or in the output type, which
+// would round twice), compute is CUBLAS_COMPUTE_32F (no TF32), and the stream is the backend's
+// one: cuBLAS then gives the same bits on every run on the same GPU model.
+//
+// The reductions (sum_rows, the losses, LayerNorm) write per-block or per-row partial results to a
+// grow-only workspace and reduce them in a fixed order: no atomics, no host sync.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <string>
+
+#include "activation.cuh"
+#include "adam.cuh"
+#include "cast.cuh"
+#include "clip.cuh"
+#include "cuda_backend.h"
+#include "dropout.cuh"
+#include "layer_norm.cuh"
+#include "linear.cuh"
+#include "mse.cuh"
+#include "xent.cuh"
+
+namespace ampctl::cuda_detail {
+namespace {
+
+// The largest power of two up to 256 that divides the address (cuBLASLt's alignment classes).
+unsigned alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  unsigned alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// Workspace regions start on 256-byte boundaries (cudaMalloc's alignment), so every operand placed
+// there is as aligned as cuBLASLt can use.
+size_t region(size_t floats) {
+  return (floats + 63) / 64 * 64;
+}
+
+struct LtPreferenceDeleter {
+  void operator()(cublasLtMatmulPreference_t p) const { (void)cublasLtMatmulPreferenceDestroy(p); }
+};
+using LtPreference = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, LtPreferenceDeleter>;
+
+template <typename T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  AMPCTL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+}
+
+template <typename T>
+void set_preference(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attribute,
+                    const T& value) {
+  AMPCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof value));
+}
+
+LtLayout make_layout(DType type, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  AMPCTL_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &layout, cuda_data_type(type), static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), ld));
+  return LtLayout(layout);
+}
+
+void check_activation_kind(nn::ActivationKind kind, const char* op) {
+  switch (kind) {
+    case nn::ActivationKind::relu:
+    case nn::ActivationKind::gelu:
+    case nn::ActivationKind::tanh:
+      return;
+  }
+  invalid(std::string(op) + ": unknown activation kind " +
+          std::to_string(static_cast<int32_t>(kind)));
+}
+
+void check_matrix(const Tensor& t, const char* op, const char* name) {
+  if (t.rank() != 2)
+    invalid(std::string(op) + ": " + name + " must be a matrix, got " + t.describe());
+}
+
+void check_f32(const Tensor& t, const char* op, const char* name) {
+  if (t.dtype() != DType::f32) {
+    invalid(std::string(op) + ": " + name + " must be f32, got " + t.describe());
+  }
+}
+
+void check_dropout_p(float p, const char* op) {
+  if (!(p >= 0.0f && p <= 1.0f))
+    invalid(std::string(op) + ": p must be in [0, 1], got " + std::to_string(p));
+}
+
+}  // namespace
+
+// ---- linear_forward ----
+
+LinearPlan& CudaBackend::linear_plan(const LinearPlanKey& key, const void* bias) {
+  if (auto it = m_linear_plans.find(key); it != m_linear_plans.end()) return it->second;
+  LinearPlan plan;
+  cublasLtMatmulDesc_t desc = nullptr;
+  AMPCTL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  plan.desc.reset(desc);
+  // Row-major y [R, O] is column-major y^T [O, R]: y^T = op(w^T...) as (w as column-major [I, O])^T
+  // times (x as column-major [I, R]); cuBLASLt's A is w (transposed), B is x, D is y.
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE,
+           key.bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  // The bias type is left at its default, D's type (the only one cuBLASLt takes for these types).
+  if (key.bias) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  plan.w_layout = make_layout(key.in_type, key.in, key.out, key.in);
+  plan.x_layout = make_layout(key.in_type, key.in, key.rows, key.in);
+  plan.d_layout = make_layout(key.d_type, key.out, key.rows, key.out);
+
+  cublasLtMatmulPreference_t pref_raw = nullptr;
+  AMPCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
+  LtPreference pref(pref_raw);
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                 static_cast<uint64_t>(kCublasWorkspaceBytes));
+  // Split-K only with the partial sums kept in float and reduced by a separate kernel (or not at
+  // all): in-place or output-type reductions would round the partial sums to y's dtype.
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                 static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE |
+                                       CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, uint32_t{key.align_w});
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, uint32_t{key.align_x});
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t{key.align_d});
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t{key.align_d});
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      m_cublas_lt.get(), desc, plan.w_layout.get(), plan.x_layout.get(), plan.d_layout.get(),
+      plan.d_layout.get(), pref_raw, 1, &result, &found);
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    plan.algo = result.algo;
+    plan.has_algo = true;
+  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  }
+  return m_linear_plans.emplace(key, std::move(plan)).first->second;
+}
+
+void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                 const Tensor& y) {
+  const char* op = "linear_forward";
+  check_here(x, op, "x");
+  check_here(w, op, "w");
+  check_here(y, op, "y");
+  check_floating(x, op, "x");
+  check_floating(w, op, "w");
+  check_floating(y, op, "y");
+  check_matrix(x, op, "x");
+  check_matrix(w, op, "w");
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  if (w.dim(1) != in) {
+    invalid(std::string(op) + ": x " + x.describe() + " has " + std::to_string(in) +
+            " features but w is " + w.describe() + " (expected [out, " + std::to_string(in) + "])");
+  }
+  check_shape(y, {rows, out}, op, "y");
+  if (b.defined()) {
+    check_here(b, op, "b");
+    check_floating(b, op, "b");
+    check_shape(b, {out}, op, "b");
+  }
+  for (int64_t d : {rows, in, out}) {
+    if (d > INT_MAX)
+      invalid(std::string(op) + ": dimension " + std::to_string(d) + " exceeds cuBLAS's int range");
+  }
+  if (rows == 0 || out == 0) return;
+  DeviceScope scope(m_device.index);
+  const ElemType b_type = b.defined() ? elem_type(b.dtype()) : ElemType::f32;
+  if (in == 0) {  // an empty product: y = round(0 + b)
+    kernels::launch_bias_add_round(nullptr, b.defined() ? b.data() : nullptr, b_type, y.data(),
+                                   elem_type(y.dtype()), rows, out, stream());
+    return;
+  }
+
+  const bool mixed = x.dtype() != w.dtype();
+  const DType in_type = mixed ? DType::f32 : x.dtype();
+  const bool widen_x = x.dtype() != in_type;
+  const bool widen_w = w.dtype() != in_type;
+  // cuBLASLt with 32-bit compute writes f32 from any of our input types, and f16/bf16 from the
+  // same type; the bias must have the output's type (see the top of this file).
+  const bool y_writable = y.dtype() == DType::f32 || y.dtype() == in_type;
+  const bool d_direct =
+      y_writable && (!b.defined() || b.dtype() == y.dtype() || y.dtype() == DType::f32);
+  const DType d_type = d_direct ? y.dtype() : DType::f32;
+  const bool widen_b = b.defined() && b.dtype() != d_type;  // then d_type is f32
+
+  // Workspace regions, in order: widened x, widened w, the f32 product (unless it goes straight
+  // to y), the widened bias.
+  const size_t x_floats = widen_x ? region(x.numel()) : 0;
+  const size_t w_floats = widen_w ? region(w.numel()) : 0;
+  struct Regions {
+    float *x, *w, *d, *b;
+  };
+  auto regions = [&](bool with_d, bool with_b) {
+    const size_t d_floats = with_d ? region(y.numel()) : 0;
+    const size_t b_floats = with_b ? region(b.numel()) : 0;
+    float* ws = grow_workspace(m_linear_workspace, x_floats + w_floats + d_floats + b_floats,
+                               "the linear_forward workspace");
+    return Regions{ws, ws + x_floats, ws + x_floats + w_floats,
+                   ws + x_floats + w_floats + d_floats};
+  };
+  Regions ws = regions(!d_direct, widen_b);
+  const void* x_ptr = widen_x ? ws.x : x.data();
+  const void* w_ptr = widen_w ? ws.w : w.data();
+  void* d_ptr = d_direct ? y.data() : ws.d;
+  const void* bias_ptr = !b.defined() ? nullptr : (widen_b ? ws.b : b.data());
+
+  const LinearPlanKey key{in_type,
+                          d_type,
+                          b.defined(),
+                          rows,
+                          in,
+                          out,
+                          alignment_of(x_ptr),
+                          alignment_of(w_ptr),
+                          alignment_of(d_ptr),
+                          b.defined() ? alignment_of(bias_ptr) : 0u};
+  const LinearPlan& plan = linear_plan(key, bias_ptr);
+  if (!plan.has_algo) {
+    // Fallback: cublasGemmEx into an f32 region, then the bias and the rounding by a kernel. The
+    // workspace may grow here, before anything of this call is queued.
+    ws = regions(true, false);
+    x_ptr = widen_x ? ws.x : x.data();
+    w_ptr = widen_w ? ws.w : w.data();
+  }
+
+  if (widen_x) {
+    kernels::launch_cast(x.data(), elem_type(x.dtype()), ws.x, ElemType::f32, x.numel(), stream());
+  }
+  if (widen_w) {
+    kernels::launch_cast(w.data(), elem_type(w.dtype()), ws.w, ElemType::f32, w.numel(), stream());
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  if (plan.has_algo) {
+    if (widen_b) {
+      kernels::launch_cast(b.data(), elem_type(b.dtype()), ws.b, ElemType::f32, b.numel(),
+                           stream());
+    }
+    if (b.defined()) set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_ptr);
+    AMPCTL_CUBLAS_CHECK(cublasLtMatmul(
+        m_cublas_lt.get(), plan.desc.get(), &alpha, w_ptr, plan.w_layout.get(), x_ptr,
+        plan.x_layout.get(), &beta, d_ptr, plan.d_layout.get(), d_ptr, plan.d_layout.get(),
+        &plan.algo, m_cublas_workspace.get(), m_cublas_workspace.bytes(), stream()));
+    if (!d_direct) {
+      kernels::launch_cast(ws.d, ElemType::f32, y.data(), elem_type(y.dtype()), y.numel(),
+                           stream());
+    }
+    return;
+  }
+  const cudaDataType ab_type = cuda_data_type(in_type);
+  AMPCTL_CUBLAS_CHECK(cublasGemmEx(m_cublas.get(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out),
+                                   static_cast<int>(rows), static_cast<int>(in), &alpha, w_ptr,
+                                   ab_type, static_cast<int>(in), x_ptr, ab_type,
+                                   static_cast<int>(in), &beta, ws.d, CUDA_R_32F,
+                                   static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  kernels::launch_bias_add_round(ws.d, b.defined() ? b.data() : nullptr, b_type, y.data(),
+                                 elem_type(y.dtype()), rows, out, stream());
+}
+
+// ---- reductions and elementwise ops ----
+
+void CudaBackend::sum_rows(const Tensor& x, const Tensor& out) {
+  const char* op = "sum_rows";
+  check_here(x, op, "x");
+  check_here(out, op, "out");
+  check_floating(x, op, "x");
+  check_floating(out, op, "out");
+  check_matrix(x, op, "x");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_shape(out, {cols}, op, "out");
+  DeviceScope scope(m_device.index);
+  const size_t floats = kernels::sum_rows_workspace_floats(rows, cols);
+  float* ws =
+      floats > 0 ? grow_workspace(m_reduce_workspace, floats, "the reduction workspace") : nullptr;
+  kernels::launch_sum_rows(x.data(), elem_type(x.dtype()), out.data(), elem_type(out.dtype()), rows,
+                           cols, ws, stream());
+}
+
+void CudaBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) {
+  const char* op = "activation_forward";
+  check_activation_kind(kind, op);
+  check_here(x, op, "x");
+  check_here(y, op, "y");
+  check_floating(x, op, "x");
+  check_floating(y, op, "y");
+  check_same_numel(x, "x", y, "y", op);
+  DeviceScope scope(m_device.index);
+  kernels::launch_activation_forward(kind, x.data(), elem_type(x.dtype()), y.data(),
+                                     elem_type(y.dtype()), x.numel(), stream());
+}
+
+void CudaBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                      const Tensor& dy, const Tensor& dx) {
+  const char* op = "activation_backward";
+  check_activation_kind(kind, op);
+  check_here(dy, op, "dy");
+  check_here(dx, op, "dx");
+  check_floating(dy, op, "dy");
+  check_floating(dx, op, "dx");
+  check_same_numel(dy, "dy", dx, "dx", op);
+  // relu and tanh read only the forward output, gelu only the input (nn_math.h): the other one
+  // may be undefined, and is not read even when given.
+  const bool reads_input = kind == nn::ActivationKind::gelu;
+  const Tensor& used = reads_input ? x : y;
+  const char* used_name = reads_input ? "x" : "y";
+  check_here(used, op, used_name);
+  check_floating(used, op, used_name);
+  check_same_numel(used, used_name, dy, "dy", op);
+  const Tensor& unused = reads_input ? y : x;
+  const char* unused_name = reads_input ? "y" : "x";
+  if (unused.defined()) {
+    check_here(unused, op, unused_name);
+    check_floating(unused, op, unused_name);
+    check_same_numel(unused, unused_name, dy, "dy", op);
+  }
+  DeviceScope scope(m_device.index);
+  const ElemType used_type = elem_type(used.dtype());
+  kernels::launch_activation_backward(
+      kind, reads_input ? x.data() : nullptr, reads_input ? used_type : ElemType::f32,
+      reads_input ? nullptr : y.data(), reads_input ? ElemType::f32 : used_type, dy.data(),
+      elem_type(dy.dtype()), dx.data(), elem_type(dx.dtype()), dy.numel(), stream());
+}
+
+void CudaBackend::dropout_forward(const Tensor& x, const Tensor& y, float p, uint64_t seed,
+                                  uint64_t offset) {
+  const char* op = "dropout_forward";
+  check_dropout_p(p, op);
+  check_here(x, op, "x");
+  check_here(y, op, "y");
+  check_floating(x, op, "x");
+  check_floating(y, op, "y");
+  check_same_numel(x, "x", y, "y", op);
+  DeviceScope scope(m_device.index);
+  kernels::launch_dropout(x.data(), elem_type(x.dtype()), y.data(), elem_type(y.dtype()), p, seed,
+                          offset, x.numel(), stream());
+}
+
+void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
+                                   uint64_t offset) {
+  const char* op = "dropout_backward";
+  check_dropout_p(p, op);
+  check_here(dy, op, "dy");
+  check_here(dx, op, "dx");
+  check_floating(dy, op, "dy");
+  check_floating(dx, op, "dx");
+  check_same_numel(dy, "dy", dx, "dx", op);
+  DeviceScope scope(m_device.index);
+  kernels::launch_dropout(dy.data(), elem_type(dy.dtype()), dx.data(), elem_type(dx.dtype()), p,
+                          seed, offset, dy.numel(), stream());
+}
+
+void CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels,
+                                        const Tensor& loss, const Tensor& correct,
+                                        const Tensor& dlogits, const Tensor& grad_scale) {
+  const char* op = "softmax_cross_entropy";
+  check_here(logits, op, "logits");
+  check_here(labels, op, "labels");
+  check_here(loss, op, "loss");
+  check_floating(logits, op, "logits");
+  check_matrix(logits, op, "logits");
+  const int64_t rows = logits.dim(0), cols = logits.dim(1);
+  check_shape(labels, {rows}, op, "labels");
+  labels.check_dtype(DType::i32);
+  check_scalar(loss, DType::f32, op, "loss");
+  if (cols == 0) invalid(std::string(op) + ": logits " + logits.describe() + " have no classes");
+  if (correct.defined()) {
+    check_here(correct, op, "correct");
+    check_scalar(correct, DType::i32, op, "correct");
+  }
+  if (dlogits.defined()) {
+    check_here(dlogits, op, "dlogits");
+    check_here(grad_scale, op, "grad_scale");
+    check_floating(dlogits, op, "dlogits");
+    check_shape(dlogits, {rows, cols}, op, "dlogits");
+    check_scalar(grad_scale, DType::f32, op, "grad_scale");
+  }
+  DeviceScope scope(m_device.index);
+  float* ws =
+      grow_workspace(m_reduce_workspace, std::max<size_t>(1, kernels::xent_workspace_floats(rows)),
+                     "the reduction workspace");
+  kernels::XentPointers p{};
+  p.logits = logits.data();
+  p.logits_type = elem_type(logits.dtype());
+  p.labels = static_cast<const int32_t*>(labels.data());
+  p.loss = static_cast<float*>(loss.data());
+  p.correct = correct.defined() ? static_cast<int32_t*>(correct.data()) : nullptr;
+  p.dlogits = dlogits.defined() ? dlogits.data() : nullptr;
+  p.dlogits_type = dlogits.defined() ? elem_type(dlogits.dtype()) : ElemType::f32;
+  p.grad_scale = dlogits.defined() ? static_cast<const float*>(grad_scale.data()) : nullptr;
+  kernels::launch_softmax_cross_entropy(p, rows, cols, ws, stream());
+}
+
+void CudaBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& loss,
+                      const Tensor& dpred, const Tensor& grad_scale) {
+  const char* op = "mse";
+  check_here(pred, op, "pred");
+  check_here(target, op, "target");
+  check_here(loss, op, "loss");
+  check_floating(pred, op, "pred");
+  check_f32(target, op, "target");
+  check_same_numel(pred, "pred", target, "target", op);
+  check_scalar(loss, DType::f32, op, "loss");
+  if (dpred.defined()) {
+    check_here(dpred, op, "dpred");
+    check_here(grad_scale, op, "grad_scale");
+    check_floating(dpred, op, "dpred");
+    check_same_numel(pred, "pred", dpred, "dpred", op);
+    check_scalar(grad_scale, DType::f32, op, "grad_scale");
+  }
+  DeviceScope scope(m_device.index);
+  float* ws = grow_workspace(m_reduce_workspace, kernels::mse_workspace_floats(),
+                             "the reduction workspace");
+  kernels::launch_mse(pred.data(), elem_type(pred.dtype()),
+                      static_cast<const float*>(target.data()), static_cast<float*>(loss.data()),
+                      dpred.defined() ? dpred.data() : nullptr,
+                      dpred.defined() ? elem_type(dpred.dtype()) : ElemType::f32,
+                      dpred.defined() ? static_cast<const float*>(grad_scale.data()) : nullptr,
+                      pred.numel(), ws, stream());
+}
+
+void CudaBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     const Tensor& y, const Tensor& mean, const Tensor& rstd,
+                                     float eps) {
+  const char* op = "layer_norm_forward";
+  for (const auto& [t, name] : {std::pair{&x, "x"},
+                                {&gamma, "gamma"},
+                                {&beta, "beta"},
+                                {&y, "y"},
+                                {&mean, "mean"},
+                                {&rstd, "rstd"}}) {
+    check_here(*t, op, name);
+  }
+  check_floating(x, op, "x");
+  check_floating(y, op, "y");
+  check_matrix(x, op, "x");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_shape(y, {rows, cols}, op, "y");
+  for (const auto& [t, name, n] : {std::tuple{&gamma, "gamma", cols},
+                                   {&beta, "beta", cols},
+                                   {&mean, "mean", rows},
+                                   {&rstd, "rstd", rows}}) {
+    check_f32(*t, op, name);
+    check_shape(*t, {n}, op, name);
+  }
+  DeviceScope scope(m_device.index);
+  kernels::launch_layer_norm_forward(x.data(), elem_type(x.dtype()),
+                                     static_cast<const float*>(gamma.data()),
+                                     static_cast<const float*>(beta.data()), y.data(),
+                                     elem_type(y.dtype()), static_cast<float*>(mean.data()),
+                                     static_cast<float*>(rstd.data()), eps, rows, cols, stream());
+}
+
+void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                                      const Tensor& dgamma, const Tensor& dbeta) {
+  const char* op = "layer_norm_backward";
+  for (const auto& [t, name] :
+       {std::pair{&x, "x"}, {&gamma, "gamma"}, {&mean, "mean"}, {&rstd, "rstd"}, {&dy, "dy"}}) {
+    check_here(*t, op, name);
+  }
+  check_floating(x, op, "x");
+  check_floating(dy, op, "dy");
+  check_matrix(x, op, "x");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_shape(dy, {rows, cols}, op, "dy");
+  for (const auto& [t, name, n] :
+       {std::tuple{&gamma, "gamma", cols}, {&mean, "mean", rows}, {&rstd, "rstd", rows}}) {
+    check_f32(*t, op, name);
+    check_shape(*t, {n}, op, name);
+  }
+  // Each of the three gradients may be undefined (not wanted).
+  if (dx.defined()) {
+    check_here(dx, op, "dx");
+    check_floating(dx, op, "dx");
+    check_shape(dx, {rows, cols}, op, "dx");
+  }
+  for (const auto& [t, name] : {std::pair{&dgamma, "dgamma"}, {&dbeta, "dbeta"}}) {
+    if (!t->defined()) continue;
+    check_here(*t, op, name);
+    check_f32(*t, op, name);
+    check_shape(*t, {cols}, op, name);
+  }
+  DeviceScope scope(m_device.index);
+  const size_t floats = kernels::layer_norm_backward_workspace_floats(rows, cols);
+  float* ws =
+      floats > 0 ? grow_workspace(m_reduce_workspace, floats, "the reduction workspace") : nullptr;
+  kernels::launch_layer_norm_backward(
+      x.data(), elem_type(x.dtype()), static_cast<const float*>(gamma.data()),
+      static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dy.data(),
+      elem_type(dy.dtype()), dx.defined() ? dx.data() : nullptr,
+      dx.defined() ? elem_type(dx.dtype()) : ElemType::f32,
+      dgamma.defined() ? static_cast<float*>(dgamma.data()) : nullptr,
+      dbeta.defined() ? static_cast<float*>(dbeta.data()) : nullptr, rows, cols, ws, stream());
+}
+
+void CudaBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) {
+  const char* op = "clip_coef";
+  check_here(norm, op, "norm");
+  check_here(coef, op, "coef");
+  check_scalar(norm, DType::f32, op, "norm");
+  check_scalar(coef, DType::f32, op, "coef");
+  DeviceScope scope(m_device.index);
+  kernels::launch_clip_coef(static_cast<const float*>(norm.data()), max_norm,
+                            static_cast<float*>(coef.data()), stream());
+}
+
+// ---- Adam ----
+
+void CudaBackend::adam_step(const AdamStepArgs& args) {
+  const char* op = "adam_step";
+  for (const auto& [t, name] : {std::pair{&args.params, "params"},
+                                {&args.grads, "grads"},
+                                {&args.exp_avg, "exp_avg"},
+                                {&args.exp_avg_sq, "exp_avg_sq"}}) {
+    check_here(*t, op, name);
+    check_f32(*t, op, name);
+    check_same_numel(args.params, "params", *t, name, op);
+  }
+  check_here(args.step, op, "step");
+  check_scalar(args.step, DType::i32, op, "step");
+  if (args.found_inf.defined()) {
+    check_here(args.found_inf, op, "found_inf");
+    check_scalar(args.found_inf, DType::f32, op, "found_inf");
+  }
+  if (args.inv_scale.defined()) {
+    check_here(args.inv_scale, op, "inv_scale");
+    check_scalar(args.inv_scale, DType::f32, op, "inv_scale");
+  }
+  if (args.lowp_params.defined()) {
+    check_here(args.lowp_params, op, "lowp_params");
+    if (args.lowp_params.dtype() != DType::f16 && args.lowp_params.dtype() != DType::bf16) {
+      invalid("adam_step: lowp_params must be f16 or bf16, got " + args.lowp_params.describe());
+    }
+    check_same_numel(args.params, "params", args.lowp_params, "lowp_params", op);
+  }
+  kernels::AdamStepPointers p{};
+  p.params = static_cast<float*>(args.params.data());
+  p.grads = static_cast<const float*>(args.grads.data());
+  p.exp_avg = static_cast<float*>(args.exp_avg.data());
+  p.exp_avg_sq = static_cast<float*>(args.exp_avg_sq.data());
+  p.step = static_cast<int32_t*>(args.step.data());
+  p.found_inf =
+      args.found_inf.defined() ? static_cast<const float*>(args.found_inf.data()) : nullptr;
+  p.inv_scale =
+      args.inv_scale.defined() ? static_cast<const float*>(args.inv_scale.data()) : nullptr;
+  p.lowp_params = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+  p.lowp_type = args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
+  DeviceScope scope(m_device.index);
+  kernels::launch_adam_step(p, args.params.numel(), args.hyper, stream());
+}
+
+}  // namespace ampctl::cuda_detail

@@ -1,0 +1,653 @@
+// The checkpoint document: serialize / parse_checkpoint, and the checkpoints/ folder of a run
+// directory (write_checkpoint, find_checkpoint, load_checkpoint). See checkpoint.h.
+#include "ampctl/checkpoint/checkpoint.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <regex>
+#include <system_error>
+
+#include "ampctl/build_info.h"
+#include "ampctl/checkpoint/atomic_file.h"
+#include "ampctl/checkpoint/encoding.h"
+#include "ampctl/core/error.h"
+
+namespace ampctl::checkpoint {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+static_assert(std::endian::native == std::endian::little,
+              "checkpoint tensors are stored little-endian and copied as raw host bytes");
+
+namespace {
+
+// SPEC section 4's top-level keys, in the order serialize writes them.
+constexpr const char* kTopLevelKeys[] = {"format",    "version", "ampctl_version", "step",
+                                         "config",    "scaler",  "model",          "optimizer",
+                                         "scheduler", "rng",     "data",           "metrics"};
+constexpr const char* kTensorKeys[] = {"dtype", "shape", "data", "crc32"};
+const char* const kLatest = "latest";
+constexpr int kMaxDepth = 128;
+
+std::string type_of(const ojson& v) {
+  return v.type_name();
+}
+
+std::string short_dump(const ojson& v) {
+  std::string s = v.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  if (s.size() > 40) s = s.substr(0, 37) + "...";
+  return s;
+}
+
+// --- the scaler section: PyTorch's keys and types, {} = disabled ---
+
+// nullopt when `scaler` is a valid GradScaler state_dict (or {}), else the problem.
+std::optional<std::string> scaler_problem(const ojson& scaler) {
+  if (!scaler.is_object()) return "scaler: expected an object, got " + type_of(scaler);
+  if (scaler.empty()) return std::nullopt;
+  for (const char* key : {"scale", "growth_factor", "backoff_factor"}) {
+    if (!scaler.contains(key)) return std::string("scaler: missing key '") + key + "'";
+    const ojson& v = scaler.at(key);
+    // PyTorch stores these as Python floats; an integer here was not written by a GradScaler.
+    if (!v.is_number_float()) {
+      return std::string("scaler.") + key + ": expected a float, got " + type_of(v) + " " +
+             short_dump(v);
+    }
+    if (!std::isfinite(v.get<double>())) {
+      return std::string("scaler.") + key + ": expected a finite float, got " + short_dump(v);
+    }
+  }
+  for (const char* key : {"growth_interval", "_growth_tracker"}) {
+    if (!scaler.contains(key)) return std::string("scaler: missing key '") + key + "'";
+    const ojson& v = scaler.at(key);
+    if (!v.is_number_integer()) {
+      return std::string("scaler.") + key + ": expected an integer, got " + type_of(v) + " " +
+             short_dump(v);
+    }
+  }
+  for (const auto& [key, v] : scaler.items()) {
+    if (key == "_hysteresis_tracker") {
+      if (!v.is_number_integer()) {
+        return "scaler._hysteresis_tracker: expected an integer, got " + type_of(v) + " " +
+               short_dump(v);
+      }
+    } else if (key != "scale" && key != "growth_factor" && key != "backoff_factor" &&
+               key != "growth_interval" && key != "_growth_tracker") {
+      return "scaler: unknown key '" + key + "'";
+    }
+  }
+  if (scaler.at("scale").get<double>() < 0.0) {
+    return "scaler.scale: must be >= 0, got " + short_dump(scaler.at("scale"));
+  }
+  if (scaler.at("growth_interval").get<int64_t>() < 1) {
+    return "scaler.growth_interval: must be >= 1, got " + short_dump(scaler.at("growth_interval"));
+  }
+  if (scaler.at("_growth_tracker").get<int64_t>() < 0) {
+    return "scaler._growth_tracker: must be >= 0, got " + short_dump(scaler.at("_growth_tracker"));
+  }
+  return std::nullopt;
+}
+
+// --- tensors ---
+
+// The byte count of `shape` x `dtype`, or nullopt when it overflows.
+std::optional<uint64_t> byte_count(const Shape& shape, DType dtype) {
+  uint64_t n = dtype_size(dtype);
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<std::string> tensor_problem(const NamedTensor& t) {
+  if (t.name.empty()) return std::string("a tensor has an empty name");
+  const std::optional<uint64_t> bytes = byte_count(t.shape, t.dtype);
+  if (!bytes) return t.name + ": invalid shape " + shape_str(t.shape);
+  if (*bytes != t.data.size()) {
+    return t.name + ": " + std::to_string(t.data.size()) + " bytes of data, but " +
+           dtype_name(t.dtype) + shape_str(t.shape) + " needs " + std::to_string(*bytes);
+  }
+  return std::nullopt;
+}
+
+ojson encode_tensors(const std::vector<NamedTensor>& tensors, const char* section) {
+  ojson out = ojson::object();
+  for (const NamedTensor& t : tensors) {
+    if (std::optional<std::string> problem = tensor_problem(t)) {
+      throw Error{ErrorKind::invalid_argument,
+                  std::string("cannot serialize checkpoint: ") + section + " tensor " + *problem};
+    }
+    if (out.contains(t.name)) {
+      throw Error{ErrorKind::invalid_argument, std::string("cannot serialize checkpoint: ") +
+                                                   section + " tensor " + t.name +
+                                                   ": duplicate name"};
+    }
+    ojson entry = ojson::object();
+    entry["dtype"] = dtype_name(t.dtype);
+    entry["shape"] = t.shape;
+    entry["data"] = base64_encode(t.data);
+    entry["crc32"] = crc32_hex(crc32(t.data));
+    out[t.name] = std::move(entry);
+  }
+  return out;
+}
+
+// Decodes one stored tensor; problems are reported as "SECTION tensor NAME: PROBLEM".
+NamedTensor decode_tensor(const std::string& name, const ojson& entry, const std::string& where) {
+  auto fail = [&](const std::string& problem) {
+    return Error{ErrorKind::input, where + " tensor " + name + ": " + problem};
+  };
+  if (name.empty()) throw Error{ErrorKind::input, where + ": a tensor has an empty name"};
+  if (!entry.is_object()) throw fail("expected an object, got " + type_of(entry));
+  for (const char* key : kTensorKeys) {
+    if (!entry.contains(key)) throw fail(std::string("missing key '") + key + "'");
+  }
+  for (const auto& [key, v] : entry.items()) {
+    if (std::find_if(std::begin(kTensorKeys), std::end(kTensorKeys),
+                     [&](const char* k) { return key == k; }) == std::end(kTensorKeys)) {
+      throw fail("unknown key '" + key + "'");
+    }
+  }
+  NamedTensor t;
+  t.name = name;
+  const ojson& dtype = entry.at("dtype");
+  if (!dtype.is_string()) throw fail("dtype: expected a string, got " + type_of(dtype));
+  try {
+    t.dtype = parse_dtype(dtype.get<std::string>(), "dtype");
+  } catch (const Error&) {
+    throw fail("unknown dtype " + short_dump(dtype) + " (expected f32, f16, bf16 or i32)");
+  }
+  const ojson& shape = entry.at("shape");
+  if (!shape.is_array()) throw fail("shape: expected an array, got " + type_of(shape));
+  for (const ojson& d : shape) {
+    const bool valid =
+        d.is_number_integer() &&
+        (d.is_number_unsigned()
+             ? d.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+             : d.get<int64_t>() >= 0);
+    if (!valid) throw fail("shape " + short_dump(shape) + ": dimensions must be integers >= 0");
+    t.shape.push_back(d.get<int64_t>());
+  }
+  const std::optional<uint64_t> expected = byte_count(t.shape, t.dtype);
+  if (!expected) throw fail("shape " + short_dump(shape) + ": too many elements");
+  const ojson& data = entry.at("data");
+  if (!data.is_string()) throw fail("data: expected a base64 string, got " + type_of(data));
+  const ojson& crc = entry.at("crc32");
+  uint32_t stored = 0;
+  if (!crc.is_string() || !parse_crc32_hex(crc.get_ref<const std::string&>(), stored)) {
+    throw fail("crc32: expected 8 lowercase hex digits, got " + short_dump(crc));
+  }
+  t.data = base64_decode(data.get_ref<const std::string&>(), where + " tensor " + name + ": data");
+  if (t.data.size() != *expected) {
+    throw fail("byte count mismatch: data holds " + std::to_string(t.data.size()) + " bytes, but " +
+               dtype_name(t.dtype) + shape_str(t.shape) + " needs " + std::to_string(*expected));
+  }
+  const uint32_t computed = crc32(t.data);
+  if (computed != stored) {
+    throw fail("crc32 mismatch: stored " + crc32_hex(stored) + ", computed " + crc32_hex(computed) +
+               " (the tensor data is damaged)");
+  }
+  return t;
+}
+
+std::vector<NamedTensor> decode_tensors(const ojson& tensors, const std::string& where) {
+  if (!tensors.is_object()) {
+    throw Error{ErrorKind::input, where + ".tensors: expected an object, got " + type_of(tensors)};
+  }
+  std::vector<NamedTensor> out;
+  out.reserve(tensors.size());
+  for (const auto& [name, entry] : tensors.items())
+    out.push_back(decode_tensor(name, entry, where));
+  return out;
+}
+
+// --- the document ---
+
+std::string position_hint(std::string_view text, size_t byte) {
+  size_t line = 1, column = 1;
+  for (size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "byte " + std::to_string(byte) + " (line " + std::to_string(line) + ", column " +
+         std::to_string(column) + ")";
+}
+
+ojson parse_json(std::string_view text, const std::string& origin) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (text.empty()) throw Error{ErrorKind::input, origin + ": empty file (0 bytes)"};
+  if (first == std::string_view::npos) {
+    throw Error{ErrorKind::input, origin + ": empty file (only whitespace)"};
+  }
+  // Copying, comparing and dumping JSON recurse: a hostile file nested a million levels deep
+  // would overflow the stack. Ours is at most a few levels (config sections, scheduler state).
+  const auto limit_depth = [&](int depth, ojson::parse_event_t event, ojson&) {
+    if (depth > kMaxDepth && (event == ojson::parse_event_t::object_start ||
+                              event == ojson::parse_event_t::array_start)) {
+      throw Error{ErrorKind::input,
+                  origin + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels"};
+    }
+    return true;
+  };
+  try {
+    return ojson::parse(text, limit_depth);
+  } catch (const ojson::parse_error& e) {
+    if (text[first] != '{' && text[first] != '[') {
+      char c[16];
+      const auto u = static_cast<unsigned char>(text[first]);
+      std::snprintf(c, sizeof c, u >= 0x20 && u < 0x7f ? "'%c'" : "byte 0x%02x",
+                    u >= 0x20 && u < 0x7f ? static_cast<int>(text[first]) : static_cast<int>(u));
+      throw Error{ErrorKind::input,
+                  origin + ": not JSON at all (it starts with " + c + ", not '{')",
+                  "an ampctl checkpoint is a JSON file (checkpoints/step-NNNNNNNN.json)"};
+    }
+    // e.byte is 1-based; input that stops mid-document fails on reading past its end.
+    if (e.byte > text.size()) {
+      throw Error{ErrorKind::input,
+                  origin + ": truncated: the JSON ends unexpectedly at byte " +
+                      std::to_string(text.size()) + " (an interrupted copy or write?)",
+                  "resume from the run directory to fall back to its newest complete checkpoint"};
+    }
+    std::string what = e.what();
+    if (const size_t p = what.find("] "); p != std::string::npos) what = what.substr(p + 2);
+    throw Error{ErrorKind::input,
+                origin + ": invalid JSON at " + position_hint(text, e.byte - 1) + ": " + what};
+  }
+}
+
+void check_top_level(const ojson& doc, const std::string& origin) {
+  if (!doc.is_object()) {
+    throw Error{ErrorKind::input, origin + ": not an ampctl checkpoint: the document is " +
+                                      (doc.is_array() ? "an " : "a ") + type_of(doc) +
+                                      ", not an object"};
+  }
+  if (!doc.contains("format")) {
+    throw Error{ErrorKind::input, origin + ": not an ampctl checkpoint: no \"format\" key"};
+  }
+  if (doc.at("format") != kFormat) {
+    throw Error{ErrorKind::input, origin + ": not an ampctl checkpoint: \"format\" is " +
+                                      short_dump(doc.at("format")) + ", expected \"" + kFormat +
+                                      "\""};
+  }
+  if (!doc.contains("version")) throw Error{ErrorKind::input, origin + ": missing key 'version'"};
+  const ojson& version = doc.at("version");
+  if (!version.is_number_integer() || version.get<int64_t>() != kVersion) {
+    std::string by;
+    if (doc.contains("ampctl_version") && doc.at("ampctl_version").is_string()) {
+      by = " (written by ampctl " + doc.at("ampctl_version").get<std::string>() + ")";
+    }
+    throw Error{ErrorKind::input, origin + ": unsupported checkpoint version " +
+                                      short_dump(version) + by +
+                                      "; this build (ampctl " AMPCTL_VERSION ") supports version " +
+                                      std::to_string(kVersion) + " only"};
+  }
+  for (const char* key : kTopLevelKeys) {
+    if (!doc.contains(key)) {
+      throw Error{ErrorKind::input, origin + ": missing top-level key '" + key + "'"};
+    }
+  }
+  for (const auto& [key, v] : doc.items()) {
+    if (std::find_if(std::begin(kTopLevelKeys), std::end(kTopLevelKeys),
+                     [&](const char* k) { return key == k; }) == std::end(kTopLevelKeys)) {
+      throw Error{ErrorKind::input, origin + ": unknown top-level key '" + key + "'"};
+    }
+  }
+  if (!doc.at("ampctl_version").is_string()) {
+    throw Error{ErrorKind::input, origin + ": ampctl_version: expected a string, got " +
+                                      type_of(doc.at("ampctl_version"))};
+  }
+  const ojson& step = doc.at("step");
+  if (!step.is_number_integer() || (!step.is_number_unsigned() && step.get<int64_t>() < 0) ||
+      (step.is_number_unsigned() &&
+       step.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))) {
+    throw Error{ErrorKind::input,
+                origin + ": step: expected an integer >= 0, got " + short_dump(step)};
+  }
+  for (const char* key :
+       {"config", "scaler", "model", "optimizer", "scheduler", "rng", "data", "metrics"}) {
+    if (!doc.at(key).is_object()) {
+      throw Error{ErrorKind::input,
+                  origin + ": " + key + ": expected an object, got " + type_of(doc.at(key))};
+    }
+  }
+}
+
+nlohmann::json free_form(const ojson& v) {
+  return nlohmann::json(v);
+}
+
+void check_section(const nlohmann::json& v, const char* name) {
+  if (!v.is_object()) {
+    throw Error{ErrorKind::invalid_argument, std::string("cannot serialize checkpoint: ") + name +
+                                                 ": expected an object, got " + v.type_name()};
+  }
+}
+
+std::optional<int64_t> step_of_file_name(const std::string& name) {
+  static const std::regex kPattern(R"(step-([0-9]{8,18})\.json)");
+  std::smatch m;
+  if (!std::regex_match(name, m, kPattern)) return std::nullopt;
+  return std::stoll(m[1].str());
+}
+
+struct Candidate {
+  int64_t step;
+  fs::path path;
+};
+
+// step-*.json in `dir`, newest (highest step) first.
+std::vector<Candidate> list_checkpoints(const fs::path& dir) {
+  std::vector<Candidate> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (const std::optional<int64_t> step = step_of_file_name(name)) {
+      out.push_back({*step, it->path()});
+    }
+  }
+  if (ec) {
+    throw Error{ErrorKind::runtime, "cannot list " + dir.string() + ": " + ec.message()};
+  }
+  std::sort(out.begin(), out.end(), [](const Candidate& a, const Candidate& b) {
+    return a.step != b.step ? a.step > b.step : a.path > b.path;
+  });
+  return out;
+}
+
+// The file name checkpoints/latest holds, or nullopt with `problem` set.
+std::optional<std::string> read_latest(const fs::path& dir, std::string& problem) {
+  const fs::path latest = dir / kLatest;
+  std::error_code ec;
+  if (!fs::exists(latest, ec)) {
+    problem = "there is no " + latest.string();
+    return std::nullopt;
+  }
+  std::string text;
+  try {
+    text = read_file(latest);
+  } catch (const Error& e) {
+    problem = e.what();
+    return std::nullopt;
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  if (!step_of_file_name(text)) {
+    problem = latest.string() + " holds '" + text.substr(0, 64) +
+              "', not a checkpoint file name (step-NNNNNNNN.json)";
+    return std::nullopt;
+  }
+  return text;
+}
+
+struct Verified {
+  std::optional<CheckpointData> data;
+  std::string problem;
+};
+
+Verified verify(const fs::path& file) {
+  try {
+    return {parse_checkpoint(read_file(file), file.string()), {}};
+  } catch (const Error& e) {
+    return {std::nullopt, e.what()};
+  }
+}
+
+LoadedCheckpoint find_in_directory(const fs::path& path) {
+  std::error_code ec;
+  const fs::path dir = fs::is_directory(path / "checkpoints", ec) ? path / "checkpoints" : path;
+  std::vector<std::string> problems;
+
+  std::string latest_problem;
+  std::optional<std::string> latest_name = read_latest(dir, latest_problem);
+  if (latest_name) {
+    Verified v = verify(dir / *latest_name);
+    if (v.data) return {dir / *latest_name, std::move(*v.data)};
+    latest_problem =
+        (dir / kLatest).string() + " names " + *latest_name + ", which is unusable: " + v.problem;
+  }
+  problems.push_back(latest_problem);
+
+  for (const Candidate& c : list_checkpoints(dir)) {
+    if (latest_name && c.path.filename() == *latest_name) continue;
+    Verified v = verify(c.path);
+    if (v.data) {
+      spdlog::warn("{}; using {} (step {}), the newest complete checkpoint", latest_problem,
+                   c.path.string(), c.step);
+      for (size_t i = 1; i < problems.size(); ++i) spdlog::warn("skipped: {}", problems[i]);
+      return {c.path, std::move(*v.data)};
+    }
+    problems.push_back(v.problem);
+  }
+  std::string hint;
+  for (const std::string& p : problems) hint += (hint.empty() ? "" : "\nhint: ") + p;
+  throw Error{ErrorKind::input, "no complete checkpoint in " + path.string(), hint};
+}
+
+LoadedCheckpoint locate(const fs::path& path, bool load_file) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) {
+    throw Error{ErrorKind::input, path.string() + ": no such file or directory"};
+  }
+  if (fs::is_directory(st)) return find_in_directory(path);
+  if (!load_file) return {path, {}};
+  return {path, parse_checkpoint(read_file(path), path.string())};
+}
+
+void prune(const fs::path& dir, const std::string& keep_name, int64_t keep_last) {
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // Only our own leftovers: temp files of checkpoints and of latest from a killed write.
+    if (is_temporary_file(name) &&
+        (name.rfind(".step-", 0) == 0 || name.rfind(".latest", 0) == 0)) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
+    }
+  }
+  const std::vector<Candidate> all = list_checkpoints(dir);
+  int64_t kept = 0;
+  for (const Candidate& c : all) {
+    if (c.path.filename() == keep_name) continue;
+    if (kept < keep_last - 1) {
+      ++kept;
+      continue;
+    }
+    std::error_code rm;
+    if (!fs::remove(c.path, rm) && rm) {
+      spdlog::warn("cannot remove old checkpoint {}: {}", c.path.string(), rm.message());
+    }
+  }
+}
+
+}  // namespace
+
+NamedTensor from_host_tensor(std::string name, const Tensor& host) {
+  if (!host.defined() || !host.is_cpu()) {
+    throw Error{ErrorKind::invalid_argument,
+                "checkpoint tensor " + name + ": expected a host tensor, got " +
+                    (host.defined() ? host.describe() : std::string("an undefined tensor"))};
+  }
+  NamedTensor t{std::move(name), host.dtype(), host.shape(), {}};
+  t.data.resize(host.nbytes());
+  if (!t.data.empty()) std::memcpy(t.data.data(), host.data(), t.data.size());
+  return t;
+}
+
+Tensor to_host_tensor(const NamedTensor& tensor) {
+  if (std::optional<std::string> problem = tensor_problem(tensor)) {
+    throw Error{ErrorKind::invalid_argument, "checkpoint tensor " + *problem};
+  }
+  Tensor host = Tensor::host(tensor.shape, tensor.dtype);
+  if (!tensor.data.empty()) std::memcpy(host.data(), tensor.data.data(), tensor.data.size());
+  return host;
+}
+
+std::string serialize(const CheckpointData& data) {
+  if (data.step < 0) {
+    throw Error{ErrorKind::invalid_argument,
+                "cannot serialize checkpoint: step must be >= 0, got " + std::to_string(data.step)};
+  }
+  check_section(data.config, "config");
+  check_section(data.optimizer, "optimizer");
+  check_section(data.scheduler, "scheduler");
+  check_section(data.rng, "rng");
+  check_section(data.data, "data");
+  check_section(data.metrics, "metrics");
+  if (data.optimizer.contains("tensors")) {
+    throw Error{ErrorKind::invalid_argument,
+                "cannot serialize checkpoint: optimizer: the key 'tensors' is reserved for "
+                "optimizer_tensors"};
+  }
+  const ojson scaler(data.scaler);
+  if (std::optional<std::string> problem = scaler_problem(scaler)) {
+    throw Error{ErrorKind::invalid_argument, "cannot serialize checkpoint: " + *problem};
+  }
+
+  ojson doc = ojson::object();
+  doc["format"] = kFormat;
+  doc["version"] = kVersion;
+  doc["ampctl_version"] = AMPCTL_VERSION;
+  doc["step"] = data.step;
+  doc["config"] = ojson(data.config);
+  doc["scaler"] = scaler;
+  doc["model"] = ojson::object();
+  doc["model"]["tensors"] = encode_tensors(data.model, "model");
+  ojson optimizer(data.optimizer);
+  optimizer["tensors"] = encode_tensors(data.optimizer_tensors, "optimizer");
+  doc["optimizer"] = std::move(optimizer);
+  doc["scheduler"] = ojson(data.scheduler);
+  doc["rng"] = ojson(data.rng);
+  doc["data"] = ojson(data.data);
+  doc["metrics"] = ojson(data.metrics);
+  try {
+    // Indented so a person can read the configuration and state; the tensors are one line each.
+    return doc.dump(1, '\t') + "\n";
+  } catch (const ojson::exception& e) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string("cannot serialize checkpoint: ") + e.what()};
+  }
+}
+
+CheckpointData parse_checkpoint(std::string_view text, const std::string& origin) {
+  const ojson doc = parse_json(text, origin);
+  check_top_level(doc, origin);
+  if (std::optional<std::string> problem = scaler_problem(doc.at("scaler"))) {
+    throw Error{ErrorKind::input, origin + ": " + *problem};
+  }
+  const ojson& model = doc.at("model");
+  if (!model.contains("tensors"))
+    throw Error{ErrorKind::input, origin + ": model: missing key 'tensors'"};
+  for (const auto& [key, v] : model.items()) {
+    if (key != "tensors")
+      throw Error{ErrorKind::input, origin + ": model: unknown key '" + key + "'"};
+  }
+
+  CheckpointData data;
+  data.step = doc.at("step").get<int64_t>();
+  data.config = free_form(doc.at("config"));
+  data.scaler = free_form(doc.at("scaler"));
+  data.model = decode_tensors(model.at("tensors"), origin + ": model");
+  ojson optimizer = doc.at("optimizer");
+  if (optimizer.contains("tensors")) {
+    data.optimizer_tensors = decode_tensors(optimizer.at("tensors"), origin + ": optimizer");
+    optimizer.erase("tensors");
+  }
+  data.optimizer = free_form(optimizer);
+  data.scheduler = free_form(doc.at("scheduler"));
+  data.rng = free_form(doc.at("rng"));
+  data.data = free_form(doc.at("data"));
+  data.metrics = free_form(doc.at("metrics"));
+  return data;
+}
+
+std::string checkpoint_file_name(int64_t step) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "step-%08lld.json", static_cast<long long>(step));
+  return buf;
+}
+
+fs::path write_checkpoint(const fs::path& run_dir, const CheckpointData& data, int64_t keep_last) {
+  if (keep_last < 1) {
+    throw Error{ErrorKind::invalid_argument,
+                "write_checkpoint: keep_last must be >= 1, got " + std::to_string(keep_last)};
+  }
+  const std::string text = serialize(data);
+  const fs::path dir = run_dir / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error{ErrorKind::runtime, "cannot create " + dir.string() + ": " + ec.message()};
+  const std::string name = checkpoint_file_name(data.step);
+  // Order matters: latest may only ever name a file that is complete on disk.
+  write_file_atomic(dir / name, text);
+  write_file_atomic(dir / kLatest, name + "\n");
+  try {
+    prune(dir, name, keep_last);
+  } catch (const Error& e) {
+    // The checkpoint is safely written; old files left behind are only a nuisance.
+    spdlog::warn("checkpoint {} written, but pruning old ones failed: {}", name, e.what());
+  }
+  return dir / name;
+}
+
+fs::path find_checkpoint(const fs::path& path) {
+  return locate(path, false).path;
+}
+
+LoadedCheckpoint load_checkpoint(const fs::path& path) {
+  return locate(path, true);
+}
+
+CheckpointData read_checkpoint(const fs::path& path) {
+  return load_checkpoint(path).data;
+}
+
+nlohmann::ordered_json summarize(const CheckpointData& data, const fs::path& file) {
+  ojson s = ojson::object();
+  s["file"] = file.string();
+  s["step"] = data.step;
+  const bool enabled = data.scaler.is_object() && !data.scaler.empty();
+  s["scaler_enabled"] = enabled;
+  s["scale"] = enabled ? ojson(data.scaler.at("scale")) : ojson(nullptr);
+  s["growth_tracker"] = enabled ? ojson(data.scaler.at("_growth_tracker")) : ojson(nullptr);
+  if (data.metrics.is_object() && data.metrics.contains("last_loss")) {
+    s["last_loss"] = ojson(data.metrics.at("last_loss"));
+  }
+  int64_t parameters = 0;
+  for (const NamedTensor& t : data.model) parameters += t.numel();
+  s["parameters"] = parameters;
+  auto config_string = [&](const char* section, const char* key) -> ojson {
+    const nlohmann::json* v = &data.config;
+    if (section) {
+      if (!v->is_object() || !v->contains(section)) return nullptr;
+      v = &v->at(section);
+    }
+    if (!v->is_object() || !v->contains(key) || !v->at(key).is_string()) return nullptr;
+    return v->at(key).get<std::string>();
+  };
+  s["precision"] = config_string(nullptr, "precision");
+  s["optimizer"] = config_string("optimizer", "type");
+  s["optimizer_tensors"] = data.optimizer_tensors.size();
+  ojson tensors = ojson::array();
+  for (const NamedTensor& t : data.model) {
+    tensors.push_back({{"name", t.name},
+                       {"dtype", dtype_name(t.dtype)},
+                       {"shape", t.shape},
+                       {"numel", t.numel()}});
+  }
+  s["tensors"] = std::move(tensors);
+  return s;
+}
+
+}  // namespace ampctl::checkpoint

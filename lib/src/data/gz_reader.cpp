@@ -1,0 +1,113 @@
+#include "ampctl/data/gz_reader.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "ampctl/core/error.h"
+
+namespace ampctl::data {
+
+namespace {
+
+gzFile as_gz(void* f) {
+  return static_cast<gzFile>(f);
+}
+
+// gzread takes an unsigned count and returns an int: stay well inside both.
+constexpr size_t kMaxChunk = size_t{1} << 24;
+
+}  // namespace
+
+GzReader::GzReader(const std::filesystem::path& file) : m_name(file.string()) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (!std::filesystem::exists(status)) {
+    throw Error{ErrorKind::input, m_name + ": no such file"};
+  }
+  if (std::filesystem::is_directory(status)) {
+    throw Error{ErrorKind::input, m_name + ": is a directory, not a file"};
+  }
+  errno = 0;
+  m_file = gzopen(file.c_str(), "rb");
+  if (m_file == nullptr) {
+    const int err = errno;
+    throw Error{ErrorKind::input, m_name + ": cannot open: " +
+                                      (err != 0 ? std::strerror(err) : "out of memory in zlib")};
+  }
+  gzbuffer(as_gz(m_file), 1u << 17);
+}
+
+GzReader::~GzReader() {
+  if (m_file != nullptr) gzclose_r(as_gz(m_file));
+}
+
+bool GzReader::compressed() {
+  return gzdirect(as_gz(m_file)) == 0;
+}
+
+size_t GzReader::read(void* out, size_t n) {
+  size_t total = 0;
+  auto* dst = static_cast<unsigned char*>(out);
+  while (total < n) {
+    const auto want = static_cast<unsigned>(std::min(n - total, kMaxChunk));
+    const int got = gzread(as_gz(m_file), dst + total, want);
+    int errnum = Z_OK;
+    const char* message = gzerror(as_gz(m_file), &errnum);
+    if (got >= 0 && errnum == Z_BUF_ERROR) {
+      // zlib's "unexpected end of file": the compressed stream stops early. What came before it
+      // is good; the caller reports the short data as truncation.
+      total += static_cast<size_t>(got);
+      m_cut_short = true;
+      break;
+    }
+    if (got < 0 || (errnum != Z_OK && errnum != Z_STREAM_END)) {
+      const std::string what =
+          errnum == Z_ERRNO ? std::string(std::strerror(errno)) : std::string(message);
+      throw Error{ErrorKind::input,
+                  m_name + ": " + (errnum == Z_ERRNO ? "read error: " : "damaged gzip data: ") +
+                      what + " (after " + std::to_string(m_bytes_read + total) + " bytes)"};
+    }
+    total += static_cast<size_t>(got);
+    if (static_cast<unsigned>(got) < want) break;  // end of data
+  }
+  m_bytes_read += total;
+  return total;
+}
+
+size_t GzReader::append(std::vector<uint8_t>& out, size_t n) {
+  size_t total = 0;
+  while (total < n) {
+    const size_t chunk = std::min(n - total, kMaxChunk);
+    const size_t old = out.size();
+    out.resize(old + chunk);
+    const size_t got = read(out.data() + old, chunk);
+    out.resize(old + got);
+    total += got;
+    if (got < chunk) break;
+  }
+  return total;
+}
+
+std::string read_text_file(const std::filesystem::path& file) {
+  constexpr size_t kTextChunk = size_t{1} << 20;
+  GzReader reader(file);
+  std::string text;
+  while (true) {
+    const size_t old = text.size();
+    text.resize(old + kTextChunk);
+    const size_t got = reader.read(text.data() + old, kTextChunk);
+    text.resize(old + got);
+    if (got < kTextChunk) break;
+  }
+  if (reader.cut_short()) {
+    throw Error{ErrorKind::input, reader.name() + ": truncated: the gzip stream ends after " +
+                                      std::to_string(text.size()) + " bytes"};
+  }
+  return text;
+}
+
+}  // namespace ampctl::data

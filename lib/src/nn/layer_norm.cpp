@@ -1,0 +1,62 @@
+#include <algorithm>
+
+#include "ampctl/nn/layers.h"
+
+namespace ampctl::nn {
+
+LayerNorm::LayerNorm(int64_t features) : m_features(features) {
+  if (m_features < 1) {
+    throw Error{ErrorKind::invalid_argument,
+                "LayerNorm: features must be >= 1, got " + std::to_string(m_features)};
+  }
+}
+
+std::string LayerNorm::describe() const {
+  return "LayerNorm((" + std::to_string(m_features) + ",), eps=1e-05, elementwise_affine=True)";
+}
+
+void LayerNorm::declare(FlatLayout& layout, const std::string& prefix) {
+  m_gamma_entry = declare_param(layout, prefix + ".weight", {m_features});
+  m_beta_entry = declare_param(layout, prefix + ".bias", {m_features});
+}
+
+void LayerNorm::init(std::span<float> host, const FlatLayout& layout, uint64_t) const {
+  const FlatLayout::Entry& g = layout.entries().at(m_gamma_entry);
+  const FlatLayout::Entry& b = layout.entries().at(m_beta_entry);
+  std::fill_n(host.begin() + static_cast<std::ptrdiff_t>(g.offset), g.numel, 1.0f);
+  std::fill_n(host.begin() + static_cast<std::ptrdiff_t>(b.offset), b.numel, 0.0f);
+}
+
+void LayerNorm::setup(Backend& backend, const FlatLayout& layout, const ParamArenas& arenas,
+                      int64_t max_batch, DType act, bool input_grad) {
+  m_backend = &backend;
+  m_gamma = bind(layout, arenas, m_gamma_entry);
+  m_beta = bind(layout, arenas, m_beta_entry);
+  m_y = RowViews(backend.zeros({max_batch, m_features}, act));
+  if (input_grad) m_dx = RowViews(backend.zeros({max_batch, m_features}, act));
+  m_mean = RowViews(backend.zeros({max_batch}, DType::f32));
+  m_rstd = RowViews(backend.zeros({max_batch}, DType::f32));
+}
+
+const Tensor& LayerNorm::forward(const Tensor& x, int64_t batch, bool) {
+  // autocast's fp32 list: gamma and beta are the f32 masters, never the lowp copy.
+  const Tensor& y = m_y.rows(batch);
+  m_backend->layer_norm_forward(x, m_gamma.param, m_beta.param, y, m_mean.rows(batch),
+                                m_rstd.rows(batch), kEps);
+  m_x = x;
+  return y;
+}
+
+const Tensor& LayerNorm::backward(const Tensor& dy, int64_t batch) {
+  if (!m_dx.defined()) {
+    throw Error{ErrorKind::state, "LayerNorm backward: set up without an input gradient"};
+  }
+  // dgamma and dbeta are f32 sums accumulated straight into the f32 gradients: the fp32 op
+  // has no lowp gradient to round.
+  const Tensor& dx = m_dx.rows(batch);
+  m_backend->layer_norm_backward(m_x, m_gamma.param, m_mean.rows(batch), m_rstd.rows(batch), dy, dx,
+                                 m_gamma.grad, m_beta.grad);
+  return dx;
+}
+
+}  // namespace ampctl::nn

@@ -1,0 +1,125 @@
+#include "ampctl/optim/adam.h"
+
+#include <sstream>
+
+namespace ampctl::optim {
+namespace {
+
+std::string fmt(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+const char* type_name(const AdamOptions& o) {
+  return o.decoupled ? "adamw" : "adam";
+}
+
+}  // namespace
+
+Adam::Adam(Backend& backend, std::vector<ParamGroup> groups, AdamOptions options)
+    : Optimizer(backend, std::move(groups)), m_options(options) {
+  for (const ParamGroup& g : param_groups()) {
+    if (!(g.lr >= 0.0f))
+      throw Error{ErrorKind::invalid_argument, "Invalid learning rate: " + fmt(g.lr)};
+  }
+  if (!(options.eps >= 0.0)) {
+    throw Error{ErrorKind::invalid_argument, "Invalid epsilon value: " + fmt(options.eps)};
+  }
+  if (!(options.beta1 >= 0.0 && options.beta1 < 1.0)) {
+    throw Error{ErrorKind::invalid_argument,
+                "Invalid beta parameter at index 0: " + fmt(options.beta1)};
+  }
+  if (!(options.beta2 >= 0.0 && options.beta2 < 1.0)) {
+    throw Error{ErrorKind::invalid_argument,
+                "Invalid beta parameter at index 1: " + fmt(options.beta2)};
+  }
+  if (!(options.weight_decay >= 0.0)) {
+    throw Error{ErrorKind::invalid_argument,
+                "Invalid weight_decay value: " + fmt(options.weight_decay)};
+  }
+  for (const ParamGroup& g : param_groups()) {
+    m_exp_avg.push_back(backend.zeros(g.params.shape(), DType::f32));
+    m_exp_avg_sq.push_back(backend.zeros(g.params.shape(), DType::f32));
+    m_steps.push_back(backend.zeros({1}, DType::i32));
+  }
+}
+
+void Adam::run(const Tensor& found_inf, const Tensor& inv_scale) {
+  auto& groups = param_groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    AdamStepArgs a;
+    a.params = groups[i].params;
+    a.grads = groups[i].grads;
+    a.exp_avg = m_exp_avg[i];
+    a.exp_avg_sq = m_exp_avg_sq[i];
+    a.step = m_steps[i];
+    a.found_inf = found_inf;
+    a.inv_scale = inv_scale;
+    a.lowp_params = groups[i].lowp_params;
+    a.hyper =
+        AdamHyper{groups[i].lr,           m_options.beta1,     m_options.beta2,   m_options.eps,
+                  m_options.weight_decay, m_options.decoupled, m_options.maximize};
+    backend().adam_step(a);
+  }
+}
+
+void Adam::step() {
+  run(Tensor{}, Tensor{});
+}
+
+void Adam::step_amp(const Tensor& found_inf, const Tensor& inv_scale) {
+  run(found_inf, inv_scale);
+}
+
+nlohmann::json Adam::state_dict() const {
+  nlohmann::json groups = nlohmann::json::array();
+  for (size_t i = 0; i < param_groups().size(); ++i) {
+    groups.push_back(
+        {{"lr", param_groups()[i].lr}, {"step", backend().read_scalar_i32(m_steps[i])}});
+  }
+  return {{"type", type_name(m_options)},   {"betas", {m_options.beta1, m_options.beta2}},
+          {"eps", m_options.eps},           {"weight_decay", m_options.weight_decay},
+          {"maximize", m_options.maximize}, {"param_groups", groups}};
+}
+
+void Adam::load_state_dict(const nlohmann::json& state) {
+  const std::string want = type_name(m_options);
+  if (!state.is_object() || !state.contains("type") || !state.at("type").is_string() ||
+      state.at("type").get<std::string>() != want) {
+    throw Error{ErrorKind::input,
+                "optimizer state: expected an object with \"type\": \"" + want + "\""};
+  }
+  const nlohmann::json& groups =
+      state.contains("param_groups") ? state.at("param_groups") : nlohmann::json();
+  if (!groups.is_array() || groups.size() != param_groups().size()) {
+    throw Error{ErrorKind::input, "optimizer state: 'param_groups' must be an array of " +
+                                      std::to_string(param_groups().size()) + " groups"};
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const nlohmann::json& g = groups[i];
+    if (!g.is_object() || !g.contains("lr") || !g.at("lr").is_number() || !g.contains("step") ||
+        !g.at("step").is_number_integer() || g.at("step").get<int64_t>() < 0 ||
+        g.at("step").get<int64_t>() > 2147483647) {
+      throw Error{ErrorKind::input, "optimizer state: param group " + std::to_string(i) +
+                                        " needs a number 'lr' and an integer 'step' >= 0"};
+    }
+  }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    param_groups()[i].lr = groups[i].at("lr").get<double>();
+    backend().fill(m_steps[i], static_cast<double>(groups[i].at("step").get<int64_t>()));
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Adam::state_tensors() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < m_steps.size(); ++i) {
+    const std::string prefix = "param_groups." + std::to_string(i) + ".";
+    out.emplace_back(prefix + "step", m_steps[i]);
+    out.emplace_back(prefix + "exp_avg", m_exp_avg[i]);
+    out.emplace_back(prefix + "exp_avg_sq", m_exp_avg_sq[i]);
+  }
+  return out;
+}
+
+}  // namespace ampctl::optim

@@ -1,0 +1,466 @@
+#include "ampctl/train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "ampctl/amp/grad_scaler.h"
+#include "ampctl/backend/backend.h"
+#include "ampctl/build_info.h"
+#include "ampctl/data/dataset.h"
+#include "ampctl/data/loader.h"
+#include "ampctl/nn/model.h"
+#include "ampctl/optim/adam.h"
+#include "ampctl/optim/scheduler.h"
+#include "ampctl/optim/sgd.h"
+
+namespace ampctl::train {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& resolved) {
+  if (resolved == "cpu") return make_cpu_backend(0);
+  return make_cuda_backend(std::stoi(resolved.substr(5)));
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(Backend& b, const config::OptimizerConfig& c,
+                                                 std::vector<optim::ParamGroup> groups) {
+  if (c.type == config::OptimizerType::sgd) {
+    optim::SgdOptions o;
+    o.momentum = static_cast<float>(c.momentum);
+    o.dampening = static_cast<float>(c.dampening);
+    o.weight_decay = static_cast<float>(c.weight_decay);
+    o.nesterov = c.nesterov;
+    return std::make_unique<optim::Sgd>(b, std::move(groups), o);
+  }
+  optim::AdamOptions o;
+  o.beta1 = c.betas[0];
+  o.beta2 = c.betas[1];
+  o.eps = c.eps;
+  o.weight_decay = c.weight_decay;
+  o.decoupled = c.type == config::OptimizerType::adamw;
+  return std::make_unique<optim::Adam>(b, std::move(groups), o);
+}
+
+amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
+  amp::GradScalerOptions o;
+  o.enabled = config::scaler_enabled(c);
+  o.init_scale = c.scaler.init_scale;
+  o.growth_factor = c.scaler.growth_factor;
+  o.backoff_factor = c.scaler.backoff_factor;
+  o.growth_interval = c.scaler.growth_interval;
+  o.hysteresis = static_cast<int32_t>(c.scaler.hysteresis);
+  o.min_scale = c.scaler.min_scale;
+  o.max_scale = c.scaler.max_scale;
+  return o;
+}
+
+// JSON numbers: non-finite values have no JSON spelling; metrics write them as null.
+nlohmann::json number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return buf;
+}
+
+}  // namespace
+
+void Trainer::setup() {
+  m_final_loss = std::numeric_limits<double>::quiet_NaN();
+  m_best_loss = std::numeric_limits<double>::infinity();
+  m_min_scale = std::numeric_limits<double>::infinity();
+  m_device = resolve_device(m_cfg.device);
+  m_backend = make_backend(m_device);
+  Backend& b = *m_backend;
+
+  m_data = data::load_data(m_cfg.data, static_cast<uint64_t>(m_cfg.seed));
+  const data::Dataset& train = m_data.train;
+  m_classification = train.task == config::Task::classification;
+  m_features = train.features;
+  m_outputs = m_classification ? train.classes : train.targets;
+  m_batch = m_cfg.data.batch_size;
+  m_loader = std::make_unique<data::DataLoader>(
+      train, m_batch, m_cfg.data.shuffle, m_cfg.data.drop_last, static_cast<uint64_t>(m_cfg.seed));
+
+  m_model = std::make_unique<nn::Model>(b, m_cfg.model, m_cfg.precision, m_cfg.loss, m_features,
+                                        m_outputs, m_batch, static_cast<uint64_t>(m_cfg.seed));
+  m_opt = make_optimizer(b, m_cfg.optimizer, m_model->param_groups(m_cfg.optimizer.lr));
+  m_scaler = std::make_unique<amp::GradScaler>(b, scaler_options(m_cfg));
+  m_schedule = std::make_unique<optim::LrSchedule>(m_cfg.scheduler, m_cfg.optimizer.lr,
+                                                   m_cfg.training.max_steps);
+
+  m_host_x.resize(static_cast<size_t>(m_batch * m_features));
+  m_x = b.empty({m_batch, m_features}, DType::f32);
+  if (m_classification) {
+    m_host_labels.resize(static_cast<size_t>(m_batch));
+    m_labels = b.empty({m_batch}, DType::i32);
+  } else {
+    m_host_y.resize(static_cast<size_t>(m_batch * m_outputs));
+    m_y = b.empty({m_batch, m_outputs}, DType::f32);
+  }
+  m_loss = b.zeros({1}, DType::f32);
+  m_loss_acc = b.zeros({1}, DType::f32);
+  m_ones = b.empty({1}, DType::f32);
+  b.fill(m_ones, 1.0);
+  m_seed = b.zeros({1}, DType::f32);
+  m_accum_inv = b.empty({1}, DType::f32);
+  b.fill(m_accum_inv, 1.0 / static_cast<double>(m_cfg.training.grad_accum_steps));
+  m_norm = b.zeros({1}, DType::f32);
+  m_coef = b.zeros({1}, DType::f32);
+  m_zero_f = b.zeros({1}, DType::f32);
+  m_inject.insert(m_cfg.debug.inject_nonfinite_at.begin(), m_cfg.debug.inject_nonfinite_at.end());
+
+  // PyTorch creates the scaler's state at the first scale(); we create it here, before the
+  // first step, so no step allocates.
+  if (m_scaler->is_enabled()) m_scaler->scale(m_ones);
+
+  m_ring.capacity = std::clamp<int64_t>(m_cfg.logging.every_steps, 1, 1024);
+  m_ring.f = b.zeros({m_ring.capacity, StepRing::kF}, DType::f32);
+  m_ring.i = b.zeros({m_ring.capacity, StepRing::kI}, DType::i32);
+  m_ring.host_f.resize(static_cast<size_t>(m_ring.capacity * StepRing::kF));
+  m_ring.host_i.resize(static_cast<size_t>(m_ring.capacity * StepRing::kI));
+  m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
+}
+
+void Trainer::train_step(int64_t step) {
+  Backend& b = *m_backend;
+  const double lr = m_schedule->lr_at(step - 1);
+  for (auto& g : m_opt->param_groups()) g.lr = lr;
+
+  const int64_t accum = m_cfg.training.grad_accum_steps;
+  const bool scaling = m_scaler->is_enabled();
+  // The backward seed: the loss scale (the scaled loss's gradient), divided by the number of
+  // micro-batches as PyTorch's recipe divides the loss.
+  Tensor seed = scaling ? m_scaler->scale_tensor() : m_ones;
+  if (accum > 1) {
+    b.mul_scalar_tensor(m_accum_inv, seed, m_seed);
+    seed = m_seed;
+  }
+  const int64_t row = static_cast<int64_t>(m_ring.info.size());
+  // The scale this step's backward uses (before update changes it).
+  b.copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 1), {1}),
+         scaling ? m_scaler->scale_tensor() : m_ones);
+
+  m_model->zero_grad();
+  b.fill(m_loss_acc, 0.0);
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    const int64_t rows =
+        m_loader->next(m_host_x.data(), m_classification ? m_host_labels.data() : nullptr,
+                       m_classification ? nullptr : m_host_y.data());
+    const Tensor x = m_x.view(0, {rows, m_features});
+    b.upload(x, m_host_x.data(), x.nbytes());
+    Tensor target;
+    if (m_classification) {
+      target = m_labels.view(0, {rows});
+      b.upload(target, m_host_labels.data(), target.nbytes());
+    } else {
+      target = m_y.view(0, {rows, m_outputs});
+      b.upload(target, m_host_y.data(), target.nbytes());
+    }
+    m_model->forward(x, rows, /*training=*/true);
+    m_model->loss(target, rows, m_loss, Tensor{}, seed);
+    m_model->backward(rows);
+    b.add_(m_loss_acc, m_loss, 1.0f / static_cast<float>(accum));
+    m_samples += rows;
+  }
+
+  if (m_inject.count(step)) {
+    const double v = m_cfg.debug.inject_value == config::InjectValue::inf
+                         ? std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::quiet_NaN();
+    b.fill(m_model->grads().view(0, {1}), v);
+  }
+
+  if (m_cfg.training.grad_clip_norm) {
+    // PyTorch's recipe: unscale first so the norm and the threshold are in real units.
+    m_scaler->unscale_(*m_opt);
+    const Tensor grads = m_model->grads();
+    b.global_norm(std::span<const Tensor>(&grads, 1), m_norm);
+    b.clip_coef(m_norm, static_cast<float>(*m_cfg.training.grad_clip_norm), m_coef);
+    b.mul_scalar_tensor(grads, m_coef, grads);
+  }
+
+  m_scaler->step(*m_opt);
+  m_scaler->update();
+
+  b.copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 0), {1}), m_loss_acc);
+  if (scaling) {
+    b.copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 2), {1}),
+           m_scaler->found_inf_tensor());
+    b.copy(m_ring.i.view(static_cast<size_t>(row * StepRing::kI + 0), {1}),
+           m_scaler->growth_tracker_tensor());
+    b.copy(m_ring.i.view(static_cast<size_t>(row * StepRing::kI + 1), {1}),
+           m_scaler->hysteresis_tracker_tensor());
+  } else {
+    b.copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 2), {1}), m_zero_f);
+  }
+  m_ring.info.push_back({step, lr, seconds_since(m_t0)});
+}
+
+void Trainer::flush() {
+  if (m_ring.info.empty()) return;
+  Backend& b = *m_backend;
+  b.download(m_ring.host_f.data(), m_ring.f);  // the one wait per logging interval
+  b.download(m_ring.host_i.data(), m_ring.i);
+  const bool scaling = m_scaler->is_enabled();
+  for (size_t r = 0; r < m_ring.info.size(); ++r) {
+    const auto& info = m_ring.info[r];
+    const float loss = m_ring.host_f[r * StepRing::kF + 0];
+    const float scale = m_ring.host_f[r * StepRing::kF + 1];
+    const bool found_inf = m_ring.host_f[r * StepRing::kF + 2] != 0.0f;
+    const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
+    const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
+    m_steps_done = info.step;
+    if (found_inf) ++m_skipped;
+    if (std::isfinite(loss)) {
+      m_final_loss = loss;
+      m_best_loss = std::min(m_best_loss, static_cast<double>(loss));
+    }
+    m_min_scale = std::min(m_min_scale, static_cast<double>(scale));
+    m_max_scale = std::max(m_max_scale, static_cast<double>(scale));
+    if (info.step % m_cfg.logging.metrics_every == 0 || info.step == m_cfg.training.max_steps) {
+      nlohmann::json line = {{"kind", "train"},
+                             {"step", info.step},
+                             {"loss", number(loss)},
+                             {"scale", number(scale)},
+                             {"found_inf", found_inf},
+                             {"skipped", found_inf},
+                             {"growth_tracker", scaling ? tracker : 0},
+                             {"lr", info.lr},
+                             {"time_s", info.time_s}};
+      if (scaling) line["hysteresis_tracker"] = hysteresis;
+      m_metrics << line.dump() << '\n';
+    }
+  }
+  m_metrics.flush();
+  const auto& last = m_ring.info.back();
+  const double elapsed = seconds_since(m_t0);
+  const double rate = m_train_seconds > 0 ? m_samples / m_train_seconds : 0.0;
+  const double eta = m_steps_done > 0 ? (m_train_seconds / m_steps_done) *
+                                            (m_cfg.training.max_steps - m_steps_done)
+                                      : 0.0;
+  spdlog::info(
+      "step {:>6}/{} loss {:.5g} scale {:g} skipped {} lr {:.3g} {:.0f} samples/s ETA {} ({:.1f}s)",
+      last.step, m_cfg.training.max_steps,
+      m_ring.host_f[(m_ring.info.size() - 1) * StepRing::kF + 0],
+      scaling ? m_scaler->get_scale() : 1.0, m_skipped, last.lr, rate, format_eta(eta), elapsed);
+  m_final_scale = scaling ? m_scaler->get_scale() : 1.0;
+  m_ring.info.clear();
+}
+
+nlohmann::json Trainer::evaluate(int64_t step) {
+  if (!m_data.eval) return nullptr;
+  const auto t0 = Clock::now();
+  Backend& b = *m_backend;
+  const data::Dataset& eval = *m_data.eval;
+  data::DataLoader loader(eval, m_batch, /*shuffle=*/false, /*drop_last=*/false,
+                          static_cast<uint64_t>(m_cfg.seed));
+  Tensor loss_sum = b.zeros({1}, DType::f32);
+  Tensor correct = b.zeros({1}, DType::i32);
+  Tensor correct_sum = b.zeros({1}, DType::f32);
+  Tensor correct_f = b.zeros({1}, DType::f32);
+  const int64_t n = eval.size();
+  for (int64_t done = 0; done < n;) {
+    const int64_t rows =
+        loader.next(m_host_x.data(), m_classification ? m_host_labels.data() : nullptr,
+                    m_classification ? nullptr : m_host_y.data());
+    const Tensor x = m_x.view(0, {rows, m_features});
+    b.upload(x, m_host_x.data(), x.nbytes());
+    Tensor target;
+    if (m_classification) {
+      target = m_labels.view(0, {rows});
+      b.upload(target, m_host_labels.data(), target.nbytes());
+    } else {
+      target = m_y.view(0, {rows, m_outputs});
+      b.upload(target, m_host_y.data(), target.nbytes());
+    }
+    m_model->forward(x, rows, /*training=*/false);
+    m_model->loss(target, rows, m_loss, m_classification ? correct : Tensor{}, Tensor{});
+    b.add_(loss_sum, m_loss, static_cast<float>(rows));
+    if (m_classification) {
+      b.cast(correct, correct_f);
+      b.add_(correct_sum, correct_f);
+    }
+    done += rows;
+  }
+  const double loss = b.read_scalar_f32(loss_sum) / static_cast<double>(n);
+  nlohmann::json line = {{"kind", "eval"}, {"step", step}, {"loss", number(loss)}};
+  if (m_classification) {
+    const double acc = b.read_scalar_f32(correct_sum) / static_cast<double>(n);
+    line["accuracy"] = acc;
+    m_best_eval_acc = std::max(m_best_eval_acc.value_or(0.0), acc);
+  }
+  line["time_s"] = seconds_since(m_t0);
+  if (std::isfinite(loss)) m_best_eval_loss = std::min(m_best_eval_loss.value_or(loss), loss);
+  m_metrics << line.dump() << '\n';
+  m_metrics.flush();
+  spdlog::info("eval  step {:>6} loss {:.5g}{}", step, loss,
+               m_classification ? fmt::format(" accuracy {:.4f}", line["accuracy"].get<double>())
+                                : std::string());
+  m_eval_seconds += seconds_since(t0);
+  return line;
+}
+
+void Trainer::begin() {
+  fs::create_directories(m_run_dir);
+  {
+    std::ofstream out(m_run_dir / "config.yaml");
+    out << config::to_yaml(m_cfg);
+    if (!out)
+      throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "config.yaml").string()};
+  }
+  setup();
+  m_metrics.open(m_run_dir / "metrics.jsonl", std::ios::trunc);
+  if (!m_metrics) {
+    throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "metrics.jsonl").string()};
+  }
+  spdlog::info("ampctl {}: run '{}' in {}", AMPCTL_VERSION, m_cfg.name, m_run_dir.string());
+  spdlog::info("backend {}, precision {}, loss scaling {}", m_backend->description(),
+               config::to_string(m_cfg.precision), m_scaler->is_enabled() ? "on" : "off");
+  spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
+               m_model->num_params(), m_data.train.size(), m_features,
+               m_data.eval ? fmt::format(", {} eval samples", m_data.eval->size()) : "");
+  spdlog::info("schedule: {}", m_schedule->describe());
+  m_next_step = 1;
+}
+
+bool Trainer::done() const {
+  return m_next_step > m_cfg.training.max_steps;
+}
+
+void Trainer::step() {
+  const int64_t step = m_next_step++;
+  const int64_t max_steps = m_cfg.training.max_steps;
+  const auto t0 = Clock::now();
+  train_step(step);
+  if (static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity || step == max_steps) {
+    m_backend->synchronize();
+    m_train_seconds += seconds_since(t0);
+    flush();
+  } else {
+    m_train_seconds += seconds_since(t0);
+  }
+  const int64_t eval_every = m_cfg.training.eval_every;
+  if (eval_every > 0 && step % eval_every == 0 && step != max_steps) {
+    flush();
+    m_last_eval = evaluate(step);
+  }
+}
+
+TrainOutcome Trainer::finish() {
+  flush();
+  m_last_eval = evaluate(m_steps_done);
+  m_backend->synchronize();
+
+  nlohmann::json summary = {
+      {"name", m_cfg.name},
+      {"steps", m_steps_done},
+      {"skipped_steps", m_skipped},
+      {"final_scale", number(m_final_scale)},
+      {"min_scale", number(m_min_scale)},
+      {"max_scale", number(m_max_scale)},
+      {"final_loss", number(m_final_loss)},
+      {"best_loss", number(m_best_loss)},
+      {"eval", m_last_eval},
+      {"best_eval_loss", m_best_eval_loss ? nlohmann::json(*m_best_eval_loss) : nlohmann::json()},
+      {"best_eval_accuracy", m_best_eval_acc ? nlohmann::json(*m_best_eval_acc) : nlohmann::json()},
+      {"wall_time_s", seconds_since(m_t0)},
+      {"train_time_s", m_train_seconds},
+      {"samples_per_s", m_train_seconds > 0 ? m_samples / m_train_seconds : 0.0},
+      {"backend", m_backend->description()},
+      {"device", m_device},
+      {"precision", config::to_string(m_cfg.precision)},
+      {"scaler_enabled", m_scaler->is_enabled()},
+      {"ampctl_version", AMPCTL_VERSION}};
+  {
+    std::ofstream out(m_run_dir / "summary.json");
+    out << summary.dump(2) << '\n';
+    if (!out)
+      throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "summary.json").string()};
+  }
+  spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
+               m_steps_done, m_skipped, m_final_loss, m_final_scale, seconds_since(m_t0));
+  return TrainOutcome{summary};
+}
+
+TrainOutcome Trainer::run() {
+  begin();
+  while (!done()) step();
+  return finish();
+}
+
+std::string resolve_device(const std::string& device) {
+  if (device == "cpu") return "cpu";
+  if (device == "auto") return cuda_device_count() > 0 ? "cuda:0" : "cpu";
+  int index = 0;
+  if (device.rfind("cuda:", 0) == 0) index = std::stoi(device.substr(5));
+  if (!cuda_compiled()) {
+    throw Error{ErrorKind::config,
+                "device: '" + device + "' requested, but this build has no CUDA backend",
+                "rebuild with -DAMPCTL_CUDA=ON, or set device: cpu (or auto)"};
+  }
+  const int count = cuda_device_count();
+  if (index >= count) {
+    throw Error{ErrorKind::config,
+                "device: '" + device + "' requested, but " +
+                    (count == 0 ? std::string("no usable GPU was found")
+                                : std::to_string(count) + " GPU(s) are usable (cuda:0.." +
+                                      std::to_string(count - 1) + ")"),
+                "set device: cpu (or auto, which falls back to the CPU)"};
+  }
+  return "cuda:" + std::to_string(index);
+}
+
+fs::path choose_run_dir(const config::RunConfig& config, const fs::path& requested) {
+  auto holds_run = [](const fs::path& d) {
+    std::error_code ec;
+    return fs::exists(d / "metrics.jsonl", ec) || fs::exists(d / "summary.json", ec) ||
+           fs::exists(d / "checkpoints", ec);
+  };
+  if (!requested.empty()) {
+    if (holds_run(requested)) {
+      throw Error{ErrorKind::usage, "run directory " + requested.string() + " already holds a run",
+                  "choose another --run-dir, or continue it with 'ampctl resume --checkpoint " +
+                      requested.string() + "'"};
+    }
+    return requested;
+  }
+  const fs::path base = fs::path("runs") / config.name;
+  if (!holds_run(base)) return base;
+  for (int i = 2;; ++i) {
+    fs::path p = fs::path("runs") / (config.name + "-" + std::to_string(i));
+    if (!holds_run(p)) return p;
+  }
+}
+
+Trainer::Trainer(const config::RunConfig& cfg, const fs::path& run_dir)
+    : m_cfg(cfg), m_run_dir(run_dir), m_t0(Clock::now()) {}
+
+Trainer::~Trainer() = default;
+
+TrainOutcome train(const config::RunConfig& config, const fs::path& run_dir) {
+  Trainer trainer(config, run_dir);
+  return trainer.run();
+}
+
+}  // namespace ampctl::train

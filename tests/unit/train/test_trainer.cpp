@@ -1,0 +1,203 @@
+// The training loop end to end on the CPU backend: the scaler's decisions recorded in
+// metrics.jsonl follow SPEC section 3 step by step (re-derived here independently), a skipped step
+// leaves parameters and optimizer state bitwise unchanged, a steady-state step allocates nothing,
+// and the quickstart's loss falls.
+#include "ampctl/train/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <new>
+
+#include "alloc_counter.h"
+#include "ampctl/amp/grad_scaler.h"
+#include "ampctl/backend/backend.h"
+#include "ampctl/nn/model.h"
+#include "ampctl/optim/optimizer.h"
+
+namespace ampctl::train {
+namespace {
+
+namespace fs = std::filesystem;
+using ampctl::testing::g_allocations;
+using ampctl::testing::g_counting;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path d =
+      fs::temp_directory_path() / ("ampctl_test_train_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
+}
+
+const char* kSmall = R"(
+name: small
+seed: 3
+device: cpu
+precision: fp16
+model: {type: mlp, hidden: [32, 32], activation: gelu}
+data:
+  train: {source: synthetic, task: classification, samples: 512, features: 16, classes: 4}
+  batch_size: 32
+optimizer: {type: adamw, lr: 1.0e-3}
+training: {max_steps: 60}
+logging: {every_steps: 7, metrics_every: 1}
+)";
+
+std::vector<nlohmann::json> read_lines(const fs::path& p, const std::string& kind) {
+  std::ifstream in(p);
+  std::vector<nlohmann::json> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.at("kind") == kind) out.push_back(j);
+  }
+  return out;
+}
+
+// SPEC section 3, restated independently in double: the scale after one update.
+struct SpecScaler {
+  double scale, growth, backoff, min_scale, max_scale;
+  int64_t interval, hysteresis;
+  int64_t tracker = 0;
+  int64_t hyst_left;
+  void update(bool found_inf) {
+    if (found_inf) {
+      tracker = 0;
+      hyst_left -= 1;
+      if (hyst_left <= 0) scale = std::max(double(float(scale * backoff)), min_scale);
+    } else if (++tracker == interval) {
+      const double grown = double(float(scale * growth));
+      if (std::isfinite(grown)) scale = std::max(scale, std::min(grown, max_scale));
+      tracker = 0;
+      hyst_left = hysteresis;
+    }
+  }
+};
+
+void check_metrics_follow_spec(const std::vector<std::string>& sets,
+                               int64_t expect_skips_at_least) {
+  const config::RunConfig cfg = config::parse_config(kSmall, "small.yaml", sets);
+  const fs::path dir = fresh_dir("spec");
+  train::train(cfg, dir);
+  const auto lines = read_lines(dir / "metrics.jsonl", "train");
+  ASSERT_EQ(static_cast<int64_t>(lines.size()), cfg.training.max_steps);
+  SpecScaler s{cfg.scaler.init_scale,     cfg.scaler.growth_factor,
+               cfg.scaler.backoff_factor, cfg.scaler.min_scale,
+               cfg.scaler.max_scale,      cfg.scaler.growth_interval,
+               cfg.scaler.hysteresis,     0,
+               cfg.scaler.hysteresis};
+  s.scale = double(float(s.scale));
+  int64_t skips = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const auto& l = lines[i];
+    ASSERT_EQ(l.at("step").get<int64_t>(), static_cast<int64_t>(i + 1));
+    EXPECT_EQ(l.at("scale").get<double>(), s.scale) << "step " << i + 1;
+    const bool found = l.at("found_inf").get<bool>();
+    EXPECT_EQ(l.at("skipped").get<bool>(), found);
+    s.update(found);
+    skips += found;
+    EXPECT_EQ(l.at("growth_tracker").get<int64_t>(), s.tracker) << "step " << i + 1;
+  }
+  EXPECT_GE(skips, expect_skips_at_least);
+  // Injected steps always overflow.
+  for (int64_t step : cfg.debug.inject_nonfinite_at) {
+    EXPECT_TRUE(lines[static_cast<size_t>(step - 1)].at("found_inf").get<bool>()) << step;
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Trainer, MetricsFollowTheScalerRuleOnARealOverflowingRun) {
+  // init_scale 2^40 overflows fp16 gradients for the first steps; growth every 5 clean steps
+  // then provokes more overflows.
+  check_metrics_follow_spec({"scaler.init_scale=1099511627776", "scaler.growth_interval=5"}, 10);
+}
+
+TEST(Trainer, MetricsFollowTheScalerRuleWithInjectionsHysteresisAndBounds) {
+  check_metrics_follow_spec(
+      {"debug.inject_nonfinite_at=[5,6,7,30,41]", "debug.inject_value=nan",
+       "scaler.init_scale=1024", "scaler.growth_interval=3", "scaler.hysteresis=2",
+       "scaler.min_scale=256", "scaler.max_scale=8192"},
+      5);
+}
+
+std::vector<uint8_t> bytes_of(Backend& b, const Tensor& t) {
+  std::vector<uint8_t> v(t.nbytes());
+  b.download(v.data(), t);
+  return v;
+}
+
+TEST(Trainer, SkippedStepLeavesParametersAndOptimizerStateBitwiseUnchanged) {
+  for (const char* opt : {"adamw", "sgd"}) {
+    const config::RunConfig cfg =
+        config::parse_config(kSmall, "small.yaml",
+                             {std::string("optimizer.type=") + opt, "debug.inject_nonfinite_at=[9]",
+                              "training.grad_clip_norm=1.0", "model.dropout=0.1"});
+    const fs::path dir = fresh_dir(std::string("skip_") + opt);
+    Trainer t(cfg, dir);
+    t.begin();
+    while (t.next_step() < 9) t.step();
+    Backend& b = t.backend();
+    const auto params = bytes_of(b, t.model().params());
+    std::vector<std::vector<uint8_t>> state;
+    for (auto& [name, tensor] : t.optimizer().state_tensors()) state.push_back(bytes_of(b, tensor));
+    const double scale = t.scaler().get_scale();
+    t.step();  // step 9: injected
+    EXPECT_EQ(bytes_of(b, t.model().params()), params) << opt;
+    size_t i = 0;
+    for (auto& [name, tensor] : t.optimizer().state_tensors()) {
+      EXPECT_EQ(bytes_of(b, tensor), state[i++]) << opt << " " << name;
+    }
+    EXPECT_EQ(t.scaler().get_scale(), scale / 2);
+    t.step();  // step 10 is clean and moves the parameters
+    EXPECT_NE(bytes_of(b, t.model().params()), params) << opt;
+    fs::remove_all(dir);
+  }
+}
+
+TEST(Trainer, SteadyStateStepAllocatesNothing) {
+  for (const char* prec : {"fp16", "bf16", "fp32"}) {
+    const config::RunConfig cfg = config::parse_config(
+        kSmall, "small.yaml",
+        {std::string("precision=") + prec, "logging.every_steps=1000", "logging.metrics_every=1000",
+         "training.grad_clip_norm=1.0", "model.layer_norm=true", "model.dropout=0.1",
+         "training.grad_accum_steps=2", "debug.inject_nonfinite_at=[12]"});
+    const fs::path dir = fresh_dir(std::string("alloc_") + prec);
+    Trainer t(cfg, dir);
+    t.begin();
+    for (int i = 0; i < 5; ++i) t.step();  // warm-up: workspaces reach their size
+    g_allocations = 0;
+    g_counting = true;
+    for (int i = 0; i < 20; ++i) t.step();
+    g_counting = false;
+    EXPECT_EQ(g_allocations.load(), 0u) << prec << ": heap allocations in steady-state steps";
+    fs::remove_all(dir);
+  }
+}
+
+TEST(Trainer, QuickstartLossFalls) {
+  const std::string path = std::string(AMPCTL_TEST_DATA_DIR) + "/../../configs/quickstart.yaml";
+  const config::RunConfig cfg =
+      config::load_config(path, {"device=cpu", "training.max_steps=200", "logging.every_steps=10",
+                                 "logging.metrics_every=1"});
+  const fs::path dir = fresh_dir("quickstart");
+  const TrainOutcome out = train::train(cfg, dir);
+  const auto lines = read_lines(dir / "metrics.jsonl", "train");
+  double first = 0, last = 0;
+  for (size_t i = 0; i < 10; ++i) first += lines[i].at("loss").get<double>() / 10;
+  for (size_t i = lines.size() - 10; i < lines.size(); ++i)
+    last += lines[i].at("loss").get<double>() / 10;
+  EXPECT_LT(last, 0.5 * first) << "mean loss of the first 10 steps " << first << ", last 10 "
+                               << last;
+  EXPECT_GT(out.summary.at("eval").at("accuracy").get<double>(), 0.7);
+  EXPECT_EQ(out.summary.at("steps").get<int64_t>(), 200);
+  EXPECT_TRUE(fs::exists(dir / "config.yaml"));
+  EXPECT_TRUE(fs::exists(dir / "summary.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ampctl::train
