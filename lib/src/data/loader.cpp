@@ -52,7 +52,7 @@ void DataLoader::start_epoch(int64_t epoch) {
   if (m_shuffle) epoch_permutation(m_seed, epoch, m_order);
 }
 
-int64_t DataLoader::next(float* x, int32_t* labels, float* y) {
+int64_t DataLoader::take(int64_t* first, bool* epoch_ended) {
   const int64_t rows = next_batch_rows();
   const int64_t n = m_data->size();
   const int64_t after = m_position + rows;
@@ -61,9 +61,20 @@ int64_t DataLoader::next(float* x, int32_t* labels, float* y) {
     throw Error{ErrorKind::runtime, "data loader: epoch " + std::to_string(kMaxEpoch) +
                                         " is the last one (the shuffle's draw index is spent)"};
   }
-  gather(*m_data, m_order.data() + m_position, rows, x, labels, y);
+  *first = m_position;
+  *epoch_ended = epoch_ends;
   m_position = after;
   if (epoch_ends) start_epoch(m_epoch + 1);
+  return rows;
+}
+
+int64_t DataLoader::next(float* x, int32_t* labels, float* y) {
+  const int64_t rows = next_batch_rows();
+  // Gather before take(): at an epoch's end take() rewrites the order with the next epoch's.
+  gather(*m_data, m_order.data() + m_position, rows, x, labels, y);
+  int64_t first = 0;
+  bool ended = false;
+  take(&first, &ended);
   return rows;
 }
 

@@ -85,6 +85,34 @@ std::string format_eta(double seconds) {
 
 }  // namespace
 
+Trainer::Resident Trainer::resident(Backend& b, const data::Dataset& d) {
+  // On the CPU the tensors view the data set's own vectors (it lives as long as the trainer);
+  // elsewhere they are copied to the device once.
+  auto wrap = [&](const void* p, const Shape& shape, DType dtype) {
+    const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+    if (b.device().type == DeviceType::cpu) {
+      return Tensor{std::make_shared<Storage>(const_cast<void*>(p), bytes, Device{}, nullptr), 0,
+                    shape, dtype};
+    }
+    return b.from_host(shape, dtype, p);
+  };
+  Resident r;
+  const int64_t n = d.size();
+  r.x = wrap(d.x.data(), {n, d.features}, DType::f32);
+  if (d.task == config::Task::classification) {
+    r.labels = wrap(d.labels.data(), {n}, DType::i32);
+  } else {
+    r.y = wrap(d.y.data(), {n, d.targets}, DType::f32);
+  }
+  return r;
+}
+
+void Trainer::upload_order() {
+  const std::vector<int64_t>& order = m_loader->order();
+  for (size_t i = 0; i < order.size(); ++i) m_order_host[i] = static_cast<int32_t>(order[i]);
+  m_backend->upload(m_order_dev, m_order_host.data(), m_order_dev.nbytes());
+}
+
 void Trainer::setup() {
   m_final_loss = std::numeric_limits<double>::quiet_NaN();
   m_best_loss = std::numeric_limits<double>::infinity();
@@ -109,13 +137,17 @@ void Trainer::setup() {
   m_schedule = std::make_unique<optim::LrSchedule>(m_cfg.scheduler, m_cfg.optimizer.lr,
                                                    m_cfg.training.max_steps);
 
-  m_host_x.resize(static_cast<size_t>(m_batch * m_features));
+  // The data sets live on the backend for the whole run and each batch is gathered there by
+  // the loader's permutation (uploaded once per epoch), so a step copies nothing from the host.
+  m_train_dev = resident(b, train);
+  if (m_data.eval) m_eval_dev = resident(b, *m_data.eval);
+  m_order_host.resize(static_cast<size_t>(train.size()));
+  m_order_dev = b.empty({train.size()}, DType::i32);
+  upload_order();
   m_x = b.empty({m_batch, m_features}, DType::f32);
   if (m_classification) {
-    m_host_labels.resize(static_cast<size_t>(m_batch));
     m_labels = b.empty({m_batch}, DType::i32);
   } else {
-    m_host_y.resize(static_cast<size_t>(m_batch * m_outputs));
     m_y = b.empty({m_batch, m_outputs}, DType::f32);
   }
   m_loss = b.zeros({1}, DType::f32);
@@ -164,19 +196,21 @@ void Trainer::train_step(int64_t step) {
   m_model->zero_grad();
   b.fill(m_loss_acc, 0.0);
   for (int64_t micro = 0; micro < accum; ++micro) {
-    const int64_t rows =
-        m_loader->next(m_host_x.data(), m_classification ? m_host_labels.data() : nullptr,
-                       m_classification ? nullptr : m_host_y.data());
+    int64_t first = 0;
+    bool epoch_ended = false;
+    const int64_t rows = m_loader->take(&first, &epoch_ended);
     const Tensor x = m_x.view(0, {rows, m_features});
-    b.upload(x, m_host_x.data(), x.nbytes());
+    b.gather_rows(m_train_dev.x, m_order_dev, first, x);
     Tensor target;
     if (m_classification) {
       target = m_labels.view(0, {rows});
-      b.upload(target, m_host_labels.data(), target.nbytes());
+      b.gather_rows(m_train_dev.labels, m_order_dev, first, target);
     } else {
       target = m_y.view(0, {rows, m_outputs});
-      b.upload(target, m_host_y.data(), target.nbytes());
+      b.gather_rows(m_train_dev.y, m_order_dev, first, target);
     }
+    // The batch above was gathered with the old order; the new epoch's goes up after it.
+    if (epoch_ended) upload_order();
     m_model->forward(x, rows, /*training=*/true);
     m_model->loss(target, rows, m_loss, Tensor{}, seed);
     m_model->backward(rows);
@@ -273,27 +307,19 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   const auto t0 = Clock::now();
   Backend& b = *m_backend;
   const data::Dataset& eval = *m_data.eval;
-  data::DataLoader loader(eval, m_batch, /*shuffle=*/false, /*drop_last=*/false,
-                          static_cast<uint64_t>(m_cfg.seed));
   Tensor loss_sum = b.zeros({1}, DType::f32);
   Tensor correct = b.zeros({1}, DType::i32);
   Tensor correct_sum = b.zeros({1}, DType::f32);
   Tensor correct_f = b.zeros({1}, DType::f32);
   const int64_t n = eval.size();
   for (int64_t done = 0; done < n;) {
-    const int64_t rows =
-        loader.next(m_host_x.data(), m_classification ? m_host_labels.data() : nullptr,
-                    m_classification ? nullptr : m_host_y.data());
-    const Tensor x = m_x.view(0, {rows, m_features});
-    b.upload(x, m_host_x.data(), x.nbytes());
-    Tensor target;
-    if (m_classification) {
-      target = m_labels.view(0, {rows});
-      b.upload(target, m_host_labels.data(), target.nbytes());
-    } else {
-      target = m_y.view(0, {rows, m_outputs});
-      b.upload(target, m_host_y.data(), target.nbytes());
-    }
+    const int64_t rows = std::min(m_batch, n - done);
+    // Evaluation walks the resident set in stored order: contiguous rows, views only.
+    const Tensor x = m_eval_dev.x.view(static_cast<size_t>(done * m_features), {rows, m_features});
+    const Tensor target =
+        m_classification
+            ? m_eval_dev.labels.view(static_cast<size_t>(done), {rows})
+            : m_eval_dev.y.view(static_cast<size_t>(done * m_outputs), {rows, m_outputs});
     m_model->forward(x, rows, /*training=*/false);
     m_model->loss(target, rows, m_loss, m_classification ? correct : Tensor{}, Tensor{});
     b.add_(loss_sum, m_loss, static_cast<float>(rows));

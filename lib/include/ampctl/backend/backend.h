@@ -109,6 +109,13 @@ class Backend {
                              const Tensor& hysteresis_tracker, const Tensor& found_inf,
                              const amp::ScaleUpdateParams& params) = 0;
 
+  // dst[r, :] := src[index[offset + r], :] for every row r of dst: a batch picked from a data set
+  // resident on this backend. src [N, W] (or [N]) and dst [R, W] (or [R]) share one 4-byte dtype
+  // (f32 or i32); index is i32. The CPU checks every index; the GPU clamps into [0, N) without a
+  // sync (the data loader made the indices).
+  virtual void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
+                           const Tensor& dst) = 0;
+
   // ---- neural-network ops (nn/nn_math.h holds their per-element math) ----
   // y[r, o] := round_y(sum_i float(x[r, i]) * float(w[o, i]) + float(b[o])): a Linear layer,
   // x [R, I], w [O, I], b [O] or undefined, y [R, O]; fp32 accumulation, one rounding (the bias is

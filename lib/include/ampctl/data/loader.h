@@ -39,6 +39,15 @@ class DataLoader {
   // batch_size rows.
   int64_t next(float* x, int32_t* labels, float* y);
 
+  // Advances the cursor by one batch without copying anything: the batch is order()[*first,
+  // *first + rows) of the epoch the call started in. Returns rows. *epoch_ended is set when the
+  // call finished the epoch, after which order() already holds the next epoch's permutation
+  // (for a data set resident on a device: gather the batch with the old order first, then
+  // upload the new one).
+  int64_t take(int64_t* first, bool* epoch_ended);
+  // The current epoch's visiting order (the identity without shuffling).
+  const std::vector<int64_t>& order() const { return m_order; }
+
   int64_t epoch() const { return m_epoch; }
   int64_t position() const { return m_position; }
 

@@ -88,6 +88,12 @@ class Trainer {
     std::vector<HostInfo> info;  // reserved to capacity: no allocation per step
   };
 
+  // A data set as backend tensors (labels for classification, y for regression).
+  struct Resident {
+    Tensor x, labels, y;
+  };
+  static Resident resident(Backend& b, const data::Dataset& d);
+  void upload_order();
   void setup();
   void train_step(int64_t step);
   void flush();
@@ -109,9 +115,10 @@ class Trainer {
   bool m_classification = true;
   int64_t m_features = 0, m_outputs = 0, m_batch = 0;
 
-  // Host staging and device tensors of one micro-batch, sized once.
-  std::vector<float> m_host_x, m_host_y;
-  std::vector<int32_t> m_host_labels;
+  // The resident data sets, the epoch's order (host staging + backend copy) and one batch.
+  Resident m_train_dev, m_eval_dev;
+  std::vector<int32_t> m_order_host;
+  Tensor m_order_dev;
   Tensor m_x, m_labels, m_y;
   Tensor m_loss, m_loss_acc, m_ones, m_seed, m_accum_inv, m_norm, m_coef, m_zero_f;
   std::set<int64_t> m_inject;

@@ -51,6 +51,8 @@ class CpuBackend final : public Backend {
   void cast(const Tensor& src, const Tensor& dst) override;
   void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) override;
   void add_(const Tensor& dst, const Tensor& src, float alpha) override;
+  void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
+                   const Tensor& dst) override;
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha, float beta) override;
   void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;

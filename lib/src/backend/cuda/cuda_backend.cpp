@@ -33,6 +33,7 @@
 #include "device_probe.h"
 #include "elementwise.cuh"
 #include "fill.cuh"
+#include "gather.cuh"
 #include "global_norm.cuh"
 #include "sgd.cuh"
 namespace ampctl::cuda_detail {
@@ -504,6 +505,31 @@ void CudaBackend::sgd_step(const SgdStepArgs& args) {
   p.lowp_type = args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
   DeviceScope scope(m_device.index);
   kernels::launch_sgd_step(p, args.params.numel(), args.hyper, stream());
+}
+
+void CudaBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
+                              const Tensor& dst) {
+  check_here(src, "gather_rows", "src");
+  check_here(index, "gather_rows", "index");
+  check_here(dst, "gather_rows", "dst");
+  index.check_dtype(DType::i32);
+  if (src.dtype() != dst.dtype() || dtype_size(src.dtype()) != 4 || src.rank() < 1 ||
+      dst.rank() != src.rank() || (src.rank() == 2 && src.dim(1) != dst.dim(1)) || src.rank() > 2) {
+    throw Error{ErrorKind::invalid_argument,
+                "gather_rows: src " + src.describe() + " and dst " + dst.describe() +
+                    " must be [N, W] and [R, W] (or [N] and [R]) of one 4-byte dtype"};
+  }
+  const int64_t n = src.dim(0), rows = dst.dim(0);
+  if (offset < 0 || offset + rows > static_cast<int64_t>(index.numel())) {
+    throw Error{ErrorKind::invalid_argument, "gather_rows: rows [" + std::to_string(offset) + ", " +
+                                                 std::to_string(offset + rows) +
+                                                 ") outside the index " + index.describe()};
+  }
+  const int64_t width = n > 0 ? static_cast<int64_t>(src.numel()) / n : 0;
+  DeviceScope scope(m_device.index);
+  kernels::launch_gather_rows(static_cast<const uint32_t*>(src.data()), n, width,
+                              static_cast<const int32_t*>(index.data()) + offset,
+                              static_cast<uint32_t*>(dst.data()), rows, stream());
 }
 
 }  // namespace ampctl::cuda_detail
