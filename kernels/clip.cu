@@ -2,10 +2,9 @@
 // formed in float32 by one thread from the device norm, so clipping needs no host read-back: the
 // caller scales the gradients by the device coefficient (mul_scalar_tensor).
 //
-// Float32 as PyTorch evaluates it: total_norm + 1e-6 adds the float nearest 1e-6 to a float
-// tensor, and `max_norm / tensor` is Tensor.__rtruediv__, i.e. tensor.reciprocal() * max_norm: two
-// roundings (an IEEE reciprocal, nvcc's default -prec-div=true, then the product), not one
-// division. clamp(max=1) propagates NaN (a NaN compares false, so `q > 1 ? 1 : q` keeps it).
+// The formula is nn::clip_coef (nn_math.h), the CPU backend's: PyTorch's reciprocal-then-product
+// (two roundings, nvcc's default -prec-div=true), clamped at 1 with NaN propagated.
+#include "ampctl/nn/nn_math.h"
 #include "clip.cuh"
 
 namespace ampctl::kernels {
@@ -13,8 +12,7 @@ namespace ampctl::kernels {
 // kernels
 
 static __global__ void clip_coef_kernel(const float* norm, float max_norm, float* coef) {
-  const float q = (1.0f / (*norm + 1e-6f)) * max_norm;
-  *coef = q > 1.0f ? 1.0f : q;
+  *coef = nn::clip_coef(*norm, max_norm);
 }
 
 // launchers

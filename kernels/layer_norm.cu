@@ -6,6 +6,8 @@
 //   values, two passes rather than Welford so the CPU's plain loops compute the same quantities);
 //   rstd = 1.0f / sqrtf(var + eps), IEEE division and square root (nvcc's defaults, no fast math),
 //   so it is the CPU's rstd whenever var is; y = round(((x - mean) * rstd) * gamma + beta).
+//   The per-element and per-row formulas here are nn_math.h's layer_norm_* functions, which the
+//   CPU backend calls too; only the reductions are this file's.
 //
 // Backward, PyTorch's CPU LayerNormBackward with a = rstd and scale = 1 / C:
 //   ds = sum_c (dy * gamma) * x, db = sum_c dy * gamma      (warp_sum per row)
@@ -20,6 +22,7 @@
 // Against the CPU the sums differ by float reassociation (a few ulps of the row's magnitudes).
 //
 // Invariants: no atomics; each output element has one writer; no host sync.
+#include "ampctl/nn/nn_math.h"
 #include "device_util.cuh"
 #include "layer_norm.cuh"
 
@@ -48,10 +51,11 @@ static __global__ void __launch_bounds__(kBlockSize)
     sq = sq + d * d;
   }
   const float var = warp_sum(sq) / n;
-  const float rstd = 1.0f / sqrtf(var + eps);
+  const float rstd = nn::layer_norm_rstd(var, eps);
   for (int64_t j = lane; j < cols; j += 32) {
-    const float xhat = (load_float(x, x_type, base + j) - mean) * rstd;
-    store_float(y, y_type, base + j, xhat * gamma[j] + beta[j]);
+    store_float(
+        y, y_type, base + j,
+        nn::layer_norm_forward(load_float(x, x_type, base + j), mean, rstd, gamma[j], beta[j]));
   }
   if (lane == 0) {
     mean_out[r] = mean;
@@ -80,13 +84,14 @@ static __global__ void __launch_bounds__(kBlockSize)
   }
   ds = warp_sum(ds);
   db = warp_sum(db);
-  const float b = (db * mean - ds) * a * a * a * scale;
-  const float c = -b * mean - db * a * scale;
+  const float b = nn::layer_norm_backward_b(ds, db, mean, a, scale);
+  const float c = nn::layer_norm_backward_c(b, db, mean, a, scale);
   // Every lane has read its dy elements above (and the warp_sum orders the passes), so dx may
   // overwrite dy here.
   for (int64_t j = lane; j < cols; j += 32) {
     const float g = load_float(dy, dy_type, base + j);
-    store_float(dx, dx_type, base + j, a * g * gamma[j] + b * load_float(x, x_type, base + j) + c);
+    store_float(dx, dx_type, base + j,
+                nn::layer_norm_backward_dx(a, g, gamma[j], b, load_float(x, x_type, base + j), c));
   }
 }
 
@@ -102,7 +107,7 @@ static __global__ void __launch_bounds__(kColTile* kRowThreads)
       [&](int64_t r, int64_t c, float(&v)[2]) {
         const size_t i = static_cast<size_t>(r * cols + c);
         const float g = load_float(dy, dy_type, i);
-        v[0] = g * ((load_float(x, x_type, i) - mean[r]) * rstd[r]);
+        v[0] = g * nn::layer_norm_xhat(load_float(x, x_type, i), mean[r], rstd[r]);
         v[1] = g;
       },
       rows, cols, sums);

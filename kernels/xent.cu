@@ -7,11 +7,13 @@
 //      warp combines (value, index) pairs, keeping the larger value and, on ties, the smaller
 //      index;
 //   2. sum of expf(x - max), reduced by warp_sum (a fixed xor butterfly); lse = logf(sum);
-//   3. when dlogits is wanted: log_softmax_j = (x_j - max) - lse and
-//      dlogits_j = round(nn::xent_grad(log_softmax_j, j == label, c)), c = -grad_scale / R.
-// Lane 0 stores the row's loss -((x_label - max) - lse) and whether argmax == label into the
-// workspace ([R] floats, then [R] i32). Labels are clamped into [0, C): the data loader has already
-// validated them, and checking here would need a sync.
+//   3. when dlogits is wanted: log_softmax_j = nn::xent_log_softmax(x_j, max, lse), i.e.
+//      (x_j - max) - lse, and dlogits_j = round(nn::xent_grad(log_softmax_j, j == label, c)),
+//      c = -grad_scale / R.
+// Lane 0 stores the row's loss nn::xent_row_loss(log_softmax_label) = -((x_label - max) - lse)
+// (the per-element formulas are nn_math.h's, the CPU backend's) and whether argmax == label into
+// the workspace ([R] floats, then [R] i32). Labels are clamped into [0, C): the data loader has
+// already validated them, and checking here would need a sync.
 //
 // Finalize kernel: one block sums the R row losses (each thread a strided share in row order, then
 // block_tree_sum) and divides by R; the correct counts the same way in i32 (exact). Every order is
@@ -82,12 +84,12 @@ static __global__ void __launch_bounds__(kBlockSize)
   if (p.dlogits != nullptr) {
     const float c = -*p.grad_scale / static_cast<float>(rows);
     for (int64_t j = lane; j < cols; j += 32) {
-      const float log_softmax = (logit(j) - max) - lse;
+      const float log_softmax = nn::xent_log_softmax(logit(j), max, lse);
       store_float(p.dlogits, p.dlogits_type, base + j, nn::xent_grad(log_softmax, j == label, c));
     }
   }
   if (lane == 0) {
-    row_loss[r] = -((logit(label) - max) - lse);
+    row_loss[r] = nn::xent_row_loss(nn::xent_log_softmax(logit(label), max, lse));
     row_correct[r] = best_j == label ? 1 : 0;
   }
 }

@@ -206,12 +206,12 @@ data:
   batch_size: $batch
 optimizer: {type: adamw, lr: 1.0e-3}
 training: {max_steps: $steps}
-logging: {every_steps: 100}
+logging: {every_steps: 20}
 YAML
   run_step "ampctl_$name" 200 "$B/ampctl" train --config "$B/bench_$name.yaml" --run-dir "$RUNS/bench_$name"
   local a_ms="?" t_ms="?"
   if [[ -f $RUNS/bench_$name/summary.json ]]; then
-    a_ms=$(python3 -c "import json;s=json.load(open('$RUNS/bench_$name/summary.json'));print('%.3f'%($batch/s['samples_per_s']*1e3))")
+    a_ms=$(python3 -c "import json;s=json.load(open('$RUNS/bench_$name/summary.json'));print('%.3f'%s['steady_step_ms'])")
     details[-1]="step $a_ms ms"
   fi
   if ((HAVE_TORCH)); then

@@ -378,13 +378,22 @@ void Trainer::step() {
   const int64_t step = m_next_step++;
   const int64_t max_steps = m_cfg.training.max_steps;
   const auto t0 = Clock::now();
+  const int64_t samples_before = m_samples;
   train_step(step);
-  if (static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity || step == max_steps) {
-    m_backend->synchronize();
-    m_train_seconds += seconds_since(t0);
+  const bool flush_now =
+      static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity || step == max_steps;
+  if (flush_now) m_backend->synchronize();
+  const double dt = seconds_since(t0);
+  m_train_seconds += dt;
+  if (m_steady) {
+    m_steady_seconds += dt;
+    m_steady_samples += m_samples - samples_before;
+  }
+  if (flush_now) {
+    // Steady state starts after the first logging interval: first-use costs (cuBLASLt
+    // heuristics, workspaces, page faults) are behind, and the device has just been drained.
+    m_steady = true;
     flush();
-  } else {
-    m_train_seconds += seconds_since(t0);
   }
   const int64_t eval_every = m_cfg.training.eval_every;
   if (eval_every > 0 && step % eval_every == 0 && step != max_steps) {
@@ -413,6 +422,15 @@ TrainOutcome Trainer::finish() {
       {"wall_time_s", seconds_since(m_t0)},
       {"train_time_s", m_train_seconds},
       {"samples_per_s", m_train_seconds > 0 ? m_samples / m_train_seconds : 0.0},
+      {"steady_samples_per_s", m_steady_seconds > 0
+                                   ? nlohmann::json(m_steady_samples / m_steady_seconds)
+                                   : nlohmann::json()},
+      {"steady_step_ms",
+       m_steady_seconds > 0 && m_steady_samples > 0
+           ? nlohmann::json(m_steady_seconds * 1e3 * static_cast<double>(m_batch) /
+                            static_cast<double>(m_steady_samples) /
+                            static_cast<double>(m_cfg.training.grad_accum_steps))
+           : nlohmann::json()},
       {"backend", m_backend->description()},
       {"device", m_device},
       {"precision", config::to_string(m_cfg.precision)},

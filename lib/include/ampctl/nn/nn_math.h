@@ -67,6 +67,20 @@ AMPCTL_HD float dropout_scale(float p) {
   return 1.0f / (1.0f - p);
 }
 
+// Softmax cross-entropy, PyTorch's log_softmax + nll_loss. log_softmax of logit x given the row's
+// max (the value at torch.argmax, which shifts the exponentials) and lse = log(sum(exp(x - max))):
+// (x - max) - lse, subtracting the max first as PyTorch does, so a large logit loses no digits
+// before the lse is taken off. The sums behind lse stay with the callers (their orders differ).
+AMPCTL_HD float xent_log_softmax(float x, float max, float lse) {
+  return (x - max) - lse;
+}
+
+// One row's nll_loss term, -log_softmax of the target logit. The callers add the terms (adding
+// the negation is bitwise a subtraction) and divide by the row count.
+AMPCTL_HD float xent_row_loss(float log_softmax_target) {
+  return -log_softmax_target;
+}
+
 // Softmax cross-entropy gradient for one logit, as PyTorch's log_softmax_backward of
 // nll_loss_backward with reduction 'mean': c = -grad_scale / batch, then
 // d = (j == target ? c : 0) - exp(log_softmax_j) * c.
@@ -78,6 +92,50 @@ AMPCTL_HD float xent_grad(float log_softmax_j, bool is_target, float c) {
 // (2 / numel) * (pred - target) * grad_scale.
 AMPCTL_HD float mse_grad(float pred, float target, float two_over_n, float grad_scale) {
   return two_over_n * (pred - target) * grad_scale;
+}
+
+// LayerNorm over a row with its mean and the biased variance var of the centred values:
+// rstd = 1 / sqrt(var + eps), an IEEE square root and then an IEEE division (two roundings, as
+// PyTorch's CPU kernel; nvcc's -prec-div/-prec-sqrt defaults, no rsqrtf, so the CPU and the GPU
+// agree whenever var does).
+AMPCTL_HD float layer_norm_rstd(float var, float eps) {
+  return 1.0f / sqrtf(var + eps);
+}
+
+// The normalised value (x - mean) * rstd, shared by the forward output and the gamma gradient.
+AMPCTL_HD float layer_norm_xhat(float x, float mean, float rstd) {
+  return (x - mean) * rstd;
+}
+
+// The forward output ((x - mean) * rstd) * gamma + beta, left to right, no fused multiply-add
+// (the build turns contraction off on both sides).
+AMPCTL_HD float layer_norm_forward(float x, float mean, float rstd, float gamma, float beta) {
+  return layer_norm_xhat(x, mean, rstd) * gamma + beta;
+}
+
+// LayerNorm backward as PyTorch's CPU layer_norm_backward_frame, per row with a = rstd,
+// scale = 1 / C (one float division by the caller), ds = sum dy * gamma * x, db = sum dy * gamma:
+//   b = (db * mean - ds) * a * a * a * scale,   c = -b * mean - db * a * scale,
+//   dx = a * dy * gamma + b * x + c,
+// each left to right as PyTorch's loop writes it (a^3 as three products, not powf).
+AMPCTL_HD float layer_norm_backward_b(float ds, float db, float mean, float a, float scale) {
+  return (db * mean - ds) * a * a * a * scale;
+}
+AMPCTL_HD float layer_norm_backward_c(float b, float db, float mean, float a, float scale) {
+  return -b * mean - db * a * scale;
+}
+AMPCTL_HD float layer_norm_backward_dx(float a, float dy, float gamma, float b, float x, float c) {
+  return a * dy * gamma + b * x + c;
+}
+
+// clip_grad_norm_'s coefficient clamp(max_norm / (norm + 1e-6), max=1) as PyTorch evaluates it in
+// float: norm + 1e-6 adds the float nearest 1e-6, and `max_norm / tensor` is Tensor.__rtruediv__,
+// i.e. tensor.reciprocal() * max_norm: two roundings (an IEEE reciprocal, nvcc's default
+// -prec-div=true, then the product), not one division. clamp(max=1) keeps a NaN: a NaN compares
+// false, so `q > 1 ? 1 : q` returns it.
+AMPCTL_HD float clip_coef(float norm, float max_norm) {
+  const float q = (1.0f / (norm + 1e-6f)) * max_norm;
+  return q > 1.0f ? 1.0f : q;
 }
 
 }  // namespace ampctl::nn

@@ -131,6 +131,9 @@ class Trainer {
   double m_final_loss = 0, m_best_loss = 0;
   double m_final_scale = 1.0, m_min_scale = 0, m_max_scale = 0;
   double m_train_seconds = 0, m_eval_seconds = 0;
+  bool m_steady = false;  // past the first logging interval
+  double m_steady_seconds = 0;
+  int64_t m_steady_samples = 0;
   nlohmann::json m_last_eval;
   std::optional<double> m_best_eval_loss;
   std::optional<double> m_best_eval_acc;

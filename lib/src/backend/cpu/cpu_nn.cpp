@@ -17,6 +17,7 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
+#include "ampctl/nn/nn_math.h"
 #include "cpu_backend.h"
 
 namespace ampctl::cpu {
@@ -235,8 +236,8 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
     float sum = 0.0f;
     for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
     const float lse = logf(sum);
-    for (int64_t j = 0; j < cols; ++j) ls[j] = (row[j] - mx) - lse;
-    loss_sum = loss_sum - ls[target];
+    for (int64_t j = 0; j < cols; ++j) ls[j] = nn::xent_log_softmax(row[j], mx, lse);
+    loss_sum = loss_sum + nn::xent_row_loss(ls[target]);
     if (arg == target) ++hits;
     if (dp) {
       for (int64_t j = 0; j < cols; ++j) dp[r * cols + j] = nn::xent_grad(ls[j], j == target, c);
@@ -311,8 +312,10 @@ void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
       const float d = row[j] - mu;
       sq = sq + d * d;
     }
-    const float rs = 1.0f / sqrtf(sq / n + eps);
-    for (int64_t j = 0; j < cols; ++j) yp[r * cols + j] = ((row[j] - mu) * rs) * g[j] + b[j];
+    const float rs = nn::layer_norm_rstd(sq / n, eps);
+    for (int64_t j = 0; j < cols; ++j) {
+      yp[r * cols + j] = nn::layer_norm_forward(row[j], mu, rs, g[j], b[j]);
+    }
     mp[r] = mu;
     rp[r] = rs;
   }
@@ -373,13 +376,14 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
         ds = ds + dyg * xr[j];
         db = db + dyg;
       }
-      const float b = (db * mu - ds) * a * a * a * scale;
-      const float c = -b * mu - db * a * scale;
+      const float b = nn::layer_norm_backward_b(ds, db, mu, a, scale);
+      const float c = nn::layer_norm_backward_c(b, db, mu, a, scale);
       float* dxr = dxp + r * cols;
-      for (int64_t j = 0; j < cols; ++j) dxr[j] = a * dyr[j] * g[j] + b * xr[j] + c;
+      for (int64_t j = 0; j < cols; ++j)
+        dxr[j] = nn::layer_norm_backward_dx(a, dyr[j], g[j], b, xr[j], c);
     }
     for (int64_t j = 0; j < cols; ++j) {
-      pg[j] = pg[j] + dyr[j] * ((xr[j] - mu) * a);
+      pg[j] = pg[j] + dyr[j] * nn::layer_norm_xhat(xr[j], mu, a);
       pb[j] = pb[j] + dyr[j];
     }
   }
@@ -397,12 +401,8 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
 void CpuBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) {
   check_scalar(norm, DType::f32, "clip_coef norm");
   check_scalar(coef, DType::f32, "clip_coef coef");
-  // clip_grad_norm_ computes max_norm / (total_norm + 1e-6) with a tensor divisor, which
-  // Tensor.__rtruediv__ evaluates as (total_norm + 1e-6).reciprocal() * max_norm: two float
-  // roundings, the Python scalars rounded to float. torch.clamp(max=1.0) keeps a NaN, and so does
-  // `q > 1 ? 1 : q`.
-  const float q = (1.0f / (*norm.data_as<float>() + 1e-6f)) * max_norm;
-  *coef.data_as<float>() = q > 1.0f ? 1.0f : q;
+  // nn::clip_coef: clip_grad_norm_'s reciprocal-then-product, clamped at 1 with NaN kept.
+  *coef.data_as<float>() = nn::clip_coef(*norm.data_as<float>(), max_norm);
 }
 
 }  // namespace ampctl::cpu
