@@ -40,4 +40,23 @@ int32_t Backend::read_scalar_i32(const Tensor& t) {
   return v;
 }
 
+int64_t Backend::check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
+                                   const Tensor& dst) {
+  index.check_dtype(DType::i32);
+  if (src.dtype() != dst.dtype() || dtype_size(src.dtype()) != 4 || src.rank() < 1 ||
+      src.rank() > 2 || dst.rank() != src.rank() || (src.rank() == 2 && src.dim(1) != dst.dim(1))) {
+    throw Error{ErrorKind::invalid_argument,
+                "gather_rows: src " + src.describe() + " and dst " + dst.describe() +
+                    " must be [N, W] and [R, W] (or [N] and [R]) of one 4-byte dtype"};
+  }
+  const int64_t rows = dst.dim(0);
+  if (offset < 0 || offset + rows > static_cast<int64_t>(index.numel())) {
+    throw Error{ErrorKind::invalid_argument, "gather_rows: rows [" + std::to_string(offset) + ", " +
+                                                 std::to_string(offset + rows) +
+                                                 ") outside the index " + index.describe()};
+  }
+  const int64_t n = src.dim(0);
+  return n > 0 ? static_cast<int64_t>(src.numel()) / n : 0;
+}
+
 }  // namespace ampctl

@@ -73,42 +73,14 @@ void Adam::step_amp(const Tensor& found_inf, const Tensor& inv_scale) {
 }
 
 nlohmann::json Adam::state_dict() const {
-  nlohmann::json groups = nlohmann::json::array();
-  for (size_t i = 0; i < param_groups().size(); ++i) {
-    groups.push_back(
-        {{"lr", param_groups()[i].lr}, {"step", backend().read_scalar_i32(m_steps[i])}});
-  }
+  const nlohmann::json groups = groups_state(m_steps);
   return {{"type", type_name(m_options)},   {"betas", {m_options.beta1, m_options.beta2}},
           {"eps", m_options.eps},           {"weight_decay", m_options.weight_decay},
           {"maximize", m_options.maximize}, {"param_groups", groups}};
 }
 
 void Adam::load_state_dict(const nlohmann::json& state) {
-  const std::string want = type_name(m_options);
-  if (!state.is_object() || !state.contains("type") || !state.at("type").is_string() ||
-      state.at("type").get<std::string>() != want) {
-    throw Error{ErrorKind::input,
-                "optimizer state: expected an object with \"type\": \"" + want + "\""};
-  }
-  const nlohmann::json& groups =
-      state.contains("param_groups") ? state.at("param_groups") : nlohmann::json();
-  if (!groups.is_array() || groups.size() != param_groups().size()) {
-    throw Error{ErrorKind::input, "optimizer state: 'param_groups' must be an array of " +
-                                      std::to_string(param_groups().size()) + " groups"};
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const nlohmann::json& g = groups[i];
-    if (!g.is_object() || !g.contains("lr") || !g.at("lr").is_number() || !g.contains("step") ||
-        !g.at("step").is_number_integer() || g.at("step").get<int64_t>() < 0 ||
-        g.at("step").get<int64_t>() > 2147483647) {
-      throw Error{ErrorKind::input, "optimizer state: param group " + std::to_string(i) +
-                                        " needs a number 'lr' and an integer 'step' >= 0"};
-    }
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    param_groups()[i].lr = groups[i].at("lr").get<double>();
-    backend().fill(m_steps[i], static_cast<double>(groups[i].at("step").get<int64_t>()));
-  }
+  load_groups_state(state, type_name(m_options), m_steps);
 }
 
 std::vector<std::pair<std::string, Tensor>> Adam::state_tensors() const {

@@ -66,11 +66,7 @@ void Sgd::step_amp(const Tensor& found_inf, const Tensor& inv_scale) {
 }
 
 nlohmann::json Sgd::state_dict() const {
-  nlohmann::json groups = nlohmann::json::array();
-  for (size_t i = 0; i < param_groups().size(); ++i) {
-    groups.push_back(
-        {{"lr", param_groups()[i].lr}, {"step", backend().read_scalar_i32(m_steps[i])}});
-  }
+  const nlohmann::json groups = groups_state(m_steps);
   return {{"type", "sgd"},
           {"momentum", m_options.momentum},
           {"dampening", m_options.dampening},
@@ -81,27 +77,7 @@ nlohmann::json Sgd::state_dict() const {
 }
 
 void Sgd::load_state_dict(const nlohmann::json& state) {
-  if (!state.is_object() || state.value("type", std::string{}) != "sgd") {
-    throw Error{ErrorKind::input, "optimizer state: expected an object with \"type\": \"sgd\""};
-  }
-  const nlohmann::json& groups =
-      state.contains("param_groups") ? state.at("param_groups") : nlohmann::json();
-  if (!groups.is_array() || groups.size() != param_groups().size()) {
-    throw Error{ErrorKind::input, "optimizer state: 'param_groups' must be an array of " +
-                                      std::to_string(param_groups().size()) + " groups"};
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    const nlohmann::json& g = groups[i];
-    if (!g.is_object() || !g.contains("lr") || !g.at("lr").is_number() || !g.contains("step") ||
-        !g.at("step").is_number_integer() || g.at("step").get<int64_t>() < 0) {
-      throw Error{ErrorKind::input, "optimizer state: param group " + std::to_string(i) +
-                                        " needs a number 'lr' and an integer 'step' >= 0"};
-    }
-  }
-  for (size_t i = 0; i < groups.size(); ++i) {
-    param_groups()[i].lr = groups[i].at("lr").get<double>();
-    backend().fill(m_steps[i], static_cast<double>(groups[i].at("step").get<int64_t>()));
-  }
+  load_groups_state(state, "sgd", m_steps);
 }
 
 std::vector<std::pair<std::string, Tensor>> Sgd::state_tensors() const {

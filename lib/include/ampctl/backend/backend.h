@@ -170,6 +170,11 @@ class Backend {
   virtual void sgd_step(const SgdStepArgs& args) = 0;
   // One fused Adam / AdamW step (optim/adam_math.h), skipped as sgd_step is.
   virtual void adam_step(const AdamStepArgs& args) = 0;
+
+ protected:
+  // gather_rows' argument checks, shared by the implementations; returns the row width W.
+  static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
+                                   const Tensor& dst);
 };
 
 // The CPU backend. threads <= 0 means one per core.

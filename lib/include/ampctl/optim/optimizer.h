@@ -48,6 +48,15 @@ class Optimizer {
  protected:
   Optimizer(Backend& backend, std::vector<ParamGroup> groups);
 
+  // The "param_groups" array of a state_dict: each group's lr and its step counter (i32[1] per
+  // group in `steps`), read from the device.
+  nlohmann::json groups_state(const std::vector<Tensor>& steps) const;
+  // Checks that `state` is an object of this `type` with one {lr, step} entry per group, then
+  // restores them (lr into the groups, step into `steps`). Throws Error{input} and changes
+  // nothing when anything is missing or mistyped.
+  void load_groups_state(const nlohmann::json& state, const std::string& type,
+                         const std::vector<Tensor>& steps);
+
  private:
   Backend* m_backend;
   std::vector<ParamGroup> m_groups;

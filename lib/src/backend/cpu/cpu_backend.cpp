@@ -435,20 +435,8 @@ void CpuBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t off
   check_cpu(src, "gather_rows src");
   check_cpu(index, "gather_rows index");
   check_cpu(dst, "gather_rows dst");
-  index.check_dtype(DType::i32);
-  if (src.dtype() != dst.dtype() || dtype_size(src.dtype()) != 4 || src.rank() < 1 ||
-      dst.rank() != src.rank() || (src.rank() == 2 && src.dim(1) != dst.dim(1)) || src.rank() > 2) {
-    throw Error{ErrorKind::invalid_argument,
-                "gather_rows: src " + src.describe() + " and dst " + dst.describe() +
-                    " must be [N, W] and [R, W] (or [N] and [R]) of one 4-byte dtype"};
-  }
+  const size_t row_bytes = static_cast<size_t>(check_gather_rows(src, index, offset, dst)) * 4;
   const int64_t n = src.dim(0), rows = dst.dim(0);
-  if (offset < 0 || offset + rows > static_cast<int64_t>(index.numel())) {
-    throw Error{ErrorKind::invalid_argument, "gather_rows: rows [" + std::to_string(offset) + ", " +
-                                                 std::to_string(offset + rows) +
-                                                 ") outside the index " + index.describe()};
-  }
-  const size_t row_bytes = n > 0 ? src.nbytes() / static_cast<size_t>(n) : 0;
   const int32_t* idx = index.data_as<int32_t>() + offset;
   const char* from = static_cast<const char*>(src.data());
   char* to = static_cast<char*>(dst.data());

@@ -512,20 +512,8 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t of
   check_here(src, "gather_rows", "src");
   check_here(index, "gather_rows", "index");
   check_here(dst, "gather_rows", "dst");
-  index.check_dtype(DType::i32);
-  if (src.dtype() != dst.dtype() || dtype_size(src.dtype()) != 4 || src.rank() < 1 ||
-      dst.rank() != src.rank() || (src.rank() == 2 && src.dim(1) != dst.dim(1)) || src.rank() > 2) {
-    throw Error{ErrorKind::invalid_argument,
-                "gather_rows: src " + src.describe() + " and dst " + dst.describe() +
-                    " must be [N, W] and [R, W] (or [N] and [R]) of one 4-byte dtype"};
-  }
+  const int64_t width = check_gather_rows(src, index, offset, dst);
   const int64_t n = src.dim(0), rows = dst.dim(0);
-  if (offset < 0 || offset + rows > static_cast<int64_t>(index.numel())) {
-    throw Error{ErrorKind::invalid_argument, "gather_rows: rows [" + std::to_string(offset) + ", " +
-                                                 std::to_string(offset + rows) +
-                                                 ") outside the index " + index.describe()};
-  }
-  const int64_t width = n > 0 ? static_cast<int64_t>(src.numel()) / n : 0;
   DeviceScope scope(m_device.index);
   kernels::launch_gather_rows(static_cast<const uint32_t*>(src.data()), n, width,
                               static_cast<const int32_t*>(index.data()) + offset,
