@@ -5,12 +5,25 @@
 #include <memory>
 
 #include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
+#include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
 
 namespace ampctl::app {
 
 namespace {
+
+// A run stopped by SIGINT / SIGTERM (Error{interrupted}, thrown after its checkpoint was
+// written): prints the message and returns 130 / 143. Call from a catch handler: any other error
+// is rethrown to main.
+int interrupted_exit(const Error& e) {
+  if (e.kind() != ErrorKind::interrupted) throw;
+  std::fprintf(stderr, "%s\n", e.what());
+  if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  const int signo = train::stop_signal();
+  return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
+}
 
 struct TrainOptions {
   std::string config;
@@ -23,7 +36,12 @@ int run_train(const TrainOptions& options) {
   const config::RunConfig resolved = config::load_config(options.config, options.sets);
   if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
   const auto dir = train::choose_run_dir(resolved, options.run_dir);
-  train::train(resolved, dir);
+  train::install_stop_handlers();
+  try {
+    train::train(resolved, dir);
+  } catch (const Error& e) {
+    return interrupted_exit(e);
+  }
   return 0;
 }
 

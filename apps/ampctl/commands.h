@@ -35,5 +35,6 @@ void register_validate(CLI::App& app, Commands& commands);
 void register_inspect(CLI::App& app, Commands& commands);
 void register_export(CLI::App& app, Commands& commands);
 void register_train(CLI::App& app, Commands& commands);
+void register_resume(CLI::App& app, Commands& commands);
 
 }  // namespace ampctl::app

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   ampctl::app::Commands commands;
   ampctl::app::register_train(app, commands);
+  ampctl::app::register_resume(app, commands);
   ampctl::app::register_validate(app, commands);
   ampctl::app::register_inspect(app, commands);
   ampctl::app::register_export(app, commands);

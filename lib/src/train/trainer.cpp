@@ -5,21 +5,26 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <set>
+#include <sstream>
+#include <string>
 
 #include "ampctl/amp/grad_scaler.h"
 #include "ampctl/backend/backend.h"
 #include "ampctl/build_info.h"
+#include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/data/dataset.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/optim/sgd.h"
+#include "ampctl/train/signals.h"
 
 namespace ampctl::train {
 namespace {
@@ -81,6 +86,88 @@ std::string format_eta(double seconds) {
   std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
                 static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
   return buf;
+}
+
+// Checkpoint metrics hold doubles that may be infinite or NaN (a best loss before any finite
+// one): JSON has no spelling for them, so they are stored as ".inf", "-.inf", ".nan".
+nlohmann::json encode_double(double v) {
+  if (std::isnan(v)) return ".nan";
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
+  return v;
+}
+
+double decode_double(const nlohmann::json& j, const char* key) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s == ".nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == ".inf") return std::numeric_limits<double>::infinity();
+    if (s == "-.inf") return -std::numeric_limits<double>::infinity();
+  }
+  throw Error{ErrorKind::input,
+              std::string("checkpoint metrics: '") + key + "' must be a number, got " + j.dump()};
+}
+
+const nlohmann::json& member(const nlohmann::json& j, const char* section, const char* key) {
+  if (!j.is_object() || !j.contains(key)) {
+    throw Error{ErrorKind::input,
+                std::string("checkpoint ") + section + ": missing key '" + key + "'"};
+  }
+  return j.at(key);
+}
+
+int64_t member_int(const nlohmann::json& j, const char* section, const char* key) {
+  const nlohmann::json& v = member(j, section, key);
+  if (!v.is_number_integer()) {
+    throw Error{ErrorKind::input, std::string("checkpoint ") + section + ": '" + key +
+                                      "' must be an integer, got " + v.dump()};
+  }
+  return v.get<int64_t>();
+}
+
+std::vector<checkpoint::NamedTensor> download_all(
+    Backend& b, const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  std::vector<checkpoint::NamedTensor> out;
+  out.reserve(tensors.size());
+  for (const auto& [name, t] : tensors)
+    out.push_back(checkpoint::from_host_tensor(name, b.to_host(t)));
+  return out;
+}
+
+std::string shape_text(const Shape& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// Uploads `stored` into `targets` (same names, order, dtypes and shapes, else Error{input}).
+void upload_all(Backend& b, const std::vector<std::pair<std::string, Tensor>>& targets,
+                const std::vector<checkpoint::NamedTensor>& stored, const char* section) {
+  if (stored.size() != targets.size()) {
+    throw Error{ErrorKind::input,
+                std::string("checkpoint ") + section + ": " + std::to_string(stored.size()) +
+                    " tensors, the model needs " + std::to_string(targets.size()),
+                "the checkpoint was written for another model or optimizer configuration"};
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto& [name, t] = targets[i];
+    const checkpoint::NamedTensor& s = stored[i];
+    if (s.name != name) {
+      throw Error{ErrorKind::input, std::string("checkpoint ") + section + ": tensor " +
+                                        std::to_string(i) + " is '" + s.name + "', expected '" +
+                                        name + "'"};
+    }
+    if (s.dtype != t.dtype() || s.shape != t.shape()) {
+      throw Error{ErrorKind::input,
+                  std::string("checkpoint ") + section + ": tensor '" + name + "' is " +
+                      dtype_name(s.dtype) + " " + shape_text(s.shape) + ", expected " +
+                      dtype_name(t.dtype()) + " " + shape_text(t.shape()),
+                  "the checkpoint was written for another model configuration"};
+    }
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    b.upload(targets[i].second, stored[i].data.data(), stored[i].data.size());
+  }
 }
 
 }  // namespace
@@ -313,6 +400,13 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   Tensor correct_f = b.zeros({1}, DType::f32);
   const int64_t n = eval.size();
   for (int64_t done = 0; done < n;) {
+    if (stop_signal() != 0) {
+      // A long evaluation must not hold a stop request up: the caller checkpoints, and the
+      // resumed run evaluates this step again from the start.
+      m_eval_pending = true;
+      m_eval_seconds += seconds_since(t0);
+      return m_last_eval;
+    }
     const int64_t rows = std::min(m_batch, n - done);
     // Evaluation walks the resident set in stored order: contiguous rows, views only.
     const Tensor x = m_eval_dev.x.view(static_cast<size_t>(done * m_features), {rows, m_features});
@@ -368,6 +462,175 @@ void Trainer::begin() {
                m_data.eval ? fmt::format(", {} eval samples", m_data.eval->size()) : "");
   spdlog::info("schedule: {}", m_schedule->describe());
   m_next_step = 1;
+  if (const int sig = stop_signal()) stop(sig);  // it came while the data loaded
+}
+
+checkpoint::CheckpointData Trainer::checkpoint_data() {
+  flush();
+  Backend& b = *m_backend;
+  checkpoint::CheckpointData d;
+  d.step = m_next_step - 1;
+  d.config = config::to_json(m_cfg);
+  d.scaler = m_scaler->state_dict();
+  d.model = download_all(b, m_model->state_tensors());
+  d.optimizer = m_opt->state_dict();
+  d.optimizer_tensors = download_all(b, m_opt->state_tensors());
+  nlohmann::json sched_type = nullptr;
+  if (d.config.contains("scheduler") && d.config["scheduler"].contains("type")) {
+    sched_type = d.config["scheduler"]["type"];
+  }
+  d.scheduler = {{"type", sched_type}, {"last_step", d.step}};
+  d.rng = m_model->rng_state();
+  d.data = m_loader->state();
+  d.metrics = {
+      {"steps_done", m_steps_done},
+      {"skipped", m_skipped},
+      {"samples", m_samples},
+      {"final_loss", encode_double(m_final_loss)},
+      {"best_loss", encode_double(m_best_loss)},
+      {"final_scale", encode_double(m_final_scale)},
+      {"min_scale", encode_double(m_min_scale)},
+      {"max_scale", encode_double(m_max_scale)},
+      {"train_seconds", m_train_seconds},
+      {"eval_seconds", m_eval_seconds},
+      {"steady", m_steady},
+      {"steady_seconds", m_steady_seconds},
+      {"steady_samples", m_steady_samples},
+      {"wall_time_s", seconds_since(m_t0)},
+      {"last_eval", m_last_eval},
+      {"best_eval_loss", m_best_eval_loss ? nlohmann::json(*m_best_eval_loss) : nlohmann::json()},
+      {"best_eval_accuracy",
+       m_best_eval_acc ? nlohmann::json(*m_best_eval_acc) : nlohmann::json()}};
+  if (m_eval_pending) d.metrics["pending_eval"] = true;
+  if (std::isfinite(m_final_loss)) d.metrics["last_loss"] = m_final_loss;
+  return d;
+}
+
+fs::path Trainer::write_checkpoint() {
+  const checkpoint::CheckpointData d = checkpoint_data();
+  const fs::path path = checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last);
+  m_last_checkpoint = d.step;
+  spdlog::info("checkpoint: {}", path.string());
+  return path;
+}
+
+void Trainer::restore(const checkpoint::CheckpointData& ck) {
+  Backend& b = *m_backend;
+  upload_all(b, m_model->state_tensors(), ck.model, "model");
+  m_model->sync_lowp();
+  m_opt->load_state_dict(ck.optimizer);
+  upload_all(b, m_opt->state_tensors(), ck.optimizer_tensors, "optimizer");
+  // The scaler's tensors exist (setup() ran its first scale()): load_state_dict fills them.
+  if (m_scaler->is_enabled()) {
+    m_scaler->load_state_dict(ck.scaler);
+  } else if (!ck.scaler.empty()) {
+    throw Error{ErrorKind::input, "checkpoint scaler: holds a state but loss scaling is off"};
+  }
+  m_loader->restore(ck.data);
+  upload_order();
+  m_model->set_rng_state(ck.rng);
+
+  const nlohmann::json& m = ck.metrics;
+  const char* sec = "metrics";
+  m_steps_done = member_int(m, sec, "steps_done");
+  m_skipped = member_int(m, sec, "skipped");
+  m_samples = member_int(m, sec, "samples");
+  m_final_loss = decode_double(member(m, sec, "final_loss"), "final_loss");
+  m_best_loss = decode_double(member(m, sec, "best_loss"), "best_loss");
+  m_final_scale = decode_double(member(m, sec, "final_scale"), "final_scale");
+  m_min_scale = decode_double(member(m, sec, "min_scale"), "min_scale");
+  m_max_scale = decode_double(member(m, sec, "max_scale"), "max_scale");
+  m_train_seconds = decode_double(member(m, sec, "train_seconds"), "train_seconds");
+  m_eval_seconds = decode_double(member(m, sec, "eval_seconds"), "eval_seconds");
+  const nlohmann::json& steady = member(m, sec, "steady");
+  if (!steady.is_boolean()) {
+    throw Error{ErrorKind::input, "checkpoint metrics: 'steady' must be a boolean"};
+  }
+  m_steady = steady.get<bool>();
+  m_steady_seconds = decode_double(member(m, sec, "steady_seconds"), "steady_seconds");
+  m_steady_samples = member_int(m, sec, "steady_samples");
+  const double wall = decode_double(member(m, sec, "wall_time_s"), "wall_time_s");
+  if (std::isfinite(wall) && wall >= 0) {
+    m_t0 = Clock::now() -
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wall));
+  }
+  m_last_eval = member(m, sec, "last_eval");
+  const nlohmann::json& bel = member(m, sec, "best_eval_loss");
+  m_best_eval_loss.reset();
+  if (!bel.is_null()) m_best_eval_loss = decode_double(bel, "best_eval_loss");
+  const nlohmann::json& bea = member(m, sec, "best_eval_accuracy");
+  m_best_eval_acc.reset();
+  if (!bea.is_null()) m_best_eval_acc = decode_double(bea, "best_eval_accuracy");
+  m_eval_pending = false;
+  if (m.contains("pending_eval")) {
+    if (!m.at("pending_eval").is_boolean()) {
+      throw Error{ErrorKind::input, "checkpoint metrics: 'pending_eval' must be a boolean"};
+    }
+    m_eval_pending = m.at("pending_eval").get<bool>();
+  }
+}
+
+void Trainer::truncate_metrics(int64_t last_step) {
+  const fs::path path = m_run_dir / "metrics.jsonl";
+  std::string kept;
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      // A line that does not parse is the torn end of a killed run's last write.
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      if (j["step"].get<int64_t>() > last_step) continue;
+      kept += line;
+      kept += '\n';
+    }
+  }
+  const fs::path tmp = m_run_dir / "metrics.jsonl.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << kept;
+    out.flush();
+    if (!out) throw Error{ErrorKind::runtime, "cannot write " + tmp.string()};
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error{ErrorKind::runtime, "cannot replace " + path.string() + ": " + ec.message()};
+}
+
+void Trainer::resume(const checkpoint::CheckpointData& ck) {
+  if (ck.step > m_cfg.training.max_steps) {
+    throw Error{ErrorKind::config,
+                "training.max_steps: " + std::to_string(m_cfg.training.max_steps) +
+                    " is below the checkpoint's step " + std::to_string(ck.step),
+                "resume with --set training.max_steps=N for N >= " + std::to_string(ck.step)};
+  }
+  fs::create_directories(m_run_dir);
+  {
+    std::ofstream out(m_run_dir / "config.yaml");
+    out << config::to_yaml(m_cfg);
+    if (!out)
+      throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "config.yaml").string()};
+  }
+  setup();
+  restore(ck);
+  truncate_metrics(ck.step);
+  m_metrics.open(m_run_dir / "metrics.jsonl", std::ios::app);
+  if (!m_metrics) {
+    throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "metrics.jsonl").string()};
+  }
+  m_next_step = ck.step + 1;
+  m_resumed_at = ck.step;
+  m_last_checkpoint = ck.step;
+  if (m_eval_pending) {
+    m_eval_pending = false;
+    m_last_eval = evaluate(ck.step);
+  }
+  if (const int sig = stop_signal()) stop(sig);
+  spdlog::info("ampctl {}: resuming run '{}' in {} from step {} to {}", AMPCTL_VERSION, m_cfg.name,
+               m_run_dir.string(), ck.step, m_cfg.training.max_steps);
+  spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})", m_backend->description(),
+               config::to_string(m_cfg.precision), m_scaler->is_enabled() ? "on" : "off",
+               m_scaler->get_scale());
 }
 
 bool Trainer::done() const {
@@ -400,12 +663,40 @@ void Trainer::step() {
     flush();
     m_last_eval = evaluate(step);
   }
+  const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
+  if (ckpt_every > 0 && step % ckpt_every == 0 && step != max_steps) write_checkpoint();
+  // After the last step finish() comes next: it honours a stop request in its evaluation.
+  if (step != max_steps) {
+    if (const int sig = stop_signal()) stop(sig);
+  }
+}
+
+void Trainer::stop(int signo) {
+  const int64_t step = m_next_step - 1;
+  fs::path path;
+  if (m_last_checkpoint == step && !m_eval_pending) {
+    flush();
+    path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(step);
+  } else {
+    path = write_checkpoint();
+  }
+  const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "a signal";
+  throw Error{ErrorKind::interrupted,
+              std::string("stopped by ") + name + " after step " + std::to_string(step) +
+                  "; checkpoint " + path.string(),
+              "continue with 'ampctl resume --checkpoint " + m_run_dir.string() + "'"};
 }
 
 TrainOutcome Trainer::finish() {
   flush();
-  m_last_eval = evaluate(m_steps_done);
+  // A resume with nothing left to run (the checkpoint is the end) evaluates nothing twice.
+  const bool ran = !m_resumed_at || m_next_step - 1 > *m_resumed_at;
+  if (ran) m_last_eval = evaluate(m_steps_done);
   m_backend->synchronize();
+  // A stop request cut the final evaluation short: checkpoint (the resumed run evaluates). One
+  // that came after it lets the run finish: only the checkpoint and summary are left to write.
+  if (m_eval_pending) stop(stop_signal());
+  if (m_last_checkpoint != m_next_step - 1) write_checkpoint();
 
   nlohmann::json summary = {
       {"name", m_cfg.name},

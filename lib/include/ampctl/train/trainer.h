@@ -29,6 +29,9 @@ class Backend;
 namespace amp {
 class GradScaler;
 }
+namespace checkpoint {
+struct CheckpointData;
+}
 namespace data {
 class DataLoader;
 }
@@ -64,6 +67,22 @@ class Trainer {
   TrainOutcome finish();
   TrainOutcome run();  // begin, step until done, finish
 
+  // Instead of begin(): continues the run in the run directory from `ckpt` (its step k must be
+  // <= training.max_steps). Rewrites config.yaml with this trainer's configuration, builds
+  // everything as begin() does, then restores the parameters (and the lowp copy), optimizer
+  // state, scaler state, data cursor, dropout RNG and the summary's accumulators, drops the lines
+  // of metrics.jsonl with step > k (a run that died after the checkpoint) and appends from there.
+  // The next step is k + 1. Throws Error{input} when the checkpoint does not fit the model or
+  // optimizer (a tensor's name, dtype or shape), Error{config} when max_steps < k.
+  void resume(const checkpoint::CheckpointData& ckpt);
+
+  // Flushes the pending metrics and returns the complete training state after the last step
+  // run (call between steps).
+  checkpoint::CheckpointData checkpoint_data();
+  // checkpoint_data() written atomically to RUN_DIR/checkpoints (keep_last applied). Training
+  // writes one every checkpoint.every_steps steps and one at the end.
+  std::filesystem::path write_checkpoint();
+
   // For tests and tools.
   int64_t next_step() const { return m_next_step; }
   Backend& backend() const { return *m_backend; }
@@ -98,11 +117,20 @@ class Trainer {
   void train_step(int64_t step);
   void flush();
   nlohmann::json evaluate(int64_t step);
+  void restore(const checkpoint::CheckpointData& ckpt);
+  void truncate_metrics(int64_t last_step);
+  // Writes a checkpoint after the last step run and throws Error{interrupted} (signals.h).
+  [[noreturn]] void stop(int signo);
 
   const config::RunConfig m_cfg;  // a copy: the trainer outlives any caller temporary
   std::filesystem::path m_run_dir;
   std::chrono::steady_clock::time_point m_t0;
   int64_t m_next_step = 1;
+  std::optional<int64_t> m_resumed_at;  // the checkpoint's step, when resumed
+  int64_t m_last_checkpoint = -1;       // the step of the last checkpoint written
+  // A signal cut the evaluation of the last step short: the checkpoint says so and resume runs
+  // that evaluation first.
+  bool m_eval_pending = false;
 
   std::string m_device;
   std::unique_ptr<Backend> m_backend;

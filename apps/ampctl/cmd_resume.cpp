@@ -1,0 +1,93 @@
+// `ampctl resume --checkpoint FILE|RUN_DIR [--set KEY=VALUE]...`: continues a run from a
+// checkpoint (a file, or a run directory's newest complete one) in the run directory that holds
+// it (the parent of its checkpoints/ folder), up to training.max_steps. Only keys that leave the
+// model, data, precision and optimizer as they were may be overridden: training.*, logging.*,
+// checkpoint.*, debug.* and device.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
+#include "ampctl/train/signals.h"
+#include "ampctl/train/trainer.h"
+#include "commands.h"
+
+namespace ampctl::app {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A run stopped by SIGINT / SIGTERM (Error{interrupted}, thrown after its checkpoint was
+// written): prints the message and returns 130 / 143. Call from a catch handler: any other error
+// is rethrown to main.
+int interrupted_exit(const Error& e) {
+  if (e.kind() != ErrorKind::interrupted) throw;
+  std::fprintf(stderr, "%s\n", e.what());
+  if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  const int signo = train::stop_signal();
+  return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
+}
+
+struct ResumeOptions {
+  std::string checkpoint;
+  std::vector<std::string> sets;
+};
+
+// Refuses an override of a key whose change would make the checkpoint's state meaningless.
+void check_override(const std::string& set) {
+  const size_t eq = set.find('=');
+  if (eq == std::string::npos) return;  // config::from_json reports the malformed override
+  const std::string key = set.substr(0, eq);
+  for (const char* section : {"training", "logging", "checkpoint", "debug"}) {
+    const std::string s = section;
+    if (key == s || key.rfind(s + ".", 0) == 0) return;
+  }
+  if (key == "device") return;
+  throw Error{ErrorKind::usage,
+              "--set " + key +
+                  ": cannot be changed when resuming (it would change the model's "
+                  "shape, the data, the precision or the optimizer)",
+              "resume may override training.*, logging.*, checkpoint.*, debug.* and device; "
+              "start a new run with 'ampctl train' to change " +
+                  key};
+}
+
+int run_resume(const ResumeOptions& options) {
+  for (const std::string& set : options.sets) check_override(set);
+  checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
+  const config::RunConfig cfg =
+      config::from_json(loaded.data.config, loaded.path.string() + ": config", options.sets);
+  fs::path run_dir = loaded.path.parent_path().parent_path();
+  if (run_dir.empty()) run_dir = ".";
+  train::install_stop_handlers();
+  try {
+    train::Trainer trainer(cfg, run_dir);
+    trainer.resume(loaded.data);
+    while (!trainer.done()) trainer.step();
+    trainer.finish();
+  } catch (const Error& e) {
+    return interrupted_exit(e);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_resume(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<ResumeOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "resume", "continue a run from a checkpoint, in the run directory that holds it");
+  sub->add_option("--checkpoint", options->checkpoint,
+                  "a checkpoint file, or a run directory (its newest complete checkpoint)")
+      ->required()
+      ->type_name("FILE|RUN_DIR");
+  add_set_option(*sub, options->sets);
+  commands.push_back({sub, [options] { return run_resume(*options); }});
+}
+
+}  // namespace ampctl::app

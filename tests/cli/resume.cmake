@@ -1,0 +1,36 @@
+# `ampctl resume` end to end: train 60 steps with a checkpoint every 20, extend the run to 90 from
+# its directory, and check metrics.jsonl then holds each step once; an override that changes the
+# model's shape is refused with exit 2; a damaged checkpoint exits 2.
+set(dir ${WORK}/resume-test)
+file(REMOVE_RECURSE ${dir})
+set(common --set device=cpu --set logging.metrics_every=1 --set training.eval_every=0)
+execute_process(COMMAND ${AMPCTL} train --config ${CONFIG} ${common} --set training.max_steps=60
+                --set checkpoint.every_steps=20 --run-dir ${dir}
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "train exited ${rc}: ${err}")
+endif()
+if(NOT EXISTS ${dir}/checkpoints/latest)
+  message(FATAL_ERROR "no checkpoints/latest after training")
+endif()
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${dir} --set training.max_steps=90
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "resume exited ${rc}: ${err}")
+endif()
+file(STRINGS ${dir}/metrics.jsonl lines REGEX "\"kind\":\"train\"")
+list(LENGTH lines n)
+if(NOT n EQUAL 90)
+  message(FATAL_ERROR "expected 90 train lines after extending to 90, got ${n}")
+endif()
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${dir} --set model.hidden=[8]
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "model")
+  message(FATAL_ERROR "a shape-changing override: expected exit 2 naming the key, got ${rc}: ${err}")
+endif()
+file(WRITE ${WORK}/broken-checkpoint.json "{\"format\": \"ampctl-checkpoint\", \"version\": 1")
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${WORK}/broken-checkpoint.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^error: ")
+  message(FATAL_ERROR "a truncated checkpoint: expected exit 2, got ${rc}: ${err}")
+endif()
