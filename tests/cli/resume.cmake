@@ -34,3 +34,19 @@ execute_process(COMMAND ${AMPCTL} resume --checkpoint ${WORK}/broken-checkpoint.
 if(NOT rc EQUAL 2 OR NOT err MATCHES "^error: ")
   message(FATAL_ERROR "a truncated checkpoint: expected exit 2, got ${rc}: ${err}")
 endif()
+
+# A checkpoint whose tensors disagree with its own config (hidden widths edited) is refused.
+file(GLOB ckpts ${dir}/checkpoints/step-*.json)
+list(GET ckpts 0 ckpt)
+file(READ ${ckpt} text)
+string(REGEX REPLACE "\"hidden\": \\[([\t\n ]*)256," "\"hidden\": [\\1128," edited "${text}")
+if(edited STREQUAL text)
+  message(FATAL_ERROR "could not find the hidden widths in ${ckpt}")
+endif()
+file(MAKE_DIRECTORY ${WORK}/resume-edited/checkpoints)
+file(WRITE ${WORK}/resume-edited/checkpoints/step-00000020.json "${edited}")
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${WORK}/resume-edited/checkpoints/step-00000020.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "layers\\.0\\.weight")
+  message(FATAL_ERROR "tensor shape vs config: expected exit 2 naming the tensor, got ${rc}: ${err}")
+endif()
