@@ -442,6 +442,8 @@ nlohmann::json Trainer::evaluate(int64_t step) {
 }
 
 void Trainer::begin() {
+  // Refuse an unusable device before anything is written.
+  resolve_device(m_cfg.device);
   fs::create_directories(m_run_dir);
   {
     std::ofstream out(m_run_dir / "config.yaml");
