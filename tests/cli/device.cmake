@@ -1,6 +1,6 @@
 # Asking for a GPU that this machine or build cannot give is a configuration error: exit 2 with a
 # hint, before anything is trained (cuda:7 also fails on a machine with fewer GPUs).
-execute_process(COMMAND ${AMPCTL} --version OUTPUT_VARIABLE version)
+file(REMOVE_RECURSE ${WORK}/device-test)
 execute_process(COMMAND ${AMPCTL} train --config ${CONFIG} --set device=cuda:7
                 --run-dir ${WORK}/device-test RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
 if(NOT rc EQUAL 2)
