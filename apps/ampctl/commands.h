@@ -36,5 +36,6 @@ void register_inspect(CLI::App& app, Commands& commands);
 void register_export(CLI::App& app, Commands& commands);
 void register_train(CLI::App& app, Commands& commands);
 void register_resume(CLI::App& app, Commands& commands);
+void register_sweep(CLI::App& app, Commands& commands);
 
 }  // namespace ampctl::app

@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   ampctl::app::Commands commands;
   ampctl::app::register_train(app, commands);
   ampctl::app::register_resume(app, commands);
+  ampctl::app::register_sweep(app, commands);
   ampctl::app::register_validate(app, commands);
   ampctl::app::register_inspect(app, commands);
   ampctl::app::register_export(app, commands);

@@ -1,0 +1,103 @@
+// `ampctl sweep`: a set of runs over one base configuration, each an ordered list of `--set`
+// overrides, expanded from --grid flags and the config file's `sweep:` section, validated as a
+// whole before anything runs, then executed as separate `ampctl train` / `ampctl resume`
+// processes, and summarised in sweep.csv / sweep.json.
+//
+// The `sweep:` section:
+//   sweep:
+//     grid: {scaler.init_scale: [1024, 65536], scaler.growth_interval: [100, 2000]}
+//     runs: [{optimizer.lr: 1.0e-3}, {optimizer.lr: 3.0e-3}]
+//     random: {n: 4, seed: 0, params: {optimizer.lr: {log_uniform: [1.0e-4, 1.0e-2]},
+//                                      scaler.hysteresis: {choice: [1, 2]}}}
+//     seeds: [0, 1, 2]
+// The runs are: each explicit run (or one empty run) x the grid's cartesian product (first key
+// outermost) x the random samples x the seeds (`seed=S` appended last).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ampctl::sweep {
+
+struct Run {
+  std::string name;                    // a stable short id from the overrides (the dir's name)
+  std::vector<std::string> overrides;  // "KEY=VALUE", applied in order
+  std::string resolved_yaml;           // filled by validate(): config::to_yaml of the run
+};
+
+struct Sweep {
+  std::string base_text;  // the config file without its `sweep:` section (lines kept blank)
+  std::string origin;     // the config file's name, for messages
+  std::string base_name;  // the resolved base config's name (filled by validate())
+  std::vector<Run> runs;
+};
+
+// Splits "V1,V2,..." at commas outside [], {} and quotes; each part trimmed.
+std::vector<std::string> split_values(std::string_view text);
+
+// "KEY=V1,V2,..." -> key and values. Throws Error{config} naming the key for an empty list.
+struct GridAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+GridAxis parse_grid_flag(std::string_view flag);
+
+// The text with its top-level `sweep:` block blanked (line numbers stay the same).
+std::string strip_sweep_section(std::string_view text);
+
+// A run's directory name from its overrides: "init_scale=1024,growth_interval=100" (last key
+// component, sanitised), or "run-<hash>" when too long; "base" for no overrides.
+std::string run_name(const std::vector<std::string>& overrides);
+
+// Expands the sweep from YAML text (with or without a `sweep:` section) and --grid flags.
+// Throws Error{config} for a malformed spec (naming the key).
+Sweep parse_sweep(std::string_view text, const std::string& origin,
+                  const std::vector<std::string>& grid_flags = {});
+Sweep load_sweep(const std::filesystem::path& file,
+                 const std::vector<std::string>& grid_flags = {});
+
+// Resolves every run's configuration; any problem throws Error{config} listing each failing
+// run with its problems (key, message, hint). Fills resolved_yaml and base_name.
+void validate(Sweep& sweep);
+
+struct ExecOptions {
+  std::filesystem::path exe;  // the ampctl binary
+  std::filesystem::path out;  // OUT: one directory per run
+  int jobs = 1;
+  bool quiet = false;  // no console lines
+};
+
+struct RunResult {
+  Run run;
+  std::filesystem::path dir;
+  std::string status;  // ok | failed | diverged | interrupted | skipped (never started)
+  std::string error;   // the last stderr line of a failed run
+  int exit_code = 0;
+  bool trained = false;    // a process was started for it this time
+  nlohmann::json summary;  // summary.json, or null
+};
+
+struct ExecResult {
+  std::vector<RunResult> results;
+  int stop_signal = 0;  // SIGINT / SIGTERM received (forwarded to the children)
+};
+
+// Runs every run not yet finished (summary.json absent): `train` for a new one, `resume` for one
+// with a checkpoint; at most `jobs` at once.
+ExecResult execute(const Sweep& sweep, const ExecOptions& options);
+
+// A row per run (sweep.csv, sweep.json's "runs").
+nlohmann::json result_row(const RunResult& r);
+// The best run's index by `metric` (lower is better unless it names accuracy); -1 when none.
+int best_run(const std::vector<RunResult>& results, const std::string& metric);
+// The default metric: best_eval_loss when any run has it, else final_loss.
+std::string default_metric(const std::vector<RunResult>& results);
+// Writes OUT/sweep.csv and OUT/sweep.json; returns the table for the console.
+std::string write_report(const std::filesystem::path& out, const std::vector<RunResult>& results,
+                         const std::string& metric);
+
+}  // namespace ampctl::sweep

@@ -1,0 +1,417 @@
+// Sweep specification: --grid flags and the `sweep:` section expanded into runs, and validated.
+#include <yaml-cpp/yaml.h>
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "ampctl/config/problems.h"
+#include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
+#include "ampctl/sweep/sweep.h"
+
+namespace ampctl::sweep {
+
+namespace {
+
+using Combo = std::vector<std::string>;  // "KEY=VALUE" overrides
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && (s[b] == ' ' || s[b] == '\t')) ++b;
+  while (e > b && (s[e - 1] == ' ' || s[e - 1] == '\t')) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+[[noreturn]] void spec_error(const std::string& origin, const std::string& message,
+                             const std::string& hint = {}) {
+  throw Error{ErrorKind::config, origin + ": " + message, hint};
+}
+
+std::string flow_text(const YAML::Node& node) {
+  if (node.IsScalar()) return node.Scalar();
+  YAML::Emitter e;
+  e << YAML::Flow << node;
+  return e.c_str();
+}
+
+std::vector<std::string> grid_values(const YAML::Node& node) {
+  std::vector<std::string> values;
+  if (node.IsSequence()) {
+    for (const auto& item : node) values.push_back(flow_text(item));
+  } else if (!node.IsNull()) {
+    values.push_back(flow_text(node));
+  }
+  return values;
+}
+
+// The product of `combos` with each value of an axis (the axis varies fastest).
+std::vector<Combo> product(const std::vector<Combo>& combos, const GridAxis& axis) {
+  std::vector<Combo> out;
+  for (const Combo& c : combos) {
+    for (const std::string& v : axis.values) {
+      Combo next = c;
+      next.push_back(axis.key + "=" + v);
+      out.push_back(std::move(next));
+    }
+  }
+  return out;
+}
+
+// A double in [0, 1) from 53 random bits (the same on every platform).
+double unit(std::mt19937_64& gen) {
+  return static_cast<double>(gen() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+bool is_integer_text(const std::string& s) {
+  if (s.empty()) return false;
+  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (; i < s.size(); ++i)
+    if (s[i] < '0' || s[i] > '9') return false;
+  return true;
+}
+
+std::string format_double(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  std::string s = buf;
+  // Keep it a YAML float (not an int) when it looks like one.
+  if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+  return s;
+}
+
+double bound(const YAML::Node& n, const std::string& origin, const std::string& key) {
+  try {
+    return n.as<double>();
+  } catch (const YAML::Exception&) {
+    spec_error(origin, "sweep.random.params." + key + ": bounds must be numbers, got '" +
+                           flow_text(n) + "'");
+  }
+}
+
+std::vector<Combo> random_samples(const YAML::Node& random, const std::string& origin) {
+  if (!random.IsMap()) spec_error(origin, "sweep.random: must be a mapping (n, seed, params)");
+  int64_t n = 0;
+  uint64_t seed = 0;
+  try {
+    n = random["n"] ? random["n"].as<int64_t>() : 0;
+    seed = random["seed"] ? random["seed"].as<uint64_t>() : 0;
+  } catch (const YAML::Exception&) {
+    spec_error(origin, "sweep.random: n and seed must be non-negative integers");
+  }
+  if (n <= 0) spec_error(origin, "sweep.random.n: must be >= 1");
+  const YAML::Node params = random["params"];
+  if (!params || !params.IsMap() || params.size() == 0)
+    spec_error(origin, "sweep.random.params: must map at least one key to a distribution");
+  for (const auto& kv : random) {
+    const std::string k = kv.first.as<std::string>();
+    if (k != "n" && k != "seed" && k != "params")
+      spec_error(origin, "sweep.random." + k + ": unknown key", "the keys are n, seed and params");
+  }
+  std::mt19937_64 gen(seed);
+  std::vector<Combo> out;
+  for (int64_t i = 0; i < n; ++i) {
+    Combo c;
+    for (const auto& kv : params) {
+      const std::string key = kv.first.as<std::string>();
+      const YAML::Node dist = kv.second;
+      if (!dist.IsMap() || dist.size() != 1)
+        spec_error(origin, "sweep.random.params." + key +
+                               ": must be one of {uniform: [a, b]}, {log_uniform: [a, b]}, "
+                               "{choice: [...]}");
+      const std::string kind = dist.begin()->first.as<std::string>();
+      const YAML::Node arg = dist.begin()->second;
+      if (!arg.IsSequence() || arg.size() == 0)
+        spec_error(origin, "sweep.random.params." + key + "." + kind + ": empty value list");
+      const double u = unit(gen);
+      std::string value;
+      if (kind == "choice") {
+        const size_t idx =
+            std::min(static_cast<size_t>(u * static_cast<double>(arg.size())), arg.size() - 1);
+        value = flow_text(arg[idx]);
+      } else if (kind == "uniform" || kind == "log_uniform") {
+        if (arg.size() != 2)
+          spec_error(origin, "sweep.random.params." + key + "." + kind + ": needs [low, high]");
+        const double a = bound(arg[0], origin, key), b = bound(arg[1], origin, key);
+        if (!(a <= b))
+          spec_error(origin, "sweep.random.params." + key + "." + kind + ": low > high");
+        const bool ints = is_integer_text(arg[0].Scalar()) && is_integer_text(arg[1].Scalar());
+        double v;
+        if (kind == "uniform") {
+          v = a + (b - a) * u;
+        } else {
+          if (!(a > 0))
+            spec_error(origin, "sweep.random.params." + key + ".log_uniform: bounds must be > 0");
+          v = std::exp(std::log(a) + (std::log(b) - std::log(a)) * u);
+        }
+        if (ints) {
+          const double r = std::min(std::max(std::round(v), a), b);
+          value = std::to_string(static_cast<int64_t>(r));
+        } else {
+          value = format_double(std::min(std::max(v, a), b));
+        }
+      } else {
+        spec_error(origin, "sweep.random.params." + key + ": unknown distribution '" + kind + "'",
+                   "use uniform, log_uniform or choice");
+      }
+      c.push_back(key + "=" + value);
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 1469598103934665603u;
+  for (unsigned char ch : s) {
+    h ^= ch;
+    h *= 1099511628211u;
+  }
+  return h;
+}
+
+std::string hash_name(const std::vector<std::string>& overrides) {
+  std::string joined;
+  for (const auto& o : overrides) joined += o + "\n";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "run-%012" PRIx64,
+                static_cast<uint64_t>(fnv1a(joined) & 0xffffffffffffu));
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> split_values(std::string_view text) {
+  std::vector<std::string> out;
+  int depth = 0;
+  char quote = 0;
+  std::string cur;
+  for (char c : text) {
+    if (quote) {
+      if (c == quote) quote = 0;
+      cur += c;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      quote = c;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    } else if (c == ',' && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  out.push_back(trim(cur));
+  // "KEY=" (nothing) is an empty list, not one empty value.
+  if (out.size() == 1 && out[0].empty()) out.clear();
+  return out;
+}
+
+GridAxis parse_grid_flag(std::string_view flag) {
+  const size_t eq = flag.find('=');
+  if (eq == std::string_view::npos || trim(flag.substr(0, eq)).empty()) {
+    throw Error{ErrorKind::usage, "--grid " + std::string(flag) + ": expected KEY=V1,V2,...",
+                "for example --grid scaler.init_scale=1024,65536"};
+  }
+  GridAxis axis{trim(flag.substr(0, eq)), split_values(flag.substr(eq + 1))};
+  if (axis.values.empty()) {
+    throw Error{ErrorKind::config,
+                "--grid " + std::string(flag) + ": " + axis.key + ": empty value list",
+                "give at least one value: --grid " + axis.key + "=V1,V2"};
+  }
+  for (const auto& v : axis.values) {
+    if (v.empty())
+      throw Error{ErrorKind::config,
+                  "--grid " + std::string(flag) + ": " + axis.key + ": empty value in the list"};
+  }
+  return axis;
+}
+
+std::string strip_sweep_section(std::string_view text) {
+  std::string out;
+  bool in_sweep = false;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    const bool last = end == std::string_view::npos;
+    if (last) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    const bool top_level =
+        !line.empty() && line[0] != ' ' && line[0] != '\t' && line[0] != '#' && line[0] != '\r';
+    if (top_level) {
+      in_sweep = line.rfind("sweep:", 0) == 0 || line.rfind("sweep :", 0) == 0;
+    }
+    if (!in_sweep) out.append(line);
+    if (!last) out += '\n';
+    if (last) break;
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::string run_name(const std::vector<std::string>& overrides) {
+  if (overrides.empty()) return "base";
+  // ',' separates the overrides: inside a key or value it becomes '_' like any odd character.
+  auto sanitise = [](std::string text) {
+    for (char& c : text) {
+      const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-' || c == '+';
+      if (!ok) c = '_';
+    }
+    return text;
+  };
+  std::string name;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    std::string key = o.substr(0, eq);
+    const size_t dot = key.rfind('.');
+    if (dot != std::string::npos) key = key.substr(dot + 1);
+    if (!name.empty()) name += ',';
+    name += sanitise(key) + "=" + sanitise(eq == std::string::npos ? "" : o.substr(eq + 1));
+  }
+  if (name.size() > 96 || name[0] == '.') return hash_name(overrides);
+  return name;
+}
+
+Sweep parse_sweep(std::string_view text, const std::string& origin,
+                  const std::vector<std::string>& grid_flags) {
+  Sweep sweep;
+  sweep.origin = origin;
+  sweep.base_text = strip_sweep_section(text);
+
+  std::vector<GridAxis> axes;
+  std::vector<Combo> runs{Combo{}};
+  std::vector<Combo> randoms{Combo{}};
+  std::vector<std::string> seeds;
+
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::Exception&) {
+    // The config loader reports broken YAML with its position.
+    root = YAML::Node();
+  }
+  const YAML::Node spec = root.IsMap() ? root["sweep"] : YAML::Node();
+  if (spec && !spec.IsNull()) {
+    if (!spec.IsMap()) spec_error(origin, "sweep: must be a mapping (grid, runs, random, seeds)");
+    for (const auto& kv : spec) {
+      const std::string k = kv.first.as<std::string>();
+      if (k != "grid" && k != "runs" && k != "random" && k != "seeds") {
+        const std::string near = config::closest_match(k, {"grid", "runs", "random", "seeds"});
+        spec_error(origin, "sweep." + k + ": unknown key",
+                   near.empty() ? "the keys are grid, runs, random and seeds"
+                                : "did you mean '" + near + "'?");
+      }
+    }
+    if (const YAML::Node grid = spec["grid"]) {
+      if (!grid.IsMap()) spec_error(origin, "sweep.grid: must map keys to value lists");
+      for (const auto& kv : grid) {
+        GridAxis axis{kv.first.as<std::string>(), grid_values(kv.second)};
+        if (axis.values.empty())
+          spec_error(origin, "sweep.grid." + axis.key + ": empty value list",
+                     "give at least one value");
+        axes.push_back(std::move(axis));
+      }
+    }
+    if (const YAML::Node list = spec["runs"]) {
+      if (!list.IsSequence() || list.size() == 0)
+        spec_error(origin, "sweep.runs: must be a non-empty list of {key: value} mappings");
+      runs.clear();
+      for (const auto& item : list) {
+        if (!item.IsMap())
+          spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
+        Combo c;
+        for (const auto& kv : item)
+          c.push_back(kv.first.as<std::string>() + "=" + flow_text(kv.second));
+        runs.push_back(std::move(c));
+      }
+    }
+    if (const YAML::Node random = spec["random"]) randoms = random_samples(random, origin);
+    if (const YAML::Node s = spec["seeds"]) {
+      seeds = grid_values(s);
+      if (seeds.empty()) spec_error(origin, "sweep.seeds: empty value list");
+    }
+  }
+  for (const std::string& flag : grid_flags) {
+    GridAxis axis = parse_grid_flag(flag);
+    bool replaced = false;
+    for (GridAxis& a : axes) {
+      if (a.key == axis.key) {
+        a = axis;
+        replaced = true;
+      }
+    }
+    if (!replaced) axes.push_back(std::move(axis));
+  }
+
+  std::vector<Combo> combos = runs;
+  for (const GridAxis& axis : axes) combos = product(combos, axis);
+  if (randoms.size() > 1 || !randoms[0].empty()) {
+    std::vector<Combo> next;
+    for (const Combo& c : combos) {
+      for (const Combo& r : randoms) {
+        Combo n = c;
+        n.insert(n.end(), r.begin(), r.end());
+        next.push_back(std::move(n));
+      }
+    }
+    combos = std::move(next);
+  }
+  if (!seeds.empty()) combos = product(combos, GridAxis{"seed", seeds});
+
+  std::set<std::string> names;
+  for (Combo& c : combos) {
+    Run run{run_name(c), std::move(c), {}};
+    if (!names.insert(run.name).second) {
+      run.name = hash_name(run.overrides);
+      names.insert(run.name);
+    }
+    sweep.runs.push_back(std::move(run));
+  }
+  return sweep;
+}
+
+Sweep load_sweep(const std::filesystem::path& file, const std::vector<std::string>& grid_flags) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw Error{ErrorKind::config, file.string() + ": cannot read the configuration file"};
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_sweep(ss.str(), file.string(), grid_flags);
+}
+
+void validate(Sweep& sweep) {
+  std::string message;
+  // The base alone first: its problems are every run's.
+  sweep.base_name = config::parse_config(sweep.base_text, sweep.origin).name;
+  for (Run& run : sweep.runs) {
+    try {
+      run.resolved_yaml =
+          config::to_yaml(config::parse_config(sweep.base_text, sweep.origin, run.overrides));
+    } catch (const config::ConfigError& e) {
+      for (const config::Problem& p : e.problems()) {
+        message += "run " + run.name + ": " + p.str() + "\n";
+        if (!p.hint.empty()) message += "hint: " + p.hint + "\n";
+      }
+    } catch (const Error& e) {
+      message += "run " + run.name + ": " + e.what() + "\n";
+      if (!e.hint().empty()) message += "hint: " + e.hint() + "\n";
+    }
+  }
+  if (!message.empty()) {
+    message.pop_back();
+    throw Error{ErrorKind::config, message, "nothing was run; fix the sweep and run it again"};
+  }
+}
+
+}  // namespace ampctl::sweep

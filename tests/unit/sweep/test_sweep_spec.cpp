@@ -1,0 +1,185 @@
+// Sweep expansion: --grid flags, the sweep: section's grid / runs / random / seeds, comma
+// splitting, run names and validation before anything runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "ampctl/core/error.h"
+#include "ampctl/sweep/sweep.h"
+
+namespace ampctl::sweep {
+namespace {
+
+const char* kBase = R"(name: tiny
+device: cpu
+model: {type: mlp, hidden: [8]}
+data:
+  train: {source: synthetic, task: classification, samples: 128, features: 4, classes: 3}
+  batch_size: 32
+training: {max_steps: 4}
+)";
+
+std::vector<std::vector<std::string>> overrides_of(const Sweep& s) {
+  std::vector<std::vector<std::string>> out;
+  for (const Run& r : s.runs) out.push_back(r.overrides);
+  return out;
+}
+
+std::string error_of(Sweep s) {
+  try {
+    validate(s);
+  } catch (const Error& e) {
+    return std::string(e.what()) + "\nhint: " + e.hint();
+  }
+  return {};
+}
+
+TEST(SweepSplit, CommasOutsideBrackets) {
+  EXPECT_EQ(split_values("1,2, 3"), (std::vector<std::string>{"1", "2", "3"}));
+  EXPECT_EQ(split_values("[64,64],[128]"), (std::vector<std::string>{"[64,64]", "[128]"}));
+  EXPECT_EQ(split_values("{a: 1, b: 2},'x,y'"),
+            (std::vector<std::string>{"{a: 1, b: 2}", "'x,y'"}));
+  EXPECT_TRUE(split_values("").empty());
+}
+
+TEST(SweepGrid, FlagsMakeCartesianProductLastKeyFastest) {
+  const Sweep s = parse_sweep(kBase, "tiny.yaml",
+                              {"scaler.init_scale=1024,65536", "scaler.growth_interval=10,100"});
+  const std::vector<std::vector<std::string>> want = {
+      {"scaler.init_scale=1024", "scaler.growth_interval=10"},
+      {"scaler.init_scale=1024", "scaler.growth_interval=100"},
+      {"scaler.init_scale=65536", "scaler.growth_interval=10"},
+      {"scaler.init_scale=65536", "scaler.growth_interval=100"}};
+  EXPECT_EQ(overrides_of(s), want);
+  EXPECT_EQ(s.runs[0].name, "init_scale=1024,growth_interval=10");
+}
+
+TEST(SweepGrid, SectionIsStrippedAndFlagsReplaceItsAxes) {
+  const std::string text = std::string(kBase) +
+                           "sweep:\n  grid:\n    scaler.init_scale: [1024, 2048]\n"
+                           "    model.hidden: [[8], [4, 4]]\n";
+  const Sweep s = parse_sweep(text, "tiny.yaml", {"scaler.init_scale=16"});
+  EXPECT_EQ(s.base_text.find("sweep"), std::string::npos);
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_EQ(s.runs[0].overrides,
+            (std::vector<std::string>{"scaler.init_scale=16", "model.hidden=[8]"}));
+  EXPECT_EQ(s.runs[1].overrides,
+            (std::vector<std::string>{"scaler.init_scale=16", "model.hidden=[4, 4]"}));
+}
+
+TEST(SweepRuns, ExplicitRunsAndSeeds) {
+  const std::string text = std::string(kBase) +
+                           "sweep:\n  runs: [{optimizer.lr: 0.01}, {optimizer.lr: 0.1, "
+                           "scaler.hysteresis: 2}]\n  seeds: [0, 1]\n";
+  const Sweep s = parse_sweep(text, "tiny.yaml");
+  const std::vector<std::vector<std::string>> want = {
+      {"optimizer.lr=0.01", "seed=0"},
+      {"optimizer.lr=0.01", "seed=1"},
+      {"optimizer.lr=0.1", "scaler.hysteresis=2", "seed=0"},
+      {"optimizer.lr=0.1", "scaler.hysteresis=2", "seed=1"}};
+  EXPECT_EQ(overrides_of(s), want);
+}
+
+TEST(SweepRandom, ReproducibleAndWithinBounds) {
+  const std::string text = std::string(kBase) +
+                           "sweep:\n  random:\n    n: 20\n    seed: 7\n    params:\n"
+                           "      optimizer.lr: {log_uniform: [1.0e-4, 1.0e-1]}\n"
+                           "      optimizer.weight_decay: {uniform: [0.0, 0.5]}\n"
+                           "      scaler.growth_interval: {uniform: [10, 1000]}\n"
+                           "      scaler.hysteresis: {choice: [1, 2, 3]}\n";
+  const Sweep a = parse_sweep(text, "tiny.yaml");
+  const Sweep b = parse_sweep(text, "tiny.yaml");
+  ASSERT_EQ(a.runs.size(), 20u);
+  EXPECT_EQ(overrides_of(a), overrides_of(b));
+  bool low_decade = false, high_decade = false;
+  for (const sweep::Run& r : a.runs) {
+    ASSERT_EQ(r.overrides.size(), 4u);
+    const double lr = std::stod(r.overrides[0].substr(r.overrides[0].find('=') + 1));
+    EXPECT_GE(lr, 1e-4);
+    EXPECT_LE(lr, 1e-1);
+    if (lr < 1e-3) low_decade = true;
+    if (lr > 1e-2) high_decade = true;
+    const double wd = std::stod(r.overrides[1].substr(r.overrides[1].find('=') + 1));
+    EXPECT_GE(wd, 0.0);
+    EXPECT_LE(wd, 0.5);
+    const std::string gi = r.overrides[2].substr(r.overrides[2].find('=') + 1);
+    EXPECT_EQ(gi.find('.'), std::string::npos) << "integer bounds give integers: " << gi;
+    const int g = std::stoi(gi);
+    EXPECT_GE(g, 10);
+    EXPECT_LE(g, 1000);
+    const std::string h = r.overrides[3];
+    EXPECT_TRUE(h == "scaler.hysteresis=1" || h == "scaler.hysteresis=2" ||
+                h == "scaler.hysteresis=3");
+  }
+  EXPECT_TRUE(low_decade && high_decade) << "log_uniform spreads over the decades";
+  Sweep valid = a;
+  EXPECT_NO_THROW(validate(valid));
+  const std::string other =
+      text.substr(0, text.find("seed: 7")) + "seed: 8" + text.substr(text.find("seed: 7") + 7);
+  EXPECT_NE(overrides_of(parse_sweep(other, "tiny.yaml")), overrides_of(a));
+}
+
+TEST(SweepNames, StableShortAndUnique) {
+  EXPECT_EQ(run_name({}), "base");
+  EXPECT_EQ(run_name({"model.hidden=[4, 4]"}), "hidden=_4__4_");
+  const std::string long_name = run_name({std::string("name=") + std::string(200, 'x')});
+  EXPECT_EQ(long_name.rfind("run-", 0), 0u);
+  EXPECT_EQ(long_name, run_name({std::string("name=") + std::string(200, 'x')}));
+}
+
+TEST(SweepValidate, ResolvesEveryRun) {
+  Sweep s = parse_sweep(kBase, "tiny.yaml", {"scaler.init_scale=1024,65536"});
+  validate(s);
+  EXPECT_EQ(s.base_name, "tiny");
+  ASSERT_EQ(s.runs.size(), 2u);
+  EXPECT_NE(s.runs[0].resolved_yaml.find("init_scale: 1024"), std::string::npos)
+      << s.runs[0].resolved_yaml;
+}
+
+TEST(SweepValidate, UnknownKeyNamesRunKeyAndSuggestion) {
+  const std::string err =
+      error_of(parse_sweep(kBase, "tiny.yaml", {"scaler.growth_intervl=10,100"}));
+  EXPECT_NE(err.find("run growth_intervl=10"), std::string::npos) << err;
+  EXPECT_NE(err.find("scaler.growth_intervl"), std::string::npos) << err;
+  EXPECT_NE(err.find("growth_interval"), std::string::npos) << err;
+}
+
+TEST(SweepValidate, WrongTypeAndOutOfRangeNameTheKey) {
+  std::string err = error_of(parse_sweep(kBase, "tiny.yaml", {"scaler.growth_interval=10,abc"}));
+  EXPECT_NE(err.find("run growth_interval=abc"), std::string::npos) << err;
+  EXPECT_NE(err.find("scaler.growth_interval"), std::string::npos) << err;
+  EXPECT_EQ(err.find("run growth_interval=10:"), std::string::npos) << err;
+  err = error_of(parse_sweep(kBase, "tiny.yaml", {"scaler.growth_factor=0.5"}));
+  EXPECT_NE(err.find("scaler.growth_factor"), std::string::npos) << err;
+}
+
+TEST(SweepSpecErrors, EmptyValueListsNameTheKey) {
+  try {
+    parse_grid_flag("scaler.init_scale=");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::config);
+    EXPECT_NE(std::string(e.what()).find("scaler.init_scale: empty value list"), std::string::npos);
+  }
+  try {
+    parse_sweep(std::string(kBase) + "sweep:\n  grid: {scaler.hysteresis: []}\n", "t.yaml");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("sweep.grid.scaler.hysteresis: empty value list"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    parse_sweep(std::string(kBase) + "sweep:\n  gird: {seed: [1]}\n", "t.yaml");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(e.hint().find("did you mean 'grid'?"), std::string::npos) << e.hint();
+  }
+  EXPECT_THROW(parse_grid_flag("novalue"), Error);
+}
+
+}  // namespace
+}  // namespace ampctl::sweep
