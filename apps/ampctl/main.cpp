@@ -53,6 +53,7 @@ int main(int argc, char** argv) {
   ampctl::app::register_train(app, commands);
   ampctl::app::register_resume(app, commands);
   ampctl::app::register_sweep(app, commands);
+  ampctl::app::register_report(app, commands);
   ampctl::app::register_validate(app, commands);
   ampctl::app::register_inspect(app, commands);
   ampctl::app::register_export(app, commands);

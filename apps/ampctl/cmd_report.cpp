@@ -1,0 +1,46 @@
+// `ampctl report DIR [--out FILE.html]`: one self-contained HTML page (inline CSS and SVG) with
+// the loss curves, the loss scale on a log2 axis with skipped steps marked, and the comparison
+// table, for a run directory or a sweep directory. Default output: DIR/report.html.
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "ampctl/core/error.h"
+#include "ampctl/sweep/report.h"
+#include "commands.h"
+
+namespace ampctl::app {
+
+namespace {
+
+struct ReportOptions {
+  std::string dir;
+  std::string out;
+};
+
+int run_report(const ReportOptions& options) {
+  const std::filesystem::path written = sweep::write_html_report(options.dir, options.out);
+  std::printf("[report] wrote %s\n", written.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_report(CLI::App& app, Commands& commands) {
+  auto options = std::make_shared<ReportOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "report",
+      "write one self-contained HTML report (loss curves, loss scale, run table) for a run "
+      "directory or a sweep directory");
+  sub->add_option("DIR", options->dir,
+                  "a run directory (metrics.jsonl) or a sweep directory "
+                  "(sweep.json)")
+      ->required()
+      ->type_name("DIR");
+  sub->add_option("--out", options->out, "the HTML file to write (default DIR/report.html)")
+      ->type_name("FILE.html");
+  commands.push_back({sub, [options] { return run_report(*options); }});
+}
+
+}  // namespace ampctl::app

@@ -1,0 +1,47 @@
+// `ampctl report DIR`: one self-contained HTML page (inline CSS and SVG, no scripts, no network)
+// for a run directory (metrics.jsonl + summary.json) or a sweep directory (sweep.json + one
+// directory per run):
+//   svg#loss    train loss per step (one polyline per run) and eval loss points (circle.eval),
+//   svg#scale   the loss scale on a log2 axis (ticks labelled 2^k), one polyline per run, with
+//               every step whose gradients overflowed (found_inf or skipped) as a circle.skip,
+//   table#runs  a row per run (tr.run): overrides, status, final loss, best eval, steps, skipped,
+//               overflow rate, final / min / max scale, wall time, samples/s;
+//   table#summary  (a single run) every key of its summary.json.
+// Series longer than kMaxPoints are downsampled (min/max per bucket); skip markers never are.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ampctl::sweep {
+
+inline constexpr std::size_t kMaxPoints = 2000;
+
+// & < > " ' as entities.
+std::string html_escape(std::string_view text);
+
+struct Point {
+  std::int64_t step = 0;
+  double value = 0.0;
+};
+
+// At most about max_points points: the first and last points kept, and each bucket's minimum and
+// maximum in step order. Input of max_points or fewer comes back unchanged.
+std::vector<Point> downsample(const std::vector<Point>& points,
+                              std::size_t max_points = kMaxPoints);
+
+// The page for DIR. Throws Error{input} naming the file for a missing or unreadable
+// metrics.jsonl, a line that is not a JSON object, a summary.json / sweep.json that is not JSON,
+// or a directory that is neither a run nor a sweep.
+std::string render_report(const std::filesystem::path& dir);
+
+// Writes render_report(dir) to `out` (default DIR/report.html) and returns the path written.
+// Throws Error{runtime} when it cannot be written.
+std::filesystem::path write_html_report(const std::filesystem::path& dir,
+                                        const std::filesystem::path& out = {});
+
+}  // namespace ampctl::sweep

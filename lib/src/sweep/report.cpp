@@ -1,0 +1,577 @@
+// `ampctl report`: reads a run or a sweep directory and renders one self-contained HTML page
+// (see report.h).
+#include "ampctl/sweep/report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <system_error>
+#include <utility>
+
+#include "ampctl/core/error.h"
+#include "ampctl/sweep/sweep.h"
+
+namespace ampctl::sweep {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Run colours (no red: red marks skipped steps).
+constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b",
+                                    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79"};
+constexpr const char* kSkipColour = "#e00000";
+
+// Plot geometry (SVG user units).
+constexpr double kWidth = 960, kHeight = 360;
+constexpr double kLeft = 76, kRight = 16, kTop = 16, kBottom = 46;
+
+struct RunData {
+  std::string name;
+  json row;  // result_row()-shaped
+  bool best = false;
+  std::vector<Point> loss, eval, scale, skips;
+};
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string coord(double v) {
+  return fmt("%.1f", v);
+}
+
+std::string number_text(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return fmt("%.0f", v);
+  return fmt("%.6g", v);
+}
+
+std::optional<double> number(const json& j, const char* key) {
+  if (!j.is_object()) return std::nullopt;
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return std::nullopt;
+  const double v = it->get<double>();
+  if (!std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+bool flag(const json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::string color(size_t i) {
+  return kPalette[i % (sizeof kPalette / sizeof kPalette[0])];
+}
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
+// The file's text; Error{input} naming it when absent or unreadable.
+std::string read_text(const fs::path& file, const char* what) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) {
+    throw Error{ErrorKind::input, file.string() + ": no such file (" + what + ")"};
+  }
+  if (!fs::is_regular_file(file, ec)) {
+    throw Error{ErrorKind::input, file.string() + ": not a regular file (" + what + ")"};
+  }
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in || in.bad()) {
+    throw Error{ErrorKind::input, file.string() + ": cannot be read (" + what + ")"};
+  }
+  return ss.str();
+}
+
+json read_json_file(const fs::path& file, const char* what) {
+  const std::string text = read_text(file, what);
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) {
+    throw Error{ErrorKind::input, file.string() + ": not a JSON object (" + what + ")"};
+  }
+  return j;
+}
+
+void read_metrics(const fs::path& file, RunData& run) {
+  const std::string text = read_text(file, "metrics.jsonl");
+  std::istringstream in(text);
+  std::string line;
+  for (int number_of_line = 1; std::getline(in, line); ++number_of_line) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      throw Error{ErrorKind::input, file.string() + ":" + std::to_string(number_of_line) +
+                                        ": not a JSON object (metrics.jsonl)"};
+    }
+    const std::optional<double> step = number(j, "step");
+    if (!step) continue;
+    const auto s = static_cast<std::int64_t>(*step);
+    const std::string kind = j.contains("kind") && j["kind"].is_string()
+                                 ? j["kind"].get<std::string>()
+                                 : std::string("train");
+    if (kind == "eval") {
+      if (const auto loss = number(j, "loss")) run.eval.push_back({s, *loss});
+      continue;
+    }
+    if (kind != "train") continue;
+    if (const auto loss = number(j, "loss")) run.loss.push_back({s, *loss});
+    const std::optional<double> scale = number(j, "scale");
+    if (scale && *scale > 0) {
+      run.scale.push_back({s, *scale});
+      if (flag(j, "found_inf") || flag(j, "skipped")) run.skips.push_back({s, *scale});
+    }
+  }
+}
+
+// "Nice" ticks (1, 2, 5 x 10^k) covering [lo, hi]; widens lo / hi to the outer ticks.
+std::vector<double> nice_ticks(double& lo, double& hi, int target = 6) {
+  if (!(hi > lo)) {
+    const double pad = lo == 0 ? 1.0 : std::fabs(lo) * 0.1;
+    lo -= pad;
+    hi += pad;
+  }
+  const double raw = (hi - lo) / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double norm = raw / mag;
+  const double step = (norm < 1.5 ? 1 : norm < 3 ? 2 : norm < 7 ? 5 : 10) * mag;
+  lo = std::floor(lo / step + 1e-9) * step;
+  hi = std::ceil(hi / step - 1e-9) * step;
+  std::vector<double> ticks;
+  for (int i = 0; lo + i * step <= hi + step * 1e-6 && i < 100; ++i) {
+    double t = lo + i * step;
+    if (std::fabs(t) < step * 1e-9) t = 0;
+    ticks.push_back(t);
+  }
+  return ticks;
+}
+
+struct Frame {
+  double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
+  bool log2_y = false;
+  double x(double step) const {
+    return kLeft + (step - x_lo) / (x_hi - x_lo) * (kWidth - kLeft - kRight);
+  }
+  double y(double v) const {
+    const double t = log2_y ? std::log2(v) : v;
+    return kTop + (y_hi - t) / (y_hi - y_lo) * (kHeight - kTop - kBottom);
+  }
+};
+
+std::string svg_open(const char* id, const std::string& label) {
+  return "<svg id=\"" + std::string(id) + "\" class=\"plot\" viewBox=\"0 0 " + number_text(kWidth) +
+         " " + number_text(kHeight) + "\" width=\"" + number_text(kWidth) + "\" height=\"" +
+         number_text(kHeight) + "\" role=\"img\" aria-label=\"" + html_escape(label) +
+         "\">\n<title>" + html_escape(label) + "</title>\n";
+}
+
+// Grid lines, axes, tick labels and axis titles.
+std::string svg_axes(const Frame& f, const std::vector<double>& x_ticks,
+                     const std::vector<std::pair<double, std::string>>& y_ticks,
+                     const std::string& y_title) {
+  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop, y1 = kHeight - kBottom;
+  std::string s = "<g class=\"grid\">\n";
+  for (const auto& [v, label] : y_ticks) {
+    const std::string y = coord(f.log2_y ? f.y(std::exp2(v)) : f.y(v));
+    s += "<line x1=\"" + coord(x0) + "\" y1=\"" + y + "\" x2=\"" + coord(x1) + "\" y2=\"" + y +
+         "\"/>\n";
+  }
+  for (double v : x_ticks) {
+    const std::string x = coord(f.x(v));
+    s += "<line x1=\"" + x + "\" y1=\"" + coord(y0) + "\" x2=\"" + x + "\" y2=\"" + coord(y1) +
+         "\"/>\n";
+  }
+  s += "</g>\n<g class=\"axes\">\n<line x1=\"" + coord(x0) + "\" y1=\"" + coord(y1) + "\" x2=\"" +
+       coord(x1) + "\" y2=\"" + coord(y1) + "\"/>\n<line x1=\"" + coord(x0) + "\" y1=\"" +
+       coord(y0) + "\" x2=\"" + coord(x0) + "\" y2=\"" + coord(y1) + "\"/>\n</g>\n";
+  s += "<g class=\"ticks y-ticks\" text-anchor=\"end\">\n";
+  for (const auto& [v, label] : y_ticks) {
+    const double y = f.log2_y ? f.y(std::exp2(v)) : f.y(v);
+    s += "<text x=\"" + coord(x0 - 6) + "\" y=\"" + coord(y + 4) + "\">" + html_escape(label) +
+         "</text>\n";
+  }
+  s += "</g>\n<g class=\"ticks x-ticks\" text-anchor=\"middle\">\n";
+  for (double v : x_ticks) {
+    s += "<text x=\"" + coord(f.x(v)) + "\" y=\"" + coord(y1 + 18) + "\">" + number_text(v) +
+         "</text>\n";
+  }
+  s += "</g>\n<text class=\"axis-title\" x=\"" + coord((x0 + x1) / 2) + "\" y=\"" +
+       coord(kHeight - 6) + "\" text-anchor=\"middle\">step</text>\n";
+  s += "<text class=\"axis-title\" x=\"14\" y=\"" + coord((y0 + y1) / 2) +
+       "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + coord((y0 + y1) / 2) + ")\">" +
+       html_escape(y_title) + "</text>\n";
+  return s;
+}
+
+std::string polyline(const Frame& f, const std::vector<Point>& points, size_t index,
+                     const std::string& name, const char* what) {
+  std::string pts;
+  for (const Point& p : downsample(points)) {
+    if (!pts.empty()) pts += ' ';
+    pts += coord(f.x(static_cast<double>(p.step))) + "," + coord(f.y(p.value));
+  }
+  return "<polyline class=\"run run-" + std::to_string(index) + "\" fill=\"none\" stroke=\"" +
+         color(index) + "\" stroke-width=\"1.5\" points=\"" + pts + "\"><title>" +
+         html_escape(name) + ": " + what + "</title></polyline>\n";
+}
+
+void step_range(const std::vector<RunData>& runs, double& lo, double& hi, bool& any) {
+  for (const RunData& r : runs) {
+    for (const auto* series : {&r.loss, &r.eval, &r.scale}) {
+      for (const Point& p : *series) {
+        const double s = static_cast<double>(p.step);
+        lo = any ? std::min(lo, s) : s;
+        hi = any ? std::max(hi, s) : s;
+        any = true;
+      }
+    }
+  }
+}
+
+std::string no_data(const char* what) {
+  return "<text class=\"no-data\" x=\"" + coord(kWidth / 2) + "\" y=\"" + coord(kHeight / 2) +
+         "\" text-anchor=\"middle\">no " + what + " logged</text>\n";
+}
+
+std::string loss_plot(const std::vector<RunData>& runs, Frame f) {
+  bool any_step = false;
+  step_range(runs, f.x_lo, f.x_hi, any_step);
+  bool any = false;
+  for (const RunData& r : runs) {
+    for (const auto* series : {&r.loss, &r.eval}) {
+      for (const Point& p : *series) {
+        f.y_lo = any ? std::min(f.y_lo, p.value) : p.value;
+        f.y_hi = any ? std::max(f.y_hi, p.value) : p.value;
+        any = true;
+      }
+    }
+  }
+  if (!any_step) f.x_lo = 0, f.x_hi = 1;
+  if (!any) f.y_lo = 0, f.y_hi = 1;
+  const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
+  std::vector<std::pair<double, std::string>> y_ticks;
+  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.6g", v));
+  std::string s = svg_open("loss", "loss per step: train loss lines, eval loss dots");
+  s += svg_axes(f, x_ticks, y_ticks, "loss");
+  if (!any) s += no_data("losses");
+  s += "<g class=\"series\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!runs[i].loss.empty()) s += polyline(f, runs[i].loss, i, runs[i].name, "train loss");
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    for (const Point& p : downsample(runs[i].eval)) {
+      s += "<circle class=\"eval run-" + std::to_string(i) + "\" cx=\"" +
+           coord(f.x(static_cast<double>(p.step))) + "\" cy=\"" + coord(f.y(p.value)) +
+           "\" r=\"3.5\" fill=\"" + color(i) + "\" stroke=\"#000\" stroke-width=\"0.6\"><title>" +
+           html_escape(runs[i].name) + ": eval loss " + fmt("%.6g", p.value) + " at step " +
+           std::to_string(p.step) + "</title></circle>\n";
+    }
+  }
+  return s + "</g>\n</svg>\n";
+}
+
+std::string scale_plot(const std::vector<RunData>& runs, Frame f) {
+  bool any_step = false;
+  step_range(runs, f.x_lo, f.x_hi, any_step);
+  if (!any_step) f.x_lo = 0, f.x_hi = 1;
+  bool any = false;
+  double lo = 1, hi = 1;
+  for (const RunData& r : runs) {
+    for (const Point& p : r.scale) {
+      lo = any ? std::min(lo, p.value) : p.value;
+      hi = any ? std::max(hi, p.value) : p.value;
+      any = true;
+    }
+  }
+  int k_lo = any ? static_cast<int>(std::floor(std::log2(lo))) : 15;
+  int k_hi = any ? static_cast<int>(std::ceil(std::log2(hi))) : 17;
+  if (k_hi - k_lo < 2) --k_lo, ++k_hi;  // a flat trajectory sits mid-plot
+  const int stride = std::max(1, (k_hi - k_lo + 11) / 12);
+  k_lo = static_cast<int>(std::floor(static_cast<double>(k_lo) / stride)) * stride;
+  k_hi = static_cast<int>(std::ceil(static_cast<double>(k_hi) / stride)) * stride;
+  f.log2_y = true;
+  f.y_lo = k_lo;
+  f.y_hi = k_hi;
+  const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
+  std::vector<std::pair<double, std::string>> y_ticks;
+  for (int k = k_lo; k <= k_hi; k += stride) y_ticks.emplace_back(k, "2^" + std::to_string(k));
+  std::string s = svg_open("scale", "loss scale per step (log2 axis); red dots: skipped steps");
+  s += svg_axes(f, x_ticks, y_ticks, "loss scale (log2)");
+  if (!any) s += no_data("loss scales");
+  s += "<g class=\"series\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!runs[i].scale.empty()) s += polyline(f, runs[i].scale, i, runs[i].name, "loss scale");
+  }
+  s += "</g>\n<g class=\"skips\">\n";
+  for (const RunData& r : runs) {
+    for (const Point& p : r.skips) {  // every one, never downsampled
+      s += "<circle class=\"skip\" cx=\"" + coord(f.x(static_cast<double>(p.step))) + "\" cy=\"" +
+           coord(f.y(p.value)) + "\" r=\"2.5\" fill=\"" + kSkipColour + "\"><title>" +
+           html_escape(r.name) + ": step " + std::to_string(p.step) + " skipped (scale " +
+           number_text(p.value) + ")</title></circle>\n";
+    }
+  }
+  return s + "</g>\n</svg>\n";
+}
+
+std::string cell(const json& v, const char* format) {
+  if (!v.is_number()) return "<td class=\"na\">&mdash;</td>";
+  const double d = v.get<double>();
+  if (!std::isfinite(d)) return "<td class=\"na\">&mdash;</td>";
+  return "<td class=\"num\">" + (format ? fmt(format, d) : number_text(d)) + "</td>";
+}
+
+std::string runs_table(const std::vector<RunData>& runs) {
+  std::string s =
+      "<table id=\"runs\">\n<thead><tr><th>run</th><th>overrides</th><th>status</th>"
+      "<th>final loss</th><th>best eval loss</th><th>steps</th><th>skipped</th>"
+      "<th>overflow rate</th><th>final scale</th><th>min scale</th><th>max scale</th>"
+      "<th>wall time (s)</th><th>samples/s</th></tr></thead>\n<tbody>\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    const json& row = r.row;
+    auto field = [&](const char* k) { return row.contains(k) ? row[k] : json(); };
+    std::string overrides;
+    if (field("overrides").is_array()) {
+      for (const json& o : row["overrides"]) {
+        if (!overrides.empty()) overrides += "<br>";
+        overrides += html_escape(o.is_string() ? o.get<std::string>() : o.dump());
+      }
+    }
+    if (overrides.empty()) overrides = "&mdash;";
+    const std::string status = field("status").is_string() ? row["status"].get<std::string>() : "";
+    const std::string error = field("error").is_string() ? row["error"].get<std::string>() : "";
+    s += "<tr class=\"run" + std::string(r.best ? " best" : "") + "\"><td class=\"name\">" +
+         "<span class=\"swatch\" style=\"background:" + color(i) + "\"></span>" +
+         html_escape(r.name) + (r.best ? " <span class=\"badge\">best</span>" : "") + "</td><td>" +
+         overrides + "</td><td class=\"status status-" + html_escape(status) + "\">" +
+         html_escape(status) +
+         (error.empty() ? "" : "<div class=\"error\">" + html_escape(error) + "</div>") + "</td>";
+    s += cell(field("final_loss"), "%.6g") + cell(field("best_eval_loss"), "%.6g") +
+         cell(field("steps"), nullptr) + cell(field("skipped_steps"), nullptr) +
+         cell(field("overflow_rate"), "%.4f") + cell(field("final_scale"), "%.10g") +
+         cell(field("min_scale"), "%.10g") + cell(field("max_scale"), "%.10g") +
+         cell(field("wall_time_s"), "%.3f") + cell(field("samples_per_s"), "%.0f") + "</tr>\n";
+  }
+  return s + "</tbody>\n</table>\n";
+}
+
+std::string summary_table(const json& summary) {
+  std::string s = "<table id=\"summary\">\n<tbody>\n";
+  for (const auto& [key, value] : summary.items()) {
+    std::string text;
+    if (value.is_string()) {
+      text = value.get<std::string>();
+    } else if (value.is_number_float()) {
+      text = fmt("%.10g", value.get<double>());
+    } else {
+      text = value.dump();
+    }
+    s += "<tr><th>" + html_escape(key) + "</th><td>" + html_escape(text) + "</td></tr>\n";
+  }
+  return s + "</tbody>\n</table>\n";
+}
+
+constexpr const char* kStyle = R"(
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fff}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
+.meta,.note{color:#555;margin:4px 0}
+svg.plot{display:block;max-width:100%;height:auto;border:1px solid #ddd;background:#fff}
+svg .grid line{stroke:#eee;stroke-width:1}
+svg .axes line{stroke:#444;stroke-width:1}
+svg text{font-size:12px;fill:#333}
+svg .no-data{fill:#999;font-size:14px}
+circle.skip{fill:#e00000;stroke:none}
+ul.legend{list-style:none;padding:0;margin:8px 0;display:flex;flex-wrap:wrap;gap:4px 16px}
+.swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px;border-radius:2px}
+.swatch.skip{background:#e00000;border-radius:6px;width:8px;height:8px}
+table{border-collapse:collapse;margin:8px 0}
+th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+thead th{background:#f4f4f4}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.na{color:#999;text-align:center}
+tr.best td{background:#f3faf0}
+.badge{font-size:11px;background:#2ca02c;color:#fff;border-radius:3px;padding:0 4px}
+.status-failed,.status-diverged{color:#b00000}
+.error{font-size:12px;color:#b00000;white-space:pre-wrap}
+)";
+
+std::string page(const std::string& title, const std::string& meta,
+                 const std::vector<RunData>& runs, const json* summary) {
+  std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+                  html_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
+  s += "<h1>" + html_escape(title) + "</h1>\n<p class=\"meta\">" + meta + "</p>\n";
+  s += "<ul class=\"legend\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    s += "<li><span class=\"swatch\" style=\"background:" + color(i) + "\"></span>" +
+         html_escape(runs[i].name) + "</li>\n";
+  }
+  s += "<li><span class=\"swatch skip\"></span>skipped step (gradients overflowed)</li>\n</ul>\n";
+  s += "<h2>Loss</h2>\n" + loss_plot(runs, Frame{});
+  s += "<p class=\"note\">Lines: training loss (unscaled) at each logged step; dots: evaluation "
+       "loss.</p>\n";
+  s += "<h2>Loss scale</h2>\n" + scale_plot(runs, Frame{});
+  s += "<p class=\"note\">The loss scale each logged step's backward pass used, on a log2 axis; "
+       "red dots mark steps whose gradients overflowed (found_inf) and were skipped.</p>\n";
+  s += "<h2>Runs</h2>\n" + runs_table(runs);
+  if (summary) s += "<h2>Summary</h2>\n" + summary_table(*summary);
+  return s + "</body>\n</html>\n";
+}
+
+std::string render_run(const fs::path& dir) {
+  RunData run;
+  RunResult result;
+  const fs::path summary_file = dir / "summary.json";
+  const bool has_summary = path_exists(summary_file);
+  if (has_summary) result.summary = read_json_file(summary_file, "summary.json");
+  read_metrics(dir / "metrics.jsonl", run);
+  const json& sm = result.summary;
+  run.name = has_summary && sm.contains("name") && sm["name"].is_string()
+                 ? sm["name"].get<std::string>()
+                 : fs::absolute(dir).lexically_normal().filename().string();
+  if (run.name.empty()) run.name = "run";
+  result.run.name = run.name;
+  result.dir = dir;
+  result.status = has_summary ? "ok" : "unfinished";
+  run.row = result_row(result);
+  std::vector<RunData> runs{std::move(run)};
+  const std::string meta = "Run directory " + html_escape(dir.string()) +
+                           (has_summary ? "" : " (no summary.json yet: the run is unfinished)");
+  return page("ampctl report: " + runs[0].name, meta, runs, has_summary ? &sm : nullptr);
+}
+
+std::string render_sweep(const fs::path& dir) {
+  const fs::path sweep_file = dir / "sweep.json";
+  const json sweep = read_json_file(sweep_file, "sweep.json");
+  if (!sweep.contains("runs") || !sweep["runs"].is_array()) {
+    throw Error{ErrorKind::input, sweep_file.string() + ": has no \"runs\" list (sweep.json)"};
+  }
+  const std::string best =
+      sweep.contains("best") && sweep["best"].is_string() ? sweep["best"].get<std::string>() : "";
+  std::vector<RunData> runs;
+  for (const json& row : sweep["runs"]) {
+    if (!row.is_object()) {
+      throw Error{ErrorKind::input, sweep_file.string() + ": a run that is not an object"};
+    }
+    RunData run;
+    run.row = row;
+    run.name = row.contains("name") && row["name"].is_string()
+                   ? row["name"].get<std::string>()
+                   : "run-" + std::to_string(runs.size());
+    run.best = !best.empty() && run.name == best;
+    // The run's directory: DIR/<name> (a moved sweep), else the recorded run_dir.
+    fs::path run_dir = dir / run.name;
+    if (!path_exists(run_dir) && row.contains("run_dir") && row["run_dir"].is_string() &&
+        path_exists(fs::path(row["run_dir"].get<std::string>()))) {
+      run_dir = row["run_dir"].get<std::string>();
+    }
+    const std::string status =
+        row.contains("status") && row["status"].is_string() ? row["status"].get<std::string>() : "";
+    // A run that failed or never started may have no metrics; a finished one must.
+    if (status == "ok" || path_exists(run_dir / "metrics.jsonl")) {
+      read_metrics(run_dir / "metrics.jsonl", run);
+    }
+    runs.push_back(std::move(run));
+  }
+  std::string meta = "Sweep directory " + html_escape(dir.string()) + ": " +
+                     std::to_string(runs.size()) + " run(s)";
+  if (!best.empty() && sweep.contains("metric") && sweep["metric"].is_string()) {
+    meta +=
+        "; best by " + html_escape(sweep["metric"].get<std::string>()) + ": " + html_escape(best);
+  }
+  const std::string name = fs::absolute(dir).lexically_normal().filename().string();
+  return page("ampctl sweep report: " + (name.empty() ? std::string("sweep") : name), meta, runs,
+              nullptr);
+}
+
+}  // namespace
+
+std::string html_escape(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<Point> downsample(const std::vector<Point>& points, std::size_t max_points) {
+  if (points.size() <= max_points || max_points < 4) return points;
+  const std::size_t n = points.size(), interior = n - 2, buckets = (max_points - 2) / 2;
+  std::vector<Point> out;
+  out.reserve(max_points);
+  out.push_back(points.front());
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t begin = 1 + b * interior / buckets, end = 1 + (b + 1) * interior / buckets;
+    if (begin >= end) continue;
+    std::size_t lo = begin, hi = begin;
+    for (std::size_t i = begin; i < end; ++i) {
+      if (points[i].value < points[lo].value) lo = i;
+      if (points[i].value > points[hi].value) hi = i;
+    }
+    out.push_back(points[std::min(lo, hi)]);
+    if (lo != hi) out.push_back(points[std::max(lo, hi)]);
+  }
+  out.push_back(points.back());
+  return out;
+}
+
+std::string render_report(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    throw Error{ErrorKind::input, dir.string() + ": no such directory"};
+  }
+  if (!fs::is_directory(dir, ec)) {
+    throw Error{ErrorKind::input, dir.string() + ": not a directory",
+                "give a run directory (metrics.jsonl) or a sweep directory (sweep.json)"};
+  }
+  if (path_exists(dir / "sweep.json")) return render_sweep(dir);
+  if (path_exists(dir / "metrics.jsonl") || path_exists(dir / "summary.json"))
+    return render_run(dir);
+  throw Error{ErrorKind::input,
+              dir.string() +
+                  ": neither a run directory (no metrics.jsonl) nor a sweep directory "
+                  "(no sweep.json)"};
+}
+
+fs::path write_html_report(const fs::path& dir, const fs::path& out) {
+  const std::string html = render_report(dir);
+  const fs::path file = out.empty() ? dir / "report.html" : out;
+  {
+    std::ofstream f(file, std::ios::binary | std::ios::trunc);
+    f << html;
+    f.close();
+    if (!f) throw Error{ErrorKind::runtime, file.string() + ": cannot write the report"};
+  }
+  return file;
+}
+
+}  // namespace ampctl::sweep

@@ -1,0 +1,257 @@
+// `ampctl report`: the HTML page for a hand-written run directory and a 2-run sweep directory.
+#include "ampctl/sweep/report.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "ampctl/core/error.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ampctl::sweep::render_report;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("ampctl_report_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+void write(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+// A run of `steps` logged steps; steps in `skipped` overflowed (scale halves there), eval every
+// 10 steps.
+void write_run(const fs::path& dir, const std::string& name, int steps,
+               const std::vector<int>& skipped) {
+  std::string metrics;
+  double scale = 65536.0;
+  for (int s = 1; s <= steps; ++s) {
+    const bool inf = std::find(skipped.begin(), skipped.end(), s) != skipped.end();
+    nlohmann::json line = {{"kind", "train"},     {"step", s},        {"loss", 2.0 / s},
+                           {"scale", scale},      {"found_inf", inf}, {"skipped", inf},
+                           {"growth_tracker", 0}, {"lr", 1e-3},       {"time_s", 0.01 * s}};
+    metrics += line.dump() + "\n";
+    if (inf) scale /= 2;
+    if (s % 10 == 0) {
+      metrics += nlohmann::json{{"kind", "eval"}, {"step", s}, {"loss", 1.5 / s}}.dump() + "\n";
+    }
+  }
+  write(dir / "metrics.jsonl", metrics);
+  nlohmann::json summary = {{"name", name},
+                            {"steps", steps},
+                            {"skipped_steps", skipped.size()},
+                            {"final_loss", 2.0 / steps},
+                            {"best_eval_loss", 0.05},
+                            {"final_scale", scale},
+                            {"min_scale", scale},
+                            {"max_scale", 65536.0},
+                            {"wall_time_s", 0.5},
+                            {"samples_per_s", 1000.0}};
+  write(dir / "summary.json", summary.dump(2));
+}
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos;
+       pos = text.find(needle, pos + needle.size()))
+    ++n;
+  return n;
+}
+
+// The text of the element that starts with `open` (e.g. `<svg id="loss"`) up to `close`.
+std::string element(const std::string& html, const std::string& open, const std::string& close) {
+  const size_t begin = html.find(open);
+  if (begin == std::string::npos) return {};
+  const size_t end = html.find(close, begin);
+  return end == std::string::npos ? std::string() : html.substr(begin, end - begin);
+}
+
+void write_sweep(const fs::path& dir) {
+  write_run(dir / "a", "a", 40, {3, 17});
+  write_run(dir / "b<&>", "b<&>", 30, {5, 6, 25});
+  nlohmann::json runs = nlohmann::json::array();
+  for (const auto& [name, over, skipped] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"a", "scaler.init_scale=1024.0", 2}, {"b<&>", "scaler.init_scale=65536.0", 3}}) {
+    runs.push_back({{"name", name},
+                    {"overrides", {over}},
+                    {"status", "ok"},
+                    {"error", ""},
+                    {"final_loss", 0.1},
+                    {"best_eval_loss", 0.05},
+                    {"steps", 40},
+                    {"skipped_steps", skipped},
+                    {"overflow_rate", skipped / 40.0},
+                    {"final_scale", 16384.0},
+                    {"min_scale", 16384.0},
+                    {"max_scale", 65536.0},
+                    {"wall_time_s", 0.5},
+                    {"samples_per_s", 1000.0},
+                    {"run_dir", (dir / name).string()}});
+  }
+  write(dir / "sweep.json",
+        nlohmann::json{{"best", "a"}, {"metric", "best_eval_loss"}, {"runs", runs}}.dump(2));
+}
+
+TEST(Report, SingleRunHasPlotsMarkersAndSummary) {
+  TempDir tmp;
+  write_run(tmp.path() / "run", "quick", 50, {4, 9, 30});
+  const std::string html = render_report(tmp.path() / "run");
+  const std::string loss = element(html, "<svg id=\"loss\"", "</svg>");
+  const std::string scale = element(html, "<svg id=\"scale\"", "</svg>");
+  ASSERT_FALSE(loss.empty());
+  ASSERT_FALSE(scale.empty());
+  EXPECT_EQ(count(loss, "<polyline"), 1u);
+  EXPECT_EQ(count(scale, "<polyline"), 1u);
+  EXPECT_EQ(count(loss, "<circle class=\"eval"), 5u);
+  EXPECT_EQ(count(scale, "<circle class=\"skip\""), 3u);
+  EXPECT_EQ(count(html, "<circle class=\"skip\""), 3u);
+  const std::string table = element(html, "<table id=\"runs\"", "</table>");
+  EXPECT_EQ(count(table, "<tr class=\"run"), 1u);
+  EXPECT_NE(html.find("<table id=\"summary\""), std::string::npos);
+  EXPECT_NE(html.find("quick"), std::string::npos);
+}
+
+TEST(Report, ScaleAxisHasLog2Ticks) {
+  TempDir tmp;
+  write_run(tmp.path() / "run", "quick", 20, {2, 3});  // 2^16 down to 2^14
+  const std::string scale =
+      element(render_report(tmp.path() / "run"), "<svg id=\"scale\"", "</svg>");
+  EXPECT_NE(scale.find(">2^16</text>"), std::string::npos);
+  EXPECT_NE(scale.find(">2^14</text>"), std::string::npos);
+  EXPECT_NE(scale.find(">2^15</text>"), std::string::npos);
+}
+
+TEST(Report, SweepHasOneSeriesAndRowPerRunAndEscapesText) {
+  TempDir tmp;
+  write_sweep(tmp.path());
+  const std::string html = render_report(tmp.path());
+  const std::string loss = element(html, "<svg id=\"loss\"", "</svg>");
+  const std::string scale = element(html, "<svg id=\"scale\"", "</svg>");
+  EXPECT_EQ(count(loss, "<polyline"), 2u);
+  EXPECT_EQ(count(scale, "<polyline"), 2u);
+  EXPECT_EQ(count(html, "<circle class=\"skip\""), 5u);
+  const std::string table = element(html, "<table id=\"runs\"", "</table>");
+  EXPECT_EQ(count(table, "<tr class=\"run"), 2u);
+  EXPECT_EQ(count(table, "<tr class=\"run best\""), 1u);
+  EXPECT_NE(table.find("scaler.init_scale=65536.0"), std::string::npos);
+  EXPECT_NE(html.find("b&lt;&amp;&gt;"), std::string::npos);
+  EXPECT_EQ(html.find("b<&>"), std::string::npos);
+}
+
+TEST(Report, IsSelfContained) {
+  TempDir tmp;
+  write_sweep(tmp.path());
+  const std::string html = render_report(tmp.path());
+  EXPECT_EQ(html.find("http"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("<link"), std::string::npos);
+  EXPECT_EQ(html.find("src="), std::string::npos);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+}
+
+TEST(Report, WritesDefaultAndExplicitFile) {
+  TempDir tmp;
+  write_run(tmp.path() / "run", "quick", 10, {});
+  const fs::path def = ampctl::sweep::write_html_report(tmp.path() / "run");
+  EXPECT_EQ(def, tmp.path() / "run" / "report.html");
+  EXPECT_TRUE(fs::file_size(def) > 0);
+  const fs::path out = tmp.path() / "x.html";
+  EXPECT_EQ(ampctl::sweep::write_html_report(tmp.path() / "run", out), out);
+  EXPECT_TRUE(fs::exists(out));
+}
+
+TEST(Report, DownsamplesLongSeriesButKeepsEverySkipMarker) {
+  std::vector<ampctl::sweep::Point> points;
+  for (int i = 0; i < 100000; ++i) points.push_back({i + 1, static_cast<double>(i % 97)});
+  const auto small = ampctl::sweep::downsample(points);
+  EXPECT_LE(small.size(), ampctl::sweep::kMaxPoints);
+  EXPECT_GT(small.size(), ampctl::sweep::kMaxPoints / 2);
+  EXPECT_EQ(small.front().step, 1);
+  EXPECT_EQ(small.back().step, 100000);
+
+  TempDir tmp;
+  std::vector<int> skipped;
+  for (int s = 7; s <= 5000; s += 7) skipped.push_back(s);
+  write_run(tmp.path() / "run", "long", 5000, skipped);
+  const std::string html = render_report(tmp.path() / "run");
+  const std::string loss = element(html, "<svg id=\"loss\"", "</svg>");
+  const std::string line = element(loss, "points=\"", "\">");
+  EXPECT_LE(count(line, ","), ampctl::sweep::kMaxPoints);
+  EXPECT_EQ(count(html, "<circle class=\"skip\""), skipped.size());
+}
+
+void expect_input_error(const fs::path& dir, const std::string& names) {
+  try {
+    render_report(dir);
+    FAIL() << "no error for " << dir;
+  } catch (const ampctl::Error& e) {
+    EXPECT_EQ(e.kind(), ampctl::ErrorKind::input);
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+  }
+}
+
+TEST(Report, MissingMetricsIsAnInputErrorNamingTheFile) {
+  TempDir tmp;
+  write_run(tmp.path() / "run", "quick", 10, {});
+  fs::remove(tmp.path() / "run" / "metrics.jsonl");
+  expect_input_error(tmp.path() / "run", "metrics.jsonl");
+
+  write_sweep(tmp.path() / "sweep");
+  fs::remove(tmp.path() / "sweep" / "a" / "metrics.jsonl");
+  expect_input_error(tmp.path() / "sweep", (tmp.path() / "sweep" / "a" / "metrics.jsonl").string());
+}
+
+TEST(Report, NonJsonLineIsAnInputErrorNamingFileAndLine) {
+  TempDir tmp;
+  write_run(tmp.path() / "run", "quick", 10, {});
+  { std::ofstream(tmp.path() / "run" / "metrics.jsonl", std::ios::app) << "{not json\n"; }
+  expect_input_error(tmp.path() / "run", (tmp.path() / "run" / "metrics.jsonl").string() + ":12");
+}
+
+TEST(Report, BadSummaryOrSweepJsonIsAnInputError) {
+  TempDir tmp;
+  write_run(tmp.path() / "run", "quick", 10, {});
+  write(tmp.path() / "run" / "summary.json", "{\"steps\": ");
+  expect_input_error(tmp.path() / "run", "summary.json");
+  write(tmp.path() / "sweep" / "sweep.json", "[1, 2]");
+  expect_input_error(tmp.path() / "sweep", "sweep.json");
+}
+
+TEST(Report, DirectoryThatIsNeitherIsAnInputError) {
+  TempDir tmp;
+  expect_input_error(tmp.path(), "neither a run directory");
+  expect_input_error(tmp.path() / "absent", "no such directory");
+}
+
+TEST(Report, EscapesHtml) {
+  EXPECT_EQ(ampctl::sweep::html_escape("<a href=\"x\">&'</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
+}
+
+}  // namespace
