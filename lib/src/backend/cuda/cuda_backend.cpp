@@ -460,6 +460,25 @@ void CudaBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracke
                                static_cast<const float*>(found_inf.data()), params, stream());
 }
 
+void CudaBackend::check_step_extras(const char* op, const Tensor& params, const Tensor& found_inf,
+                                    const Tensor& inv_scale, const Tensor& lowp_params) const {
+  if (found_inf.defined()) {
+    check_here(found_inf, op, "found_inf");
+    check_scalar(found_inf, DType::f32, op, "found_inf");
+  }
+  if (inv_scale.defined()) {
+    check_here(inv_scale, op, "inv_scale");
+    check_scalar(inv_scale, DType::f32, op, "inv_scale");
+  }
+  if (lowp_params.defined()) {
+    check_here(lowp_params, op, "lowp_params");
+    if (lowp_params.dtype() != DType::f16 && lowp_params.dtype() != DType::bf16) {
+      invalid(std::string(op) + ": lowp_params must be f16 or bf16, got " + lowp_params.describe());
+    }
+    check_same_numel(params, "params", lowp_params, "lowp_params", op);
+  }
+}
+
 void CudaBackend::sgd_step(const SgdStepArgs& args) {
   const char* op = "sgd_step";
   check_here(args.params, op, "params");
@@ -476,21 +495,7 @@ void CudaBackend::sgd_step(const SgdStepArgs& args) {
     args.momentum_buf.check_dtype(DType::f32);
     check_same_numel(args.params, "params", args.momentum_buf, "momentum_buf", op);
   }
-  if (args.found_inf.defined()) {
-    check_here(args.found_inf, op, "found_inf");
-    check_scalar(args.found_inf, DType::f32, op, "found_inf");
-  }
-  if (args.inv_scale.defined()) {
-    check_here(args.inv_scale, op, "inv_scale");
-    check_scalar(args.inv_scale, DType::f32, op, "inv_scale");
-  }
-  if (args.lowp_params.defined()) {
-    check_here(args.lowp_params, op, "lowp_params");
-    if (args.lowp_params.dtype() != DType::f16 && args.lowp_params.dtype() != DType::bf16) {
-      invalid("sgd_step: lowp_params must be f16 or bf16, got " + args.lowp_params.describe());
-    }
-    check_same_numel(args.params, "params", args.lowp_params, "lowp_params", op);
-  }
+  check_step_extras(op, args.params, args.found_inf, args.inv_scale, args.lowp_params);
   kernels::SgdStepPointers p{};
   p.params = static_cast<float*>(args.params.data());
   p.grads = static_cast<const float*>(args.grads.data());

@@ -260,6 +260,10 @@ class CudaBackend final : public Backend {
  private:
   // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
   void check_here(const Tensor& t, const char* op, const char* name) const;
+  // The optional inputs every fused optimizer step shares: found_inf and inv_scale (f32[1]) and
+  // the f16/bf16 weight copy (params' numel), each checked only when defined.
+  void check_step_extras(const char* op, const Tensor& params, const Tensor& found_inf,
+                         const Tensor& inv_scale, const Tensor& lowp_params) const;
   // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
   float* gemm_workspace(size_t floats);
   // The same for the other grow-only workspaces: `buffer` is grown to at least `floats` floats

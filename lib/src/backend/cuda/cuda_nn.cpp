@@ -541,21 +541,7 @@ void CudaBackend::adam_step(const AdamStepArgs& args) {
   }
   check_here(args.step, op, "step");
   check_scalar(args.step, DType::i32, op, "step");
-  if (args.found_inf.defined()) {
-    check_here(args.found_inf, op, "found_inf");
-    check_scalar(args.found_inf, DType::f32, op, "found_inf");
-  }
-  if (args.inv_scale.defined()) {
-    check_here(args.inv_scale, op, "inv_scale");
-    check_scalar(args.inv_scale, DType::f32, op, "inv_scale");
-  }
-  if (args.lowp_params.defined()) {
-    check_here(args.lowp_params, op, "lowp_params");
-    if (args.lowp_params.dtype() != DType::f16 && args.lowp_params.dtype() != DType::bf16) {
-      invalid("adam_step: lowp_params must be f16 or bf16, got " + args.lowp_params.describe());
-    }
-    check_same_numel(args.params, "params", args.lowp_params, "lowp_params", op);
-  }
+  check_step_extras(op, args.params, args.found_inf, args.inv_scale, args.lowp_params);
   kernels::AdamStepPointers p{};
   p.params = static_cast<float*>(args.params.data());
   p.grads = static_cast<const float*>(args.grads.data());
