@@ -76,3 +76,26 @@ foreach(f ${bad_files})
   endif()
 endforeach()
 message(STATUS "${count} bad configs, each exit 2")
+
+# A file with a sweep: section: validate checks the base and every run and lists the runs;
+# train refuses it (exit 2) with a hint that names `ampctl sweep`.
+set(sweep_cfg ${DATA}/../../configs/sweep_scaler.yaml)
+execute_process(COMMAND ${AMPCTL} validate --config ${sweep_cfg}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "# sweep: 4 run\\(s\\)"
+   OR NOT out MATCHES "#   init_scale=1024.0,growth_interval=20: scaler.init_scale=1024.0")
+  message(FATAL_ERROR "validate of a sweep file: exit ${rc}\n${out}\n${err}")
+endif()
+execute_process(COMMAND ${AMPCTL} validate --config ${sweep_cfg} --set scaler.growth_factor=0.5
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "scaler\\.growth_factor: must be > 1\\.0")
+  message(FATAL_ERROR "validate of a sweep file with a bad --set: exit ${rc}\n${err}")
+endif()
+execute_process(COMMAND ${AMPCTL} train --config ${sweep_cfg} --run-dir ${WORK}/sweep_refused
+                RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "sweep: unknown key" OR NOT err MATCHES "hint: .*ampctl sweep")
+  message(FATAL_ERROR "train of a sweep file: exit ${rc}\n${err}")
+endif()
+if(EXISTS ${WORK}/sweep_refused)
+  message(FATAL_ERROR "train of a sweep file wrote ${WORK}/sweep_refused")
+endif()

@@ -577,7 +577,13 @@ Schema<RunConfig> make_run_schema() {
          return {};
        }},
   };
-  return Schema<C>(std::move(fields), std::move(checks), {"model", "data"});
+  Schema<C> schema(std::move(fields), std::move(checks), {"model", "data"});
+  schema.unknown_key_hint = [](const std::string& key) -> std::string {
+    if (key != "sweep") return {};
+    return "a sweep: section describes many runs: run it with `ampctl sweep --config FILE` "
+           "(`ampctl validate` checks it too), or remove it to train the base configuration";
+  };
+  return schema;
 }
 
 const Schema<RunConfig>& run_schema() {

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,16 +63,43 @@ std::string last_line(const fs::path& file) {
   return last_error.empty() ? last : last_error;
 }
 
-std::string contents(const fs::path& file) {
-  std::ifstream in(file);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// A finished run's status from its summary.json: "status" when the trainer wrote one (ok or
+// diverged), else ok (a summary is written only by a run that finished).
+std::string summary_status(const nlohmann::json& summary) {
+  if (summary.is_object() && summary.contains("status") && summary["status"].is_string()) {
+    return summary["status"].get<std::string>();
+  }
+  return "ok";
 }
 
 bool has_checkpoint(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / "checkpoints" / "latest", ec);
+}
+
+// Takes OUT/.<run>.lock for a run about to start and returns its descriptor. The spawned child
+// inherits the descriptor, so the lock lives exactly as long as the run's process, even one left
+// behind by a sweep that was killed: a re-run waits here for it to finish its checkpoint instead
+// of writing the same directory at the same time. Returns -1 when a stop signal came while
+// waiting.
+int lock_run(const fs::path& out, const std::string& name, bool quiet) {
+  const fs::path file = out / ("." + name + ".lock");
+  const int fd = open(file.c_str(), O_RDWR | O_CREAT, 0644);
+  if (fd < 0) {
+    throw Error{ErrorKind::runtime, "cannot create " + file.string() + ": " + std::strerror(errno)};
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) return fd;
+  if (!quiet) {
+    std::printf("[sweep] %s: waiting for an earlier process of this run to stop\n", name.c_str());
+    std::fflush(stdout);
+  }
+  while (flock(fd, LOCK_EX) != 0) {
+    if (errno != EINTR || g_stop_signal != 0) {
+      close(fd);
+      return -1;
+    }
+  }
+  return fd;
 }
 
 // Starts one child: `exe ARGS...` with stdout/stderr into the run directory.
@@ -84,6 +113,7 @@ pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs:
   argv.push_back(const_cast<char*>(exe_s.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw Error{ErrorKind::runtime, std::string("fork failed: ") + std::strerror(errno)};
   if (pid == 0) {
@@ -94,6 +124,10 @@ pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs:
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    // A sweep that dies without forwarding (SIGKILL, a crash) still stops its runs the clean way:
+    // SIGTERM makes each write a checkpoint and exit, so a re-run resumes them.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) raise(SIGTERM);
     const int out = open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     const int err = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (out >= 0) dup2(out, 1);
@@ -148,8 +182,11 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     r.status = "skipped";
     if (fs::exists(r.dir / "summary.json", ec)) {
       r.summary = read_json(r.dir / "summary.json");
-      r.status = "ok";
-      if (!options.quiet) std::printf("[sweep] %s: finished before, skipped\n", run.name.c_str());
+      r.status = summary_status(r.summary);
+      if (!options.quiet) {
+        std::printf("[sweep] %s: finished before (%s), skipped\n", run.name.c_str(),
+                    r.status.c_str());
+      }
     } else {
       pending.push_back(result.results.size());
     }
@@ -166,7 +203,10 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       for (const auto& [pid, idx] : running) kill(pid, g_stop_signal);
     }
     while (!forwarded && next < pending.size() && static_cast<int>(running.size()) < jobs) {
-      RunResult& r = result.results[pending[next++]];
+      RunResult& r = result.results[pending[next]];
+      const int lock = lock_run(options.out, r.run.name, options.quiet);
+      if (lock < 0) continue;  // stopped while waiting: the loop's top forwards the signal
+      ++next;
       std::vector<std::string> args;
       if (has_checkpoint(r.dir)) {
         args = {"resume", "--checkpoint", r.dir.string()};
@@ -185,7 +225,15 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       }
       std::fflush(stdout);
       r.trained = true;
-      running[spawn(options.exe, args, r.dir, threads)] = &r - result.results.data();
+      pid_t pid = -1;
+      try {
+        pid = spawn(options.exe, args, r.dir, threads);
+      } catch (...) {
+        close(lock);
+        throw;
+      }
+      close(lock);  // the child holds it now
+      running[pid] = &r - result.results.data();
     }
     if (running.empty()) break;
     int status = 0;
@@ -201,8 +249,8 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (r.exit_code == 0 && fs::exists(r.dir / "summary.json", ec)) {
       r.summary = read_json(r.dir / "summary.json");
-      r.status = "ok";
-      if (!options.quiet) std::printf("[sweep] %s: ok\n", r.run.name.c_str());
+      r.status = summary_status(r.summary);
+      if (!options.quiet) std::printf("[sweep] %s: %s\n", r.run.name.c_str(), r.status.c_str());
     } else {
       std::string err = last_line(r.dir / "stderr.log");
       if (err.rfind("error: ", 0) == 0) err = err.substr(7);
@@ -210,8 +258,10 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       if (r.exit_code == 130 || r.exit_code == 143) {
         r.status = "interrupted";
       } else {
-        const std::string all = contents(r.dir / "stderr.log");
-        r.status = all.find("diverg") != std::string::npos ? "diverged" : "failed";
+        // A run that stopped because training diverged says so in its summary (exit 1).
+        r.summary = read_json(r.dir / "summary.json");
+        r.status = r.summary.is_object() && summary_status(r.summary) == "diverged" ? "diverged"
+                                                                                    : "failed";
       }
       if (!options.quiet)
         std::printf("[sweep] %s: %s (exit %d): %s\n", r.run.name.c_str(), r.status.c_str(),

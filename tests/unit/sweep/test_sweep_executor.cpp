@@ -1,9 +1,11 @@
 // `ampctl sweep` end to end through the real binary: a 2x2 grid over scaler.init_scale x
 // scaler.growth_interval on a tiny synthetic problem.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -173,6 +176,87 @@ TEST_F(SweepExecutor, InterruptedRunIsResumedFromItsCheckpoint) {
   EXPECT_NE(read(dir / "console.txt").find("resuming"), std::string::npos)
       << read(dir / "console.txt");
   EXPECT_TRUE(fs::exists(run_dir / "summary.json"));
+}
+
+// Kills the sweep process itself with SIGKILL while its second run trains (no chance to forward
+// anything): the run still stops the clean way (it gets SIGTERM when its parent dies, and
+// checkpoints), and the same command again skips the finished run, waits for nothing left
+// running, resumes the killed run from its checkpoint and completes the rest.
+TEST_F(SweepExecutor, KilledMidwayThenRerunCompletesTheRest) {
+  std::string long_cfg = kTiny;
+  long_cfg.replace(long_cfg.find("max_steps: 12, eval_every: 6"), 28,
+                   "max_steps: 20000, eval_every: 0");
+  long_cfg.replace(long_cfg.find("every_steps: 6"), 14, "every_steps: 5000");
+  std::ofstream(dir / "long.yaml") << long_cfg << "checkpoint: {every_steps: 5000}\n";
+  const std::string out = (dir / "out").string();
+  const std::vector<std::string> args = {ampctl_binary().string(),
+                                         "sweep",
+                                         "--config",
+                                         (dir / "long.yaml").string(),
+                                         "--grid",
+                                         "scaler.init_scale=1024,65536",
+                                         "--grid",
+                                         "scaler.growth_interval=2,100",
+                                         "--jobs",
+                                         "1",
+                                         "--out",
+                                         out};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::string console = (dir / "console1.txt").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    FILE* f = std::freopen(console.c_str(), "w", stdout);
+    if (f == nullptr || dup2(fileno(stdout), 2) < 0) _exit(127);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  const std::string first = "init_scale=1024,growth_interval=2";
+  const std::string second = "init_scale=1024,growth_interval=100";
+  // Wait until the first run finished and the second one is training (metrics lines written).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  bool training = false;
+  while (!training && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    training = fs::exists(dir / "out" / first / "summary.json") &&
+               read(dir / "out" / second / "metrics.jsonl").size() > 200;
+  }
+  ASSERT_TRUE(training) << read(console);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  EXPECT_FALSE(fs::exists(dir / "out" / second / "summary.json"));
+  const auto first_mtime = fs::last_write_time(dir / "out" / first / "summary.json");
+
+  // The same command again, at once (the killed run may still be writing its checkpoint).
+  std::string again;
+  for (size_t i = 0; i + 1 < argv.size(); ++i) again += std::string(argv[i]) + " ";
+  again += "> " + (dir / "console2.txt").string() + " 2>&1";
+  ASSERT_EQ(run(again), 0) << read(dir / "console2.txt");
+  const std::string log = read(dir / "console2.txt");
+  EXPECT_NE(log.find(first + ": finished before (ok), skipped"), std::string::npos) << log;
+  EXPECT_NE(log.find(second + ": resuming"), std::string::npos) << log;
+  EXPECT_EQ(fs::last_write_time(dir / "out" / first / "summary.json"), first_mtime);
+  const nlohmann::json report = nlohmann::json::parse(read(dir / "out" / "sweep.json"));
+  ASSERT_EQ(report["runs"].size(), 4u);
+  for (const auto& row : report["runs"]) {
+    EXPECT_EQ(row["status"], "ok") << row.dump();
+    EXPECT_EQ(row["steps"], 20000) << row.dump();
+  }
+  // The resumed run's metrics have one line per step, none lost or repeated across the kill.
+  std::istringstream lines(read(dir / "out" / second / "metrics.jsonl"));
+  std::string line;
+  int64_t expect = 1;
+  while (std::getline(lines, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] != "train") continue;
+    ASSERT_EQ(j["step"].get<int64_t>(), expect) << line;
+    ++expect;
+  }
+  EXPECT_EQ(expect, 20001);
 }
 
 }  // namespace
