@@ -16,6 +16,20 @@
 //     caller resets it. No thread leaves early, so the vote sees every thread.
 //     With inv_scale == 1 the pass only checks: nothing is stored, so the elements keep their bits
 //     (NaN payloads included) and the pass reads the memory once.
+//     Attribution (optional: which segments held an inf or NaN). When a thread's share of a
+//     tensor held a non-finite value (never, on a clean step) it walks that share again after
+//     the pass and, for each inf or NaN, finds its segment (the last one whose start is <= the
+//     element's global index: its pack's base, plus the sizes of the tensors before it, plus its
+//     index) by binary search over segment_starts and stores 1 there (racing stores write the
+//     same value, as for found_inf). The second walk reads the values the pass left, which
+//     classify exactly as the originals when 0 < inv_scale <= 1: inf and NaN stay so, and a
+//     finite x gives |x * inv| <= |x|, rounded to at most |x| (already representable), so never
+//     inf. That covers check-only passes (the trainer's fused path) and every unscale with a
+//     scale >= 1. For inv_scale > 1 (a scale below 1: a finite x * inv may overflow) a separate
+//     check-only launch before the pass (non_finite_check_attribute_kernel, which returns at once
+//     otherwise) marks from the untouched originals. Marking inside the unscale loop instead
+//     needs the original lanes live beside the unscaled ones: it spilled registers and cost a
+//     third of the pass's bandwidth.
 //   inv_scale and update_scale: one thread runs amp::inv_scale_of / amp::update_scale_state on the
 //     device scalars, so the scaler's state never visits the host during a step.
 //
@@ -82,30 +96,120 @@ static __device__ float unscale_tensor(T* x, size_t n, size_t tid, size_t nthrea
   return found;
 }
 
+// segment_found[s] := 1 for the segment s holding global element `element`: the last segment
+// whose start is <= element (segment_starts[0] == 0, so there is one).
+static __device__ void mark_segment(const SegmentAttribution& a, size_t element) {
+  int lo = 0, hi = a.count - 1;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (static_cast<size_t>(a.starts[mid]) <= element) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  a.found[lo] = 1;
+}
+
+template <typename T>
+static __device__ __forceinline__ void mark_if_nonfinite(T v, const SegmentAttribution& a,
+                                                         size_t element) {
+  if (!amp::is_finite_bits(static_cast<float>(v))) mark_segment(a, element);
+}
+
+// The rare path of attribution: walks thread `tid`'s share of x[0, n) (exactly the elements
+// unscale_tensor gave it) and marks the segment of every inf or NaN; x[i] is global element
+// base + i. Exact on the values left by a pass with 0 < inv <= 1 (see the top of this file).
+template <typename T>
+static __device__ __noinline__ void mark_tensor(const T* x, size_t n, size_t tid, size_t nthreads,
+                                                const SegmentAttribution a, size_t base) {
+  const size_t head = elements_to_alignment(x, n);
+  const size_t words = (n - head) / Lanes<T>::kCount;
+  const size_t tail = head + words * Lanes<T>::kCount;
+  if (tid < head) mark_if_nonfinite(x[tid], a, base + tid);
+  if (tid < n - tail) mark_if_nonfinite(x[tail + tid], a, base + tail + tid);
+  for (size_t w = tid; w < words; w += nthreads) {
+    const size_t first = head + w * Lanes<T>::kCount;
+    for (int k = 0; k < Lanes<T>::kCount; ++k) {
+      mark_if_nonfinite(x[first + k], a, base + first + k);
+    }
+  }
+}
+
+// One tensor of the pass: unscale (check only when inv == 1), then, when `mark` and something
+// was non-finite, mark its segments.
+template <typename T>
+static __device__ float unscale_and_mark(const TensorDesc& d, size_t tid, size_t nthreads,
+                                         float inv, bool mark, const SegmentAttribution& a,
+                                         size_t base) {
+  T* x = static_cast<T*>(d.data);
+  const float f = unscale_tensor(x, d.numel, tid, nthreads, inv);
+  if (mark && f != 0.0f) mark_tensor<T>(x, d.numel, tid, nthreads, a, base);
+  return f;
+}
+
+// kAttribute: mark segments too. With inv_scale > 1 (or NaN) the pass only unscales:
+// non_finite_check_attribute_kernel has marked from the originals before it.
+template <bool kAttribute>
 static __global__ void __launch_bounds__(kBlockSize, kUnscaleBlocksPerSm)
     non_finite_check_and_unscale_kernel(const TensorPack pack, float* found_inf,
-                                        const float* inv_scale) {
+                                        const float* inv_scale, const SegmentAttribution attr) {
   const float inv = *inv_scale;
+  const bool mark = kAttribute && inv <= 1.0f;
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
   float found = 0.0f;
+  size_t base = attr.base;
   for (int t = 0; t < pack.count; ++t) {
     const TensorDesc& d = pack.tensors[t];
     float f = 0.0f;
     switch (d.type) {
       case ElemType::f32:
-        f = unscale_tensor(static_cast<float*>(d.data), d.numel, tid, nthreads, inv);
+        f = unscale_and_mark<float>(d, tid, nthreads, inv, mark, attr, base);
         break;
       case ElemType::f16:
-        f = unscale_tensor(static_cast<half*>(d.data), d.numel, tid, nthreads, inv);
+        f = unscale_and_mark<half>(d, tid, nthreads, inv, mark, attr, base);
         break;
       case ElemType::bf16:
-        f = unscale_tensor(static_cast<bfloat16*>(d.data), d.numel, tid, nthreads, inv);
+        f = unscale_and_mark<bfloat16>(d, tid, nthreads, inv, mark, attr, base);
         break;
       case ElemType::i32:
         break;  // rejected by the launcher
     }
     if (f != 0.0f) found = 1.0f;
+    base += d.numel;
+  }
+  if (__syncthreads_or(found != 0.0f) && threadIdx.x == 0) *found_inf = 1.0f;
+}
+
+// Attribution for a pass with inv_scale > 1 (or NaN), launched before it: a check-only pass that
+// marks from the original values. Returns at once for 0 < inv_scale <= 1 (the pass marks).
+static __global__ void __launch_bounds__(kBlockSize, kUnscaleBlocksPerSm)
+    non_finite_check_attribute_kernel(const TensorPack pack, float* found_inf,
+                                      const float* inv_scale, const SegmentAttribution attr) {
+  if (*inv_scale <= 1.0f) return;  // uniform: every thread leaves, none waits below
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t nthreads = static_cast<size_t>(gridDim.x) * blockDim.x;
+  float found = 0.0f;
+  size_t base = attr.base;
+  for (int t = 0; t < pack.count; ++t) {
+    const TensorDesc& d = pack.tensors[t];
+    float f = 0.0f;
+    switch (d.type) {
+      case ElemType::f32:
+        f = unscale_and_mark<float>(d, tid, nthreads, 1.0f, true, attr, base);
+        break;
+      case ElemType::f16:
+        f = unscale_and_mark<half>(d, tid, nthreads, 1.0f, true, attr, base);
+        break;
+      case ElemType::bf16:
+        f = unscale_and_mark<bfloat16>(d, tid, nthreads, 1.0f, true, attr, base);
+        break;
+      case ElemType::i32:
+        break;  // rejected by the launcher
+    }
+    if (f != 0.0f) found = 1.0f;
+    base += d.numel;
   }
   if (__syncthreads_or(found != 0.0f) && threadIdx.x == 0) *found_inf = 1.0f;
 }
@@ -123,7 +227,8 @@ static __global__ void update_scale_kernel(float* scale, int32_t* growth_tracker
 // launchers
 
 void launch_non_finite_check_and_unscale(const TensorPack& pack, float* found_inf,
-                                         const float* inv_scale, cudaStream_t stream) {
+                                         const float* inv_scale, const SegmentAttribution& attr,
+                                         cudaStream_t stream) {
   if (pack.count == 0 || pack.max_numel == 0) return;
   for (int t = 0; t < pack.count; ++t) {
     if (pack.tensors[t].type == ElemType::i32) {
@@ -134,8 +239,21 @@ void launch_non_finite_check_and_unscale(const TensorPack& pack, float* found_in
   }
   // One thread per 16-byte word of the largest tensor (4 floats: the fewest elements per word).
   const unsigned blocks = resident_grid_size((pack.max_numel + 3) / 4, kUnscaleBlocksPerSm);
-  non_finite_check_and_unscale_kernel<<<blocks, kBlockSize, 0, stream>>>(pack, found_inf,
-                                                                         inv_scale);
+  if ((attr.found == nullptr) != (attr.starts == nullptr) || (attr.found && attr.count < 1)) {
+    throw Error{ErrorKind::invalid_argument,
+                "non_finite_check_and_unscale_: segment attribution needs starts, found and a "
+                "count >= 1"};
+  }
+  if (attr.found != nullptr) {
+    non_finite_check_attribute_kernel<<<blocks, kBlockSize, 0, stream>>>(pack, found_inf, inv_scale,
+                                                                         attr);
+    AMPCTL_CUDA_CHECK(cudaGetLastError());
+    non_finite_check_and_unscale_kernel<true>
+        <<<blocks, kBlockSize, 0, stream>>>(pack, found_inf, inv_scale, attr);
+  } else {
+    non_finite_check_and_unscale_kernel<false>
+        <<<blocks, kBlockSize, 0, stream>>>(pack, found_inf, inv_scale, attr);
+  }
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,11 +6,25 @@
 
 namespace ampctl::kernels {
 
+// Which segments of the checked elements held an inf or NaN (Backend::
+// non_finite_check_and_unscale_): the elements of a pack are numbered from `base` (the elements
+// of the tensors in earlier packs), tensor by tensor; segment s starts at starts[s] (starts[0] ==
+// 0, strictly increasing, device memory) and runs to the next start. found: device i32 [count].
+// All null / 0: no attribution.
+struct SegmentAttribution {
+  const int32_t* starts = nullptr;
+  int32_t* found = nullptr;
+  int32_t count = 0;
+  size_t base = 0;
+};
+
 // For every element of every tensor in the pack (floating types): found_inf[0] := 1 on inf or
 // NaN (never cleared); the element := round(float(x) * inv_scale[0]), not written when
-// inv_scale[0] == 1. found_inf and inv_scale are device f32 scalars.
+// inv_scale[0] == 1; with attribution, found[s] := 1 for the segment s of each such element
+// (never cleared). found_inf and inv_scale are device f32 scalars.
 void launch_non_finite_check_and_unscale(const TensorPack& pack, float* found_inf,
-                                         const float* inv_scale, cudaStream_t stream);
+                                         const float* inv_scale, const SegmentAttribution& attr,
+                                         cudaStream_t stream);
 
 // inv[0] := float32(1 / double(scale[0])).
 void launch_inv_scale(const float* scale, float* inv, cudaStream_t stream);

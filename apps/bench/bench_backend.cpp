@@ -8,6 +8,7 @@
 //   * the unscale + non-finite check pass over an f32 gradient buffer: GB/s, against a device
 //     copy of the same bytes (read + write);
 //   * the check-only pass (inv_scale == 1: read only);
+//   * both again recording which of 64 segments overflowed (the trainer's per-tensor flags);
 //   * the fused SGD step with momentum and an f16 weight copy: GB/s.
 #include <algorithm>
 #include <chrono>
@@ -117,6 +118,29 @@ int main(int argc, char** argv) {
         *b, repeats, inner, [&] { b->non_finite_check_and_unscale_(grads, found, ones); });
     row("check only (inv_scale = 1)", size, t_check, bytes_rw / 2 / t_check / 1e9, "GB/s",
         t_copy / 2 / t_check);
+    // The same passes recording which of 64 equal segments (parameter tensors) overflowed, on a
+    // buffer of their own that stays finite (inv_scale just below 1: a scale >= 1, the usual
+    // case, marks in the same pass; with inv_scale > 1 the GPU adds a check-only launch).
+    std::vector<int32_t> starts_host(64);
+    for (size_t i = 0; i < starts_host.size(); ++i) {
+      starts_host[i] = static_cast<int32_t>(elems / 64 * static_cast<int64_t>(i));
+    }
+    Tensor starts = b->from_host({64}, DType::i32, starts_host.data());
+    Tensor seg_found = b->zeros({64}, DType::i32);
+    Tensor g_seg = b->empty({elems}, DType::f32), inv_seg = b->empty({1}, DType::f32);
+    b->fill(g_seg, 1.0);
+    b->fill(inv_seg, 0x1.fffffep-1);
+    std::vector<Tensor> grads_seg{g_seg};
+    const double t_unscale_seg = median_seconds(*b, repeats, inner, [&] {
+      b->non_finite_check_and_unscale_(grads_seg, found, inv_seg, starts, seg_found);
+    });
+    row("unscale + check, per-tensor flags", size, t_unscale_seg, bytes_rw / t_unscale_seg / 1e9,
+        "GB/s", t_copy / t_unscale_seg);
+    const double t_check_seg = median_seconds(*b, repeats, inner, [&] {
+      b->non_finite_check_and_unscale_(grads_seg, found, ones, starts, seg_found);
+    });
+    row("check only, per-tensor flags", size, t_check_seg, bytes_rw / 2 / t_check_seg / 1e9, "GB/s",
+        t_copy / 2 / t_check_seg);
 
     Tensor p = b->empty({elems}, DType::f32), buf = b->zeros({elems}, DType::f32);
     Tensor lowp = b->empty({elems}, DType::f16), step = b->zeros({1}, DType::i32);

@@ -2,7 +2,8 @@
 //
 // A table of cases runs every op on seeded random inputs (with inf and NaN where the op must see
 // them) on both backends and compares what each returns:
-//   * bitwise for cast, fill, mul_scalar_tensor, add_, non_finite_check_and_unscale_, inv_scale,
+//   * bitwise for cast, fill, mul_scalar_tensor, add_, non_finite_check_and_unscale_ (and its
+//     per-segment flags), inv_scale,
 //     update_scale_ and sgd_step: both sides run the same per-element code (half.h, amp_math.h,
 //     sgd_math.h) with contraction off (nvcc --fmad=false, g++ -ffp-contract=off) and IEEE
 //     round-to-nearest-even, so any differing bit is a bug. The one freedom: a NaN produced by
@@ -15,6 +16,7 @@
 // Every test skips (reported as skipped) where no GPU is usable.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -346,6 +348,91 @@ void add_unscale_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// Attribution: the same pass with segment_starts / segment_found. Outputs: the tensors,
+// found_inf and the per-segment flags (i32, bitwise). Segments cut across tensor boundaries and
+// through the middle of 16-byte words, and the many-tensor case spans three launches, so the
+// global element numbering (pack bases) is exercised; non-finite values sit in a few segments
+// only, so a wrong lookup flags a wrong segment.
+void add_unscale_segment_cases(std::vector<OpCase>& cases) {
+  struct Variant {
+    const char* name;
+    float inv_scale;
+    int kind;  // 0: mixed tensors, 1: one flat f32 arena cut like a model layout, 2: many tensors
+  };
+  const Variant variants[] = {
+      {"segments_mixed", 0x1p-16f, 0},
+      {"segments_mixed_check_only", 1.0f, 0},
+      {"segments_flat_arena", 1.0f / 3.0f, 1},
+      {"segments_flat_arena_check_only", 1.0f, 1},
+      {"segments_many_tensors", 0x1p-10f, 2},
+      // A scale below 1: finite values overflow when unscaled (f16 and bf16 here, f32 rarely), and
+      // only the originally non-finite ones may be flagged (the separate marking launch).
+      {"segments_inv_above_one_overflowing", 0x1p20f, 0},
+      {"segments_inv_above_one_many_tensors", 3.0f, 2},
+  };
+  for (const Variant& v : variants) {
+    OpCase c;
+    c.name = std::string("non_finite_check_and_unscale_") + v.name;
+    c.make_inputs = [v](std::mt19937_64& rng) {
+      std::vector<HostInput> in;
+      if (v.kind == 0) {
+        in = mixed_tensors(rng, {20011, 4096, 3000, 1, 777}, -14, 14, 0.0);
+      } else if (v.kind == 1) {
+        in = {from_values({(int64_t{1} << 20) + 13}, DType::f32,
+                          random_values(rng, (size_t{1} << 20) + 13, -14, 14))};
+      } else {
+        in = mixed_tensors(rng, many_sizes(rng, 230), -8, 8, 0.0);
+      }
+      size_t total = 0;
+      for (const HostInput& h : in) total += h.bits.size();
+      // Segment starts: every tensor boundary, plus random cuts (mid-word ones included).
+      std::vector<int32_t> starts = {0};
+      size_t at = 0;
+      for (const HostInput& h : in) {
+        at += h.bits.size();
+        if (at < total) starts.push_back(static_cast<int32_t>(at));
+      }
+      for (int i = 0; i < 40; ++i) starts.push_back(static_cast<int32_t>(1 + rng() % (total - 1)));
+      std::sort(starts.begin(), starts.end());
+      starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+      // inf / NaN at: a few random elements, the first and last element of some segments.
+      std::vector<size_t> bad;
+      for (int i = 0; i < 6; ++i) bad.push_back(rng() % total);
+      for (size_t s = 1; s < starts.size(); s += 7) {
+        bad.push_back(static_cast<size_t>(starts[s]));
+        bad.push_back(static_cast<size_t>(starts[s]) - 1);
+      }
+      const float specials[] = {std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN()};
+      for (size_t e : bad) {
+        for (HostInput& h : in) {
+          if (e < h.bits.size()) {
+            h.bits[e] = encode(specials[rng() % 3], h.dtype);
+            break;
+          }
+          e -= h.bits.size();
+        }
+      }
+      in.push_back(scalar_input(0.0f));
+      in.push_back(scalar_input(v.inv_scale));
+      in.push_back(from_i32({static_cast<int64_t>(starts.size())}, starts));
+      in.push_back(
+          from_i32({static_cast<int64_t>(starts.size())}, std::vector<int32_t>(starts.size(), 0)));
+      return in;
+    };
+    c.run = [](Backend& be, std::vector<Tensor>& in) {
+      const size_t n = in.size() - 4;
+      be.non_finite_check_and_unscale_(std::span<const Tensor>(in.data(), n), in[n], in[n + 1],
+                                       in[n + 2], in[n + 3]);
+      std::vector<Tensor> out(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n + 1));
+      out.push_back(in[n + 3]);
+      return out;
+    };
+    cases.push_back(c);
+  }
+}
+
 void add_inv_scale_case(std::vector<OpCase>& cases) {
   OpCase c;
   c.name = "inv_scale";
@@ -478,6 +565,7 @@ std::vector<OpCase> all_cases() {
   add_elementwise_cases(cases);
   add_global_norm_cases(cases);
   add_unscale_cases(cases);
+  add_unscale_segment_cases(cases);
   add_inv_scale_case(cases);
   add_update_scale_cases(cases);
   add_sgd_cases(cases);

@@ -1,6 +1,7 @@
 // End to end on the GPU: one config trained on the CPU and on the GPU makes the same found_inf /
-// skip / scale decisions on every step (injected overflows included) with losses within a
-// tolerance, and two GPU runs are bitwise identical (time fields aside).
+// skip / scale decisions and names the same overflowing tensors on every step (injected
+// overflows included) with losses within a tolerance, two GPU runs are bitwise identical (time
+// fields aside), and a diverging run stops where the CPU's does.
 //
 // Loss tolerance: the backends differ only in fp32 accumulation order inside matrix products and
 // reductions (a few float ulps per value, then at most one lowp ulp after rounding), which
@@ -68,6 +69,10 @@ TEST(CudaTraining, SameDecisionsAsCpuAndBitwiseRepeatable) {
       for (const char* key : {"found_inf", "skipped", "scale", "growth_tracker"}) {
         EXPECT_EQ(cpu[i].at(key), gpu[i].at(key)) << key << " at step " << cpu[i].at("step");
       }
+      // Overflow attribution: the same tensors named (the key is absent on clean steps).
+      EXPECT_EQ(cpu[i].value("overflow_tensors", nlohmann::json()),
+                gpu[i].value("overflow_tensors", nlohmann::json()))
+          << "overflow_tensors at step " << cpu[i].at("step");
     }
     const double a = cpu[i].at("loss").get<double>(), b = gpu[i].at("loss").get<double>();
     worst = std::max(worst, std::fabs(a - b) / std::max(std::fabs(a), 1e-6));
@@ -75,6 +80,66 @@ TEST(CudaTraining, SameDecisionsAsCpuAndBitwiseRepeatable) {
   EXPECT_LE(worst, 0.02) << "worst relative loss difference CPU vs GPU";
   std::printf("CPU vs GPU: worst relative loss difference %.3g\n", worst);
   EXPECT_EQ(gpu, gpu2) << "two GPU runs differ";
+}
+
+// Divergence on the GPU (the rules run on the host when the metrics ring is read back):
+// the same stop as on the CPU, at the same step, with the same tensors and checkpoint step.
+//   * floor: overflows injected into layers.3.weight (the second Linear: layer_norm is on) from
+//     step 10 on, scale 4096 with floor 1024 and patience 5: diverged at 16, seen at the
+//     read-back of step 21 (logging every 7);
+//   * real: 1e24 overflows any fp16 gradient and so does the floor 1e20: every step skips (14
+//     backoffs to the floor, then 10 steps at it: diverged at 24 of 40) on both backends (the
+//     tensors named are the ones whose gradients overflowed; a loss gradient times 1e20
+//     overflows everywhere, so no accumulation-order difference can change them).
+nlohmann::json diverged_summary(const std::string& device, const std::string& tag,
+                                const std::vector<std::string>& sets) {
+  std::vector<std::string> all = {"device=" + device, "debug.inject_nonfinite_at=[]",
+                                  "training.grad_clip_norm=null", "model.dropout=0.0"};
+  all.insert(all.end(), sets.begin(), sets.end());
+  const config::RunConfig cfg = config::parse_config(kConfig, "e2e.yaml", all);
+  const fs::path dir = fs::temp_directory_path() / ("ampctl_cuda_div_" + tag);
+  fs::remove_all(dir);
+  try {
+    train::train(cfg, dir);
+    ADD_FAILURE() << tag << ": the run did not diverge";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 1) << tag << ": " << e.what();
+  }
+  std::ifstream in(dir / "summary.json");
+  nlohmann::json s = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  fs::remove_all(dir);
+  return s;
+}
+
+TEST(CudaTraining, DivergesWhereTheCpuDoes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  std::string steps = "[";
+  for (int i = 10; i < 40; ++i) {
+    if (i > 10) steps += ',';
+    steps += std::to_string(i);
+  }
+  steps += "]";
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"floor",
+       {"debug.inject_nonfinite_at=" + steps, "debug.inject_tensor=layers.3.weight",
+        "scaler.init_scale=4096", "scaler.min_scale=1024", "training.divergence_patience=5",
+        "logging.every_steps=7"}},
+      {"real",
+       {"scaler.init_scale=1.0e24", "scaler.min_scale=1.0e20", "training.divergence_patience=10",
+        "logging.every_steps=4"}},
+  };
+  for (const auto& [tag, sets] : cases) {
+    const nlohmann::json cpu = diverged_summary("cpu", tag + "_cpu", sets);
+    const nlohmann::json gpu = diverged_summary("cuda", tag + "_gpu", sets);
+    ASSERT_TRUE(cpu.is_object() && gpu.is_object()) << tag << ": no summary.json written";
+    EXPECT_EQ(cpu.at("status"), "diverged") << tag;
+    EXPECT_EQ(gpu.at("status"), "diverged") << tag;
+    for (const char* key : {"step", "detected_at_step", "reason", "tensors", "checkpoint_step"}) {
+      EXPECT_EQ(cpu.at("divergence").at(key), gpu.at("divergence").at(key)) << tag << ": " << key;
+    }
+    EXPECT_EQ(cpu.at("overflow_counts"), gpu.at("overflow_counts")) << tag;
+    EXPECT_EQ(cpu.at("skipped_steps"), gpu.at("skipped_steps")) << tag;
+  }
 }
 
 }  // namespace

@@ -135,13 +135,48 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bo
   Backend& b = *m_backend;
   if (!st.found_inf.defined()) st.found_inf = b.empty({1}, DType::f32);
   b.fill(st.found_inf, 0.0);
+  if (st.segment_found.defined()) b.fill(st.segment_found, 0.0);
   if (check_only) {
-    b.non_finite_check_and_unscale_(grads, st.found_inf, m_ones);
+    b.non_finite_check_and_unscale_(grads, st.found_inf, m_ones, st.segment_starts,
+                                    st.segment_found);
   } else {
     b.inv_scale(m_scale, m_inv_scale);
-    b.non_finite_check_and_unscale_(grads, st.found_inf, m_inv_scale);
+    b.non_finite_check_and_unscale_(grads, st.found_inf, m_inv_scale, st.segment_starts,
+                                    st.segment_found);
   }
   st.recorded = true;
+}
+
+void GradScaler::set_grad_segments(optim::Optimizer& optimizer,
+                                   const std::vector<int64_t>& starts) {
+  if (!m_enabled) return;
+  int64_t total = 0;
+  for (const Tensor& g : optimizer.grads()) total += static_cast<int64_t>(g.numel());
+  if (starts.empty() || starts[0] != 0) {
+    throw bad_option("set_grad_segments: the segment starts must begin with 0");
+  }
+  std::vector<int32_t> s32(starts.size());
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if ((i > 0 && starts[i] <= starts[i - 1]) || starts[i] > total ||
+        starts[i] > std::numeric_limits<int32_t>::max()) {
+      throw bad_option("set_grad_segments: segment start " + std::to_string(i) + " is " +
+                       std::to_string(starts[i]) +
+                       "; starts must increase strictly, up to at most the " +
+                       std::to_string(total) + " gradient elements (and below 2^31)");
+    }
+    s32[i] = static_cast<int32_t>(starts[i]);
+  }
+  Backend& b = *m_backend;
+  PerOptimizer& st = state_of(optimizer);
+  const Shape shape{static_cast<int64_t>(s32.size())};
+  st.segment_starts = b.from_host(shape, DType::i32, s32.data());
+  st.segment_found = b.zeros(shape, DType::i32);
+}
+
+const Tensor& GradScaler::segment_found_tensor(const optim::Optimizer& optimizer) const {
+  static const Tensor kNone;
+  auto it = m_per_optimizer.find(&optimizer);
+  return it == m_per_optimizer.end() ? kNone : it->second.segment_found;
 }
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
@@ -176,6 +211,7 @@ StepStatus GradScaler::step(optim::Optimizer& optimizer) {
     if (!already_unscaled) unscale_grads(optimizer, st, /*check_only=*/true);
     if (!st.recorded) throw state_error("No inf checks were recorded for this optimizer.");
     if (!already_unscaled) m_backend->inv_scale(m_scale, m_inv_scale);
+    if (m_phase_hook) m_phase_hook();
     optimizer.step_amp(st.found_inf, already_unscaled ? m_ones : m_inv_scale);
     st.stage = OptState::stepped;
     return StepStatus::on_device;
@@ -183,6 +219,7 @@ StepStatus GradScaler::step(optim::Optimizer& optimizer) {
 
   if (st.stage == OptState::ready) unscale_(optimizer);
   if (!st.recorded) throw state_error("No inf checks were recorded for this optimizer.");
+  if (m_phase_hook) m_phase_hook();
   // The one host read of the unfused path, as PyTorch's found_inf.item().
   const bool found = m_backend->read_scalar_f32(st.found_inf) != 0.0f;
   StepStatus status = StepStatus::skipped;

@@ -376,6 +376,19 @@ Value value_from_json(const nlohmann::json& json, const std::string& origin, Pro
   return JsonConverter(origin, problems).convert(json, 0);
 }
 
+namespace {
+
+// An override as problems name it: "--set KEY=VALUE", cut short past kMaxShown characters.
+// Every value an override writes carries this origin, so a long --set (a list of thousands of
+// elements) would otherwise cost its whole length once per element.
+std::string shorten(const std::string& spelling) {
+  constexpr size_t kMaxShown = 80;
+  if (spelling.size() <= kMaxShown) return spelling;
+  return spelling.substr(0, kMaxShown) + "... (" + std::to_string(spelling.size()) + " characters)";
+}
+
+}  // namespace
+
 Override parse_override(std::string_view arg) {
   const size_t eq = arg.find('=');
   if (eq == std::string_view::npos) {
@@ -401,6 +414,15 @@ Override parse_override(std::string_view arg) {
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
+  // Each component is a level of maps the override creates: no configuration is deeper, and a
+  // path of thousands would build (and later destroy, recursively) a tree as deep.
+  if (o.key.size() > static_cast<size_t>(kMaxDepth)) {
+    throw Error{ErrorKind::usage,
+                "--set '" + shorten(o.spelling) + "': KEY has " + std::to_string(o.key.size()) +
+                    " components, more than the " + std::to_string(kMaxDepth) +
+                    " levels a configuration may nest",
+                "for example --set scaler.growth_factor=4"};
+  }
   return o;
 }
 
@@ -419,7 +441,7 @@ void mark_all(Value& v, const Where& where) {
 
 void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems) {
   for (const Override& o : overrides) {
-    const Where where{"--set " + o.spelling};
+    const Where where{"--set " + shorten(o.spelling)};
     std::string dotted;
     for (const std::string& part : o.key) dotted += (dotted.empty() ? "" : ".") + part;
     Value value;

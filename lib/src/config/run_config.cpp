@@ -463,6 +463,9 @@ Schema<RunConfig> make_run_schema() {
                               "null, or clip the global norm of the UNSCALED gradients"),
       int_field<C>(AMPCTL_KEY(training.eval_every), 0, {0, INT64_MAX},
                    "steps; 0 = once at the end"),
+      int_field<C>(AMPCTL_KEY(training.divergence_patience), 100, {0, INT64_MAX},
+                   "stop (exit 1) after this many consecutive steps with a non-finite loss, or "
+                   "overflowing at the scale floor; 0 = never"),
 
       int_field<C>(AMPCTL_KEY(checkpoint.every_steps), 0, {0, INT64_MAX},
                    "0 = only at the end (and on SIGINT/SIGTERM)"),
@@ -470,10 +473,15 @@ Schema<RunConfig> make_run_schema() {
 
       int_field<C>(AMPCTL_KEY(logging.every_steps), 10, {1, INT64_MAX}, "console lines"),
       int_field<C>(AMPCTL_KEY(logging.metrics_every), 1, {1, INT64_MAX}, "metrics.jsonl lines"),
+      bool_field<C>(AMPCTL_KEY(logging.profile), false,
+                    "time each step by phase (summary.json phase_ms; on a GPU this waits for "
+                    "the device at every phase boundary, so it slows the step)"),
 
       int_list_field<C>(AMPCTL_KEY(debug.inject_nonfinite_at), {}, {1, INT64_MAX},
                         "steps (1-based) whose gradients get a non-finite value"),
       enum_field<C>(AMPCTL_KEY(debug.inject_value), InjectValue::inf, kInject, "inf | nan"),
+      string_field<C>(AMPCTL_KEY(debug.inject_tensor), "", nullptr,
+                      "the parameter whose gradient gets the value (\"\" = layers.0.weight)"),
   };
 
   std::vector<Check<C>> checks = {

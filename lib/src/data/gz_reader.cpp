@@ -79,29 +79,37 @@ size_t GzReader::read(void* out, size_t n) {
 }
 
 size_t GzReader::append(std::vector<uint8_t>& out, size_t n) {
+  // Chunks start small and double while the data keeps coming: a size claimed by a corrupt or
+  // truncated header then costs an allocation of the order of the bytes really there, not
+  // kMaxChunk (which a fuzzer would hit on every other input).
+  constexpr size_t kFirstChunk = size_t{1} << 16;
   size_t total = 0;
+  size_t limit = kFirstChunk;
   while (total < n) {
-    const size_t chunk = std::min(n - total, kMaxChunk);
+    const size_t chunk = std::min(n - total, limit);
     const size_t old = out.size();
     out.resize(old + chunk);
     const size_t got = read(out.data() + old, chunk);
     out.resize(old + got);
     total += got;
     if (got < chunk) break;
+    limit = std::min(limit * 2, kMaxChunk);
   }
   return total;
 }
 
 std::string read_text_file(const std::filesystem::path& file) {
-  constexpr size_t kTextChunk = size_t{1} << 20;
+  // Doubling chunks, as in append(): a small file costs a small buffer.
+  size_t chunk = size_t{1} << 16;
   GzReader reader(file);
   std::string text;
   while (true) {
     const size_t old = text.size();
-    text.resize(old + kTextChunk);
-    const size_t got = reader.read(text.data() + old, kTextChunk);
+    text.resize(old + chunk);
+    const size_t got = reader.read(text.data() + old, chunk);
     text.resize(old + got);
-    if (got < kTextChunk) break;
+    if (got < chunk) break;
+    chunk = std::min(chunk * 2, kMaxChunk);
   }
   if (reader.cut_short()) {
     throw Error{ErrorKind::input, reader.name() + ": truncated: the gzip stream ends after " +

@@ -2,10 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -18,6 +24,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/build_info.h"
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/config/problems.h"
 #include "ampctl/data/dataset.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/nn/model.h"
@@ -170,7 +177,114 @@ void upload_all(Backend& b, const std::vector<std::pair<std::string, Tensor>>& t
   }
 }
 
+// "a, b, c" for at most `max` names, then "and N more".
+std::string join_names(const std::vector<std::string>& names, size_t max = 8) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < max; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > max) out += " and " + std::to_string(names.size() - max) + " more";
+  return out;
+}
+
+Error unusable_run_dir(const fs::path& dir, const std::string& why) {
+  return Error{ErrorKind::usage, "run directory " + dir.string() + ": " + why,
+               "give a writable directory (train: --run-dir DIR; resume: copy the run directory "
+               "somewhere writable and resume the copy)"};
+}
+
+// Makes `dir` (and its missing parents) and proves it writable with a probe file that is removed
+// again, before any data is loaded or anything else is written: an unusable run directory (a
+// path through a regular file, a file of that name, no permission, a read-only or pseudo file
+// system) is refused up front, naming the path. Returns the directories it created, outermost
+// first, so a run that fails before writing anything can remove them again.
+std::vector<fs::path> prepare_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> missing;
+  fs::path p = dir;
+  while (!p.empty()) {
+    const fs::file_status st = fs::status(p, ec);
+    if (st.type() == fs::file_type::not_found) {
+      missing.push_back(p);
+      const fs::path parent = p.parent_path();
+      if (parent == p) break;
+      p = parent;
+      continue;
+    }
+    if (ec) throw unusable_run_dir(dir, "cannot inspect " + p.string() + ": " + ec.message());
+    if (st.type() != fs::file_type::directory) {
+      throw unusable_run_dir(
+          dir, p == dir ? "exists and is not a directory" : p.string() + " is not a directory");
+    }
+    break;
+  }
+  std::reverse(missing.begin(), missing.end());
+  std::vector<fs::path> created;
+  for (const fs::path& m : missing) {
+    if (!fs::create_directory(m, ec) && ec) {
+      for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
+      throw unusable_run_dir(dir, "cannot create " + m.string() + ": " + ec.message());
+    }
+    created.push_back(m);
+  }
+  const fs::path probe = dir / (".ampctl-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
+    throw unusable_run_dir(dir, std::string("is not writable: ") + std::strerror(err));
+  }
+  ::close(fd);
+  fs::remove(probe, ec);
+  return created;
+}
+
+// Removes the directories prepare_run_dir created, innermost first, if they are still empty.
+void remove_created_dirs(const std::vector<fs::path>& created) {
+  std::error_code ec;
+  for (auto it = created.rbegin(); it != created.rend(); ++it) {
+    if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
+  }
+}
+
+nlohmann::json counts_json(const std::vector<std::string>& names,
+                           const std::vector<int64_t>& counts) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t i = 0; i < names.size() && i < counts.size(); ++i) {
+    if (counts[i] > 0) j[names[i]] = counts[i];
+  }
+  return j;
+}
+
+// Reads counts_json back into `counts` (names it does not know are a damaged checkpoint).
+void counts_from_json(const nlohmann::json& j, const std::vector<std::string>& names,
+                      std::vector<int64_t>& counts, const char* key) {
+  counts.assign(names.size(), 0);
+  if (!j.is_object()) {
+    throw Error{ErrorKind::input,
+                std::string("checkpoint metrics: '") + key + "' must be an object"};
+  }
+  for (const auto& [name, v] : j.items()) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end() || !v.is_number_integer() || v.get<int64_t>() < 0) {
+      throw Error{ErrorKind::input, std::string("checkpoint metrics: '") + key + "': entry '" +
+                                        name + "' is not a parameter with a count >= 0"};
+    }
+    counts[static_cast<size_t>(it - names.begin())] = v.get<int64_t>();
+  }
+}
+
 }  // namespace
+
+void Trainer::Streak::extend(int64_t step, const int32_t* flags) {
+  if (length++ == 0) first_step = step;
+  if (flags == nullptr) return;
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += flags[i] != 0;
+}
+
+void Trainer::Streak::reset() {
+  length = 0;
+  first_step = 0;
+  std::fill(counts.begin(), counts.end(), 0);
+}
 
 Trainer::Resident Trainer::resident(Backend& b, const data::Dataset& d) {
   // On the CPU the tensors view the data set's own vectors (it lives as long as the trainer);
@@ -221,6 +335,8 @@ void Trainer::setup() {
                                         m_outputs, m_batch, static_cast<uint64_t>(m_cfg.seed));
   m_opt = make_optimizer(b, m_cfg.optimizer, m_model->param_groups(m_cfg.optimizer.lr));
   m_scaler = std::make_unique<amp::GradScaler>(b, scaler_options(m_cfg));
+  m_profile = m_cfg.logging.profile;
+  if (m_profile) m_scaler->set_phase_hook([this] { phase_end(kUnscale); });
   m_schedule = std::make_unique<optim::LrSchedule>(m_cfg.scheduler, m_cfg.optimizer.lr,
                                                    m_cfg.training.max_steps);
 
@@ -249,15 +365,53 @@ void Trainer::setup() {
   m_zero_f = b.zeros({1}, DType::f32);
   m_inject.insert(m_cfg.debug.inject_nonfinite_at.begin(), m_cfg.debug.inject_nonfinite_at.end());
 
+  // One segment of the gradient arena per parameter tensor: the scaler's check pass tells which
+  // of them held an inf or NaN.
+  const std::vector<FlatLayout::Entry>& entries = m_model->layout().entries();
+  m_param_names.clear();
+  std::vector<int64_t> starts;
+  for (const FlatLayout::Entry& e : entries) {
+    m_param_names.push_back(e.name);
+    starts.push_back(static_cast<int64_t>(e.offset));
+  }
+  const size_t n_params = m_param_names.size();
+  m_overflow_counts.assign(n_params, 0);
+  m_floor_streak.counts.assign(n_params, 0);
+  m_loss_streak.counts.assign(n_params, 0);
+  m_floor_streak.reset();
+  m_loss_streak.reset();
+  m_scale_floor = m_cfg.scaler.min_scale > 0 ? static_cast<float>(m_cfg.scaler.min_scale) : FLT_MIN;
+  size_t inject_offset = 0;
+  if (!m_cfg.debug.inject_tensor.empty()) {
+    const auto it =
+        std::find(m_param_names.begin(), m_param_names.end(), m_cfg.debug.inject_tensor);
+    if (it == m_param_names.end()) {
+      const std::string near = config::closest_match(m_cfg.debug.inject_tensor, m_param_names);
+      throw Error{
+          ErrorKind::config,
+          "debug.inject_tensor: the model has no parameter '" + m_cfg.debug.inject_tensor + "'",
+          (near.empty() ? std::string() : "did you mean '" + near + "'? ") + "the parameters are " +
+              join_names(m_param_names, 64)};
+    }
+    inject_offset = entries[static_cast<size_t>(it - m_param_names.begin())].offset;
+  }
+  m_inject_at = m_model->grads().view(inject_offset, {1});
+
   // PyTorch creates the scaler's state at the first scale(); we create it here, before the
   // first step, so no step allocates.
   if (m_scaler->is_enabled()) m_scaler->scale(m_ones);
+  const bool attribute = m_scaler->is_enabled() && !starts.empty() && m_opt->grads().size() == 1 &&
+                         m_opt->grads()[0].numel() == m_model->layout().total();
+  if (attribute) m_scaler->set_grad_segments(*m_opt, starts);
 
   m_ring.capacity = std::clamp<int64_t>(m_cfg.logging.every_steps, 1, 1024);
   m_ring.f = b.zeros({m_ring.capacity, StepRing::kF}, DType::f32);
   m_ring.i = b.zeros({m_ring.capacity, StepRing::kI}, DType::i32);
   m_ring.host_f.resize(static_cast<size_t>(m_ring.capacity * StepRing::kF));
   m_ring.host_i.resize(static_cast<size_t>(m_ring.capacity * StepRing::kI));
+  m_ring.segments = attribute ? static_cast<int64_t>(n_params) : 0;
+  if (attribute) m_ring.seg = b.zeros({m_ring.capacity, m_ring.segments}, DType::i32);
+  m_ring.host_seg.assign(static_cast<size_t>(m_ring.capacity * m_ring.segments), 0);
   m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
 }
 
@@ -298,18 +452,21 @@ void Trainer::train_step(int64_t step) {
     }
     // The batch above was gathered with the old order; the new epoch's goes up after it.
     if (epoch_ended) upload_order();
+    phase_end(kData);
     m_model->forward(x, rows, /*training=*/true);
     m_model->loss(target, rows, m_loss, Tensor{}, seed);
+    phase_end(kForward);
     m_model->backward(rows);
     b.add_(m_loss_acc, m_loss, 1.0f / static_cast<float>(accum));
     m_samples += rows;
+    phase_end(kBackward);
   }
 
   if (m_inject.count(step)) {
     const double v = m_cfg.debug.inject_value == config::InjectValue::inf
                          ? std::numeric_limits<double>::infinity()
                          : std::numeric_limits<double>::quiet_NaN();
-    b.fill(m_model->grads().view(0, {1}), v);
+    b.fill(m_inject_at, v);
   }
 
   if (m_cfg.training.grad_clip_norm) {
@@ -321,8 +478,13 @@ void Trainer::train_step(int64_t step) {
     b.mul_scalar_tensor(grads, m_coef, grads);
   }
 
+  // The scaler's hook closes the unscale/check phase inside step(); without a scaler (bf16,
+  // fp32) only clipping, if any, is in it.
+  if (!m_scaler->is_enabled()) phase_end(kUnscale);
   m_scaler->step(*m_opt);
+  phase_end(kOptimizer);
   m_scaler->update();
+  phase_end(kUpdate);
 
   b.copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 0), {1}), m_loss_acc);
   if (scaling) {
@@ -332,6 +494,10 @@ void Trainer::train_step(int64_t step) {
            m_scaler->growth_tracker_tensor());
     b.copy(m_ring.i.view(static_cast<size_t>(row * StepRing::kI + 1), {1}),
            m_scaler->hysteresis_tracker_tensor());
+    if (m_ring.segments > 0) {
+      b.copy(m_ring.seg.view(static_cast<size_t>(row * m_ring.segments), {m_ring.segments}),
+             m_scaler->segment_found_tensor(*m_opt));
+    }
   } else {
     b.copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 2), {1}), m_zero_f);
   }
@@ -343,7 +509,12 @@ void Trainer::flush() {
   Backend& b = *m_backend;
   b.download(m_ring.host_f.data(), m_ring.f);  // the one wait per logging interval
   b.download(m_ring.host_i.data(), m_ring.i);
+  const int64_t segments = m_ring.segments;
+  if (segments > 0) b.download(m_ring.host_seg.data(), m_ring.seg);
   const bool scaling = m_scaler->is_enabled();
+  const int64_t patience = m_cfg.training.divergence_patience;
+  // This interval's overflows per tensor, for the console line.
+  std::vector<int64_t> interval_counts(static_cast<size_t>(segments), 0);
   for (size_t r = 0; r < m_ring.info.size(); ++r) {
     const auto& info = m_ring.info[r];
     const float loss = m_ring.host_f[r * StepRing::kF + 0];
@@ -351,6 +522,8 @@ void Trainer::flush() {
     const bool found_inf = m_ring.host_f[r * StepRing::kF + 2] != 0.0f;
     const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
     const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
+    const int32_t* flags =
+        segments > 0 ? m_ring.host_seg.data() + r * static_cast<size_t>(segments) : nullptr;
     m_steps_done = info.step;
     if (found_inf) ++m_skipped;
     if (std::isfinite(loss)) {
@@ -359,6 +532,49 @@ void Trainer::flush() {
     }
     m_min_scale = std::min(m_min_scale, static_cast<double>(scale));
     m_max_scale = std::max(m_max_scale, static_cast<double>(scale));
+    nlohmann::json overflow_tensors = nlohmann::json::array();
+    if (found_inf && flags != nullptr) {
+      for (int64_t s = 0; s < segments; ++s) {
+        if (flags[s] == 0) continue;
+        ++m_overflow_counts[static_cast<size_t>(s)];
+        ++interval_counts[static_cast<size_t>(s)];
+        overflow_tensors.push_back(m_param_names[static_cast<size_t>(s)]);
+      }
+    }
+
+    // Divergence rules (see trainer.h), step by step in order.
+    const int32_t* streak_flags = found_inf ? flags : nullptr;
+    if (scaling && found_inf && scale <= m_scale_floor) {
+      m_floor_streak.extend(info.step, streak_flags);
+    } else {
+      m_floor_streak.reset();
+    }
+    if (!std::isfinite(loss)) {
+      m_loss_streak.extend(info.step, streak_flags);
+    } else {
+      m_loss_streak.reset();
+    }
+    if (patience > 0 && !m_divergence) {
+      const int64_t last_step = m_ring.info.back().step;
+      if (m_floor_streak.length >= patience) {
+        m_divergence = Divergence{
+            info.step, last_step, "overflow_at_scale_floor",
+            fmt::format(
+                "the gradients overflowed in {} consecutive steps ({}-{}) with the loss "
+                "scale at its floor {:g} ({})",
+                m_floor_streak.length, m_floor_streak.first_step, info.step,
+                static_cast<double>(m_scale_floor),
+                m_cfg.scaler.min_scale > 0 ? "scaler.min_scale" : "2^-126: scaler.min_scale is 0"),
+            ranked(m_floor_streak.counts)};
+      } else if (m_loss_streak.length >= patience) {
+        m_divergence = Divergence{
+            info.step, last_step, "nonfinite_loss",
+            fmt::format("the training loss was non-finite in {} consecutive steps ({}-{})",
+                        m_loss_streak.length, m_loss_streak.first_step, info.step),
+            ranked(m_loss_streak.counts)};
+      }
+    }
+
     if (info.step % m_cfg.logging.metrics_every == 0 || info.step == m_cfg.training.max_steps) {
       nlohmann::json line = {{"kind", "train"},
                              {"step", info.step},
@@ -370,23 +586,64 @@ void Trainer::flush() {
                              {"lr", info.lr},
                              {"time_s", info.time_s}};
       if (scaling) line["hysteresis_tracker"] = hysteresis;
+      if (found_inf && flags != nullptr) line["overflow_tensors"] = std::move(overflow_tensors);
       m_metrics << line.dump() << '\n';
     }
   }
   m_metrics.flush();
+  check_metrics_stream();
   const auto& last = m_ring.info.back();
   const double elapsed = seconds_since(m_t0);
   const double rate = m_train_seconds > 0 ? m_samples / m_train_seconds : 0.0;
   const double eta = m_steps_done > 0 ? (m_train_seconds / m_steps_done) *
                                             (m_cfg.training.max_steps - m_steps_done)
                                       : 0.0;
+  std::string overflowed;
+  if (const std::vector<std::string> names = ranked(interval_counts); !names.empty()) {
+    overflowed = " overflow in " + join_names(names, 3);
+  }
   spdlog::info(
-      "step {:>6}/{} loss {:.5g} scale {:g} skipped {} lr {:.3g} {:.0f} samples/s ETA {} ({:.1f}s)",
+      "step {:>6}/{} loss {:.5g} scale {:g} skipped {}{} lr {:.3g} {:.0f} samples/s ETA {} "
+      "({:.1f}s)",
       last.step, m_cfg.training.max_steps,
       m_ring.host_f[(m_ring.info.size() - 1) * StepRing::kF + 0],
-      scaling ? m_scaler->get_scale() : 1.0, m_skipped, last.lr, rate, format_eta(eta), elapsed);
+      scaling ? m_scaler->get_scale() : 1.0, m_skipped, overflowed, last.lr, rate, format_eta(eta),
+      elapsed);
   m_final_scale = scaling ? m_scaler->get_scale() : 1.0;
   m_ring.info.clear();
+}
+
+void Trainer::check_metrics_stream() {
+  if (!m_metrics) {
+    throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "metrics.jsonl").string() +
+                                        " (disk full or I/O error)"};
+  }
+}
+
+std::vector<std::string> Trainer::ranked(const std::vector<int64_t>& counts) const {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return counts[a] > counts[b]; });
+  std::vector<std::string> names;
+  for (size_t i : order) names.push_back(m_param_names[i]);
+  return names;
+}
+
+std::vector<std::string> Trainer::nonfinite_tensors(const Tensor& arena) {
+  std::vector<float> host(arena.numel());
+  m_backend->download(host.data(), arena);
+  std::vector<std::string> names;
+  const std::vector<FlatLayout::Entry>& entries = m_model->layout().entries();
+  for (const FlatLayout::Entry& e : entries) {
+    const float* p = host.data() + e.offset;
+    if (!std::all_of(p, p + e.numel, [](float v) { return std::isfinite(v); })) {
+      names.push_back(e.name);
+    }
+  }
+  return names;
 }
 
 nlohmann::json Trainer::evaluate(int64_t step) {
@@ -442,16 +699,21 @@ nlohmann::json Trainer::evaluate(int64_t step) {
 }
 
 void Trainer::begin() {
-  // Refuse an unusable device before anything is written.
+  // Refuse an unusable device or run directory before anything is loaded or written.
   resolve_device(m_cfg.device);
-  fs::create_directories(m_run_dir);
+  const std::vector<fs::path> created = prepare_run_dir(m_run_dir);
+  try {
+    setup();
+  } catch (...) {
+    remove_created_dirs(created);  // bad data, an unknown debug.inject_tensor: leave nothing
+    throw;
+  }
   {
     std::ofstream out(m_run_dir / "config.yaml");
     out << config::to_yaml(m_cfg);
     if (!out)
       throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "config.yaml").string()};
   }
-  setup();
   m_metrics.open(m_run_dir / "metrics.jsonl", std::ios::trunc);
   if (!m_metrics) {
     throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "metrics.jsonl").string()};
@@ -505,10 +767,33 @@ checkpoint::CheckpointData Trainer::checkpoint_data() {
        m_best_eval_acc ? nlohmann::json(*m_best_eval_acc) : nlohmann::json()}};
   if (m_eval_pending) d.metrics["pending_eval"] = true;
   if (std::isfinite(m_final_loss)) d.metrics["last_loss"] = m_final_loss;
+  // Attribution and divergence state, so a resumed run reports and stops as an uninterrupted one.
+  d.metrics["overflow_counts"] = counts_json(m_param_names, m_overflow_counts);
+  for (const auto& [key, streak] :
+       {std::pair<const char*, const Streak*>{"floor_streak", &m_floor_streak},
+        std::pair<const char*, const Streak*>{"loss_streak", &m_loss_streak}}) {
+    d.metrics[key] = {{"length", streak->length},
+                      {"first_step", streak->first_step},
+                      {"overflow_counts", counts_json(m_param_names, streak->counts)}};
+  }
   return d;
 }
 
 fs::path Trainer::write_checkpoint() {
+  flush_and_check();
+  if (m_cfg.training.divergence_patience > 0) {
+    // A non-finite state is lost: written, it would become latest and rotate good ones out.
+    std::vector<std::string> bad = nonfinite_tensors(m_model->params());
+    if (!bad.empty()) {
+      const int64_t step = m_next_step - 1;
+      m_divergence = Divergence{step,
+                                step,
+                                "nonfinite_parameters",
+                                "the checkpoint due after it found non-finite parameters",
+                                {}};
+      diverge();
+    }
+  }
   const checkpoint::CheckpointData d = checkpoint_data();
   const fs::path path = checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last);
   m_last_checkpoint = d.step;
@@ -563,6 +848,24 @@ void Trainer::restore(const checkpoint::CheckpointData& ck) {
   const nlohmann::json& bea = member(m, sec, "best_eval_accuracy");
   m_best_eval_acc.reset();
   if (!bea.is_null()) m_best_eval_acc = decode_double(bea, "best_eval_accuracy");
+  // Absent from checkpoints written before overflow attribution: start from zero.
+  m_floor_streak.reset();
+  m_loss_streak.reset();
+  std::fill(m_overflow_counts.begin(), m_overflow_counts.end(), 0);
+  if (m.contains("overflow_counts")) {
+    counts_from_json(m.at("overflow_counts"), m_param_names, m_overflow_counts, "overflow_counts");
+  }
+  for (auto& [key, streak] : {std::pair<const char*, Streak*>{"floor_streak", &m_floor_streak},
+                              std::pair<const char*, Streak*>{"loss_streak", &m_loss_streak}}) {
+    if (!m.contains(key)) continue;
+    const nlohmann::json& j = m.at(key);
+    streak->length = member_int(j, key, "length");
+    streak->first_step = member_int(j, key, "first_step");
+    if (streak->length < 0 || streak->first_step < 0) {
+      throw Error{ErrorKind::input, std::string("checkpoint ") + key + ": negative length or step"};
+    }
+    counts_from_json(member(j, key, "overflow_counts"), m_param_names, streak->counts, key);
+  }
   m_eval_pending = false;
   if (m.contains("pending_eval")) {
     if (!m.at("pending_eval").is_boolean()) {
@@ -606,15 +909,15 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
                     " is below the checkpoint's step " + std::to_string(ck.step),
                 "resume with --set training.max_steps=N for N >= " + std::to_string(ck.step)};
   }
-  fs::create_directories(m_run_dir);
+  prepare_run_dir(m_run_dir);
+  setup();
+  restore(ck);
   {
     std::ofstream out(m_run_dir / "config.yaml");
     out << config::to_yaml(m_cfg);
     if (!out)
       throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "config.yaml").string()};
   }
-  setup();
-  restore(ck);
   truncate_metrics(ck.step);
   m_metrics.open(m_run_dir / "metrics.jsonl", std::ios::app);
   if (!m_metrics) {
@@ -639,11 +942,19 @@ bool Trainer::done() const {
   return m_next_step > m_cfg.training.max_steps;
 }
 
+void Trainer::flush_and_check() {
+  flush();
+  if (m_divergence && !m_diverging) diverge();
+}
+
 void Trainer::step() {
+  if (m_divergence) diverge();  // seen by a flush outside step() (checkpoint_data)
   const int64_t step = m_next_step++;
   const int64_t max_steps = m_cfg.training.max_steps;
   const auto t0 = Clock::now();
   const int64_t samples_before = m_samples;
+  m_phase_counting = m_steady;
+  m_phase_t = t0;
   train_step(step);
   const bool flush_now =
       static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity || step == max_steps;
@@ -658,11 +969,13 @@ void Trainer::step() {
     // Steady state starts after the first logging interval: first-use costs (cuBLASLt
     // heuristics, workspaces, page faults) are behind, and the device has just been drained.
     m_steady = true;
-    flush();
+    flush_and_check();
   }
+  phase_end(kMetrics);
+  if (m_profile && m_phase_counting) ++m_phase_steps;
   const int64_t eval_every = m_cfg.training.eval_every;
   if (eval_every > 0 && step % eval_every == 0 && step != max_steps) {
-    flush();
+    flush_and_check();
     m_last_eval = evaluate(step);
   }
   const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
@@ -677,7 +990,7 @@ void Trainer::stop(int signo) {
   const int64_t step = m_next_step - 1;
   fs::path path;
   if (m_last_checkpoint == step && !m_eval_pending) {
-    flush();
+    flush_and_check();
     path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(step);
   } else {
     path = write_checkpoint();
@@ -690,7 +1003,7 @@ void Trainer::stop(int signo) {
 }
 
 TrainOutcome Trainer::finish() {
-  flush();
+  flush_and_check();
   // A resume with nothing left to run (the checkpoint is the end) evaluates nothing twice.
   const bool ran = !m_resumed_at || m_next_step - 1 > *m_resumed_at;
   if (ran) m_last_eval = evaluate(m_steps_done);
@@ -700,8 +1013,40 @@ TrainOutcome Trainer::finish() {
   if (m_eval_pending) stop(stop_signal());
   if (m_last_checkpoint != m_next_step - 1) write_checkpoint();
 
-  nlohmann::json summary = {
+  const nlohmann::json summary = summary_json("ok");
+  write_summary(summary);
+  spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
+               m_steps_done, m_skipped, m_final_loss, m_final_scale, seconds_since(m_t0));
+  if (const nlohmann::json& ph = summary["phase_ms"]; ph.is_object()) {
+    spdlog::info(
+        "step phases (ms, mean of {} steady steps): data {:.3f}, forward {:.3f}, backward {:.3f}, "
+        "unscale/check {:.3f}, optimizer {:.3f}, scaler update {:.3f}, metrics {:.3f}; "
+        "total {:.3f}",
+        ph["steps"].get<int64_t>(), ph["data"].get<double>(), ph["forward"].get<double>(),
+        ph["backward"].get<double>(), ph["unscale"].get<double>(), ph["optimizer"].get<double>(),
+        ph["update"].get<double>(), ph["metrics"].get<double>(), ph["total"].get<double>());
+  }
+  log_most_overflowing();
+  return TrainOutcome{summary};
+}
+
+void Trainer::log_most_overflowing() const {
+  const std::vector<std::string> names = ranked(m_overflow_counts);
+  if (names.empty()) return;
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) {
+    const auto at = std::find(m_param_names.begin(), m_param_names.end(), names[i]);
+    text += fmt::format("{}{} ({} steps)", i ? ", " : "", names[i],
+                        m_overflow_counts[static_cast<size_t>(at - m_param_names.begin())]);
+  }
+  if (names.size() > 5) text += fmt::format(" and {} more", names.size() - 5);
+  spdlog::info("most overflowing: {}", text);
+}
+
+nlohmann::json Trainer::summary_json(const std::string& status) const {
+  return {
       {"name", m_cfg.name},
+      {"status", status},
       {"steps", m_steps_done},
       {"skipped_steps", m_skipped},
       {"final_scale", number(m_final_scale)},
@@ -712,6 +1057,8 @@ TrainOutcome Trainer::finish() {
       {"eval", m_last_eval},
       {"best_eval_loss", m_best_eval_loss ? nlohmann::json(*m_best_eval_loss) : nlohmann::json()},
       {"best_eval_accuracy", m_best_eval_acc ? nlohmann::json(*m_best_eval_acc) : nlohmann::json()},
+      {"overflow_counts", counts_json(m_param_names, m_overflow_counts)},
+      {"most_overflowing", ranked(m_overflow_counts)},
       {"wall_time_s", seconds_since(m_t0)},
       {"train_time_s", m_train_seconds},
       {"samples_per_s", m_train_seconds > 0 ? m_samples / m_train_seconds : 0.0},
@@ -728,16 +1075,121 @@ TrainOutcome Trainer::finish() {
       {"device", m_device},
       {"precision", config::to_string(m_cfg.precision)},
       {"scaler_enabled", m_scaler->is_enabled()},
+      {"phase_ms", phase_json()},
       {"ampctl_version", AMPCTL_VERSION}};
-  {
-    std::ofstream out(m_run_dir / "summary.json");
-    out << summary.dump(2) << '\n';
-    if (!out)
-      throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "summary.json").string()};
+}
+
+void Trainer::phase_end(Phase phase) {
+  if (!m_profile) return;
+  m_backend->synchronize();
+  const auto now = Clock::now();
+  if (m_phase_counting) {
+    m_phase_seconds[phase] += std::chrono::duration<double>(now - m_phase_t).count();
   }
-  spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
-               m_steps_done, m_skipped, m_final_loss, m_final_scale, seconds_since(m_t0));
-  return TrainOutcome{summary};
+  m_phase_t = now;
+}
+
+nlohmann::json Trainer::phase_json() const {
+  if (!m_profile || m_phase_steps == 0) return nullptr;
+  static constexpr const char* kNames[kPhases] = {"data",      "forward", "backward", "unscale",
+                                                  "optimizer", "update",  "metrics"};
+  nlohmann::json j = nlohmann::json::object();
+  double total = 0;
+  for (int p = 0; p < kPhases; ++p) {
+    const double ms = m_phase_seconds[p] * 1e3 / static_cast<double>(m_phase_steps);
+    j[kNames[p]] = ms;
+    total += ms;
+  }
+  j["total"] = total;
+  j["steps"] = m_phase_steps;
+  return j;
+}
+
+void Trainer::write_summary(const nlohmann::json& summary) const {
+  std::ofstream out(m_run_dir / "summary.json");
+  out << summary.dump(2) << '\n';
+  out.flush();
+  if (!out) {
+    throw Error{ErrorKind::runtime, "cannot write " + (m_run_dir / "summary.json").string() +
+                                        " (disk full or I/O error)"};
+  }
+}
+
+void Trainer::diverge() {
+  m_diverging = true;
+  flush();  // the metrics of every step run, whatever found the divergence
+  Divergence& d = *m_divergence;
+  const int64_t last = m_next_step - 1;
+  d.detected_at = std::max(d.detected_at, last);
+  // Which tensors: those that overflowed during the streak (the scaler's attribution), else
+  // those whose parameters (or, failing that, last gradients) are not finite.
+  const std::vector<std::string> bad_params = nonfinite_tensors(m_model->params());
+  std::string where = "non-finite gradients in ";
+  if (d.tensors.empty()) {
+    d.tensors = bad_params;
+    where = "non-finite parameters in ";
+  }
+  if (d.tensors.empty()) {
+    d.tensors = nonfinite_tensors(m_model->grads());
+    where = "non-finite gradients in ";
+  }
+
+  // The checkpoint of the last good state: the current one when its parameters are finite (a
+  // skipped step changes nothing), else the newest periodic one, left as latest.
+  std::optional<fs::path> ckpt;
+  std::optional<int64_t> ckpt_step;
+  std::string ckpt_text;
+  if (bad_params.empty()) {
+    if (m_last_checkpoint == last) {
+      ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(last);
+    } else {
+      const checkpoint::CheckpointData data = checkpoint_data();
+      ckpt = checkpoint::write_checkpoint(m_run_dir, data, m_cfg.checkpoint.keep_last);
+      m_last_checkpoint = data.step;
+    }
+    ckpt_step = last;
+    ckpt_text = "checkpoint " + ckpt->string() + " holds the last good state (step " +
+                std::to_string(last) + ")";
+  } else if (m_last_checkpoint >= 0) {
+    ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(m_last_checkpoint);
+    ckpt_step = m_last_checkpoint;
+    ckpt_text = "no checkpoint written (the parameters are non-finite); the last good one is " +
+                ckpt->string() + " (step " + std::to_string(m_last_checkpoint) + ")";
+  } else {
+    ckpt_text = "no checkpoint written (the parameters are non-finite) and none was written before";
+  }
+
+  std::string message = "training diverged at step " + std::to_string(d.step) + ": " + d.what;
+  if (!d.tensors.empty()) message += "; " + where + join_names(d.tensors);
+  if (d.detected_at > d.step) {
+    message += " (detected at step " + std::to_string(d.detected_at) +
+               ": the metrics are read back every " + std::to_string(m_ring.capacity) + " steps)";
+  }
+  message += "; " + ckpt_text;
+
+  nlohmann::json summary = summary_json("diverged");
+  summary["divergence"] = {
+      {"step", d.step},
+      {"detected_at_step", d.detected_at},
+      {"reason", d.reason},
+      {"tensors", d.tensors},
+      {"checkpoint", ckpt ? nlohmann::json(ckpt->string()) : nlohmann::json()},
+      {"checkpoint_step", ckpt_step ? nlohmann::json(*ckpt_step) : nlohmann::json()},
+      {"message", message}};
+  write_summary(summary);
+  log_most_overflowing();
+  std::string hint;
+  if (d.reason == "overflow_at_scale_floor") {
+    hint =
+        "the gradients overflow even at the smallest loss scale: lower optimizer.lr, clip with "
+        "training.grad_clip_norm, or train in bf16";
+  } else {
+    hint = "lower optimizer.lr, clip with training.grad_clip_norm, or check the data";
+  }
+  hint += "; then continue from the last good state with 'ampctl resume --checkpoint " +
+          m_run_dir.string() +
+          " --set KEY=VALUE' (training.divergence_patience: 0 never stops a run)";
+  throw Error{ErrorKind::runtime, message, hint};
 }
 
 TrainOutcome Trainer::run() {

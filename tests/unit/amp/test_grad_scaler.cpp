@@ -248,6 +248,35 @@ TEST_P(GradScalerTest, UnscalingFp16GradientsIsRefused) {
   }
 }
 
+// Attribution: with segments set, each check (step's, or unscale_'s) records which segments
+// held an inf or NaN, zeroing the previous step's record first; found_inf and the skip are as
+// without it.
+TEST_P(GradScalerTest, SegmentsRecordWhichPartsOfTheGradientsOverflowed) {
+  GradScaler s(*b);
+  Model m(*b, fused(), std::vector<float>(10, 1.0f));
+  s.set_grad_segments(*m.opt, {0, 3, 4, 8});  // [0,3) [3,4) [4,8) [8,10)
+  const std::vector<std::pair<std::vector<float>, std::vector<int32_t>>> cases = {
+      {{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {0, 0, 0, 0}},
+      {{1, 1, 1, kInf, 1, 1, 1, 1, 1, kNaN}, {0, 1, 0, 1}},
+      {{kNaN, 1, 1, 1, 1, 1, 1, -kInf, 1, 1}, {1, 0, 1, 0}},
+      {{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {0, 0, 0, 0}},
+  };
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (bool explicit_unscale : {false, true}) {
+      s.scale(make_f32(*b, {1.0f}));
+      m.set_grads(*b, cases[c].first);
+      if (explicit_unscale) s.unscale_(*m.opt);
+      s.step(*m.opt);
+      s.update();
+      std::vector<int32_t> got(4);
+      b->download(got.data(), s.segment_found_tensor(*m.opt));
+      EXPECT_EQ(got, cases[c].second) << "case " << c << ", unscale_ " << explicit_unscale;
+      const bool any = cases[c].second != std::vector<int32_t>(4, 0);
+      EXPECT_EQ(b->read_scalar_f32(s.found_inf_tensor()), any ? 1.0f : 0.0f) << "case " << c;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, GradScalerTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "fused" : "unfused"; });
 
@@ -507,6 +536,28 @@ TEST_F(GradScalerApi, FusedAndUnfusedGiveTheSameBits) {
     s->update();
   }
   EXPECT_EQ(bits_of(read_f32(*b, m1.params)), bits_of(read_f32(*b, m2.params)));
+}
+
+TEST_F(GradScalerApi, GradSegmentsAreValidated) {
+  GradScaler s(*b);
+  Model m(*b, true, std::vector<float>(10, 1.0f));
+  EXPECT_FALSE(s.segment_found_tensor(*m.opt).defined());
+  for (const std::vector<int64_t>& bad : std::vector<std::vector<int64_t>>{
+           {}, {1}, {0, 5, 5}, {0, 7, 3}, {0, 11}, {0, int64_t{1} << 31}}) {
+    try {
+      s.set_grad_segments(*m.opt, bad);
+      ADD_FAILURE() << "accepted segments of size " << bad.size();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::invalid_argument) << e.what();
+    }
+  }
+  s.set_grad_segments(*m.opt, {0, 10});  // an empty last segment is allowed
+  EXPECT_EQ(s.segment_found_tensor(*m.opt).numel(), 2u);
+  GradScalerOptions off;
+  off.enabled = false;
+  GradScaler disabled(*b, off);
+  disabled.set_grad_segments(*m.opt, {0});
+  EXPECT_FALSE(disabled.segment_found_tensor(*m.opt).defined());
 }
 
 TEST_F(GradScalerApi, HysteresisThroughTheScaler) {

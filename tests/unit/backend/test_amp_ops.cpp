@@ -1,16 +1,19 @@
-// The loss-scaling ops of the CPU backend (SPEC section 3): non_finite_check_and_unscale_,
-// inv_scale and update_scale_. References are scalar re-statements of the spec written here, not
-// amp_math.h, so a mistake shared by amp_math.h and the backend still shows.
+// The loss-scaling ops of the CPU backend (SPEC section 3): non_finite_check_and_unscale_ (with
+// its per-segment attribution and every vector kernel), inv_scale and update_scale_. References are
+// scalar re-statements of the spec written here, not amp_math.h, so a mistake shared by amp_math.h
+// and the backend still shows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "../../../lib/src/backend/cpu/cpu_backend.h"  // the f32 kernels, each tested
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
 #include "unit/backend/backend_test_util.h"
@@ -186,6 +189,166 @@ TEST(Unscale, MixedDTypesInOneCall) {
                               << with_inf << ": " << check.report();
     }
   }
+}
+
+// ---- the vector kernels of the f32 pass ----
+
+// Every f32 kernel this CPU can run (AVX-512F, AVX2, portable) against the scalar reference, at
+// every length 0..80 and every start offset 0..16 (heads, masked tails and unaligned starts),
+// over random bit patterns (every float class: subnormals, infinities, NaNs with payloads).
+TEST(Unscale, EveryF32KernelMatchesTheScalarReferenceBitForBit) {
+  std::mt19937_64 rng(0x7a7a);
+  std::uniform_int_distribution<uint32_t> all;
+  const float invs[] = {1.0f, 0x1p-16f, 1.0f / 3.0f, 0x1p100f, 1e-30f};
+  std::vector<uint32_t> lengths;
+  for (uint32_t n = 0; n <= 80; ++n) lengths.push_back(n);
+  lengths.push_back(4099);
+  for (const cpu::UnscaleF32Kernel& k : cpu::unscale_f32_kernels()) {
+    for (float inv : invs) {
+      for (uint32_t n : lengths) {
+        for (uint32_t offset = 0; offset <= 16; ++offset) {
+          std::vector<uint32_t> in(n + offset + 3);
+          for (uint32_t& b : in) b = all(rng);
+          // Mostly finite values, so a lone non-finite one must be found wherever it sits.
+          for (uint32_t& b : in) b &= rng() % 8 ? 0xbfffffffu : 0xffffffffu;
+          std::vector<float> buf(in.size());
+          std::memcpy(buf.data(), in.data(), in.size() * 4);
+          bool want_found = false;
+          std::vector<uint32_t> want = in;
+          for (uint32_t i = offset; i < offset + n; ++i) {
+            const float v = bits_float(in[i]);
+            want_found |= !std::isfinite(v);
+            if (inv != 1.0f) want[i] = float_bits(v * inv);
+          }
+          const bool found = k.run(buf.data() + offset, n, inv);
+          std::vector<uint32_t> got(buf.size());
+          std::memcpy(got.data(), buf.data(), buf.size() * 4);
+          ASSERT_EQ(found, want_found) << k.name << " n " << n << " offset " << offset;
+          BitwiseCheck check(DType::f32);
+          check.add_all(got, want);  // the elements outside [offset, offset + n) included
+          ASSERT_TRUE(check.ok()) << k.name << " n " << n << " offset " << offset << " inv "
+                                  << fmt(inv) << ": " << check.report();
+        }
+      }
+    }
+  }
+}
+
+// ---- attribution: which segments held an inf or NaN ----
+
+// The reference: segment of global element e = the last s with starts[s] <= e.
+std::vector<int32_t> reference_segment_flags(const std::vector<std::vector<float>>& tensors,
+                                             const std::vector<int32_t>& starts) {
+  std::vector<int32_t> flags(starts.size(), 0);
+  size_t e = 0;
+  for (const auto& t : tensors) {
+    for (float v : t) {
+      if (!std::isfinite(v)) {
+        const auto it = std::upper_bound(starts.begin(), starts.end(), static_cast<int32_t>(e));
+        flags[static_cast<size_t>(it - starts.begin() - 1)] = 1;
+      }
+      ++e;
+    }
+  }
+  return flags;
+}
+
+TEST(UnscaleAttribution, FlagsExactlyTheSegmentsHoldingNonFiniteValues) {
+  auto be = cpu_backend();
+  std::mt19937_64 rng(0x8b8b);
+  for (int trial = 0; trial < 200; ++trial) {
+    // 1..6 tensors (f32, plus an f16 one in check-only trials), segments cutting across them.
+    const bool check_only = trial % 3 == 0;
+    const size_t count = 1 + rng() % 6;
+    std::vector<std::vector<float>> values;
+    std::vector<DType> dtypes;
+    size_t total = 0;
+    for (size_t t = 0; t < count; ++t) {
+      const DType d = check_only && t % 2 ? DType::f16 : DType::f32;
+      const size_t n = rng() % 4 == 0 ? rng() % 5 : rng() % 3000;
+      std::vector<float> v = random_values(rng, n, -10, 10);
+      for (float& x : v) x = round_to(x, d);
+      values.push_back(v);
+      dtypes.push_back(d);
+      total += n;
+    }
+    // Sprinkle 0..4 non-finite values.
+    const size_t bad = total == 0 ? 0 : rng() % 5;
+    const float kinds[] = {kInf, -kInf, kNaN};
+    for (size_t b = 0; b < bad; ++b) {
+      size_t e = rng() % total;
+      for (auto& v : values) {
+        if (e < v.size()) {
+          v[e] = kinds[rng() % 3];
+          break;
+        }
+        e -= v.size();
+      }
+    }
+    std::vector<int32_t> starts = {0};
+    for (size_t s = 1 + rng() % 8; s > 0 && total > 1; --s) {
+      const auto next = static_cast<int32_t>(1 + rng() % (total - 1));
+      if (std::find(starts.begin(), starts.end(), next) == starts.end()) starts.push_back(next);
+    }
+    std::sort(starts.begin(), starts.end());
+    std::vector<Tensor> tensors;
+    for (size_t t = 0; t < count; ++t) {
+      tensors.push_back(
+          upload_values(*be, {static_cast<int64_t>(values[t].size())}, dtypes[t], values[t]));
+    }
+    const auto s = static_cast<int64_t>(starts.size());
+    Tensor seg_starts = upload_i32(*be, {s}, starts);
+    // A flag already set stays set: found is never cleared.
+    std::vector<int32_t> initial(starts.size(), 0);
+    if (trial % 5 == 1) initial[0] = 1;
+    Tensor seg_found = upload_i32(*be, {s}, initial);
+    Tensor found = scalar_f32(*be, 0.0f);
+    const float inv = check_only ? 1.0f : 1.0f / 1024.0f;
+    be->non_finite_check_and_unscale_(tensors, found, scalar_f32(*be, inv), seg_starts, seg_found);
+    std::vector<int32_t> want = reference_segment_flags(values, starts);
+    if (initial[0]) want[0] = 1;
+    EXPECT_EQ(download_i32(*be, seg_found), want)
+        << "trial " << trial << ", " << bad << " non-finite values";
+    const bool any = std::any_of(want.begin(), want.end(), [](int32_t f) { return f != 0; });
+    EXPECT_EQ(be->read_scalar_f32(found), bad > 0 ? 1.0f : 0.0f) << "trial " << trial;
+    if (!initial[0]) {
+      EXPECT_EQ(any, bad > 0) << "trial " << trial;
+    }
+    // The values are unscaled exactly as without attribution.
+    for (size_t t = 0; t < count; ++t) {
+      std::vector<uint32_t> expected;
+      for (float v : values[t]) {
+        expected.push_back(
+            encode(inv == 1.0f ? v : decode(encode(v, dtypes[t]), dtypes[t]) * inv, dtypes[t]));
+      }
+      BitwiseCheck check(dtypes[t], /*nan_any=*/true);
+      check.add_all(download_bits(*be, tensors[t]), expected);
+      EXPECT_TRUE(check.ok()) << "trial " << trial << ", tensor " << t << ": " << check.report();
+    }
+  }
+}
+
+TEST(UnscaleAttribution, RejectsBadSegments) {
+  auto be = cpu_backend();
+  Tensor x = upload_values(*be, {10}, DType::f32, std::vector<float>(10, 1.0f));
+  Tensor found = scalar_f32(*be, 0.0f), one = scalar_f32(*be, 1.0f);
+  const std::span<const Tensor> xs(&x, 1);
+  auto run = [&](const std::vector<int32_t>& starts, int64_t found_len) {
+    be->non_finite_check_and_unscale_(
+        xs, found, one, upload_i32(*be, {static_cast<int64_t>(starts.size())}, starts),
+        upload_i32(*be, {found_len}, std::vector<int32_t>(static_cast<size_t>(found_len), 0)));
+  };
+  expect_invalid_argument([&] { run({1, 4}, 2); }, "not starting at 0");
+  expect_invalid_argument([&] { run({0, 4, 4}, 3); }, "not strictly increasing");
+  expect_invalid_argument([&] { run({0, 11}, 2); }, "past the end");
+  expect_invalid_argument([&] { run({0, 4}, 3); }, "found of another length");
+  expect_invalid_argument(
+      [&] {
+        be->non_finite_check_and_unscale_(xs, found, one, upload_i32(*be, {1}, {0}), Tensor{});
+      },
+      "starts without found");
+  // The last segment may be empty: [10, 10).
+  run({0, 10}, 2);
 }
 
 // ---- inv_scale ----

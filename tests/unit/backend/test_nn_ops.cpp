@@ -35,10 +35,21 @@ namespace ampctl::test {
 std::atomic<size_t> g_allocations{0};
 }  // namespace ampctl::test
 
+// GCC sees free() on memory from operator new once these are inlined; here that is the point.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(std::size_t n) {
   ampctl::test::g_allocations.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc{};
+}
+// The matching deletes: under AddressSanitizer operator delete is the sanitizer's own, which
+// refuses (alloc-dealloc-mismatch) memory that did not come from its operator new.
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
 }
 
 namespace ampctl::test {

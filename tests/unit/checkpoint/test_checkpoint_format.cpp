@@ -195,6 +195,14 @@ std::vector<Damage> corpus(const std::string& good) {
                  return s.insert(s.find("\"rng\": {") + 8, deep);
                },
                "JSON nested deeper than 128 levels"});
+  // Found by fuzzing (tests/fuzz/corpus/checkpoint/number_overflow.json): nlohmann reports a
+  // number past double's range as out_of_range, not parse_error; it used to escape uncaught.
+  c.push_back({"a number beyond the range of a double",
+               [](const std::string& g) {
+                 std::string s = g;
+                 return s.insert(s.find("\"metrics\": {") + 12, "\"huge\": -1e999,");
+               },
+               "invalid JSON: number overflow parsing '-1e999' (beyond the range of a double)"});
   c.push_back({"an array", [](const std::string&) { return std::string("[1, 2, 3]"); },
                "not an ampctl checkpoint: the document is an array"});
   c.push_back(
@@ -272,6 +280,13 @@ std::vector<Damage> corpus(const std::string& good) {
                  d["model"]["tensors"]["counts"]["shape"] = ojson::array({-3, 1, -7});
                }),
                "model tensor counts: shape [-3,1,-7]: dimensions must be integers >= 0"});
+  // Found by fuzzing (tests/fuzz/corpus/checkpoint/rank8.json): a shape of more than
+  // Shape::kMaxRank dimensions was refused by Shape itself, as invalid_argument without the file.
+  c.push_back(
+      {"more dimensions than a tensor can have", json_edit([](ojson& d) {
+         d["model"]["tensors"]["counts"]["shape"] = ojson::array({1, 1, 1, 1, 1, 1, 1, 2});
+       }),
+       "model tensor counts: shape [1,1,1,1,1,1,1,2]: 8 dimensions, tensors have at most 6"});
   c.push_back({"shape not an array",
                json_edit([](ojson& d) { d["model"]["tensors"]["counts"]["shape"] = "3x7"; }),
                "model tensor counts: shape: expected an array, got string"});

@@ -88,6 +88,58 @@ TEST(ConfigOverrides, FileAndOverrideProblemsTogether) {
             "--set scaler.hysteresis=0: scaler.hysteresis: must be in [1, 2147483647], got 0");
 }
 
+// Found by fuzzing (tests/fuzz/corpus/config/deep_set_key.yaml): every component of a --set key
+// builds a level of maps whose values each carried the whole override as their origin, so a key
+// of 50,000 components took gigabytes (and a recursion that deep to destroy). It is now a usage
+// error, as deep as the deepest configuration allows.
+TEST(ConfigOverrides, KeyPathsDeeperThanAnyConfigurationAreRefused) {
+  std::string key = "a";
+  for (int i = 1; i < kMaxDepth; ++i) key += ".a";
+  EXPECT_EQ(parse_override(key + "=1").key.size(), static_cast<size_t>(kMaxDepth));
+  for (const int components : {kMaxDepth + 1, 50000}) {
+    std::string deep = "a";
+    for (int i = 1; i < components; ++i) deep += ".a";
+    try {
+      parse_config(kMinimal, "run.yaml", {deep + "=1"});
+      ADD_FAILURE() << components << " components: accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage);
+      EXPECT_NE(std::string(e.what()).find("KEY has " + std::to_string(components) +
+                                           " components, more than the 32 levels"),
+                std::string::npos)
+          << e.what();
+      // The message quotes the start of the argument, not all of it.
+      EXPECT_LT(std::string(e.what()).size(), 300u) << e.what();
+    }
+  }
+}
+
+// Found by fuzzing, the same cause: a long --set value (here a list of 60,000 elements, 120 KB)
+// gave each element a copy of the whole argument as its origin, quadratic in the argument.
+// Problems now name a long override by its first 80 characters and its length.
+TEST(ConfigOverrides, LongOverridesAreNamedShortened) {
+  std::string list = "[";
+  for (int i = 0; i < 60000; ++i) list += "0,";
+  list += "0]";
+  const std::string set = "model.hidden=" + list;
+  Value doc;
+  Problems problems;
+  ASSERT_TRUE(parse_yaml(kMinimal, "run.yaml", doc, problems));
+  apply_overrides(doc, {parse_override(set)}, problems);
+  EXPECT_TRUE(problems.empty());
+  const Value::Entry* hidden = doc.find("model")->value.find("hidden");
+  ASSERT_NE(hidden, nullptr);
+  ASSERT_EQ(hidden->value.items.size(), 60001u);
+  const std::string expected =
+      "--set " + set.substr(0, 80) + "... (" + std::to_string(set.size()) + " characters)";
+  EXPECT_EQ(hidden->value.items.back().where.origin, expected);
+  // Every element is refused (a width must be >= 1), each problem naming the shortened --set.
+  const std::vector<Problem> all = problems_of(kMinimal, {set});
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().where.origin, expected);
+  EXPECT_NE(all.front().str().find("model.hidden"), std::string::npos) << all.front().str();
+}
+
 TEST(ConfigDocument, PositionsAreOneBased) {
   Problems problems;
   Value doc;

@@ -174,6 +174,27 @@ TEST(Idx, HugeClaimedSizeIsTruncationNotAllocation) {
                      {"truncated: expected 79228162458924105385300197391 bytes, got 116"});
 }
 
+// 300,000 pixels: more than the reader's first chunks (64 KiB, then doubling), so the data
+// arrives in several reads of growing size; every byte must land in order, and a file cut in a
+// later chunk is reported with the exact count that was there.
+TEST(Idx, LargeFilesReadAcrossGrowingChunks) {
+  TempDir dir;
+  constexpr uint32_t kN = 100, kR = 50, kC = 60;
+  const std::vector<uint8_t> pixels = random_bytes(kN * kR * kC, 23);
+  const std::vector<uint8_t> file = idx_bytes(kIdxImagesMagic, {kN, kR, kC}, pixels);
+  write_bytes(dir / "plain", file);
+  write_gz(dir / "packed.gz", file);
+  for (const char* name : {"plain", "packed.gz"}) {
+    const IdxImages images = read_idx_images(dir / name);
+    EXPECT_EQ(images.count, kN) << name;
+    EXPECT_TRUE(images.pixels == pixels) << name << ": pixels differ";
+  }
+  const std::vector<uint8_t> cut(file.begin(), file.end() - 1000);
+  write_bytes(dir / "cut", cut);
+  expect_input_error([&] { read_idx_images(dir / "cut"); },
+                     {"truncated: expected 300016 bytes, got 299016"});
+}
+
 TEST(Idx, CountMismatch) {
   TempDir dir;
   const IdxPair p = random_pair(20);

@@ -161,7 +161,8 @@ TEST(Resume, ResumingFromAnySplitPointEqualsAnUninterruptedRunBitwise) {
     expect_same(full, end_state(t, dir), what);
     // The summary's accumulators came through the checkpoint too.
     for (const char* key : {"steps", "skipped_steps", "final_scale", "min_scale", "max_scale",
-                            "final_loss", "best_loss", "best_eval_loss", "best_eval_accuracy"}) {
+                            "final_loss", "best_loss", "best_eval_loss", "best_eval_accuracy",
+                            "status", "overflow_counts", "most_overflowing"}) {
       EXPECT_EQ(out.summary.at(key), full_summary.at(key)) << what << ": summary " << key;
     }
     fs::remove_all(dir);

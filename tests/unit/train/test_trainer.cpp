@@ -178,6 +178,69 @@ TEST(Trainer, SteadyStateStepAllocatesNothing) {
   }
 }
 
+// logging.profile: the step's time split into its seven phases over the steady-state steps
+// (those after the first logging interval). Profiling only reads clocks (and waits for the device
+// on a GPU): the run's numbers are bitwise those of the same run without it, and its steps still
+// allocate nothing.
+TEST(Trainer, ProfilingSplitsTheStepByPhaseAndChangesNothing) {
+  for (const char* prec : {"fp16", "bf16"}) {
+    // An injected overflow is a skipped step with a scaler (fp16); without one (bf16) it would
+    // poison the weights and stop the run as diverged.
+    std::vector<std::string> sets = {std::string("precision=") + prec,
+                                     "training.grad_clip_norm=1.0", "training.grad_accum_steps=2"};
+    if (std::string(prec) == "fp16") sets.push_back("debug.inject_nonfinite_at=[20]");
+    std::vector<std::string> prof_sets = sets;
+    prof_sets.push_back("logging.profile=true");
+    const fs::path plain_dir = fresh_dir(std::string("plain_") + prec);
+    const fs::path prof_dir = fresh_dir(std::string("prof_") + prec);
+    const TrainOutcome plain =
+        train::train(config::parse_config(kSmall, "small.yaml", sets), plain_dir);
+    const TrainOutcome prof =
+        train::train(config::parse_config(kSmall, "small.yaml", prof_sets), prof_dir);
+    EXPECT_TRUE(plain.summary.at("phase_ms").is_null()) << prec;
+    auto a = read_lines(plain_dir / "metrics.jsonl", "train");
+    auto b = read_lines(prof_dir / "metrics.jsonl", "train");
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      a[i].erase("time_s");
+      b[i].erase("time_s");
+      EXPECT_EQ(a[i], b[i]) << prec << " step " << i + 1;
+    }
+    EXPECT_EQ(plain.summary.at("final_loss"), prof.summary.at("final_loss")) << prec;
+
+    const nlohmann::json& ph = prof.summary.at("phase_ms");
+    ASSERT_TRUE(ph.is_object()) << prec;
+    // logging.every_steps = 7: the first interval's steps are warm-up, the other 53 count.
+    EXPECT_EQ(ph.at("steps").get<int64_t>(), 60 - 7) << ph.dump();
+    double sum = 0;
+    for (const char* k :
+         {"data", "forward", "backward", "unscale", "optimizer", "update", "metrics"}) {
+      ASSERT_TRUE(ph.contains(k)) << k;
+      EXPECT_GE(ph.at(k).get<double>(), 0.0) << k;
+      sum += ph.at(k).get<double>();
+    }
+    EXPECT_NEAR(ph.at("total").get<double>(), sum, 1e-9 * sum) << ph.dump();
+    // Forward and backward do real work on every step; their clocks cannot read zero.
+    EXPECT_GT(ph.at("forward").get<double>(), 0.0);
+    EXPECT_GT(ph.at("backward").get<double>(), 0.0);
+    fs::remove_all(plain_dir);
+    fs::remove_all(prof_dir);
+  }
+
+  const config::RunConfig cfg = config::parse_config(
+      kSmall, "small.yaml", {"logging.profile=true", "logging.every_steps=1000"});
+  const fs::path dir = fresh_dir("prof_alloc");
+  Trainer t(cfg, dir);
+  t.begin();
+  for (int i = 0; i < 5; ++i) t.step();
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < 20; ++i) t.step();
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0u) << "heap allocations in profiled steady-state steps";
+  fs::remove_all(dir);
+}
+
 TEST(Trainer, QuickstartLossFalls) {
   const std::string path = std::string(AMPCTL_TEST_DATA_DIR) + "/../../configs/quickstart.yaml";
   const config::RunConfig cfg =

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -98,11 +99,29 @@ class GradScaler {
   const Tensor& found_inf_tensor() const { return m_found_inf_combined; }
   OptState stage(const optim::Optimizer& optimizer) const;
 
+  // Overflow attribution (an extension; PyTorch has none): cuts the optimizer's gradients (the
+  // elements of its grads(), numbered consecutively) into segments starting at `starts` (0 first,
+  // strictly increasing, each below 2^31 and at most the element count), e.g. one segment per
+  // parameter tensor of a flat gradient arena. Every later check of its gradients (unscale_, or
+  // step's check) then also records, in the same pass, which segments held an inf or NaN.
+  // Allocates: call before the first step. No-op when disabled. Throws Error{invalid_argument}.
+  void set_grad_segments(optim::Optimizer& optimizer, const std::vector<int64_t>& starts);
+  // i32 [S] on the device: 1 for each segment that held an inf or NaN at the last check of the
+  // optimizer's gradients (each check zeroes it first); undefined without set_grad_segments.
+  const Tensor& segment_found_tensor(const optim::Optimizer& optimizer) const;
+
+  // Profiling: `hook` runs inside step() after the inf check and before the optimizer update,
+  // so a caller timing a step by phase can split "unscale/check" from "optimizer". Set once (it
+  // is a std::function: setting it allocates, calling it does not); empty by default.
+  void set_phase_hook(std::function<void()> hook) { m_phase_hook = std::move(hook); }
+
  private:
   struct PerOptimizer {
     OptState stage = OptState::ready;
     bool recorded = false;  // found_inf holds this iteration's check
     Tensor found_inf;       // f32[1], allocated once per optimizer
+    Tensor segment_starts;  // i32 [S] or undefined (set_grad_segments)
+    Tensor segment_found;   // i32 [S] or undefined
   };
 
   void lazy_init();
@@ -131,6 +150,7 @@ class GradScaler {
   Tensor m_ones;                // f32[1] = 1: the "check only" inv_scale
   Tensor m_found_inf_combined;  // f32[1]
   std::map<const optim::Optimizer*, PerOptimizer> m_per_optimizer;
+  std::function<void()> m_phase_hook;
 };
 
 }  // namespace ampctl::amp

@@ -99,8 +99,20 @@ class Backend {
   // ---- the amp ops (SPEC section 3) ----
   // For every element of every tensor: found_inf[0] := 1 if it is inf or NaN (never cleared);
   // the element := round(float(x) * inv_scale[0]), untouched when inv_scale[0] == 1.
+  // Attribution, optional and in the same pass (segment_starts and segment_found both undefined,
+  // or both defined): number the elements of `tensors` consecutively (tensor 0's, then tensor
+  // 1's, ...) and cut them into S segments, segment s covering [segment_starts[s],
+  // segment_starts[s + 1]) and the last one running to the end; segment_found[s] := 1 when
+  // segment s holds an inf or NaN (never cleared). segment_starts: i32 [S] on this device,
+  // starting at 0 and strictly increasing (the CPU checks it; the GPU trusts it: no sync);
+  // segment_found: i32 [S]. A flat gradient arena with one segment per parameter tensor tells
+  // which parameters overflowed, in the same pass: a clean pass costs nothing more, and only a
+  // thread that met an inf or NaN looks segments up (on the GPU, an unscale by inv_scale > 1,
+  // i.e. a scale below 1, adds one check-only read pass: see kernels/amp.cu).
   virtual void non_finite_check_and_unscale_(std::span<const Tensor> tensors,
-                                             const Tensor& found_inf, const Tensor& inv_scale) = 0;
+                                             const Tensor& found_inf, const Tensor& inv_scale,
+                                             const Tensor& segment_starts = Tensor{},
+                                             const Tensor& segment_found = Tensor{}) = 0;
   // inv[0] := float32(1 / double(scale[0])).
   virtual void inv_scale(const Tensor& scale, const Tensor& inv) = 0;
   // One update of scale (f32[1]), growth_tracker (i32[1]) and hysteresis_tracker (i32[1]) from
@@ -177,7 +189,8 @@ class Backend {
                                    const Tensor& dst);
 };
 
-// The CPU backend. threads <= 0 means one per core.
+// The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a
+// sweep shares the cores among its jobs), else one per core.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
 // The CUDA backend on device `index`. Throws Error{cuda} with a hint when CUDA was not compiled

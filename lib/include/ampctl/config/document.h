@@ -4,8 +4,9 @@
 // positions on every key and value is what lets each problem name its file:line:column.
 //
 // Invariants: a tree is at most kMaxDepth deep and holds at most kMaxNodes values (deeper or
-// larger input — alias bombs, self-referencing anchors — is reported, never recursed into), and
-// map entries keep document order, duplicates included (the schema reports duplicates).
+// larger input — alias bombs, self-referencing anchors — is reported, never recursed into);
+// overrides put a value of at most that depth under a key path of at most kMaxDepth levels.
+// Map entries keep document order, duplicates included (the schema reports duplicates).
 #pragma once
 
 #include <cstddef>
@@ -65,10 +66,12 @@ struct Override {
   std::string value_text;        // VALUE
 };
 
-// Splits "KEY=VALUE". No '=' or an empty key component is a usage error (thrown at once).
+// Splits "KEY=VALUE". No '=', an empty key component or more than kMaxDepth components is a
+// usage error (thrown at once).
 Override parse_override(std::string_view arg);
 
-// Applies overrides in order (later ones win) to `doc`, a map. Each value replaces what was at
+// Applies overrides in order (later ones win) to `doc`, a map. Problems name an override as
+// "--set KEY=VALUE", cut to its first 80 characters when longer. Each value replaces what was at
 // KEY (creating the maps on the way, and replacing a non-map on the way by a map) and the key and
 // everything under it are marked as written by the override. A VALUE that is not valid YAML is
 // added to `problems` and skipped.

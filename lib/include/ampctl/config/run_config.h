@@ -143,6 +143,7 @@ struct TrainingConfig {
   int64_t grad_accum_steps = 0;
   std::optional<double> grad_clip_norm;
   int64_t eval_every = 0;
+  int64_t divergence_patience = 0;  // 0 = never stop (see train/trainer.h)
   bool operator==(const TrainingConfig&) const = default;
 };
 
@@ -155,12 +156,14 @@ struct CheckpointConfig {
 struct LoggingConfig {
   int64_t every_steps = 0;
   int64_t metrics_every = 0;
+  bool profile = false;
   bool operator==(const LoggingConfig&) const = default;
 };
 
 struct DebugConfig {
   std::vector<int64_t> inject_nonfinite_at;
   InjectValue inject_value{};
+  std::string inject_tensor;  // a parameter name; "" = the first element of the gradient arena
   bool operator==(const DebugConfig&) const = default;
 };
 

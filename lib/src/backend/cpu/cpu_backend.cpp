@@ -5,10 +5,18 @@
 // only differences from a GPU tensor-core product are the order of fp32 accumulation and nothing
 // else. Workspaces for the widened operands grow once and are reused, so a steady-state training
 // step does not allocate. The neural-network ops live in cpu_nn.cpp.
+//
+// The fast path (CpuKernels, on CPUs with AVX-512): matrix products run on the packed kernels of
+// cpu_gemm.cpp (f16/bf16 operands widened while packing, or bf16 dot products), and casts,
+// add_, mul_scalar_tensor, fill and the fused optimizer steps on the vector loops of
+// cpu_vector.cpp, split over the backend's thread pool (cpu_parallel.h). The plain code here
+// stays the reference and the fallback; the vector loops give its bits exactly, and tests
+// compare the levels (tests/unit/backend/test_cpu_kernels.cpp).
 #include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -18,6 +26,8 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/core/convert.h"
 #include "cpu_backend.h"
+#include "cpu_parallel.h"
+#include "cpu_vector.h"
 
 namespace ampctl::cpu {
 
@@ -105,7 +115,40 @@ void store_f32(const float* src, const Tensor& dst) {
               "expected a floating-point tensor, got " + dst.describe()};
 }
 
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
+  const auto* pa = static_cast<const char*>(a.data());
+  const auto* pb = static_cast<const char*>(b.data());
+  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+bool same_or_disjoint(const Tensor& a, const Tensor& b) {
+  return !overlaps(a, b) || (a.data() == b.data() && a.dtype() == b.dtype());
+}
+
 namespace {
+
+// The low-precision copy can be written in the optimizer's own pass when it is a float dtype
+// (f32 included: a plain copy) and shares no byte with the buffers the pass reads or writes.
+bool lowp_fusable(const Tensor& lowp, std::initializer_list<const Tensor*> others) {
+  if (!lowp.defined()) return true;
+  if (!is_floating(lowp.dtype())) return false;
+  for (const Tensor* t : others) {
+    if (overlaps(lowp, *t)) return false;
+  }
+  return true;
+}
+
+// threads <= 0: OPENBLAS_NUM_THREADS when it holds a positive count (a sweep gives each of its
+// side-by-side jobs its share of the cores there, sweep/executor.cpp), else one per core.
+int default_threads() {
+  if (const char* env = std::getenv("OPENBLAS_NUM_THREADS")) {
+    char* end = nullptr;
+    const long v = std::strtol(env, &end, 10);
+    if (end != env && *end == '\0' && v > 0 && v <= 1024) return static_cast<int>(v);
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 void check_bytes(const Tensor& t, size_t bytes, const char* what) {
   if (bytes != t.nbytes()) {
@@ -116,16 +159,23 @@ void check_bytes(const Tensor& t, size_t bytes, const char* what) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) {
-  m_threads =
-      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+CpuBackend::CpuBackend(int threads, CpuKernels kernels) {
+  m_threads = threads > 0 ? threads : default_threads();
+  m_avx512 = kernels != CpuKernels::portable && cpu_features().avx512;
+  m_bf16_dot = kernels == CpuKernels::best && m_avx512 && cpu_features().avx512_bf16;
+  // Without the packed kernels the products run on OpenBLAS's own threads; a pool beside them
+  // would spin while OpenBLAS works and steal its cores, so the passes stay on this thread.
+  m_pool = std::make_unique<ThreadPool>(m_avx512 ? m_threads : 1);
   // A fixed thread count keeps OpenBLAS's blocking, and so its summation order, the same from
   // run to run.
   openblas_set_num_threads(m_threads);
 }
 
 std::string CpuBackend::description() const {
-  return "cpu (OpenBLAS, " + std::to_string(m_threads) + " threads)";
+  const char* kernels = m_bf16_dot ? "AVX-512 + AVX512_BF16 kernels"
+                        : m_avx512 ? "AVX-512 kernels"
+                                   : "OpenBLAS";
+  return std::string("cpu (") + kernels + ", " + std::to_string(m_threads) + " threads)";
 }
 
 void CpuBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
@@ -165,7 +215,9 @@ void CpuBackend::fill(const Tensor& dst, double value) {
   const float v = static_cast<float>(value);
   dispatch_float(dst.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    std::fill_n(static_cast<T*>(dst.data()), dst.numel(), from_f32<T>(v));
+    T* d = static_cast<T*>(dst.data());
+    const T x = from_f32<T>(v);
+    parallel_for(*m_pool, dst.numel(), [&](size_t b, size_t e) { std::fill(d + b, d + e, x); });
   });
 }
 
@@ -181,6 +233,12 @@ void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
     copy(dst, src);
     return;
   }
+  if (m_avx512 && !overlaps(src, dst)) {
+    parallel_for(*m_pool, src.numel(), [&](size_t b, size_t e) {
+      vec::cast(src.data(), src.dtype(), dst.data(), dst.dtype(), b, e);
+    });
+    return;
+  }
   store_f32(as_f32(src, m_ws_a), dst);
 }
 
@@ -190,6 +248,12 @@ void CpuBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const T
   check_scalar(scale, DType::f32, "mul_scalar_tensor scale");
   check_same_numel(x, out, "mul_scalar_tensor");
   const float s = *scale.data_as<float>();
+  if (m_avx512 && is_floating(x.dtype()) && is_floating(out.dtype()) && same_or_disjoint(x, out)) {
+    parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
+      vec::mul_scalar(x.data(), x.dtype(), out.data(), out.dtype(), s, b, e);
+    });
+    return;
+  }
   dispatch_float(x.dtype(), [&](auto xt) {
     using X = decltype(xt);
     dispatch_float(out.dtype(), [&](auto ot) {
@@ -205,6 +269,13 @@ void CpuBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
   check_cpu(dst, "add_");
   check_cpu(src, "add_");
   check_same_numel(dst, src, "add_");
+  if (m_avx512 && is_floating(dst.dtype()) && is_floating(src.dtype()) &&
+      same_or_disjoint(dst, src)) {
+    parallel_for(*m_pool, dst.numel(), [&](size_t b, size_t e) {
+      vec::add(dst.data(), dst.dtype(), src.data(), src.dtype(), alpha, b, e);
+    });
+    return;
+  }
   dispatch_float(dst.dtype(), [&](auto dt) {
     using D = decltype(dt);
     dispatch_float(src.dtype(), [&](auto st) {
@@ -241,6 +312,15 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
                 "gemm: shapes do not match: op(A) is [" + std::to_string(m) + ", " +
                     std::to_string(k) + "], op(B) is [" + std::to_string(kb) + ", " +
                     std::to_string(n) + "], C is " + shape_str(c.shape())};
+  }
+  check_float(a, "gemm A");
+  check_float(b, "gemm B");
+  check_float(c, "gemm C");
+  if (m > 0 && n > 0 && k > 0 && !overlaps(c, a) && !overlaps(c, b)) {
+    const GemmOperand ga{a.data(), a.dtype(), a.dim(1), trans_a};
+    const GemmOperand gb{b.data(), b.dtype(), b.dim(1), trans_b};
+    const GemmOutput gc{c.data(), c.dtype(), n, alpha, beta, nullptr, DType::f32};
+    if (m_avx512 && m_gemm.run(m, n, k, ga, gb, gc, *m_pool, m_bf16_dot)) return;
   }
   const float* ap = as_f32(a, m_ws_a);
   const float* bp = as_f32(b, m_ws_b);
@@ -287,46 +367,6 @@ void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out)
   *out.data_as<float>() = static_cast<float>(std::sqrt(sum));
 }
 
-void CpuBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
-                                               const Tensor& found_inf, const Tensor& inv_scale) {
-  check_scalar(found_inf, DType::f32, "non_finite_check_and_unscale_ found_inf");
-  check_scalar(inv_scale, DType::f32, "non_finite_check_and_unscale_ inv_scale");
-  float* fi = found_inf.data_as<float>();
-  const float inv = *inv_scale.data_as<float>();
-  for (const Tensor& t : tensors) {
-    check_cpu(t, "non_finite_check_and_unscale_");
-    dispatch_float(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      T* p = static_cast<T*>(t.data());
-      if (inv == 1.0f) {  // check only: leave every bit (NaN payloads included) as it is
-        for (size_t i = 0; i < t.numel(); ++i) amp::unscale_value(to_f32(p[i]), inv, fi);
-        return;
-      }
-      for (size_t i = 0; i < t.numel(); ++i) {
-        p[i] = from_f32<T>(amp::unscale_value(to_f32(p[i]), inv, fi));
-      }
-    });
-  }
-}
-
-void CpuBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
-  check_scalar(scale, DType::f32, "inv_scale scale");
-  check_scalar(inv, DType::f32, "inv_scale out");
-  *inv.data_as<float>() = amp::inv_scale_of(*scale.data_as<float>());
-}
-
-void CpuBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                               const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                               const amp::ScaleUpdateParams& params) {
-  check_scalar(scale, DType::f32, "update_scale_ scale");
-  check_scalar(growth_tracker, DType::i32, "update_scale_ growth_tracker");
-  check_scalar(hysteresis_tracker, DType::i32, "update_scale_ hysteresis_tracker");
-  check_scalar(found_inf, DType::f32, "update_scale_ found_inf");
-  amp::update_scale_state(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
-                          hysteresis_tracker.data_as<int32_t>(), *found_inf.data_as<float>(),
-                          params);
-}
-
 void CpuBackend::sgd_step(const SgdStepArgs& args) {
   check_cpu(args.params, "sgd_step params");
   check_cpu(args.grads, "sgd_step grads");
@@ -358,10 +398,22 @@ void CpuBackend::sgd_step(const SgdStepArgs& args) {
   float* p = args.params.data_as<float>();
   const float* g = args.grads.data_as<float>();
   float* buf = momentum ? args.momentum_buf.data_as<float>() : nullptr;
-  float dummy = 0.0f;
-  for (size_t i = 0; i < args.params.numel(); ++i) {
-    optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first, args.hyper);
+  const size_t n = args.params.numel();
+  if (m_avx512 && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.momentum_buf})) {
+    void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+    const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
+    parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+      vec::sgd(b, e, p, g, buf, inv, first, args.hyper, lowp, lowp_dtype);
+    });
+    *step += 1;
+    return;
   }
+  parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+    float dummy = 0.0f;
+    for (size_t i = b; i < e; ++i) {
+      optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first, args.hyper);
+    }
+  });
   if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
   *step += 1;
 }
@@ -398,10 +450,25 @@ void CpuBackend::adam_step(const AdamStepArgs& args) {
   const float* g = args.grads.data_as<float>();
   float* m = args.exp_avg.data_as<float>();
   float* v = args.exp_avg_sq.data_as<float>();
-  for (size_t i = 0; i < args.params.numel(); ++i) {
-    optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, args.hyper.decoupled, args.hyper.maximize,
-                       consts);
+  const size_t n = args.params.numel();
+  if (m_avx512 && lowp_fusable(args.lowp_params,
+                               {&args.params, &args.grads, &args.exp_avg, &args.exp_avg_sq})) {
+    // One pass: the update and the rounded low-precision copy of each parameter.
+    void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+    const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
+    parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+      vec::adam(b, e, p, g, m, v, inv, args.hyper.decoupled, args.hyper.maximize, consts, lowp,
+                lowp_dtype);
+    });
+    *step += 1;
+    return;
   }
+  parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, args.hyper.decoupled, args.hyper.maximize,
+                         consts);
+    }
+  });
   if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
   *step += 1;
 }

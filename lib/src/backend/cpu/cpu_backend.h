@@ -1,6 +1,7 @@
-// The CPU backend's class, shared by its source files: cpu_backend.cpp (memory, casts, gemm, the
-// amp ops and the optimizers) and cpu_nn.cpp (the neural-network ops). Internal to lib/src; users
-// get it through make_cpu_backend().
+// The CPU backend's class, shared by its source files: cpu_backend.cpp (memory, casts, gemm and
+// the optimizers), cpu_amp.cpp (the amp ops) and cpu_nn.cpp (the neural-network ops), with the
+// AVX-512 kernels in cpu_gemm.cpp (matrix products) and cpu_vector.cpp (elementwise passes).
+// Internal to lib/src; users get it through make_cpu_backend().
 //
 // Invariants: every op checks its operands (device, dtype, shape) before it writes anything;
 // arithmetic is float32 with one rounding per output to its dtype; reductions run in a fixed
@@ -9,10 +10,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ampctl/backend/backend.h"
+#include "cpu_gemm.h"
 
 namespace ampctl::cpu {
 
@@ -33,10 +36,31 @@ void check_shape(const Tensor& t, std::initializer_list<int64_t> shape, const ch
 const float* as_f32(const Tensor& t, std::vector<float>& out);
 // Rounds numel() floats once into dst of any float dtype.
 void store_f32(const float* src, const Tensor& dst);
+// Whether the storage of a and b shares any byte (then an op writing one while reading the other
+// must go through a workspace).
+bool overlaps(const Tensor& a, const Tensor& b);
+// Disjoint, or exactly the same elements (an in-place elementwise op is then safe).
+bool same_or_disjoint(const Tensor& a, const Tensor& b);
+
+// The f32 kernels of the unscale pass (cpu_amp.cpp) this CPU can run, best first: unscale
+// (inv != 1) or check (inv == 1) p[0, n) and return whether an inf or NaN was seen. The pass uses
+// the first; tests hold each against the scalar reference.
+struct UnscaleF32Kernel {
+  const char* name;
+  bool (*run)(float* p, size_t n, float inv);
+};
+std::vector<UnscaleF32Kernel> unscale_f32_kernels();
+
+// Which kernels a CpuBackend may use (each also needs the CPU to have the instructions):
+// `portable` is the plain reference code (OpenBLAS for products, scalar loops); `avx512` adds the
+// packed f32 GEMM and the vector elementwise passes; `best` also the bf16 dot-product GEMM. Every
+// level gives the same bits for every op except the matrix products, whose fp32 accumulation
+// order differs (within the bound the gemm tests check). Tests compare the levels.
+enum class CpuKernels { portable, avx512, best };
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads);
+  explicit CpuBackend(int threads, CpuKernels kernels = CpuKernels::best);
 
   Device device() const override { return Device{}; }
   std::string description() const override;
@@ -57,8 +81,11 @@ class CpuBackend final : public Backend {
             float alpha, float beta) override;
   void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
 
+  // cpu_amp.cpp
   void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
-                                     const Tensor& inv_scale) override;
+                                     const Tensor& inv_scale,
+                                     const Tensor& segment_starts = Tensor{},
+                                     const Tensor& segment_found = Tensor{}) override;
   void inv_scale(const Tensor& scale, const Tensor& inv) override;
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                      const Tensor& hysteresis_tracker, const Tensor& found_inf,
@@ -96,6 +123,12 @@ class CpuBackend final : public Backend {
                      const char* what);
 
   int m_threads = 1;
+  bool m_avx512 = false;    // packed f32 GEMM and vector elementwise passes
+  bool m_bf16_dot = false;  // the VDPBF16PS GEMM for bf16 x bf16
+  // The threads of the packed kernels and the elementwise passes (cpu_parallel.h).
+  std::unique_ptr<ThreadPool> m_pool;
+  // The packed AVX-512 matrix product (cpu_gemm.h); OpenBLAS where it has no kernel.
+  GemmEngine m_gemm;
   // Grow-only float workspaces: widened operands (a, b, c) and float results before their one
   // rounding (d, e).
   std::vector<float> m_ws_a, m_ws_b, m_ws_c, m_ws_d, m_ws_e;

@@ -3,9 +3,14 @@
 // Each op widens its f16/bf16 operands exactly to float (convert.h), computes every output in
 // float32 with plain loops that call the per-element math of nn/nn_math.h, and rounds each output
 // once to its dtype (store_f32). Reductions run sequentially in index order, so results do not
-// depend on the thread count (linear_forward's sgemm aside: OpenBLAS fixes its order for the
-// backend's fixed thread count, as for gemm). Outputs are formed in a workspace and stored at the
+// depend on the thread count (on the OpenBLAS path linear_forward's order is the one OpenBLAS
+// fixes for the backend's fixed thread count, as for gemm; the packed kernels never split k, so
+// theirs does not depend on it at all). Outputs are formed in a workspace and stored at the
 // end, so an output may alias an input of the same op. Operand checks come before any write.
+// With AVX-512 (CpuKernels), linear_forward runs on the packed GEMM with the bias and the one
+// rounding in its epilogue, and relu and sum_rows on vector loops that give the plain loops' bits
+// (sum_rows: one lane per column, rows in order); they take that path only when the output does
+// not partly overlap an input.
 #include <cblas.h>
 
 #include <algorithm>
@@ -19,6 +24,8 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/nn/nn_math.h"
 #include "cpu_backend.h"
+#include "cpu_parallel.h"
+#include "cpu_vector.h"
 
 namespace ampctl::cpu {
 namespace {
@@ -69,6 +76,19 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
     check_shape(b, {out}, "linear_forward b");
     check_float(b, "linear_forward b");
   }
+  if (rows > 0 && out > 0 && in > 0 && !overlaps(y, x) && !overlaps(y, w)) {
+    // The packed kernels add the bias to the float accumulator and round once (cpu_gemm.h).
+    const GemmOperand gx{x.data(), x.dtype(), in, false};
+    const GemmOperand gw{w.data(), w.dtype(), in, true};
+    const GemmOutput gy{y.data(),
+                        y.dtype(),
+                        out,
+                        1.0f,
+                        0.0f,
+                        b.defined() ? b.data() : nullptr,
+                        b.defined() ? b.dtype() : DType::f32};
+    if (m_avx512 && m_gemm.run(rows, out, in, gx, gw, gy, *m_pool, m_bf16_dot)) return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   const float* wp = as_f32(w, m_ws_b);
   m_ws_d.resize(y.numel());
@@ -104,6 +124,14 @@ void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
   const int64_t rows = x.dim(0), cols = x.dim(1);
   check_shape(out, {cols}, "sum_rows out");
   check_float(out, "sum_rows out");
+  if (m_avx512 && !overlaps(x, out)) {
+    // One lane per column, the rows in order (a bias gradient is a few microseconds: one thread).
+    m_ws_d.resize(static_cast<size_t>(cols));
+    float* acc = m_ws_d.data();
+    vec::sum_rows(x.data(), x.dtype(), rows, cols, 0, cols, acc);
+    store_f32(acc, out);
+    return;
+  }
   m_ws_d.resize(static_cast<size_t>(cols));
   float* acc = m_ws_d.data();
   std::fill_n(acc, cols, 0.0f);
@@ -122,6 +150,12 @@ void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, co
   check_activation(kind, "activation_forward");
   check_float(x, "activation_forward x");
   check_float_like(y, x, "activation_forward y");
+  if (kind == nn::ActivationKind::relu && m_avx512 && same_or_disjoint(x, y)) {
+    parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
+      vec::relu_forward(x.data(), x.dtype(), y.data(), y.dtype(), b, e);
+    });
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   m_ws_d.resize(x.numel());
   float* yp = m_ws_d.data();
@@ -142,6 +176,13 @@ void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, c
   const Tensor& unused = reads_input ? y : x;
   if (unused.defined()) {
     check_float_like(unused, dy, reads_input ? "activation_backward y" : "activation_backward x");
+  }
+  if (kind == nn::ActivationKind::relu && m_avx512 && same_or_disjoint(dy, dx) &&
+      !overlaps(y, dx)) {
+    parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
+      vec::relu_backward(y.data(), y.dtype(), dy.data(), dy.dtype(), dx.data(), dx.dtype(), b, e);
+    });
+    return;
   }
   const float* up = as_f32(used, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);

@@ -413,21 +413,54 @@ void CudaBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out
 }
 
 void CudaBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
-                                                const Tensor& found_inf, const Tensor& inv_scale) {
+                                                const Tensor& found_inf, const Tensor& inv_scale,
+                                                const Tensor& segment_starts,
+                                                const Tensor& segment_found) {
   const char* op = "non_finite_check_and_unscale_";
   check_here(found_inf, op, "found_inf");
   check_here(inv_scale, op, "inv_scale");
   check_scalar(found_inf, DType::f32, op, "found_inf");
   check_scalar(inv_scale, DType::f32, op, "inv_scale");
+  size_t total = 0;
   for (const Tensor& t : tensors) {
     check_here(t, op, "input");
     check_floating(t, op, "input");
+    total += t.numel();
+  }
+  kernels::SegmentAttribution attr;
+  if (segment_starts.defined() != segment_found.defined()) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(op) + ": segment_starts and segment_found go together, got " +
+                    (segment_starts.defined() ? "only segment_starts" : "only segment_found")};
+  }
+  if (segment_starts.defined()) {
+    check_here(segment_starts, op, "segment_starts");
+    check_here(segment_found, op, "segment_found");
+    // The starts themselves stay on the device (reading them would be a sync): the caller
+    // guarantees 0 first and strictly increasing, as Backend documents; the CPU checks it.
+    if (segment_starts.dtype() != DType::i32 || segment_found.dtype() != DType::i32 ||
+        segment_starts.rank() != 1 || segment_starts.numel() == 0 ||
+        segment_found.numel() != segment_starts.numel() ||
+        segment_starts.numel() > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      throw Error{ErrorKind::invalid_argument,
+                  std::string(op) +
+                      ": expected segment_starts and segment_found i32 [S] with S >= 1, got " +
+                      segment_starts.describe() + " and " + segment_found.describe()};
+    }
+    if (total > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      throw Error{ErrorKind::invalid_argument, std::string(op) + ": " + std::to_string(total) +
+                                                   " elements are too many for i32 segment starts"};
+    }
+    attr.starts = static_cast<const int32_t*>(segment_starts.data());
+    attr.found = static_cast<int32_t*>(segment_found.data());
+    attr.count = static_cast<int32_t>(segment_starts.numel());
   }
   DeviceScope scope(m_device.index);
   for (const kernels::TensorPack& pack : make_packs(tensors)) {
     kernels::launch_non_finite_check_and_unscale(pack, static_cast<float*>(found_inf.data()),
-                                                 static_cast<const float*>(inv_scale.data()),
+                                                 static_cast<const float*>(inv_scale.data()), attr,
                                                  stream());
+    for (int t = 0; t < pack.count; ++t) attr.base += pack.tensors[t].numel;
   }
 }
 

@@ -226,7 +226,9 @@ class CudaBackend final : public Backend {
   void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
 
   void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
-                                     const Tensor& inv_scale) override;
+                                     const Tensor& inv_scale,
+                                     const Tensor& segment_starts = Tensor{},
+                                     const Tensor& segment_found = Tensor{}) override;
   void inv_scale(const Tensor& scale, const Tensor& inv) override;
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                      const Tensor& hysteresis_tracker, const Tensor& found_inf,

@@ -1,0 +1,248 @@
+// The CPU backend's loss-scaling ops (SPEC section 3): amp_math.h's per-element and per-step
+// math, the reference the CUDA kernels are checked against.
+//
+// non_finite_check_and_unscale_ is one pass over the gradients and memory-bound, so f32 pieces
+// (the gradient arena is f32) run through a vector kernel chosen once from the CPU's features:
+// AVX-512F (2 x 16 lanes per iteration, a masked tail), else AVX2 (2 x 8 lanes), else a plain
+// loop. f16 and bf16 tensors take the element-by-element reference loop. The vector functions
+// carry target attributes, so the file builds without -march flags; they are called only after
+// the feature check (__builtin_cpu_supports also checks that the OS saves the vector registers).
+//
+// Why every path gives the bits of amp::unscale_value: the vector code does the same single IEEE
+// float multiply x * inv (VMULPS and the scalar MULSS both round to nearest even and both follow
+// the one MXCSR, so they agree whatever its FTZ/DAZ bits say), stores it only when inv != 1 (a
+// check-only pass leaves every bit, NaN payloads included, untouched), and calls an element
+// non-finite exactly when amp::is_finite_bits does: exponent bits 0x7f800000 all set.
+//
+// Attribution: the elements of the tensors are numbered consecutively and cut into segments at
+// segment_starts; the pass runs segment by segment (a segment boundary inside a tensor just
+// splits that tensor's pass in two), so knowing which segments held an inf or NaN costs nothing
+// per element.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "ampctl/amp/amp_math.h"
+#include "ampctl/backend/backend.h"
+#include "ampctl/backend/dtype_dispatch.h"
+#include "cpu_backend.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define AMPCTL_AMP_X86 1
+#include <immintrin.h>
+#else
+#define AMPCTL_AMP_X86 0
+#endif
+
+namespace ampctl::cpu {
+namespace {
+
+// Unscales (inv != 1) or checks (inv == 1) p[0, n); returns whether an inf or NaN was seen.
+using F32Pass = bool (*)(float* p, size_t n, float inv);
+
+// The reference loop over any float dtype: amp::unscale_value per element.
+template <typename T>
+bool unscale_reference(T* p, size_t n, float inv) {
+  float found = 0.0f;
+  if (inv == 1.0f) {  // check only: leave every bit (NaN payloads included) as it is
+    for (size_t i = 0; i < n; ++i) amp::unscale_value(to_f32(p[i]), inv, &found);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      p[i] = from_f32<T>(amp::unscale_value(to_f32(p[i]), inv, &found));
+  }
+  return found != 0.0f;
+}
+
+bool unscale_f32_portable(float* p, size_t n, float inv) {
+  return unscale_reference(p, n, inv);
+}
+
+#if AMPCTL_AMP_X86
+
+constexpr int kExponentBits = 0x7f800000;
+
+__attribute__((target("avx2"))) bool unscale_f32_avx2(float* p, size_t n, float inv) {
+  const __m256i exp = _mm256_set1_epi32(kExponentBits);
+  const __m256 vinv = _mm256_set1_ps(inv);
+  const bool store = inv != 1.0f;
+  __m256i bad = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 a = _mm256_loadu_ps(p + i);
+    const __m256 b = _mm256_loadu_ps(p + i + 8);
+    const __m256i ea = _mm256_and_si256(_mm256_castps_si256(a), exp);
+    const __m256i eb = _mm256_and_si256(_mm256_castps_si256(b), exp);
+    bad = _mm256_or_si256(
+        bad, _mm256_or_si256(_mm256_cmpeq_epi32(ea, exp), _mm256_cmpeq_epi32(eb, exp)));
+    if (store) {
+      _mm256_storeu_ps(p + i, _mm256_mul_ps(a, vinv));
+      _mm256_storeu_ps(p + i + 8, _mm256_mul_ps(b, vinv));
+    }
+  }
+  const bool tail = unscale_reference(p + i, n - i, inv);
+  return tail || !_mm256_testz_si256(bad, bad);
+}
+
+// GCC 12's _mm512_max_epu32 expands through _mm512_undefined_epi32, which -Wmaybe-uninitialized
+// flags inside the header itself (a false positive: that operand is fully masked).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+__attribute__((target("avx512f"))) bool unscale_f32_avx512(float* p, size_t n, float inv) {
+  const __m512i exp = _mm512_set1_epi32(kExponentBits);
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const bool store = inv != 1.0f;
+  // x & exp <= exp as unsigned, with equality exactly for inf and NaN: a running maximum finds
+  // them with one vector op per word and no mask traffic in the loop.
+  __m512i worst = _mm512_setzero_si512();
+  // Elements up to the first 64-byte boundary go one by one: a 64-byte access that straddles two
+  // cache lines costs two (the arena's tensors are 64-byte aligned, so usually this is none).
+  const size_t head = std::min(n, (64 - reinterpret_cast<uintptr_t>(p) % 64) % 64 / sizeof(float));
+  const bool head_found = unscale_reference(p, head, inv);
+  size_t i = head;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 a = _mm512_loadu_ps(p + i);
+    const __m512 b = _mm512_loadu_ps(p + i + 16);
+    worst = _mm512_max_epu32(worst, _mm512_and_si512(_mm512_castps_si512(a), exp));
+    worst = _mm512_max_epu32(worst, _mm512_and_si512(_mm512_castps_si512(b), exp));
+    if (store) {
+      _mm512_storeu_ps(p + i, _mm512_mul_ps(a, vinv));
+      _mm512_storeu_ps(p + i + 16, _mm512_mul_ps(b, vinv));
+    }
+  }
+  for (; i < n; i += 16) {  // the last 1..31 elements, 16 lanes at a time, masked
+    const size_t left = n - i;
+    const auto m = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1u);
+    const __m512 a = _mm512_maskz_loadu_ps(m, p + i);  // masked-off lanes read as 0: finite
+    worst = _mm512_max_epu32(worst, _mm512_and_si512(_mm512_castps_si512(a), exp));
+    if (store) _mm512_mask_storeu_ps(p + i, m, _mm512_mul_ps(a, vinv));
+  }
+  return head_found || _mm512_cmpeq_epi32_mask(worst, exp) != 0;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#endif  // AMPCTL_AMP_X86
+
+}  // namespace
+
+std::vector<UnscaleF32Kernel> unscale_f32_kernels() {
+  std::vector<UnscaleF32Kernel> out;
+#if AMPCTL_AMP_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) out.push_back({"avx512f", unscale_f32_avx512});
+  if (__builtin_cpu_supports("avx2")) out.push_back({"avx2", unscale_f32_avx2});
+#endif
+  out.push_back({"portable", unscale_f32_portable});
+  return out;
+}
+
+namespace {
+
+bool unscale_piece(const Tensor& t, size_t first, size_t n, float inv) {
+  static const F32Pass f32_pass = unscale_f32_kernels().front().run;
+  if (t.dtype() == DType::f32) return f32_pass(t.data_as<float>() + first, n, inv);
+  return dispatch_float(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    return unscale_reference(static_cast<T*>(t.data()) + first, n, inv);
+  });
+}
+
+// segment_starts and segment_found (both or neither) against the tensors' total element count.
+void check_segments(const Tensor& starts, const Tensor& found, size_t total) {
+  const char* op = "non_finite_check_and_unscale_";
+  if (starts.defined() != found.defined()) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(op) + ": segment_starts and segment_found go together, got " +
+                    (starts.defined() ? "only segment_starts" : "only segment_found")};
+  }
+  if (!starts.defined()) return;
+  check_cpu(starts, "non_finite_check_and_unscale_ segment_starts");
+  check_cpu(found, "non_finite_check_and_unscale_ segment_found");
+  if (starts.dtype() != DType::i32 || found.dtype() != DType::i32 || starts.rank() != 1 ||
+      starts.numel() == 0 || found.numel() != starts.numel()) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(op) +
+                    ": expected segment_starts and segment_found i32 [S] with S >= 1, got " +
+                    starts.describe() + " and " + found.describe()};
+  }
+  if (total > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+    throw Error{ErrorKind::invalid_argument, std::string(op) + ": " + std::to_string(total) +
+                                                 " elements are too many for i32 segment starts"};
+  }
+  const int32_t* s = starts.data_as<int32_t>();
+  if (s[0] != 0) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(op) + ": segment_starts[0] must be 0, got " + std::to_string(s[0])};
+  }
+  for (size_t i = 1; i < starts.numel(); ++i) {
+    if (s[i] <= s[i - 1] || static_cast<size_t>(s[i]) > total) {
+      throw Error{ErrorKind::invalid_argument,
+                  std::string(op) + ": segment_starts must increase strictly up to at most " +
+                      std::to_string(total) + "; element " + std::to_string(i) + " is " +
+                      std::to_string(s[i]) + " after " + std::to_string(s[i - 1])};
+    }
+  }
+}
+
+}  // namespace
+
+void CpuBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
+                                               const Tensor& found_inf, const Tensor& inv_scale,
+                                               const Tensor& segment_starts,
+                                               const Tensor& segment_found) {
+  check_scalar(found_inf, DType::f32, "non_finite_check_and_unscale_ found_inf");
+  check_scalar(inv_scale, DType::f32, "non_finite_check_and_unscale_ inv_scale");
+  size_t total = 0;
+  for (const Tensor& t : tensors) {
+    check_float(t, "non_finite_check_and_unscale_");
+    total += t.numel();
+  }
+  check_segments(segment_starts, segment_found, total);
+  float* fi = found_inf.data_as<float>();
+  const float inv = *inv_scale.data_as<float>();
+  const bool segmented = segment_starts.defined();
+  const int32_t* starts = segmented ? segment_starts.data_as<int32_t>() : nullptr;
+  int32_t* seg_found = segmented ? segment_found.data_as<int32_t>() : nullptr;
+  const size_t segments = segmented ? segment_starts.numel() : 1;
+
+  size_t base = 0;  // elements of the tensors before this one
+  size_t seg = 0;   // the segment holding element `base + i`
+  for (const Tensor& t : tensors) {
+    const size_t n = t.numel();
+    for (size_t i = 0; i < n;) {
+      while (seg + 1 < segments && static_cast<size_t>(starts[seg + 1]) <= base + i) ++seg;
+      const size_t end =
+          seg + 1 < segments ? std::min(n, static_cast<size_t>(starts[seg + 1]) - base) : n;
+      if (unscale_piece(t, i, end - i, inv)) {
+        *fi = 1.0f;
+        if (segmented) seg_found[seg] = 1;
+      }
+      i = end;
+    }
+    base += n;
+  }
+}
+
+void CpuBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
+  check_scalar(scale, DType::f32, "inv_scale scale");
+  check_scalar(inv, DType::f32, "inv_scale out");
+  *inv.data_as<float>() = amp::inv_scale_of(*scale.data_as<float>());
+}
+
+void CpuBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
+                               const Tensor& hysteresis_tracker, const Tensor& found_inf,
+                               const amp::ScaleUpdateParams& params) {
+  check_scalar(scale, DType::f32, "update_scale_ scale");
+  check_scalar(growth_tracker, DType::i32, "update_scale_ growth_tracker");
+  check_scalar(hysteresis_tracker, DType::i32, "update_scale_ hysteresis_tracker");
+  check_scalar(found_inf, DType::f32, "update_scale_ found_inf");
+  amp::update_scale_state(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
+                          hysteresis_tracker.data_as<int32_t>(), *found_inf.data_as<float>(),
+                          params);
+}
+
+}  // namespace ampctl::cpu

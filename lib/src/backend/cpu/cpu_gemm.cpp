@@ -1,0 +1,539 @@
+// The CPU backend's packed, register-tiled matrix product (cpu_gemm.h has the contract and the
+// numerics).
+//
+// Structure (GotoBLAS / BLIS): each thread owns a contiguous range of output columns (or rows,
+// for narrow outputs) in whole micro-tiles and, for each block of kKc values of k, packs its
+// slice of op(B) into column slivers of kNR and then, block by block of kMc rows, op(A) into row
+// slivers of kMr; the micro-kernel keeps a kMr x kNR tile of C in 24 ZMM registers (12 rows x 2
+// vectors) and streams one sliver of each. Partial sums of earlier k blocks live in C itself
+// (f32 output, trivial epilogue) or in a float workspace; the last k block goes to a tile buffer
+// on the stack and through the epilogue into C. Each element's sum runs over k in order in every
+// case (k is never split between threads), so the thread count never changes a bit.
+//
+// Packed layouts (zero-padded to whole slivers, so edge tiles run the same kernel):
+//   f32 kernel:  A sliver [k][kMr] floats, B sliver [k][kNR] floats.
+//   bf16 kernel: A sliver [k/2][kMr][2] bf16, B sliver [k/2][kNR][2] bf16 (k padded to even
+//                with a zero): the pairs VDPBF16PS multiplies lane by lane.
+#include "cpu_gemm.h"
+
+#include <cpuid.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ampctl/core/convert.h"
+#include "ampctl/core/half.h"
+#include "cpu_parallel.h"
+#include "cpu_simd.h"
+
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace ampctl::cpu {
+namespace {
+
+constexpr int64_t kMr = 12;
+constexpr int64_t kNr = 32;
+constexpr int64_t kMc = 120;      // rows of A per packed block (10 slivers; ~120 KiB in L2)
+constexpr int64_t kKcF32 = 256;   // k per block, f32 kernel: a B sliver is 32 KiB (L1)
+constexpr int64_t kKcBf16 = 512;  // k per block, bf16 kernel: the same bytes
+constexpr int64_t kTile = kMr * kNr;
+
+CpuFeatures probe_features() {
+  CpuFeatures f;
+  __builtin_cpu_init();
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
+  // __builtin_cpu_supports also checks that the OS saves the ZMM and mask registers.
+  f.avx512 = f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("fma");
+  // AVX512_BF16: CPUID leaf 7, sub-leaf 1, EAX bit 5.
+  if (f.avx512 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
+    f.avx512_bf16 = ((eax >> 5) & 1u) != 0;
+  }
+  return f;
+}
+
+// ---- packing for the f32 kernel (widening any float dtype exactly) ----
+
+// In-register transpose of a 16 x 16 float block: afterwards r[c] holds column c (lane q = old
+// row q). Unpack pairs, then 4 x 4 blocks within 128-bit lanes, then the lanes themselves.
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE void transpose16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+  }
+  // u[4g + j], 128-bit lane L: rows 4g..4g+3 of column 4L + j.
+  for (int j = 0; j < 4; ++j) {
+    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
+    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+    r[8 + j] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
+    r[4 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
+  }
+}
+
+// Packs `count` (<= 16) source rows, each contiguous along l, as columns: dst[l * ld_dst + q] :=
+// row q [l] for l < kc, q < 16 (rows past count are zero), storing the lanes of `store_mask`.
+template <typename S>
+AMPCTL_AVX512 void pack_rows_transposed(const S* const* rows, int count, int64_t kc, float* dst,
+                                        int64_t ld_dst, __mmask16 store_mask) {
+  for (int64_t l0 = 0; l0 < kc; l0 += 16) {
+    const int64_t len = std::min<int64_t>(16, kc - l0);
+    const __mmask16 m = simd::head_mask(static_cast<size_t>(len));
+    __m512 r[16];
+    for (int q = 0; q < 16; ++q)
+      r[q] = q < count ? simd::load16(rows[q] + l0, m) : _mm512_setzero_ps();
+    transpose16(r);
+    for (int64_t c = 0; c < len; ++c)
+      _mm512_mask_storeu_ps(dst + (l0 + c) * ld_dst, store_mask, r[c]);
+  }
+}
+
+template <typename S>
+AMPCTL_AVX512 void pack_a_f32(const S* a, int64_t ld, bool trans, int64_t i0, int64_t mc,
+                              int64_t p0, int64_t kc, float* dst) {
+  for (int64_t s = 0; s < mc; s += kMr) {
+    const int64_t mr = std::min(kMr, mc - s);
+    float* d = dst + s * kc;
+    if (trans) {  // element (i, l) at l * ld + i: a row of the sliver per l is contiguous
+      const __mmask16 m = simd::head_mask(static_cast<size_t>(mr));
+      for (int64_t l = 0; l < kc; ++l) {
+        _mm512_mask_storeu_ps(d + l * kMr, 0x0fff, simd::load16(a + (p0 + l) * ld + i0 + s, m));
+      }
+    } else {  // element (i, l) at i * ld + l: each row is contiguous along l; transpose
+      const S* rows[16];
+      for (int64_t r = 0; r < mr; ++r) rows[r] = a + (i0 + s + r) * ld + p0;
+      pack_rows_transposed(rows, static_cast<int>(mr), kc, d, kMr, 0x0fff);
+    }
+  }
+}
+
+template <typename S>
+AMPCTL_AVX512 void pack_b_f32(const S* b, int64_t ld, bool trans, int64_t j0, int64_t nc,
+                              int64_t p0, int64_t kc, float* dst) {
+  for (int64_t s = 0; s < nc; s += kNr) {
+    const int64_t nr = std::min(kNr, nc - s);
+    float* d = dst + s * kc;
+    if (!trans) {  // element (l, j) at l * ld + j: contiguous along j
+      const __mmask16 m0 = simd::head_mask(static_cast<size_t>(nr));
+      const __mmask16 m1 = simd::head_mask(static_cast<size_t>(std::max<int64_t>(nr - 16, 0)));
+      for (int64_t l = 0; l < kc; ++l) {
+        const S* row = b + (p0 + l) * ld + j0 + s;
+        _mm512_storeu_ps(d + l * kNr, simd::load16(row, m0));
+        _mm512_storeu_ps(d + l * kNr + 16, simd::load16(row + 16, m1));
+      }
+    } else {  // element (l, j) at j * ld + l: each column is contiguous along l; transpose
+      for (int64_t jg = 0; jg < kNr; jg += 16) {
+        const S* cols[16];
+        const int count = static_cast<int>(std::clamp<int64_t>(nr - jg, 0, 16));
+        for (int q = 0; q < count; ++q) cols[q] = b + (j0 + s + jg + q) * ld + p0;
+        pack_rows_transposed(cols, count, kc, d + jg, kNr, 0xffff);
+      }
+    }
+  }
+}
+
+// ---- packing for the bf16 kernel (pairs along k) ----
+
+// A: sliver [k/2][kMr][2]. kcp = kc rounded up to even.
+AMPCTL_AVX512 void pack_a_bf16(const uint16_t* a, int64_t ld, bool trans, int64_t i0, int64_t mc,
+                               int64_t p0, int64_t kc, uint16_t* dst) {
+  const int64_t kcp = (kc + 1) & ~int64_t{1};
+  for (int64_t s = 0; s < mc; s += kMr) {
+    const int64_t mr = std::min(kMr, mc - s);
+    uint16_t* d = dst + s * kcp;
+    if (!trans) {  // rows contiguous along l: each pair is one 32-bit word of the source
+      for (int64_t r = 0; r < mr; ++r) {
+        const uint16_t* src = a + (i0 + s + r) * ld + p0;
+        int64_t l = 0;
+        for (; l + 1 < kc; l += 2) std::memcpy(d + (l / 2) * 2 * kMr + 2 * r, src + l, 4);
+        if (l < kc) {
+          d[(l / 2) * 2 * kMr + 2 * r] = src[l];
+          d[(l / 2) * 2 * kMr + 2 * r + 1] = 0;
+        }
+      }
+    } else {  // element (i, l) at l * ld + i
+      for (int64_t l = 0; l < kcp; ++l) {
+        uint16_t* out = d + (l / 2) * 2 * kMr + (l & 1);
+        if (l < kc) {
+          const uint16_t* src = a + (p0 + l) * ld + i0 + s;
+          for (int64_t r = 0; r < mr; ++r) out[2 * r] = src[r];
+        } else {
+          for (int64_t r = 0; r < mr; ++r) out[2 * r] = 0;
+        }
+      }
+    }
+    for (int64_t r = mr; r < kMr; ++r) {
+      for (int64_t l = 0; l < kcp; ++l) d[(l / 2) * 2 * kMr + 2 * r + (l & 1)] = 0;
+    }
+  }
+}
+
+// B: sliver [k/2][kNr][2].
+AMPCTL_AVX512 void pack_b_bf16(const uint16_t* b, int64_t ld, bool trans, int64_t j0, int64_t nc,
+                               int64_t p0, int64_t kc, uint16_t* dst) {
+  const int64_t kcp = (kc + 1) & ~int64_t{1};
+  // Interleave two rows of 32 bf16 into [32][2]: lanes 2j <- row0[j], 2j + 1 <- row1[j].
+  alignas(64) uint16_t lo_idx[32], hi_idx[32];
+  for (int j = 0; j < 16; ++j) {
+    lo_idx[2 * j] = static_cast<uint16_t>(j);
+    lo_idx[2 * j + 1] = static_cast<uint16_t>(32 + j);
+    hi_idx[2 * j] = static_cast<uint16_t>(16 + j);
+    hi_idx[2 * j + 1] = static_cast<uint16_t>(48 + j);
+  }
+  const __m512i lo = _mm512_load_si512(lo_idx), hi = _mm512_load_si512(hi_idx);
+  for (int64_t s = 0; s < nc; s += kNr) {
+    const int64_t nr = std::min(kNr, nc - s);
+    uint16_t* d = dst + s * kcp;
+    if (!trans) {  // element (l, j) at l * ld + j: rows contiguous along j
+      const __mmask32 m = nr >= 32 ? ~__mmask32{0} : ((__mmask32{1} << nr) - 1u);
+      for (int64_t l = 0; l < kcp; l += 2) {
+        const __m512i r0 = _mm512_maskz_loadu_epi16(m, b + (p0 + l) * ld + j0 + s);
+        const __m512i r1 = l + 1 < kc ? _mm512_maskz_loadu_epi16(m, b + (p0 + l + 1) * ld + j0 + s)
+                                      : _mm512_setzero_si512();
+        _mm512_storeu_si512(d + l * kNr, _mm512_permutex2var_epi16(r0, lo, r1));
+        _mm512_storeu_si512(d + l * kNr + 32, _mm512_permutex2var_epi16(r0, hi, r1));
+      }
+    } else {  // element (l, j) at j * ld + l: each pair is one 32-bit word of the source
+      for (int64_t j = 0; j < nr; ++j) {
+        const uint16_t* src = b + (j0 + s + j) * ld + p0;
+        int64_t l = 0;
+        for (; l + 1 < kc; l += 2) std::memcpy(d + (l / 2) * 2 * kNr + 2 * j, src + l, 4);
+        if (l < kc) {
+          d[(l / 2) * 2 * kNr + 2 * j] = src[l];
+          d[(l / 2) * 2 * kNr + 2 * j + 1] = 0;
+        }
+      }
+      for (int64_t j = nr; j < kNr; ++j) {
+        for (int64_t l = 0; l < kcp; ++l) d[(l / 2) * 2 * kNr + 2 * j + (l & 1)] = 0;
+      }
+    }
+  }
+}
+
+// ---- micro-kernels: C tile (kMr x kNr) := [cin +] A sliver * B sliver ----
+
+AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const float* cin,
+                              int64_t ldi, float* cout, int64_t ldo) {
+  __m512 c0[kMr], c1[kMr];
+  if (cin) {
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      c0[r] = _mm512_loadu_ps(cin + r * ldi);
+      c1[r] = _mm512_loadu_ps(cin + r * ldi + 16);
+    }
+  } else {
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  }
+  for (int64_t l = 0; l < kc; ++l) {
+    const __m512 b0 = _mm512_loadu_ps(b);
+    const __m512 b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      const __m512 ar = _mm512_set1_ps(a[r]);
+      c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
+      c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
+    }
+    a += kMr;
+    b += kNr;
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < kMr; ++r) {
+    _mm512_storeu_ps(cout + r * ldo, c0[r]);
+    _mm512_storeu_ps(cout + r * ldo + 16, c1[r]);
+  }
+}
+
+AMPCTL_AVX512_BF16 void kernel_bf16(int64_t kpairs, const uint16_t* a, const uint16_t* b,
+                                    const float* cin, int64_t ldi, float* cout, int64_t ldo) {
+  __m512 c0[kMr], c1[kMr];
+  if (cin) {
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      c0[r] = _mm512_loadu_ps(cin + r * ldi);
+      c1[r] = _mm512_loadu_ps(cin + r * ldi + 16);
+    }
+  } else {
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm512_setzero_ps();
+  }
+  for (int64_t l = 0; l < kpairs; ++l) {
+    const __m512bh b0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b));
+    const __m512bh b1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + 32));
+#pragma GCC unroll 12
+    for (int r = 0; r < kMr; ++r) {
+      uint32_t pair;
+      std::memcpy(&pair, a + 2 * r, 4);
+      const __m512bh ar = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
+      c0[r] = _mm512_dpbf16_ps(c0[r], ar, b0);
+      c1[r] = _mm512_dpbf16_ps(c1[r], ar, b1);
+    }
+    a += 2 * kMr;
+    b += 2 * kNr;
+  }
+#pragma GCC unroll 12
+  for (int r = 0; r < kMr; ++r) {
+    _mm512_storeu_ps(cout + r * ldo, c0[r]);
+    _mm512_storeu_ps(cout + r * ldo + 16, c1[r]);
+  }
+}
+
+// ---- epilogue: one finished tile (ld kNr) into C ----
+
+template <typename O>
+AMPCTL_AVX512 void epilogue_tile(const float* t, int64_t mr, int64_t nr, O* out, int64_t ldo,
+                                 float alpha, float beta, const float* bias) {
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int64_t r = 0; r < mr; ++r) {
+    for (int64_t j = 0; j < nr; j += 16) {
+      const __mmask16 m = simd::head_mask(static_cast<size_t>(nr - j));
+      __m512 v = _mm512_loadu_ps(t + r * kNr + j);
+      if (alpha != 1.0f) v = _mm512_mul_ps(va, v);
+      if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, simd::load16(out + r * ldo + j, m)));
+      if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+      simd::store16(out + r * ldo + j, v, m);
+    }
+  }
+}
+
+AMPCTL_AVX512 void epilogue_dispatch(const float* t, int64_t mr, int64_t nr, const GemmOutput& o,
+                                     int64_t i, int64_t j, const float* bias) {
+  const float* bj = bias ? bias + j : nullptr;
+  switch (o.dtype) {
+    case DType::f32:
+      epilogue_tile(t, mr, nr, static_cast<float*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta,
+                    bj);
+      return;
+    case DType::f16:
+      epilogue_tile(t, mr, nr, static_cast<half*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta,
+                    bj);
+      return;
+    case DType::bf16:
+      epilogue_tile(t, mr, nr, static_cast<bfloat16*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta,
+                    bj);
+      return;
+    case DType::i32:
+      return;
+  }
+}
+
+void pack_a_any(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float* dst) {
+  switch (a.dtype) {
+    case DType::f32:
+      pack_a_f32(static_cast<const float*>(a.data), a.ld, a.trans, i0, mc, p0, kc, dst);
+      return;
+    case DType::f16:
+      pack_a_f32(static_cast<const half*>(a.data), a.ld, a.trans, i0, mc, p0, kc, dst);
+      return;
+    case DType::bf16:
+      pack_a_f32(static_cast<const bfloat16*>(a.data), a.ld, a.trans, i0, mc, p0, kc, dst);
+      return;
+    case DType::i32:
+      return;
+  }
+}
+
+void pack_b_any(const GemmOperand& b, int64_t j0, int64_t nc, int64_t p0, int64_t kc, float* dst) {
+  switch (b.dtype) {
+    case DType::f32:
+      pack_b_f32(static_cast<const float*>(b.data), b.ld, b.trans, j0, nc, p0, kc, dst);
+      return;
+    case DType::f16:
+      pack_b_f32(static_cast<const half*>(b.data), b.ld, b.trans, j0, nc, p0, kc, dst);
+      return;
+    case DType::bf16:
+      pack_b_f32(static_cast<const bfloat16*>(b.data), b.ld, b.trans, j0, nc, p0, kc, dst);
+      return;
+    case DType::i32:
+      return;
+  }
+}
+
+struct Problem {
+  int64_t m, n, k;
+  GemmOperand a, b;
+  GemmOutput out;
+  bool bf16;         // the VDPBF16PS kernel
+  int64_t kc_block;  // k per block
+  float* acc;        // partial sums of earlier k blocks
+  int64_t ld_acc;
+  bool acc_is_out;  // acc is C itself (f32, no epilogue)
+  const float* bias;
+};
+
+// One thread's share: output rows [i0, i1) x columns [j0, j1), all of k.
+void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* pack_a,
+               float* pack_b) {
+  alignas(64) float tile[kTile] = {};
+  const int64_t width = j1 - j0;
+  for (int64_t pc = 0; pc < p.k; pc += p.kc_block) {
+    const int64_t kc = std::min(p.kc_block, p.k - pc);
+    const int64_t kcp = p.bf16 ? (kc + 1) & ~int64_t{1} : kc;
+    const bool first = pc == 0, last = pc + kc == p.k;
+    if (p.bf16) {
+      pack_b_bf16(static_cast<const uint16_t*>(p.b.data), p.b.ld, p.b.trans, j0, width, pc, kc,
+                  reinterpret_cast<uint16_t*>(pack_b));
+    } else {
+      pack_b_any(p.b, j0, width, pc, kc, pack_b);
+    }
+    for (int64_t ic = i0; ic < i1; ic += kMc) {
+      const int64_t mc = std::min(kMc, i1 - ic);
+      if (p.bf16) {
+        pack_a_bf16(static_cast<const uint16_t*>(p.a.data), p.a.ld, p.a.trans, ic, mc, pc, kc,
+                    reinterpret_cast<uint16_t*>(pack_a));
+      } else {
+        pack_a_any(p.a, ic, mc, pc, kc, pack_a);
+      }
+      for (int64_t jr = 0; jr < width; jr += kNr) {
+        const int64_t nr = std::min(kNr, width - jr);
+        for (int64_t ir = 0; ir < mc; ir += kMr) {
+          const int64_t mr = std::min(kMr, mc - ir);
+          const int64_t i = ic + ir, j = j0 + jr;
+          float* acc = p.acc ? p.acc + i * p.ld_acc + j : nullptr;
+          const bool full = mr == kMr && nr == kNr;
+          // Where the kernel reads earlier partial sums from and writes its result to.
+          const float* cin = nullptr;
+          int64_t ldi = kNr;
+          float* cout = tile;
+          int64_t ldo = kNr;
+          if (!first) {
+            if (full) {
+              cin = acc;
+              ldi = p.ld_acc;
+            } else {
+              for (int64_t r = 0; r < mr; ++r)
+                std::memcpy(tile + r * kNr, acc + r * p.ld_acc, static_cast<size_t>(nr) * 4);
+              cin = tile;
+            }
+          }
+          const bool direct = full && (!last || p.acc_is_out);
+          if (direct) {
+            cout = acc;
+            ldo = p.ld_acc;
+          }
+          const size_t a_off = static_cast<size_t>(ir * kcp), b_off = static_cast<size_t>(jr * kcp);
+          if (p.bf16) {
+            kernel_bf16(kcp / 2, reinterpret_cast<const uint16_t*>(pack_a) + a_off,
+                        reinterpret_cast<const uint16_t*>(pack_b) + b_off, cin, ldi, cout, ldo);
+          } else {
+            kernel_f32(kcp, pack_a + a_off, pack_b + b_off, cin, ldi, cout, ldo);
+          }
+          if (direct) continue;
+          if (!last || p.acc_is_out) {
+            for (int64_t r = 0; r < mr; ++r)
+              std::memcpy(acc + r * p.ld_acc, tile + r * kNr, static_cast<size_t>(nr) * 4);
+          } else {
+            epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = probe_features();
+  return features;
+}
+
+bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                     const GemmOutput& out, ThreadPool& pool, bool bf16_dot) {
+  const CpuFeatures& f = cpu_features();
+  if (!f.avx512 || m < 1 || n < 1 || k < 1 || out.dtype == DType::i32) return false;
+  Problem p{m, n, k, a, b, out, false, kKcF32, nullptr, 0, false, nullptr};
+  p.bf16 = bf16_dot && f.avx512_bf16 && a.dtype == DType::bf16 && b.dtype == DType::bf16;
+  p.kc_block = p.bf16 ? kKcBf16 : kKcF32;
+  p.acc_is_out = out.dtype == DType::f32 && out.alpha == 1.0f && out.beta == 0.0f && !out.bias;
+  if (p.acc_is_out) {
+    p.acc = static_cast<float*>(out.data);
+    p.ld_acc = out.ld;
+  } else if (k > p.kc_block) {
+    if (m_acc.size() < static_cast<size_t>(m * n)) m_acc.resize(static_cast<size_t>(m * n));
+    p.acc = m_acc.data();
+    p.ld_acc = n;
+  }
+  if (out.bias) {
+    if (m_bias.size() < static_cast<size_t>(n)) m_bias.resize(static_cast<size_t>(n));
+    switch (out.bias_dtype) {
+      case DType::f32:
+        std::memcpy(m_bias.data(), out.bias, static_cast<size_t>(n) * 4);
+        break;
+      case DType::f16:
+        convert_f16_to_f32(static_cast<const uint16_t*>(out.bias), m_bias.data(),
+                           static_cast<size_t>(n));
+        break;
+      case DType::bf16:
+        convert_bf16_to_f32(static_cast<const uint16_t*>(out.bias), m_bias.data(),
+                            static_cast<size_t>(n));
+        break;
+      case DType::i32:
+        return false;
+    }
+    p.bias = m_bias.data();
+  }
+
+  // Split the output into parts of whole slivers: by columns when there are enough of them,
+  // else by rows; two parts per thread, so a descheduled thread leaves its share to the others
+  // (each part packs its own panels: more parts cost more packing). Small products stay whole.
+  const int threads = pool.threads();
+  const int64_t n_sl = (n + kNr - 1) / kNr, m_sl = (m + kMr - 1) / kMr;
+  const bool split_n = n_sl >= m_sl || n_sl >= 4 * threads;
+  int64_t t = threads > 1 ? 2 * threads : 1;
+  if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < 262144.0) t = 1;
+  t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
+
+  const int64_t kc = std::min(p.kc_block, k);
+  const int64_t kcp = (kc + 1) & ~int64_t{1};
+  const int64_t width = split_n ? ((n_sl + t - 1) / t) * kNr : n_sl * kNr;
+  const size_t need_a = static_cast<size_t>(kMc * kcp);
+  const size_t need_b = static_cast<size_t>(width * kcp);
+  if (m_pack_a.size() < static_cast<size_t>(threads)) {
+    m_pack_a.resize(static_cast<size_t>(threads));
+    m_pack_b.resize(static_cast<size_t>(threads));
+  }
+  for (int i = 0; i < threads; ++i) {
+    if (m_pack_a[static_cast<size_t>(i)].size() < need_a)
+      m_pack_a[static_cast<size_t>(i)].resize(need_a);
+    if (m_pack_b[static_cast<size_t>(i)].size() < need_b)
+      m_pack_b[static_cast<size_t>(i)].resize(need_b);
+  }
+
+  pool.run(t, [&](int64_t part, int thread) {
+    int64_t i0 = 0, i1 = m, j0 = 0, j1 = n;
+    if (split_n) {
+      j0 = std::min(n, n_sl * part / t * kNr);
+      j1 = std::min(n, n_sl * (part + 1) / t * kNr);
+    } else {
+      i0 = std::min(m, m_sl * part / t * kMr);
+      i1 = std::min(m, m_sl * (part + 1) / t * kMr);
+    }
+    if (i0 < i1 && j0 < j1) {
+      run_block(p, i0, i1, j0, j1, m_pack_a[static_cast<size_t>(thread)].data(),
+                m_pack_b[static_cast<size_t>(thread)].data());
+    }
+  });
+  return true;
+}
+
+}  // namespace ampctl::cpu
+
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

@@ -1,0 +1,78 @@
+// The CPU backend's own matrix product for CPUs with AVX-512: packed panels and register-tiled
+// micro-kernels (the BLIS / GotoBLAS structure), split over the backend's threads by output
+// tiles. Internal to the CPU backend (cpu_backend.cpp calls it from gemm and linear_forward).
+//
+// Two kernels, both accumulating in float32:
+//   * f32 FMA kernel (AVX-512F): operands of any float dtype are widened exactly to float while
+//     they are packed (f16 by VCVTPH2PS, bf16 by a shift), so f16 operands cost no extra pass.
+//     Each output element is one sequential chain of fused multiply-adds over k = 0, 1, ...:
+//     every product is exact inside the FMA and each step rounds once, so the result is within
+//     the classic bound gamma_k * sum |a||b| (Higham 3.1) that the gemm tests check.
+//   * bf16 dot-product kernel (AVX512_BF16, VDPBF16PS), used when both operands are bf16: each
+//     instruction adds two bf16 x bf16 products (exact in float: 8 + 8 significand bits) to the
+//     float accumulator with round-to-nearest-even, pair by pair along k. Same bound as above,
+//     with one difference: VDPBF16PS treats bf16 subnormal inputs as zero and flushes subnormal
+//     float results to zero (it ignores MXCSR), so each step may also lose up to 2^-126 in
+//     absolute terms (k * 2^-126 in all, far below any tolerance; training values never come
+//     near bf16's subnormal range, 2^-133..2^-126). CPUs without AVX512_BF16 use the exact f32
+//     kernel for bf16 operands.
+// The epilogue (alpha, beta * C, the bias, the one rounding to C's dtype by half.h's rules) runs
+// on each finished tile while it is in L1. The output is cut into a few parts per thread (by
+// columns, or by rows when it is narrow) that the pool's threads claim; which thread computes a
+// part never changes its arithmetic (k is never split), so results do not depend on the thread
+// count or on timing.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ampctl/core/tensor.h"
+#include "cpu_parallel.h"
+
+namespace ampctl::cpu {
+
+struct CpuFeatures {
+  bool avx512 = false;       // AVX-512 F, BW, VL and F16C: the f32 kernel and vector elementwise
+  bool avx512_bf16 = false;  // and AVX512_BF16: the bf16 kernel
+};
+// Probed once (CPUID, with the OS's support for the ZMM state).
+const CpuFeatures& cpu_features();
+
+// op(X) of a row-major matrix: element (i, l) of op(X) is data[i * ld + l], or data[l * ld + i]
+// when trans.
+struct GemmOperand {
+  const void* data;
+  DType dtype;
+  int64_t ld;
+  bool trans;
+};
+
+// out[i, j] := round_out(alpha * acc[i, j] + beta * out[i, j] + bias[j]); out is not read when
+// beta == 0; bias may be null.
+struct GemmOutput {
+  void* data;
+  DType dtype;
+  int64_t ld;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  const void* bias = nullptr;
+  DType bias_dtype = DType::f32;
+};
+
+class GemmEngine {
+ public:
+  // Computes the product when this CPU has a kernel for it (m, n, k >= 1) and returns true;
+  // returns false, touching nothing, when it has not (the caller uses OpenBLAS).
+  // bf16_dot: the VDPBF16PS kernel may be used (bf16 x bf16 on a CPU with AVX512_BF16).
+  bool run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+           const GemmOutput& out, ThreadPool& pool, bool bf16_dot = true);
+
+ private:
+  // Grow-only, so a steady-state training step does not allocate: per-thread packed panels,
+  // the float partial sums (only when k spans several blocks and C cannot hold them) and the
+  // widened bias.
+  std::vector<std::vector<float>> m_pack_a, m_pack_b;
+  std::vector<float> m_acc, m_bias;
+};
+
+}  // namespace ampctl::cpu

@@ -1,0 +1,116 @@
+// The CPU backend's thread pool (cpu_parallel.h has the design).
+//
+// Memory order: the caller writes the job (m_call, m_ctx, m_parts, m_done = 0) and then releases
+// it with the store of the new generation into m_state; a thread that claims a part does so with
+// an acquire compare-exchange on m_state, so it sees that job. A claim succeeds only while the
+// generation is unchanged, and the caller publishes the next job only after every part of this
+// one is done (m_done, release / acquire), so a late thread can never run a part of a finished
+// job or see a half-written one.
+#include "cpu_parallel.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace ampctl::cpu {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+constexpr uint64_t gen_of(uint64_t state) {
+  return state >> 32;
+}
+constexpr int64_t next_of(uint64_t state) {
+  return static_cast<int64_t>(state & 0xffffffffu);
+}
+
+// Spins before sleeping: a training step issues its passes microseconds apart, so a worker that
+// has just finished one usually sees the next while spinning (a futex wake costs more).
+constexpr int kSpinsBeforeSleep = 4000;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  const int workers = std::max(threads, 1) - 1;
+  m_workers.reserve(static_cast<size_t>(workers));
+  for (int t = 1; t <= workers; ++t) m_workers.emplace_back([this, t] { worker_main(t); });
+}
+
+ThreadPool::~ThreadPool() {
+  m_stop.store(true, std::memory_order_seq_cst);
+  // A new generation with no parts wakes every sleeper, which then sees m_stop.
+  m_parts.store(0, std::memory_order_relaxed);
+  publish(gen_of(m_state.load()) + 1);
+  for (std::thread& w : m_workers) w.join();
+}
+
+void ThreadPool::publish(uint64_t gen) {
+  m_state.store(gen << 32, std::memory_order_seq_cst);
+  if (m_sleepers.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(m_mutex); }
+    m_wake.notify_all();
+  }
+}
+
+void ThreadPool::dispatch(int64_t parts, Trampoline call, void* ctx) {
+  m_call.store(call, std::memory_order_relaxed);
+  m_ctx.store(ctx, std::memory_order_relaxed);
+  m_parts.store(parts, std::memory_order_relaxed);
+  m_done.store(0, std::memory_order_relaxed);
+  const uint64_t gen = gen_of(m_state.load(std::memory_order_relaxed)) + 1;
+  publish(gen);
+  work(gen, 0);
+  // Parts claimed by other threads may still be running: wait for them, yielding the core in
+  // case the thread running one is waiting for it.
+  for (int spins = 0; m_done.load(std::memory_order_acquire) < parts; ++spins) {
+    if (spins < kSpinsBeforeSleep) {
+      cpu_relax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void ThreadPool::work(uint64_t gen, int thread) {
+  uint64_t s = m_state.load(std::memory_order_acquire);
+  while (gen_of(s) == gen && next_of(s) < m_parts.load(std::memory_order_relaxed)) {
+    if (m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      // The claim succeeded under generation `gen`, whose job stays in place until this part
+      // is counted done.
+      m_call.load(std::memory_order_relaxed)(m_ctx.load(std::memory_order_relaxed), next_of(s),
+                                             thread);
+      m_done.fetch_add(1, std::memory_order_release);
+      s = m_state.load(std::memory_order_acquire);
+    }
+  }
+}
+
+void ThreadPool::worker_main(int thread) {
+  // Generation 0 is the pool's state before its constructor returns: nothing can have been
+  // published yet, whenever this thread starts.
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t s = m_state.load(std::memory_order_acquire);
+    for (int spins = 0; gen_of(s) == seen && spins < kSpinsBeforeSleep; ++spins) {
+      cpu_relax();
+      s = m_state.load(std::memory_order_acquire);
+    }
+    if (gen_of(s) == seen) {
+      std::unique_lock<std::mutex> lock(m_mutex);
+      m_sleepers.fetch_add(1, std::memory_order_seq_cst);
+      m_wake.wait(lock, [&] { return gen_of(m_state.load(std::memory_order_seq_cst)) != seen; });
+      m_sleepers.fetch_sub(1, std::memory_order_relaxed);
+      s = m_state.load(std::memory_order_acquire);
+    }
+    if (m_stop.load(std::memory_order_acquire)) return;
+    seen = gen_of(s);
+    work(seen, thread);
+  }
+}
+
+}  // namespace ampctl::cpu

@@ -1,0 +1,48 @@
+// AVX-512 versions of the CPU backend's elementwise passes, each over an index range [begin, end)
+// so the caller can split it between threads (cpu_parallel.h). Internal to lib/src/backend/cpu.
+//
+// Contract: every function gives bitwise the result of the scalar loop it replaces, which calls
+// the shared per-element math (optim/adam_math.h, optim/sgd_math.h, nn/nn_math.h) in float32 and
+// rounds each output once by half.h's rules. The vector code performs the same IEEE operations
+// in the same order on each lane (add, sub, mul, div and sqrt are correctly rounded in SIMD as in
+// scalar code; the build has contraction off, so no FMA appears on either side); branches on
+// per-call constants (inv_scale == 1, maximize, weight decay, which lerp branch) are taken once
+// per call instead of per element. Conversions are cpu_simd.h's, identical to half.h's.
+// tests/unit/backend checks the ops bitwise against scalar references, tails included.
+//
+// Callers check cpu_features().avx512 first; dtypes are f32, f16 or bf16.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ampctl/core/tensor.h"
+#include "ampctl/optim/adam_math.h"
+#include "ampctl/optim/sgd_math.h"
+
+namespace ampctl::cpu::vec {
+
+// adam_update on every element, then lowp[i] := round(p[i]) when lowp is given.
+void adam(size_t begin, size_t end, float* p, const float* g, float* m, float* v, float inv_scale,
+          bool decoupled, bool maximize, const optim::AdamStepConsts& c, void* lowp,
+          DType lowp_dtype);
+// sgd_update on every element (buf is read/written only when momentum != 0), then the lowp copy.
+void sgd(size_t begin, size_t end, float* p, const float* g, float* buf, float inv_scale,
+         bool first, const optim::SgdHyper& h, void* lowp, DType lowp_dtype);
+// dst := round(dst + src) (alpha == 1) or round(dst + alpha * src).
+void add(void* dst, DType dst_dtype, const void* src, DType src_dtype, float alpha, size_t begin,
+         size_t end);
+// out := round(x) (an exact widening, or one rounding).
+void cast(const void* x, DType x_dtype, void* out, DType out_dtype, size_t begin, size_t end);
+// out := round(x * s).
+void mul_scalar(const void* x, DType x_dtype, void* out, DType out_dtype, float s, size_t begin,
+                size_t end);
+// relu forward (NaN propagates) and backward (dy where y > 0, else 0).
+void relu_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin, size_t end);
+void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
+                   DType dx_dtype, size_t begin, size_t end);
+// acc[c] := sum over rows r in order of x[r, c], for columns [c0, c1) of x [rows, cols].
+void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
+              float* acc);
+
+}  // namespace ampctl::cpu::vec

@@ -1,0 +1,371 @@
+// The CPU backend's kernel levels (cpu_backend.h: CpuKernels) against each other:
+//   * portable: OpenBLAS and the scalar loops (the reference code);
+//   * avx512:   the packed f32 GEMM and the AVX-512 elementwise passes;
+//   * best:     plus the VDPBF16PS GEMM for bf16 x bf16.
+// What must hold (cpu_vector.h, cpu_gemm.h):
+//   * elementwise ops and the optimizers give bitwise the portable results (same IEEE operations
+//     in the same order per element), at sizes that hit full vectors, masked tails and the split
+//     between threads;
+//   * matrix products do not depend on the thread count, bitwise (k is never split);
+//   * every level's product stays within the accumulation bound of tests/unit/backend/
+//     test_gemm.cpp (gamma_{k+2} W plus the output rounding), which each level meets with its own
+//     summation order;
+//   * the one documented difference of the bf16 dot-product kernel, subnormal bf16 inputs and
+//     float results flushed to zero, costs at most 2^-126 per step of the k loop in absolute
+//     terms and nothing in the normal range.
+// On a CPU without AVX-512 every level is the portable code and these tests compare it with
+// itself (they still run, and still pass).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../../../lib/src/backend/cpu/cpu_backend.h"  // CpuKernels: the levels compared here
+#include "ampctl/backend/backend.h"
+#include "ampctl/core/half.h"
+#include "unit/backend/backend_test_util.h"
+
+namespace ampctl::test {
+namespace {
+
+std::unique_ptr<Backend> level(cpu::CpuKernels k, int threads = 2) {
+  return std::make_unique<cpu::CpuBackend>(threads, k);
+}
+
+// Random values over several binades plus the special ones every pass must carry through
+// unchanged in kind: signed zeros, infinities, NaNs with payloads, subnormals of each format,
+// values at rounding ties of f16 and bf16.
+std::vector<float> awkward_values(std::mt19937_64& rng, size_t n) {
+  std::vector<float> v = random_values(rng, n, -8, 4);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            bits_float(0x7fc12345u),
+                            bits_float(0xff812345u),       // a signalling NaN
+                            std::ldexp(1.0f, -20),         // f16 subnormal
+                            std::ldexp(1.0f, -130),        // float (and bf16) subnormal
+                            1.0f + std::ldexp(1.0f, -11),  // f16 tie
+                            1.0f + std::ldexp(1.0f, -8),   // bf16 tie
+                            65519.0f,
+                            65520.0f};
+  for (size_t i = 0; i < n; i += 7) v[i] = specials[(i / 7) % std::size(specials)];
+  return v;
+}
+
+const size_t kSizes[] = {1, 15, 16, 17, 33, 100, 70001};
+
+void expect_same_bits(Backend& a, Backend& b, const Tensor& ta, const Tensor& tb,
+                      const std::string& what, bool nan_any = false) {
+  SCOPED_TRACE(what);
+  BitwiseCheck check(ta.dtype(), nan_any);
+  check.add_all(download_bits(a, ta), download_bits(b, tb));
+  EXPECT_TRUE(check.ok()) << check.report();
+}
+
+TEST(CpuKernels, CastMatchesPortableBitwise) {
+  auto fast = level(cpu::CpuKernels::best), ref = level(cpu::CpuKernels::portable);
+  std::mt19937_64 rng(0xca57);
+  for (size_t n : kSizes) {
+    const std::vector<float> v = awkward_values(rng, n);
+    for (DType from : kFloatDTypes) {
+      for (DType to : kFloatDTypes) {
+        Tensor sf = upload_values(*fast, {static_cast<int64_t>(n)}, from, v);
+        Tensor sr = upload_values(*ref, {static_cast<int64_t>(n)}, from, v);
+        Tensor df = fast->empty({static_cast<int64_t>(n)}, to);
+        Tensor dr = ref->empty({static_cast<int64_t>(n)}, to);
+        fast->cast(sf, df);
+        ref->cast(sr, dr);
+        expect_same_bits(*fast, *ref, df, dr,
+                         std::string("cast ") + dtype_name(from) + " -> " + dtype_name(to) +
+                             ", n " + std::to_string(n));
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, ElementwiseOpsMatchPortableBitwise) {
+  auto fast = level(cpu::CpuKernels::best), ref = level(cpu::CpuKernels::portable);
+  std::mt19937_64 rng(0xe1e3);
+  for (size_t n : kSizes) {
+    const Shape shape{static_cast<int64_t>(n)};
+    const std::vector<float> x = awkward_values(rng, n), y = awkward_values(rng, n);
+    for (DType dd : kFloatDTypes) {
+      for (DType ds : kFloatDTypes) {
+        const std::string ctx =
+            std::string(dtype_name(dd)) + ", " + dtype_name(ds) + ", n " + std::to_string(n);
+        for (float alpha : {1.0f, 0.37f}) {
+          Tensor af = upload_values(*fast, shape, dd, x), ar = upload_values(*ref, shape, dd, x);
+          fast->add_(af, upload_values(*fast, shape, ds, y), alpha);
+          ref->add_(ar, upload_values(*ref, shape, ds, y), alpha);
+          expect_same_bits(*fast, *ref, af, ar, "add_ alpha " + fmt(alpha) + ", " + ctx, true);
+        }
+        {
+          Tensor of = fast->empty(shape, dd), orr = ref->empty(shape, dd);
+          fast->mul_scalar_tensor(upload_values(*fast, shape, ds, x), scalar_f32(*fast, -3.5f), of);
+          ref->mul_scalar_tensor(upload_values(*ref, shape, ds, x), scalar_f32(*ref, -3.5f), orr);
+          expect_same_bits(*fast, *ref, of, orr, "mul_scalar_tensor " + ctx, true);
+        }
+        {
+          Tensor yf = fast->empty(shape, dd), yr = ref->empty(shape, dd);
+          fast->activation_forward(nn::ActivationKind::relu, upload_values(*fast, shape, ds, x),
+                                   yf);
+          ref->activation_forward(nn::ActivationKind::relu, upload_values(*ref, shape, ds, x), yr);
+          expect_same_bits(*fast, *ref, yf, yr, "relu forward " + ctx);
+          Tensor df = fast->empty(shape, dd), dr = ref->empty(shape, dd);
+          fast->activation_backward(nn::ActivationKind::relu, Tensor{},
+                                    upload_values(*fast, shape, ds, x),
+                                    upload_values(*fast, shape, ds, y), df);
+          ref->activation_backward(nn::ActivationKind::relu, Tensor{},
+                                   upload_values(*ref, shape, ds, x),
+                                   upload_values(*ref, shape, ds, y), dr);
+          expect_same_bits(*fast, *ref, df, dr, "relu backward " + ctx);
+        }
+      }
+    }
+  }
+  // sum_rows: each column summed over the rows in order, whatever the split over columns.
+  const std::pair<int64_t, int64_t> shapes[] = {{7, 100}, {300, 257}, {1, 1}, {64, 1040}};
+  for (auto [rows, cols] : shapes) {
+    for (DType dx : kFloatDTypes) {
+      for (DType dout : kFloatDTypes) {
+        const std::vector<float> v = awkward_values(rng, static_cast<size_t>(rows * cols));
+        Tensor of = fast->empty({cols}, dout), orr = ref->empty({cols}, dout);
+        fast->sum_rows(upload_values(*fast, {rows, cols}, dx, v), of);
+        ref->sum_rows(upload_values(*ref, {rows, cols}, dx, v), orr);
+        expect_same_bits(*fast, *ref, of, orr,
+                         "sum_rows " + std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                             dtype_name(dx) + " -> " + dtype_name(dout),
+                         true);
+      }
+    }
+  }
+}
+
+TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
+  std::mt19937_64 rng(0x0b7);
+  for (size_t n : kSizes) {
+    const Shape shape{static_cast<int64_t>(n)};
+    const std::vector<float> p0 = random_values(rng, n, -6, 1);
+    std::vector<float> g0 = random_values(rng, n, -12, 2);
+    std::vector<float> m0 = random_values(rng, n, -12, -2);
+    std::vector<float> v0 = random_values(rng, n, -20, -4);
+    for (float& v : v0) v = std::fabs(v);
+    for (DType lowp : {DType::f32, DType::f16, DType::bf16, DType::i32}) {  // i32: no copy
+      const bool with_lowp = lowp != DType::i32;
+      for (int variant = 0; variant < 4; ++variant) {
+        const std::string ctx = "n " + std::to_string(n) + ", lowp " +
+                                (with_lowp ? dtype_name(lowp) : "none") + ", variant " +
+                                std::to_string(variant);
+        // Adam: 0 plain, 1 AdamW + maximize, 2 Adam + weight decay, 3 beta1 = 0.2 (lerp's other
+        // branch) with an unscale.
+        auto adam = [&](Backend& be) {
+          AdamStepArgs a;
+          a.params = upload_values(be, shape, DType::f32, p0);
+          a.grads = upload_values(be, shape, DType::f32, g0);
+          a.exp_avg = upload_values(be, shape, DType::f32, m0);
+          a.exp_avg_sq = upload_values(be, shape, DType::f32, v0);
+          a.step = scalar_i32(be, 3);
+          a.found_inf = scalar_f32(be, 0.0f);
+          a.inv_scale = scalar_f32(be, variant == 3 ? 1.0f / 1024 : 1.0f);
+          if (with_lowp) a.lowp_params = be.empty(shape, lowp);
+          a.hyper.decoupled = variant == 1;
+          a.hyper.maximize = variant == 1;
+          a.hyper.weight_decay = variant == 1 || variant == 2 ? 0.01 : 0.0;
+          if (variant == 3) a.hyper.beta1 = 0.2;
+          be.adam_step(a);
+          return a;
+        };
+        auto fast = level(cpu::CpuKernels::best), ref = level(cpu::CpuKernels::portable);
+        const AdamStepArgs af = adam(*fast), ar = adam(*ref);
+        expect_same_bits(*fast, *ref, af.params, ar.params, "adam params, " + ctx);
+        expect_same_bits(*fast, *ref, af.exp_avg, ar.exp_avg, "adam exp_avg, " + ctx);
+        expect_same_bits(*fast, *ref, af.exp_avg_sq, ar.exp_avg_sq, "adam exp_avg_sq, " + ctx);
+        if (with_lowp) {
+          expect_same_bits(*fast, *ref, af.lowp_params, ar.lowp_params, "adam lowp, " + ctx);
+        }
+        // SGD: 0 plain, 1 momentum (first step), 2 momentum + nesterov + decay + dampening,
+        // 3 momentum, maximize, unscale.
+        auto sgd = [&](Backend& be) {
+          SgdStepArgs a;
+          a.params = upload_values(be, shape, DType::f32, p0);
+          a.grads = upload_values(be, shape, DType::f32, g0);
+          a.step = scalar_i32(be, variant == 1 ? 0 : 5);
+          a.inv_scale = scalar_f32(be, variant == 3 ? 0.125f : 1.0f);
+          if (variant > 0) {
+            a.momentum_buf = upload_values(be, shape, DType::f32, m0);
+            a.hyper.momentum = 0.9f;
+          }
+          a.hyper.nesterov = variant == 2;
+          a.hyper.weight_decay = variant == 2 ? 1e-3f : 0.0f;
+          a.hyper.dampening = variant == 2 ? 0.1f : 0.0f;
+          a.hyper.maximize = variant == 3;
+          a.hyper.lr = 0.05f;
+          if (with_lowp) a.lowp_params = be.empty(shape, lowp);
+          be.sgd_step(a);
+          return a;
+        };
+        const SgdStepArgs sf = sgd(*fast), sr = sgd(*ref);
+        expect_same_bits(*fast, *ref, sf.params, sr.params, "sgd params, " + ctx);
+        if (variant > 0) {
+          expect_same_bits(*fast, *ref, sf.momentum_buf, sr.momentum_buf, "sgd buf, " + ctx);
+        }
+        if (with_lowp) {
+          expect_same_bits(*fast, *ref, sf.lowp_params, sr.lowp_params, "sgd lowp, " + ctx);
+        }
+      }
+    }
+  }
+}
+
+struct GemmCase {
+  int64_t m, n, k;
+};
+
+// Shapes that span several k blocks (k > 512), leave partial tiles at both edges, and are split
+// between threads by columns (wide) or by rows (narrow).
+const GemmCase kGemmCases[] = {{37, 70, 600}, {130, 20, 1030}, {5, 300, 33}, {12, 32, 1}};
+
+std::vector<float> rounded_values(std::mt19937_64& rng, size_t n, DType d) {
+  std::vector<float> v = random_values(rng, n, -3, 1);
+  for (float& x : v) x = round_to(x, d);
+  return v;
+}
+
+TEST(CpuKernels, GemmBitsDoNotDependOnTheThreadCount) {
+  std::unique_ptr<Backend> be[] = {level(cpu::CpuKernels::best, 1), level(cpu::CpuKernels::best, 2),
+                                   level(cpu::CpuKernels::best, 3)};
+  std::mt19937_64 rng(0x7d);
+  for (const GemmCase& s : kGemmCases) {
+    for (DType da : kFloatDTypes) {
+      for (DType db : kFloatDTypes) {
+        for (DType dc : kFloatDTypes) {
+          for (bool ta : {false, true}) {
+            for (bool tb : {false, true}) {
+              const std::vector<float> av = rounded_values(rng, static_cast<size_t>(s.m * s.k), da);
+              const std::vector<float> bv = rounded_values(rng, static_cast<size_t>(s.k * s.n), db);
+              const std::vector<float> cv = rounded_values(rng, static_cast<size_t>(s.m * s.n), dc);
+              const Shape as = ta ? Shape{s.k, s.m} : Shape{s.m, s.k};
+              const Shape bs = tb ? Shape{s.n, s.k} : Shape{s.k, s.n};
+              std::vector<uint32_t> first;
+              for (auto& b : be) {
+                Tensor c = upload_values(*b, {s.m, s.n}, dc, cv);
+                b->gemm(upload_values(*b, as, da, av), ta, upload_values(*b, bs, db, bv), tb, c,
+                        0.75f, -0.5f);
+                const std::vector<uint32_t> bits = download_bits(*b, c);
+                if (first.empty()) {
+                  first = bits;
+                  continue;
+                }
+                SCOPED_TRACE(std::string("A ") + dtype_name(da) + (ta ? "^T" : "") + " B " +
+                             dtype_name(db) + (tb ? "^T" : "") + " -> " + dtype_name(dc) + ", " +
+                             std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                             std::to_string(s.k) + ", " + b->description());
+                BitwiseCheck check(dc);
+                check.add_all(bits, first);
+                EXPECT_TRUE(check.ok()) << check.report();
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// test_gemm.cpp's bound for one element (see there): gamma_{k+2} W + output rounding + the
+// reference's own error.
+double gemm_bound(double ref, double w, int64_t k, DType dc) {
+  auto gamma = [](double n, double u) { return n * u / (1.0 - n * u); };
+  const double g = gamma(static_cast<double>(k + 2), std::ldexp(1.0, -24));
+  const double ref_err = gamma(static_cast<double>(k + 3), std::ldexp(1.0, -53)) * w;
+  const double u_out = dc == DType::f16    ? std::ldexp(1.0, -11)
+                       : dc == DType::bf16 ? std::ldexp(1.0, -8)
+                                           : std::ldexp(1.0, -24);
+  const double eta_out = dc == DType::f16    ? std::ldexp(1.0, -25)
+                         : dc == DType::bf16 ? std::ldexp(1.0, -134)
+                                             : std::ldexp(1.0, -150);
+  return g * w + u_out * (std::fabs(ref) + g * w + ref_err) + eta_out + 2 * ref_err;
+}
+
+TEST(CpuKernels, EveryLevelsLinearForwardIsWithinTheAccumulationBound) {
+  std::mt19937_64 rng(0x11ea);
+  const cpu::CpuKernels levels[] = {cpu::CpuKernels::portable, cpu::CpuKernels::avx512,
+                                    cpu::CpuKernels::best};
+  for (const GemmCase& s : kGemmCases) {
+    for (DType d : kFloatDTypes) {
+      // x [m, k], w [n, k], bias [n] in d; the bias joins the float sum (one more rounding:
+      // gamma_{k+2} already counts it).
+      const std::vector<float> xv = rounded_values(rng, static_cast<size_t>(s.m * s.k), d);
+      const std::vector<float> wv = rounded_values(rng, static_cast<size_t>(s.n * s.k), d);
+      const std::vector<float> bv = rounded_values(rng, static_cast<size_t>(s.n), d);
+      for (cpu::CpuKernels lv : levels) {
+        auto be = level(lv);
+        SCOPED_TRACE(std::string(dtype_name(d)) + ", " + std::to_string(s.m) + "x" +
+                     std::to_string(s.n) + "x" + std::to_string(s.k) + ", " + be->description());
+        Tensor y = be->empty({s.m, s.n}, d);
+        be->linear_forward(upload_values(*be, {s.m, s.k}, d, xv),
+                           upload_values(*be, {s.n, s.k}, d, wv), upload_values(*be, {s.n}, d, bv),
+                           y);
+        const std::vector<float> got = download_values(*be, y);
+        ErrorBudget budget;
+        for (int64_t i = 0; i < s.m; ++i) {
+          for (int64_t j = 0; j < s.n; ++j) {
+            double sum = bv[static_cast<size_t>(j)], w = std::fabs(bv[static_cast<size_t>(j)]);
+            for (int64_t l = 0; l < s.k; ++l) {
+              const double p = static_cast<double>(xv[static_cast<size_t>(i * s.k + l)]) *
+                               wv[static_cast<size_t>(j * s.k + l)];
+              sum += p;
+              w += std::fabs(p);
+            }
+            budget.add(static_cast<size_t>(i * s.n + j), got[static_cast<size_t>(i * s.n + j)], sum,
+                       gemm_bound(sum, w, s.k, d));
+          }
+        }
+        EXPECT_TRUE(budget.ok()) << budget.report();
+      }
+    }
+  }
+}
+
+// VDPBF16PS reads bf16 subnormals as zero and flushes subnormal float results (cpu_gemm.h): a
+// product whose every term lies below 2^-126 may come out as zero, an absolute error of at most
+// 2^-126 per step of the k loop, while the exact levels keep the float subnormal. In the normal
+// range the levels agree exactly here (exact products, sums of two terms with no rounding).
+TEST(CpuKernels, Bf16DotProductFlushesOnlyBelowTheNormalRange) {
+  const float tiny = std::ldexp(1.0f, -130);  // a bf16 and float subnormal
+  const float small = std::ldexp(1.0f, -60);  // product 2^-120: normal
+  struct Case {
+    std::vector<float> a, b;
+    double exact;
+  };
+  const Case cases[] = {
+      {{tiny, 1.0f}, {1.0f, tiny}, std::ldexp(1.0, -129)},
+      {{small, small}, {small, -0.5f * small}, std::ldexp(1.0, -121)},
+  };
+  for (cpu::CpuKernels lv : {cpu::CpuKernels::portable, cpu::CpuKernels::best}) {
+    auto be = level(lv);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(be->description() + ", exact " + fmt(c.exact));
+      Tensor out = be->zeros({1, 1}, DType::f32);
+      be->gemm(upload_values(*be, {1, 2}, DType::bf16, c.a), false,
+               upload_values(*be, {2, 1}, DType::bf16, c.b), false, out);
+      const double got = download_values(*be, out)[0];
+      if (c.exact >= std::ldexp(1.0, -126)) {
+        EXPECT_EQ(got, c.exact);
+      } else {
+        EXPECT_LE(std::fabs(got - c.exact), 2 * std::ldexp(1.0, -126));  // k = 2 steps
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ampctl::test
