@@ -1,12 +1,43 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, configures, builds (CUDA kernels too when
-# nvcc is at /usr/local/cuda/bin) and runs every test. cuda-labelled tests report "skipped"
-# where no GPU is usable.
+# The README's test command (and CI's, through .ci/run). Installs what is missing, then:
+#   1. configures, builds (CUDA kernels too when nvcc is at /usr/local/cuda/bin) and runs every
+#      test in build/ (cuda-labelled tests report "skipped" where no GPU is usable);
+#   2. builds the whole suite again with AddressSanitizer + UndefinedBehaviorSanitizer (GCC,
+#      CPU only, build-asan/) and runs it: any sanitizer report fails its test;
+#   3. scripts/fuzz.sh: builds the libFuzzer targets (clang, build-fuzz/) and runs each parser's
+#      fuzzer for AMPCTL_FUZZ_SECONDS (default 60) seconds, two at a time.
+# AMPCTL_QUICK=1 runs step 1 only (for developers). Arguments go to step 1's ctest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+start=$SECONDS
 bash scripts/setup.sh
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPCTL_CUDA=AUTO
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
+times=("tests:      $((SECONDS - start)) s")
+
+if [[ "${AMPCTL_QUICK:-0}" == 1 ]]; then
+  echo "test.sh: AMPCTL_QUICK=1: skipped the sanitizer build and the fuzzers"
+  exit 0
+fi
+
+# 2. ASan + UBSan. -O2 keeps the training tests quick; no NDEBUG, so assertions stay on.
+# exitcode=86: a sanitizer report must not pass for the exit code 1 a test may expect.
+step=$SECONDS
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
+cmake -S . -B "$ASAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" -DAMPCTL_SANITIZE=ON -DAMPCTL_CUDA=OFF
+cmake --build "$ASAN_BUILD_DIR" -j "$(nproc)"
+ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:exitcode=86 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
+  ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j "$(nproc)"
+times+=("sanitizers: $((SECONDS - step)) s")
+
+# 3. Fuzzing.
+step=$SECONDS
+bash scripts/fuzz.sh "${AMPCTL_FUZZ_SECONDS:-60}"
+times+=("fuzzing:    $((SECONDS - step)) s")
+
+printf 'test.sh: %s\n' "${times[@]}" "total:      $((SECONDS - start)) s"
