@@ -83,7 +83,7 @@ data:
 optimizer: {{type: adam, lr: 1.0e-3}}
 training: {{max_steps: {steps}, eval_every: 0}}
 checkpoint: {{every_steps: 0}}
-logging: {{every_steps: {log_every}, metrics_every: {log_every}}}
+logging: {{every_steps: {log_every}, metrics_every: {log_every}, profile: true}}
 """)
     run_dir = os.path.join(work, f"run_{tag}")
     subprocess.run(["rm", "-rf", run_dir], check=True)
@@ -91,7 +91,10 @@ logging: {{every_steps: {log_every}, metrics_every: {log_every}}}
     subprocess.run([ampctl, "train", "--config", cfg, "--run-dir", run_dir], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     with open(os.path.join(run_dir, "summary.json")) as f:
-        return json.load(f)["steady_step_ms"]
+        summary = json.load(f)
+    # logging.profile costs a few clock reads per step on the CPU (no device to wait for).
+    phases[(model[0], precision)].append(summary["phase_ms"])
+    return summary["steady_step_ms"]
 
 def torch_run(model, precision, extra_env, steps=None):
     name, features, hidden, classes, batch, _, tsteps = model
@@ -103,6 +106,9 @@ def torch_run(model, precision, extra_env, steps=None):
                           "--threads", str(threads)],
                          env=env, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["step_ms"]
+
+phases = {(m[0], p): [] for m in models for p in ("fp16", "bf16", "fp32")}
+PHASES = ["data", "forward", "backward", "unscale", "optimizer", "update", "metrics"]
 
 def step_benchmark():
     # PyTorch's environment, tuned per model and precision: the fastest of these in a short trial.
@@ -150,6 +156,14 @@ def step_benchmark():
         row += [f"{g('ampctl fp16') / g('PyTorch fp32'):.2f}", f"{g('ampctl bf16') / g('PyTorch bf16'):.2f}",
                 f"{g('ampctl fp32') / g('PyTorch fp32'):.2f}"]
         print("| " + " | ".join(row) + " |")
+    print(f"\nampctl's step by phase (logging.profile), ms, median of {rounds} rounds\n")
+    print("| model | precision | " + " | ".join(PHASES) + " | total |")
+    print("|" + "|".join("---" for _ in range(len(PHASES) + 3)) + "|")
+    for (m, p), runs in phases.items():
+        if not runs:
+            continue
+        cells = [f"{statistics.median(r[k] for r in runs):.3f}" for k in PHASES + ["total"]]
+        print(f"| {m} | {p} | " + " | ".join(cells) + " |")
     print("\nPyTorch environment kept (fastest in a trial): " +
           "; ".join(f"{m} {p}: {best[(m, p)]}" for m, p in best))
     print("all runs (ms): " + json.dumps({f"{m} / {c}": [round(x, 2) for x in v] for (m, c), v in times.items()}))
