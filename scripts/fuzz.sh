@@ -45,9 +45,9 @@ command -v clang++ >/dev/null || {
   exit 2
 }
 
-# RelWithDebInfo at -O1 without NDEBUG: line numbers in reports, assertions on.
+# -O1 -g1 without NDEBUG: line numbers in reports, assertions on.
 cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" \
   -DAMPCTL_FUZZ=ON -DAMPCTL_CUDA=OFF -DAMPCTL_BUILD_TESTS=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]/#/fuzz_}"
 
