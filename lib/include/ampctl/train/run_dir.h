@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "ampctl/run/metrics_line.h"
+#include "ampctl/run/summary.h"
+
 namespace ampctl::config {
 struct RunConfig;
 }
@@ -29,8 +32,8 @@ class RunDir {
 
   const std::filesystem::path& path() const { return m_path; }
   std::filesystem::path config_path() const { return m_path / "config.yaml"; }
-  std::filesystem::path metrics_path() const { return m_path / "metrics.jsonl"; }
-  std::filesystem::path summary_path() const { return m_path / "summary.json"; }
+  std::filesystem::path metrics_path() const { return m_path / run::kMetricsFile; }
+  std::filesystem::path summary_path() const { return m_path / run::kSummaryFile; }
 
   // Removes the directories this object created, innermost first, if they are still empty.
   void remove_if_unused() const;
