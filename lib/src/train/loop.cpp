@@ -176,7 +176,7 @@ nlohmann::json Trainer::evaluate(int64_t step) {
       return m_monitor->totals().last_eval;
     }
     const Batch batch = batcher.eval_batch(done);
-    model.forward(batch.x, batch.rows, /*training=*/false);
+    model.forward(batch.input, batch.rows, /*training=*/false);
     model.loss(batch.target, batch.rows, m_eval_loss, classification ? correct : Tensor{},
                Tensor{});
     b.add_(loss_sum, m_eval_loss, static_cast<float>(batch.rows));

@@ -48,7 +48,7 @@ void TrainStep::run(int64_t step) {
   for (int64_t micro = 0; micro < accum; ++micro) {
     const Batch& batch = m_p.batcher.next();
     mon.phase_end(kData);
-    model.forward(batch.x, batch.rows, /*training=*/true);
+    model.forward(batch.input, batch.rows, /*training=*/true);
     model.loss(batch.target, batch.rows, m_loss, Tensor{}, m_seed);
     mon.phase_end(kForward);
     model.backward(batch.rows);
