@@ -140,8 +140,10 @@ class Trainer {
   [[noreturn]] void diverge();
   ampctl::run::Summary summary_of(const std::string& status) const;
   void write_summary(const nlohmann::json& summary) const;
-  // Only rank 0 writes files and console lines (dist/communicator.h).
+  // Only rank 0 writes files (config.yaml, metrics.jsonl, summary.json, checkpoints) and console
+  // lines (dist/communicator.h).
   bool is_root() const;
+  void log_start() const;
 
   const config::RunConfig m_cfg;  // a copy: the trainer outlives any caller temporary
   std::filesystem::path m_run_dir;
