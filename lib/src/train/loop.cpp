@@ -37,6 +37,10 @@ namespace files = ampctl::run;
 Trainer::Trainer(const config::RunConfig& cfg, const fs::path& run_dir)
     : m_cfg(cfg), m_run_dir(run_dir), m_t0(Clock::now()) {}
 
+Trainer::Trainer(const config::RunConfig& cfg, const fs::path& run_dir,
+                 dist::CommunicatorFactory comm)
+    : m_cfg(cfg), m_run_dir(run_dir), m_t0(Clock::now()), m_comm_factory(std::move(comm)) {}
+
 Trainer::~Trainer() = default;
 
 const std::vector<std::string>& Trainer::param_names() const {
@@ -60,7 +64,7 @@ bool Trainer::is_root() const {
 }
 
 void Trainer::setup() {
-  m_run = build_run(m_cfg);
+  m_run = build_run(m_cfg, m_comm_factory);
   RunObjects& r = *m_run;
   m_monitor = std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(),
                                         monitor_options(m_cfg, m_t0));

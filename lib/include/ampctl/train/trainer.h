@@ -49,6 +49,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/tensor.h"
+#include "ampctl/dist/communicator.h"
 #include "ampctl/train/run_dir.h"
 
 namespace ampctl {
@@ -88,6 +89,9 @@ struct TrainOutcome {
 class Trainer {
  public:
   Trainer(const config::RunConfig& config, const std::filesystem::path& run_dir);
+  // A trainer in a process group made by `comm` (build.h): every rank trains, rank 0 writes.
+  Trainer(const config::RunConfig& config, const std::filesystem::path& run_dir,
+          dist::CommunicatorFactory comm);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -156,6 +160,7 @@ class Trainer {
   bool m_eval_pending = false;
   bool m_diverging = false;
 
+  dist::CommunicatorFactory m_comm_factory;
   std::unique_ptr<RunDir> m_dir;  // held for the run's life
   std::unique_ptr<RunObjects> m_run;
   std::unique_ptr<Monitor> m_monitor;
