@@ -12,8 +12,8 @@ namespace ampctl::config {
 
 namespace {
 
-// A table cell: '|' would end the cell and '<' open an HTML tag, so both are escaped (GitHub
-// renders "\|" and "\<" as the characters themselves, also inside code spans).
+// A table cell of text: '|' would end the cell and '<' open an HTML tag, so both are escaped
+// (GitHub renders "\|" and "\<" as the characters themselves).
 std::string cell(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -23,12 +23,17 @@ std::string cell(const std::string& text) {
   return out;
 }
 
-// Appended piecewise: GCC 12's -Wrestrict misfires on "`" + std::string&& here.
+// A cell holding a code span: inside one, only "\|" is an escape (GitHub's table rule); any
+// other backslash would be shown. Appended piecewise: GCC 12's -Wrestrict misfires on
+// "`" + std::string&& here.
 std::string code_cell(const std::string& text) {
   std::string out;
   if (text.empty()) return out;
   out += '`';
-  out += cell(text);
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
   out += '`';
   return out;
 }
@@ -106,7 +111,7 @@ std::string key_reference_markdown(const std::vector<KeyDoc>& keys) {
     for (const KeyDoc& k : keys) {
       if (section_of(k.path) != section) continue;
       const bool word = k.default_value == "required" || k.default_value == "derived";
-      out += "| `" + cell(k.path) + "` | " + cell(k.type) + " | " +
+      out += "| " + code_cell(k.path) + " | " + cell(k.type) + " | " +
              (word ? k.default_value : code_cell(k.default_value)) + " | " + cell(k.range) + " | " +
              cell(k.applies) + " | " + cell(k.help) + " |\n";
     }
