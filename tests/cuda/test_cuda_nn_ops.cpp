@@ -42,8 +42,8 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
-#include "ampctl/nn/nn_math.h"
-#include "ampctl/optim/adam_math.h"
+#include "ampctl/math/adam_math.h"
+#include "ampctl/math/nn_math.h"
 #include "unit/backend/backend_test_util.h"
 
 namespace ampctl::test {
@@ -943,7 +943,7 @@ void add_adam_cases(std::vector<NnCase>& cases) {
     };
     c.run = [v](Backend& be, std::vector<Tensor>& in) {
       for (int s = 0; s < kSteps; ++s) {
-        AdamStepArgs args;
+        OptimizerStepArgs args;
         args.params = in[0].view(v.offset, {n});
         args.grads = in[1].view(static_cast<size_t>(s * n), {n});
         args.exp_avg = in[2].view(v.offset, {n});
@@ -953,7 +953,7 @@ void add_adam_cases(std::vector<NnCase>& cases) {
         if (v.inv_scale) args.inv_scale = in[6];
         if (v.lowp != DType::f32) args.lowp_params = in[7].view(v.offset, {n});
         args.hyper = v.hyper;
-        be.adam_step(args);
+        be.optimizer_step(args);
       }
       return std::vector<Tensor>{in[0], in[2], in[3], in[4], in[7]};
     };
@@ -977,15 +977,15 @@ void add_sgd_alignment_cases(std::vector<NnCase>& cases) {
           from_values({m}, DType::f16, random_values(rng, static_cast<size_t>(m), -4, 1))};
     };
     c.run = [offset](Backend& be, std::vector<Tensor>& in) {
-      SgdStepArgs args;
+      OptimizerStepArgs args;
       args.params = in[0].view(offset, {n});
       args.grads = in[1].view(offset, {n});
       args.momentum_buf = in[2].view(offset, {n});
       args.step = in[3];
       args.inv_scale = in[4];
       args.lowp_params = in[5].view(offset, {n});
-      args.hyper = {0.05f, 0.9f, 0.0f, 1e-4f, true, false};
-      be.sgd_step(args);
+      args.hyper = optim::SgdHyper{0.05f, 0.9f, 0.0f, 1e-4f, true, false};
+      be.optimizer_step(args);
       return std::vector<Tensor>{in[0], in[2], in[3], in[5]};
     };
     cases.push_back(c);
@@ -1139,7 +1139,7 @@ TEST(CudaAdamStep, SkippedStepLeavesStateBitwiseUnchanged) {
     for (auto& b : m_bits) b = static_cast<uint32_t>(rng());
     for (auto& b : v_bits) b = static_cast<uint32_t>(rng());
     for (auto& b : lowp_bits) b = static_cast<uint32_t>(rng()) & 0xffffu;
-    AdamStepArgs args;
+    OptimizerStepArgs args;
     args.params = upload_bits(gpu(), {n}, DType::f32, param_bits);
     args.grads = upload_values(gpu(), {n}, DType::f32, random_values(rng, n, -4, 4));
     args.exp_avg = upload_bits(gpu(), {n}, DType::f32, m_bits);
@@ -1148,8 +1148,8 @@ TEST(CudaAdamStep, SkippedStepLeavesStateBitwiseUnchanged) {
     args.found_inf = scalar_f32(gpu(), 1.0f);
     args.inv_scale = scalar_f32(gpu(), 0x1p-8f);
     args.lowp_params = upload_bits(gpu(), {n}, lowp, lowp_bits);
-    args.hyper = {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false};
-    gpu().adam_step(args);
+    args.hyper = optim::AdamHyper{1e-3, 0.9, 0.999, 1e-8, 0.01, true, false};
+    gpu().optimizer_step(args);
     BitwiseCheck params(DType::f32), m(DType::f32), v(DType::f32), low(lowp);
     params.add_all(download_bits(gpu(), args.params), param_bits);
     m.add_all(download_bits(gpu(), args.exp_avg), m_bits);
