@@ -910,13 +910,19 @@ struct AdamVariant {
   const char* name;
   optim::AdamHyper hyper;
   bool inv_scale;
-  DType lowp;     // f32: no lowp copy
+  DType lowp;     // i32: no lowp copy (f32: a plain copy in the same pass)
   size_t offset;  // elements: views this far into their buffers (offset % 4 != 0: scalar path)
 };
 
 void add_adam_cases(std::vector<NnCase>& cases) {
   const AdamVariant variants[] = {
-      {"adam", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false}, false, DType::f32, 0},
+      {"adam", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false}, false, DType::i32, 0},
+      {"adamw_lowp_f32", {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false}, true, DType::f32, 0},
+      {"adam_lowp_f32_misaligned",
+       {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false},
+       true,
+       DType::f32,
+       3},
       {"adam_wd_amp_f16", {3e-3, 0.9, 0.99, 1e-6, 0.1, false, false}, true, DType::f16, 0},
       {"adamw_bf16", {1e-2, 0.8, 0.999, 1e-8, 0.01, true, false}, true, DType::bf16, 0},
       {"adam_maximize_misaligned", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, true}, true, DType::f16, 1},
@@ -938,7 +944,7 @@ void add_adam_cases(std::vector<NnCase>& cases) {
           from_values({m}, DType::f32, v_sq), from_i32({1}, {5}),
           // Step 3 of 4 overflowed: it must be skipped (nothing written, step not counted).
           from_values({kSteps}, DType::f32, {0.0f, 0.0f, 1.0f, 0.0f}), scalar_input(0x1p-10f),
-          from_values({m}, v.lowp == DType::f32 ? DType::f16 : v.lowp,
+          from_values({m}, v.lowp == DType::i32 ? DType::f16 : v.lowp,
                       random_values(rng, static_cast<size_t>(m), -4, 1))};
     };
     c.run = [v](Backend& be, std::vector<Tensor>& in) {
@@ -951,7 +957,7 @@ void add_adam_cases(std::vector<NnCase>& cases) {
         args.step = in[4];
         args.found_inf = in[5].view(static_cast<size_t>(s), {1});
         if (v.inv_scale) args.inv_scale = in[6];
-        if (v.lowp != DType::f32) args.lowp_params = in[7].view(v.offset, {n});
+        if (v.lowp != DType::i32) args.lowp_params = in[7].view(v.offset, {n});
         args.hyper = v.hyper;
         be.optimizer_step(args);
       }

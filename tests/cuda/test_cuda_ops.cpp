@@ -517,10 +517,11 @@ void add_sgd_cases(std::vector<OpCase>& cases) {
   constexpr int64_t n = 10007;
   constexpr int kSteps = 3;
   for (const Variant& v : variants) {
-    for (DType lowp : {DType::f32, DType::f16, DType::bf16}) {  // f32 stands for "no copy"
+    // i32 stands for "no copy"; an f32 copy is a plain copy in the same pass.
+    for (DType lowp : {DType::i32, DType::f32, DType::f16, DType::bf16}) {
       OpCase c;
       c.name = std::string("sgd_step_") + v.name +
-               (lowp == DType::f32 ? "" : std::string("_lowp_") + dtype_name(lowp));
+               (lowp == DType::i32 ? "" : std::string("_lowp_") + dtype_name(lowp));
       c.make_inputs = [v, lowp](std::mt19937_64& rng) {
         // The middle step is skipped when found_inf is used: momentum is initialised on the
         // first real step and the counter counts real steps only.
@@ -533,7 +534,7 @@ void add_sgd_cases(std::vector<OpCase>& cases) {
             from_i32({1}, {0}),
             from_values({kSteps}, DType::f32, found),
             scalar_input(0x1p-12f),
-            from_values({n}, lowp == DType::f32 ? DType::f16 : lowp, std::vector<float>(n, 0.0f)),
+            from_values({n}, lowp == DType::i32 ? DType::f16 : lowp, std::vector<float>(n, 0.0f)),
         };
       };
       c.run = [v, lowp](Backend& be, std::vector<Tensor>& in) {
@@ -545,12 +546,12 @@ void add_sgd_cases(std::vector<OpCase>& cases) {
           args.step = in[3];
           if (v.use_found_inf) args.found_inf = in[4].view(static_cast<size_t>(s), {1});
           if (v.use_inv_scale) args.inv_scale = in[5];
-          if (lowp != DType::f32) args.lowp_params = in[6];
+          if (lowp != DType::i32) args.lowp_params = in[6];
           args.hyper = v.hyper;
           be.optimizer_step(args);
         }
         std::vector<Tensor> out = {in[0], in[2], in[3]};
-        if (lowp != DType::f32) out.push_back(in[6]);
+        if (lowp != DType::i32) out.push_back(in[6]);
         return out;
       };
       cases.push_back(c);
