@@ -456,6 +456,15 @@ Schema<RunConfig> make_run_schema() {
       bool_field<C>(AMPCTL_KEY(scheduler.three_phase), false,
                     "OneCycleLR: a third phase down to the final lr")
           .when("scheduler.type", kOneCycle),
+      bool_field<C>(AMPCTL_KEY(scheduler.cycle_momentum), true,
+                    "OneCycleLR: cycle SGD's momentum or Adam's beta1 inversely to the lr")
+          .when("scheduler.type", kOneCycle),
+      float_field<C>(AMPCTL_KEY(scheduler.base_momentum), 0.85, FloatRange::closed_open(0.0, 1.0),
+                     "OneCycleLR: the momentum (beta1) at max_lr, in [0, 1)")
+          .when("scheduler.type", kOneCycle),
+      float_field<C>(AMPCTL_KEY(scheduler.max_momentum), 0.95, FloatRange::closed_open(0.0, 1.0),
+                     "OneCycleLR: the momentum (beta1) at the lowest lr, in [0, 1)")
+          .when("scheduler.type", kOneCycle),
 
       toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
                       "auto | true | false (auto: on for fp16, off for bf16/fp32)"),

@@ -67,6 +67,86 @@ std::unique_ptr<optim::Optimizer> make_optimizer(Backend& b, const config::Optim
   return std::make_unique<optim::Adam>(b, std::move(groups), o);
 }
 
+data::SourceOptions source_options(const config::DataSource& c) {
+  data::SourceOptions o;
+  switch (c.source) {
+    case config::SourceKind::synthetic:
+      o.source = data::SourceKind::synthetic;
+      break;
+    case config::SourceKind::idx:
+      o.source = data::SourceKind::idx;
+      break;
+    case config::SourceKind::fashion_mnist:
+      o.source = data::SourceKind::fashion_mnist;
+      break;
+    case config::SourceKind::csv:
+      o.source = data::SourceKind::csv;
+      break;
+    case config::SourceKind::split:
+      o.source = data::SourceKind::split;
+      break;
+  }
+  o.task =
+      c.task == config::Task::classification ? data::Task::classification : data::Task::regression;
+  o.samples = c.samples;
+  o.features = c.features;
+  o.classes = c.classes;
+  o.images = c.images;
+  o.labels = c.labels;
+  o.split =
+      c.split == config::DatasetSplit::train ? data::DatasetSplit::train : data::DatasetSplit::test;
+  o.dir = c.dir;
+  o.path = c.path;
+  o.label_column = {c.label_column.name, c.label_column.index};
+  o.header = c.header;
+  o.split_fraction = c.split_fraction;
+  return o;
+}
+
+data::DataOptions data_options(const config::DataConfig& c) {
+  data::DataOptions o;
+  o.train = source_options(c.train);
+  if (c.eval) o.eval = source_options(*c.eval);
+  o.normalize = c.normalize;
+  return o;
+}
+
+optim::ScheduleType schedule_type(config::SchedulerType t) {
+  switch (t) {
+    case config::SchedulerType::constant:
+      return optim::ScheduleType::constant;
+    case config::SchedulerType::linear:
+      return optim::ScheduleType::linear;
+    case config::SchedulerType::cosine:
+      return optim::ScheduleType::cosine;
+    case config::SchedulerType::step:
+      return optim::ScheduleType::step;
+    case config::SchedulerType::onecycle:
+      return optim::ScheduleType::onecycle;
+  }
+  return optim::ScheduleType::constant;
+}
+
+optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
+  optim::ScheduleOptions o;
+  o.type = schedule_type(c.type);
+  o.warmup_steps = c.warmup_steps;
+  o.min_lr = c.min_lr;
+  o.step_size = c.step_size;
+  o.gamma = c.gamma;
+  o.max_lr = c.max_lr;
+  o.pct_start = c.pct_start;
+  o.div_factor = c.div_factor;
+  o.final_div_factor = c.final_div_factor;
+  o.anneal =
+      c.anneal_strategy == config::AnnealStrategy::cos ? optim::Anneal::cos : optim::Anneal::linear;
+  o.three_phase = c.three_phase;
+  o.cycle_momentum = c.cycle_momentum;
+  o.base_momentum = c.base_momentum;
+  o.max_momentum = c.max_momentum;
+  return o;
+}
+
 amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   amp::GradScalerOptions o;
   o.enabled = config::scaler_enabled(c);
@@ -300,7 +380,7 @@ Trainer::Resident Trainer::resident(Backend& b, const data::Dataset& d) {
   Resident r;
   const int64_t n = d.size();
   r.x = wrap(d.x.data(), {n, d.features}, DType::f32);
-  if (d.task == config::Task::classification) {
+  if (d.task == data::Task::classification) {
     r.labels = wrap(d.labels.data(), {n}, DType::i32);
   } else {
     r.y = wrap(d.y.data(), {n, d.targets}, DType::f32);
@@ -322,9 +402,9 @@ void Trainer::setup() {
   m_backend = make_backend(m_device);
   Backend& b = *m_backend;
 
-  m_data = data::load_data(m_cfg.data, static_cast<uint64_t>(m_cfg.seed));
+  m_data = data::load_data(data_options(m_cfg.data), static_cast<uint64_t>(m_cfg.seed));
   const data::Dataset& train = m_data.train;
-  m_classification = train.task == config::Task::classification;
+  m_classification = train.task == data::Task::classification;
   m_features = train.features;
   m_outputs = m_classification ? train.classes : train.targets;
   m_batch = m_cfg.data.batch_size;
@@ -333,12 +413,15 @@ void Trainer::setup() {
 
   m_model = std::make_unique<nn::Model>(b, m_cfg.model, m_cfg.precision, m_cfg.loss, m_features,
                                         m_outputs, m_batch, static_cast<uint64_t>(m_cfg.seed));
-  m_opt = make_optimizer(b, m_cfg.optimizer, m_model->param_groups(m_cfg.optimizer.lr));
+  m_schedule = std::make_unique<optim::LrSchedule>(schedule_options(m_cfg.scheduler),
+                                                   m_cfg.optimizer.lr, m_cfg.training.max_steps);
+  // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
+  std::vector<optim::ParamGroup> groups = m_model->param_groups(m_cfg.optimizer.lr);
+  m_schedule->apply(0, groups);
+  m_opt = make_optimizer(b, m_cfg.optimizer, std::move(groups));
   m_scaler = std::make_unique<amp::GradScaler>(b, scaler_options(m_cfg));
   m_profile = m_cfg.logging.profile;
   if (m_profile) m_scaler->set_phase_hook([this] { phase_end(kUnscale); });
-  m_schedule = std::make_unique<optim::LrSchedule>(m_cfg.scheduler, m_cfg.optimizer.lr,
-                                                   m_cfg.training.max_steps);
 
   // The data sets live on the backend for the whole run and each batch is gathered there by
   // the loader's permutation (uploaded once per epoch), so a step copies nothing from the host.
@@ -418,7 +501,7 @@ void Trainer::setup() {
 void Trainer::train_step(int64_t step) {
   Backend& b = *m_backend;
   const double lr = m_schedule->lr_at(step - 1);
-  for (auto& g : m_opt->param_groups()) g.lr = lr;
+  m_schedule->apply(step - 1, m_opt->param_groups());
 
   const int64_t accum = m_cfg.training.grad_accum_steps;
   const bool scaling = m_scaler->is_enabled();

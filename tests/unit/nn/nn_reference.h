@@ -35,8 +35,8 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/half.h"
+#include "ampctl/math/nn_math.h"
 #include "ampctl/nn/model.h"
-#include "ampctl/nn/nn_math.h"
 
 namespace ampctl::nn::ref {
 
