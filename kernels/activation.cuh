@@ -1,7 +1,7 @@
 // Launchers of kernels/activation.cu: relu / gelu / tanh forward and backward.
 #pragma once
 
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "kernel_common.cuh"
 
 namespace ampctl::kernels {

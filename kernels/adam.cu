@@ -1,6 +1,7 @@
 // Fused Adam / AdamW step: for each element, optim::adam_update (the per-element math the CPU
 // backend runs) on the f32 parameter and both moments, with the gradient unscaled by inv_scale on
-// the way in, and the f16/bf16 copy of the new parameter written in the same pass.
+// the way in, and the low-precision (f16/bf16, or f32) copy of the new parameter written in the
+// same pass.
 //
 // Step constants: every thread reads step[0] and forms optim::adam_consts(hyper, step + 1) itself,
 // in double as the CPU does (bias corrections through pow), so no extra launch or buffer is
@@ -13,8 +14,9 @@
 // bitwise unchanged while the host never waits for the flag.
 //
 // The pass is memory-bound (read p, g, m, v; write p, m, v and the lowp copy): a resident grid
-// (resident_grid_size) moves aligned groups of 4 elements with 16-byte loads and stores (8 bytes
-// for the lowp copy); misaligned buffers take the element-by-element path. Same math either way.
+// (resident_grid_size) moves aligned groups of 4 elements with 16-byte loads and stores (4
+// elements of its dtype for the lowp copy); misaligned buffers take the element-by-element path.
+// Same math either way.
 //
 // Invariants: element i of params/moments/lowp is read and written by one thread only; step[0]
 // changes only after the whole pass and only when the step was not skipped.
@@ -98,7 +100,7 @@ void launch_update(const AdamStepPointers& p, size_t n, const optim::AdamHyper& 
                    cudaStream_t stream) {
   const bool vectorised = aligned_to(p.params, 16) && aligned_to(p.grads, 16) &&
                           aligned_to(p.exp_avg, 16) && aligned_to(p.exp_avg_sq, 16) &&
-                          aligned_to(p.lowp_params, 8);
+                          aligned_to(p.lowp_params, 4 * sizeof(L));
   const unsigned blocks = resident_grid_size(vectorised ? (n + 3) / 4 : n, kAdamBlocksPerSm);
   adam_step_kernel<L><<<blocks, kBlockSize, 0, stream>>>(p, hyper, n, vectorised);
 }
@@ -114,9 +116,11 @@ void launch_adam_step(const AdamStepPointers& p, size_t n, const optim::AdamHype
       launch_update<half>(p, n, hyper, stream);
     } else if (p.lowp_type == ElemType::bf16) {
       launch_update<bfloat16>(p, n, hyper, stream);
+    } else if (p.lowp_type == ElemType::f32) {
+      launch_update<float>(p, n, hyper, stream);
     } else {
       throw Error{ErrorKind::invalid_argument,
-                  "adam_step: the low-precision copy must be f16 or bf16"};
+                  "adam_step: the low-precision copy must be f32, f16 or bf16"};
     }
     AMPCTL_CUDA_CHECK(cudaGetLastError());
   }

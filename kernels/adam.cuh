@@ -1,7 +1,7 @@
 // Launchers of kernels/adam.cu: the fused Adam / AdamW step over one flat f32 parameter buffer.
 #pragma once
 
-#include "ampctl/optim/adam_math.h"
+#include "ampctl/math/adam_math.h"
 #include "kernel_common.cuh"
 
 namespace ampctl::kernels {
@@ -15,7 +15,7 @@ struct AdamStepPointers {
   const float* found_inf;  // one element or nullptr: non-zero skips the whole step
   const float* inv_scale;  // one element or nullptr (= 1)
   void* lowp_params;       // n elements of lowp_type, or nullptr
-  ElemType lowp_type;      // f16 or bf16 when lowp_params is set
+  ElemType lowp_type;      // f32, f16 or bf16 when lowp_params is set
 };
 
 // One step: the update pass, then step[0] += 1 unless skipped. Both stay on `stream`.

@@ -1,7 +1,7 @@
 // Launchers of kernels/amp.cu: the loss-scaling ops of SPEC section 3.
 #pragma once
 
-#include "ampctl/amp/amp_math.h"
+#include "ampctl/math/amp_math.h"
 #include "kernel_common.cuh"
 
 namespace ampctl::kernels {

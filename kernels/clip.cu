@@ -4,7 +4,7 @@
 //
 // The formula is nn::clip_coef (nn_math.h), the CPU backend's: PyTorch's reciprocal-then-product
 // (two roundings, nvcc's default -prec-div=true), clamped at 1 with NaN propagated.
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "clip.cuh"
 
 namespace ampctl::kernels {

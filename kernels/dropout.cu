@@ -6,7 +6,7 @@
 // CPU and the GPU drop the same elements bit for bit.
 //
 // Invariants: element i of y depends only on element i of x, so y may alias x; no __restrict__.
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "device_util.cuh"
 #include "dropout.cuh"
 

@@ -22,7 +22,7 @@
 // Against the CPU the sums differ by float reassociation (a few ulps of the row's magnitudes).
 //
 // Invariants: no atomics; each output element has one writer; no host sync.
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "device_util.cuh"
 #include "layer_norm.cuh"
 

@@ -13,7 +13,7 @@
 //
 // Invariants: no atomics; each output element has one writer; dpred may alias pred (same index,
 // same thread).
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "device_util.cuh"
 #include "mse.cuh"
 

@@ -1,6 +1,6 @@
 // Fused SGD step: for each element, optim::sgd_update (the per-element math the CPU backend runs)
 // on the f32 parameter and momentum buffer, with the gradient unscaled by inv_scale on the way in,
-// and the f16/bf16 copy of the new parameter written in the same pass.
+// and the low-precision (f16/bf16, or f32) copy of the new parameter written in the same pass.
 //
 // Skipping without a sync: every thread reads found_inf itself and returns before touching memory
 // when it is non-zero, so a step with an inf/NaN gradient leaves params, buffer, lowp copy and
@@ -12,7 +12,8 @@
 // threads see the new value, and some elements would take the wrong branch.
 //
 // The pass is memory-bound: a resident grid (resident_grid_size) moves aligned groups of 4 elements
-// with 16-byte loads and stores (8 bytes for the lowp copy), the same per-element math either way.
+// with 16-byte loads and stores (4 elements of its dtype for the lowp copy), the same per-element
+// math either way.
 //
 // Invariants: element i of params/buf/lowp is read and written by one thread only; step[0]
 // changes only after the whole pass and only when the step was not skipped.
@@ -44,7 +45,8 @@ static __device__ __forceinline__ void sgd_element(float* params, const float* g
   if constexpr (!std::is_same_v<L, NoLowp>) lowp[i] = L(p);
 }
 
-// `vectorised`: params, grads and momentum_buf are 16-byte aligned and lowp 8-byte aligned, so
+// `vectorised`: params, grads and momentum_buf are 16-byte aligned and lowp aligned to 4 of its
+// elements, so
 // groups of 4 elements move as float4 (and 4 halves as one 8-byte word); the last n % 4 elements
 // go one by one. Either way each element gets the same optim::sgd_update.
 template <typename L>
@@ -100,7 +102,8 @@ template <typename L>
 void launch_update(const SgdStepPointers& p, size_t n, const optim::SgdHyper& hyper,
                    cudaStream_t stream) {
   const bool vectorised = aligned_to(p.params, 16) && aligned_to(p.grads, 16) &&
-                          aligned_to(p.momentum_buf, 16) && aligned_to(p.lowp_params, 8);
+                          aligned_to(p.momentum_buf, 16) &&
+                          aligned_to(p.lowp_params, 4 * sizeof(L));
   const unsigned blocks = resident_grid_size(vectorised ? (n + 3) / 4 : n, kSgdBlocksPerSm);
   sgd_step_kernel<L><<<blocks, kBlockSize, 0, stream>>>(
       p.params, p.grads, p.momentum_buf, p.step, p.found_inf, p.inv_scale,
@@ -121,9 +124,11 @@ void launch_sgd_step(const SgdStepPointers& p, size_t n, const optim::SgdHyper& 
       launch_update<half>(p, n, hyper, stream);
     } else if (p.lowp_type == ElemType::bf16) {
       launch_update<bfloat16>(p, n, hyper, stream);
+    } else if (p.lowp_type == ElemType::f32) {
+      launch_update<float>(p, n, hyper, stream);
     } else {
       throw Error{ErrorKind::invalid_argument,
-                  "sgd_step: the low-precision copy must be f16 or bf16"};
+                  "sgd_step: the low-precision copy must be f32, f16 or bf16"};
     }
     AMPCTL_CUDA_CHECK(cudaGetLastError());
   }

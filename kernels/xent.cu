@@ -21,7 +21,7 @@
 // differs by float reassociation and by CUDA's expf/logf against libm's (an ulp or two each).
 //
 // Invariants: no atomics; each output element has one writer; no host sync.
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "device_util.cuh"
 #include "xent.cuh"
 

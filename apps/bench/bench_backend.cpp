@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     Tensor lowp = b->empty({elems}, DType::f16), step = b->zeros({1}, DType::i32);
     b->fill(p, 1.0);
     b->fill(found, 0.0);
-    SgdStepArgs args;
+    OptimizerStepArgs args;
     args.params = p;
     args.grads = g;
     args.momentum_buf = buf;
@@ -154,11 +154,13 @@ int main(int argc, char** argv) {
     args.found_inf = found;
     args.inv_scale = inv;
     args.lowp_params = lowp;
-    args.hyper.lr = 1e-6f;
-    args.hyper.momentum = 0.9f;
+    optim::SgdHyper hyper;
+    hyper.lr = 1e-6f;
+    hyper.momentum = 0.9f;
+    args.hyper = hyper;
     // Bytes: read p, g, buf; write p, buf (f32) and the f16 copy.
     const double sgd_bytes = static_cast<double>(elems) * (4 * 5 + 2);
-    const double t_sgd = median_seconds(*b, repeats, inner, [&] { b->sgd_step(args); });
+    const double t_sgd = median_seconds(*b, repeats, inner, [&] { b->optimizer_step(args); });
     row("fused SGD (momentum, f16 copy)", size, t_sgd, sgd_bytes / t_sgd / 1e9, "GB/s",
         (sgd_bytes / t_sgd) / (bytes_rw / t_copy));
     std::printf(

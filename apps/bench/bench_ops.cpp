@@ -165,7 +165,7 @@ void bm_unscale(benchmark::State& state) {
 void bm_sgd(benchmark::State& state) {
   Backend& be = backend();
   const int64_t n = state.range(0);
-  SgdStepArgs args;
+  OptimizerStepArgs args;
   args.params = random_tensor({n}, DType::f32, 8);
   args.grads = random_tensor({n}, DType::f32, 9);
   args.momentum_buf = be.zeros({n}, DType::f32);
@@ -174,10 +174,12 @@ void bm_sgd(benchmark::State& state) {
   args.inv_scale = be.empty({1}, DType::f32);
   be.fill(args.inv_scale, 1.0 / 1024);
   args.lowp_params = be.empty({n}, DType::f16);
-  args.hyper.lr = 1e-6f;
-  args.hyper.momentum = 0.9f;
+  optim::SgdHyper hyper;
+  hyper.lr = 1e-6f;
+  hyper.momentum = 0.9f;
+  args.hyper = hyper;
   for (auto _ : state) {
-    be.sgd_step(args);
+    be.optimizer_step(args);
     benchmark::ClobberMemory();
   }
   // read p, g, buf; write p, buf (f32) and the f16 copy
@@ -187,7 +189,7 @@ void bm_sgd(benchmark::State& state) {
 void bm_adam(benchmark::State& state) {
   Backend& be = backend();
   const int64_t n = state.range(0);
-  AdamStepArgs args;
+  OptimizerStepArgs args;
   args.params = random_tensor({n}, DType::f32, 10);
   args.grads = random_tensor({n}, DType::f32, 11);
   args.exp_avg = be.zeros({n}, DType::f32);
@@ -197,8 +199,9 @@ void bm_adam(benchmark::State& state) {
   args.inv_scale = be.empty({1}, DType::f32);
   be.fill(args.inv_scale, 1.0 / 1024);
   args.lowp_params = be.empty({n}, DType::f16);
+  args.hyper = optim::AdamHyper{};
   for (auto _ : state) {
-    be.adam_step(args);
+    be.optimizer_step(args);
     benchmark::ClobberMemory();
   }
   // read p, g, m, v; write p, m, v (f32) and the f16 copy

@@ -42,8 +42,8 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
-#include "ampctl/nn/nn_math.h"
-#include "ampctl/optim/adam_math.h"
+#include "ampctl/math/adam_math.h"
+#include "ampctl/math/nn_math.h"
 #include "unit/backend/backend_test_util.h"
 
 namespace ampctl::test {
@@ -910,13 +910,19 @@ struct AdamVariant {
   const char* name;
   optim::AdamHyper hyper;
   bool inv_scale;
-  DType lowp;     // f32: no lowp copy
+  DType lowp;     // i32: no lowp copy (f32: a plain copy in the same pass)
   size_t offset;  // elements: views this far into their buffers (offset % 4 != 0: scalar path)
 };
 
 void add_adam_cases(std::vector<NnCase>& cases) {
   const AdamVariant variants[] = {
-      {"adam", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false}, false, DType::f32, 0},
+      {"adam", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false}, false, DType::i32, 0},
+      {"adamw_lowp_f32", {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false}, true, DType::f32, 0},
+      {"adam_lowp_f32_misaligned",
+       {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false},
+       true,
+       DType::f32,
+       3},
       {"adam_wd_amp_f16", {3e-3, 0.9, 0.99, 1e-6, 0.1, false, false}, true, DType::f16, 0},
       {"adamw_bf16", {1e-2, 0.8, 0.999, 1e-8, 0.01, true, false}, true, DType::bf16, 0},
       {"adam_maximize_misaligned", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, true}, true, DType::f16, 1},
@@ -938,12 +944,12 @@ void add_adam_cases(std::vector<NnCase>& cases) {
           from_values({m}, DType::f32, v_sq), from_i32({1}, {5}),
           // Step 3 of 4 overflowed: it must be skipped (nothing written, step not counted).
           from_values({kSteps}, DType::f32, {0.0f, 0.0f, 1.0f, 0.0f}), scalar_input(0x1p-10f),
-          from_values({m}, v.lowp == DType::f32 ? DType::f16 : v.lowp,
+          from_values({m}, v.lowp == DType::i32 ? DType::f16 : v.lowp,
                       random_values(rng, static_cast<size_t>(m), -4, 1))};
     };
     c.run = [v](Backend& be, std::vector<Tensor>& in) {
       for (int s = 0; s < kSteps; ++s) {
-        AdamStepArgs args;
+        OptimizerStepArgs args;
         args.params = in[0].view(v.offset, {n});
         args.grads = in[1].view(static_cast<size_t>(s * n), {n});
         args.exp_avg = in[2].view(v.offset, {n});
@@ -951,9 +957,9 @@ void add_adam_cases(std::vector<NnCase>& cases) {
         args.step = in[4];
         args.found_inf = in[5].view(static_cast<size_t>(s), {1});
         if (v.inv_scale) args.inv_scale = in[6];
-        if (v.lowp != DType::f32) args.lowp_params = in[7].view(v.offset, {n});
+        if (v.lowp != DType::i32) args.lowp_params = in[7].view(v.offset, {n});
         args.hyper = v.hyper;
-        be.adam_step(args);
+        be.optimizer_step(args);
       }
       return std::vector<Tensor>{in[0], in[2], in[3], in[4], in[7]};
     };
@@ -977,15 +983,15 @@ void add_sgd_alignment_cases(std::vector<NnCase>& cases) {
           from_values({m}, DType::f16, random_values(rng, static_cast<size_t>(m), -4, 1))};
     };
     c.run = [offset](Backend& be, std::vector<Tensor>& in) {
-      SgdStepArgs args;
+      OptimizerStepArgs args;
       args.params = in[0].view(offset, {n});
       args.grads = in[1].view(offset, {n});
       args.momentum_buf = in[2].view(offset, {n});
       args.step = in[3];
       args.inv_scale = in[4];
       args.lowp_params = in[5].view(offset, {n});
-      args.hyper = {0.05f, 0.9f, 0.0f, 1e-4f, true, false};
-      be.sgd_step(args);
+      args.hyper = optim::SgdHyper{0.05f, 0.9f, 0.0f, 1e-4f, true, false};
+      be.optimizer_step(args);
       return std::vector<Tensor>{in[0], in[2], in[3], in[5]};
     };
     cases.push_back(c);
@@ -1139,7 +1145,7 @@ TEST(CudaAdamStep, SkippedStepLeavesStateBitwiseUnchanged) {
     for (auto& b : m_bits) b = static_cast<uint32_t>(rng());
     for (auto& b : v_bits) b = static_cast<uint32_t>(rng());
     for (auto& b : lowp_bits) b = static_cast<uint32_t>(rng()) & 0xffffu;
-    AdamStepArgs args;
+    OptimizerStepArgs args;
     args.params = upload_bits(gpu(), {n}, DType::f32, param_bits);
     args.grads = upload_values(gpu(), {n}, DType::f32, random_values(rng, n, -4, 4));
     args.exp_avg = upload_bits(gpu(), {n}, DType::f32, m_bits);
@@ -1148,8 +1154,8 @@ TEST(CudaAdamStep, SkippedStepLeavesStateBitwiseUnchanged) {
     args.found_inf = scalar_f32(gpu(), 1.0f);
     args.inv_scale = scalar_f32(gpu(), 0x1p-8f);
     args.lowp_params = upload_bits(gpu(), {n}, lowp, lowp_bits);
-    args.hyper = {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false};
-    gpu().adam_step(args);
+    args.hyper = optim::AdamHyper{1e-3, 0.9, 0.999, 1e-8, 0.01, true, false};
+    gpu().optimizer_step(args);
     BitwiseCheck params(DType::f32), m(DType::f32), v(DType::f32), low(lowp);
     params.add_all(download_bits(gpu(), args.params), param_bits);
     m.add_all(download_bits(gpu(), args.exp_avg), m_bits);

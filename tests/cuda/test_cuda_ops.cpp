@@ -517,10 +517,11 @@ void add_sgd_cases(std::vector<OpCase>& cases) {
   constexpr int64_t n = 10007;
   constexpr int kSteps = 3;
   for (const Variant& v : variants) {
-    for (DType lowp : {DType::f32, DType::f16, DType::bf16}) {  // f32 stands for "no copy"
+    // i32 stands for "no copy"; an f32 copy is a plain copy in the same pass.
+    for (DType lowp : {DType::i32, DType::f32, DType::f16, DType::bf16}) {
       OpCase c;
       c.name = std::string("sgd_step_") + v.name +
-               (lowp == DType::f32 ? "" : std::string("_lowp_") + dtype_name(lowp));
+               (lowp == DType::i32 ? "" : std::string("_lowp_") + dtype_name(lowp));
       c.make_inputs = [v, lowp](std::mt19937_64& rng) {
         // The middle step is skipped when found_inf is used: momentum is initialised on the
         // first real step and the counter counts real steps only.
@@ -533,24 +534,24 @@ void add_sgd_cases(std::vector<OpCase>& cases) {
             from_i32({1}, {0}),
             from_values({kSteps}, DType::f32, found),
             scalar_input(0x1p-12f),
-            from_values({n}, lowp == DType::f32 ? DType::f16 : lowp, std::vector<float>(n, 0.0f)),
+            from_values({n}, lowp == DType::i32 ? DType::f16 : lowp, std::vector<float>(n, 0.0f)),
         };
       };
       c.run = [v, lowp](Backend& be, std::vector<Tensor>& in) {
         for (int s = 0; s < kSteps; ++s) {
-          SgdStepArgs args;
+          OptimizerStepArgs args;
           args.params = in[0];
           args.grads = in[1].view(static_cast<size_t>(s * n), {n});
           if (v.hyper.momentum != 0.0f) args.momentum_buf = in[2];
           args.step = in[3];
           if (v.use_found_inf) args.found_inf = in[4].view(static_cast<size_t>(s), {1});
           if (v.use_inv_scale) args.inv_scale = in[5];
-          if (lowp != DType::f32) args.lowp_params = in[6];
+          if (lowp != DType::i32) args.lowp_params = in[6];
           args.hyper = v.hyper;
-          be.sgd_step(args);
+          be.optimizer_step(args);
         }
         std::vector<Tensor> out = {in[0], in[2], in[3]};
-        if (lowp != DType::f32) out.push_back(in[6]);
+        if (lowp != DType::i32) out.push_back(in[6]);
         return out;
       };
       cases.push_back(c);
@@ -838,7 +839,7 @@ TEST(CudaSgdStep, SkippedStepLeavesStateBitwiseUnchanged) {
     for (auto& b : param_bits) b = static_cast<uint32_t>(rng());  // any bits, NaNs included
     for (auto& b : buf_bits) b = static_cast<uint32_t>(rng());
     for (auto& b : lowp_bits) b = static_cast<uint32_t>(rng()) & 0xffffu;
-    SgdStepArgs args;
+    OptimizerStepArgs args;
     args.params = upload_bits(gpu(), {n}, DType::f32, param_bits);
     args.grads = upload_values(gpu(), {n}, DType::f32, random_values(rng, n, -4, 4));
     args.momentum_buf = upload_bits(gpu(), {n}, DType::f32, buf_bits);
@@ -846,8 +847,8 @@ TEST(CudaSgdStep, SkippedStepLeavesStateBitwiseUnchanged) {
     args.found_inf = scalar_f32(gpu(), 1.0f);
     args.inv_scale = scalar_f32(gpu(), 0x1p-8f);
     args.lowp_params = upload_bits(gpu(), {n}, DType::f16, lowp_bits);
-    args.hyper = {0.1f, 0.9f, 0.0f, 0.01f, true, false};
-    gpu().sgd_step(args);
+    args.hyper = optim::SgdHyper{0.1f, 0.9f, 0.0f, 0.01f, true, false};
+    gpu().optimizer_step(args);
     BitwiseCheck params(DType::f32), buf(DType::f32), lowp(DType::f16);
     params.add_all(download_bits(gpu(), args.params), param_bits);
     buf.add_all(download_bits(gpu(), args.momentum_buf), buf_bits);

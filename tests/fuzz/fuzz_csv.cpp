@@ -15,17 +15,17 @@ using namespace ampctl;
 
 namespace {
 
-const config::LabelColumn kColumns[8] = {{"", 0},    {"", 1},      {"", -1}, {"", -3},
-                                         {"", 1000}, {"label", 0}, {"y", 0}, {"", INT64_MIN}};
+const data::LabelColumn kColumns[8] = {{"", 0},    {"", 1},      {"", -1}, {"", -3},
+                                       {"", 1000}, {"label", 0}, {"y", 0}, {"", INT64_MIN}};
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const uint8_t flags = data[0];
-  const auto task = flags & 1 ? config::Task::regression : config::Task::classification;
+  const auto task = flags & 1 ? data::Task::regression : data::Task::classification;
   const bool header = flags & 2;
-  const config::LabelColumn& column = kColumns[(flags >> 2) & 7];
+  const data::LabelColumn& column = kColumns[(flags >> 2) & 7];
   const std::string_view text = fuzz::as_text(data + 1, size - 1);
   const bool from_file = flags & 32;
   const fuzz::MemFile file(from_file ? text : std::string_view());

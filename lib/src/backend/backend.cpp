@@ -59,4 +59,87 @@ int64_t Backend::check_gather_rows(const Tensor& src, const Tensor& index, int64
   return n > 0 ? static_cast<int64_t>(src.numel()) / n : 0;
 }
 
+namespace {
+
+[[noreturn]] void invalid_step(const char* op, const char* name, const std::string& what) {
+  throw Error{ErrorKind::invalid_argument, std::string(op) + ": " + name + " " + what};
+}
+
+// Defined and on `device` (any CPU tensor is on the CPU backend's device).
+void check_on(const Tensor& t, const Device& device, const char* op, const char* name) {
+  if (!t.defined()) invalid_step(op, name, "is undefined");
+  const Device d = t.device();
+  if (d.type != device.type || (d.type == DeviceType::cuda && d.index != device.index)) {
+    invalid_step(op, name,
+                 "is " + t.describe() + ", expected a tensor on " + device.str() +
+                     " (move data with upload/download)");
+  }
+}
+
+void check_buffer(const Tensor& t, const Tensor& params, const Device& device, const char* op,
+                  const char* name) {
+  check_on(t, device, op, name);
+  if (t.dtype() != DType::f32) invalid_step(op, name, "must be f32, got " + t.describe());
+  if (t.numel() != params.numel()) {
+    invalid_step(op, name,
+                 t.describe() + " and params " + params.describe() + " differ in element count");
+  }
+}
+
+void check_scalar_operand(const Tensor& t, DType dtype, const Device& device, const char* op,
+                          const char* name) {
+  check_on(t, device, op, name);
+  if (t.dtype() != dtype || t.numel() != 1) {
+    invalid_step(
+        op, name,
+        std::string("must be a one-element ") + dtype_name(dtype) + " tensor, got " + t.describe());
+  }
+}
+
+void check_absent(const Tensor& t, const char* op, const char* name) {
+  if (t.defined()) invalid_step(op, name, "belongs to another kind of update: leave it undefined");
+}
+
+}  // namespace
+
+const char* update_name(const OptimizerStepArgs& args) {
+  return std::holds_alternative<optim::SgdHyper>(args.hyper) ? "sgd_step" : "adam_step";
+}
+
+void Backend::check_optimizer_step(const OptimizerStepArgs& args, const Device& device) {
+  const char* op = update_name(args);
+  check_buffer(args.params, args.params, device, op, "params");
+  check_buffer(args.grads, args.params, device, op, "grads");
+  check_scalar_operand(args.step, DType::i32, device, op, "step");
+  if (const auto* sgd = std::get_if<optim::SgdHyper>(&args.hyper)) {
+    // Without momentum the buffer is neither read nor written, even when one is passed.
+    if (sgd->momentum != 0.0f)
+      check_buffer(args.momentum_buf, args.params, device, op, "momentum_buf");
+    check_absent(args.exp_avg, op, "exp_avg");
+    check_absent(args.exp_avg_sq, op, "exp_avg_sq");
+  } else {
+    check_buffer(args.exp_avg, args.params, device, op, "exp_avg");
+    check_buffer(args.exp_avg_sq, args.params, device, op, "exp_avg_sq");
+    check_absent(args.momentum_buf, op, "momentum_buf");
+  }
+  if (args.found_inf.defined()) {
+    check_scalar_operand(args.found_inf, DType::f32, device, op, "found_inf");
+  }
+  if (args.inv_scale.defined()) {
+    check_scalar_operand(args.inv_scale, DType::f32, device, op, "inv_scale");
+  }
+  if (args.lowp_params.defined()) {
+    check_on(args.lowp_params, device, op, "lowp_params");
+    if (!is_floating(args.lowp_params.dtype())) {
+      invalid_step(op, "lowp_params",
+                   "must be f32, f16 or bf16, got " + args.lowp_params.describe());
+    }
+    if (args.lowp_params.numel() != args.params.numel()) {
+      invalid_step(op, "lowp_params",
+                   args.lowp_params.describe() + " and params " + args.params.describe() +
+                       " differ in element count");
+    }
+  }
+}
+
 }  // namespace ampctl

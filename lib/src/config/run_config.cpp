@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "ampctl/config/document.h"
+#include "ampctl/config/reference.h"
 #include "ampctl/config/schema.h"
 
 namespace ampctl::config {
@@ -176,6 +177,8 @@ Field<T> toggle_field(std::string path, Get get, Toggle def, std::string help) {
                    help});
   };
   f.text = [get](const T& c) -> std::string { return to_string(get(c)); };
+  f.type = "auto or bool";
+  f.range = "auto, true, false";
   return f;
 }
 
@@ -204,6 +207,8 @@ Field<DataSource> label_column_field(std::string help) {
         {full, l.name.empty() ? nlohmann::ordered_json(l.index) : nlohmann::ordered_json(l.name),
          help});
   };
+  f.type = "string or int";
+  f.range = "a header name, or a column index";
   return f;
 }
 
@@ -317,6 +322,10 @@ Field<RunConfig> train_source_field(std::string help) {
   f.emit = [](const RunConfig& c, const std::string& full, std::vector<Leaf>& out) {
     train_schema().emit(c.data.train, full + ".", out);
   };
+  f.document = [help = f.help](const std::string& full, std::vector<KeyDoc>& out) {
+    out.push_back({full, "source", "{source: synthetic}", "a mapping: the keys below", "", help});
+    train_schema().document(full + ".", out);
+  };
   return f;
 }
 
@@ -341,6 +350,15 @@ Field<RunConfig> eval_source_field(std::string help) {
       split_schema().emit(*c.data.eval, full + ".", out);
     } else {
       eval_schema().emit(*c.data.eval, full + ".", out);
+    }
+  };
+  f.document = [help = f.help](const std::string& full, std::vector<KeyDoc>& out) {
+    out.push_back({full, "source or null", "null", "null, a mapping: the keys below", "", help});
+    eval_schema().document(full + ".", out);
+    const size_t split_rows = out.size();
+    split_schema().document(full + ".", out);
+    for (size_t i = split_rows; i < out.size(); ++i) {
+      out[i].applies = full + " is {split_fraction: F} (no other key)";
     }
   };
   return f;
@@ -437,6 +455,15 @@ Schema<RunConfig> make_run_schema() {
           .when("scheduler.type", kOneCycle),
       bool_field<C>(AMPCTL_KEY(scheduler.three_phase), false,
                     "OneCycleLR: a third phase down to the final lr")
+          .when("scheduler.type", kOneCycle),
+      bool_field<C>(AMPCTL_KEY(scheduler.cycle_momentum), true,
+                    "OneCycleLR: cycle SGD's momentum or Adam's beta1 inversely to the lr")
+          .when("scheduler.type", kOneCycle),
+      float_field<C>(AMPCTL_KEY(scheduler.base_momentum), 0.85, FloatRange::closed_open(0.0, 1.0),
+                     "OneCycleLR: the momentum (beta1) at max_lr, in [0, 1)")
+          .when("scheduler.type", kOneCycle),
+      float_field<C>(AMPCTL_KEY(scheduler.max_momentum), 0.95, FloatRange::closed_open(0.0, 1.0),
+                     "OneCycleLR: the momentum (beta1) at the lowest lr, in [0, 1)")
           .when("scheduler.type", kOneCycle),
 
       toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
@@ -656,6 +683,12 @@ RunConfig load_config(const std::filesystem::path& file,
   if (in.gcount() > kMaxBytes) fail("larger than 16 MiB");
   text.resize(static_cast<size_t>(in.gcount()));
   return parse_config(text, origin, overrides);
+}
+
+std::vector<KeyDoc> key_docs() {
+  std::vector<KeyDoc> docs;
+  run_schema().document("", docs);
+  return docs;
 }
 
 std::string to_yaml(const RunConfig& config, YamlStyle style) {

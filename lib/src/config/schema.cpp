@@ -32,17 +32,16 @@ bool ParseState::failed_near(const std::string& path) const {
   return false;
 }
 
+std::string IntRange::describe() const {
+  if (min == INT64_MIN && max == INT64_MAX) return "any";
+  if (max == INT64_MAX) return ">= " + std::to_string(min);
+  if (min == INT64_MIN) return "<= " + std::to_string(max);
+  return "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+}
+
 std::string IntRange::check(int64_t x) const {
   if (x >= min && x <= max) return {};
-  std::string rule;
-  if (max == INT64_MAX) {
-    rule = ">= " + std::to_string(min);
-  } else if (min == INT64_MIN) {
-    rule = "<= " + std::to_string(max);
-  } else {
-    rule = "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  }
-  return "must be " + rule + ", got " + std::to_string(x);
+  return "must be " + describe() + ", got " + std::to_string(x);
 }
 
 std::string FloatRange::check(double x) const {
@@ -57,16 +56,23 @@ std::string FloatRange::check(double x) const {
   const bool below = min && (x < *min || (min_open && x == *min));
   const bool above = max && (x > *max || (max_open && x == *max));
   if (!below && !above) return {};
-  std::string rule;
+  return "must be " + bounds() + got;
+}
+
+std::string FloatRange::bounds() const {
   if (min && max) {
-    rule = std::string("in ") + (min_open ? "(" : "[") + format_float(*min) + ", " +
+    return std::string("in ") + (min_open ? "(" : "[") + format_float(*min) + ", " +
            format_float(*max) + (max_open ? ")" : "]");
-  } else if (min) {
-    rule = std::string(min_open ? "> " : ">= ") + format_float(*min);
-  } else {
-    rule = std::string(max_open ? "< " : "<= ") + format_float(*max);
   }
-  return "must be " + rule + got;
+  if (min) return std::string(min_open ? "> " : ">= ") + format_float(*min);
+  if (max) return std::string(max_open ? "< " : "<= ") + format_float(*max);
+  return "any number";
+}
+
+// Finiteness is said only where it is not the rule (the reference states the rule once).
+std::string FloatRange::describe() const {
+  if (allow_inf) return bounds() + " or .inf";
+  return bounds() + (f32 ? ", finite in float32" : "");
 }
 
 namespace detail {

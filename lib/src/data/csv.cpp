@@ -128,7 +128,7 @@ std::string join(const std::vector<std::string>& names) {
 }
 
 // The label column's 0-based index among `ncols` columns.
-size_t resolve_label_column(const config::LabelColumn& label, const std::vector<std::string>& names,
+size_t resolve_label_column(const LabelColumn& label, const std::vector<std::string>& names,
                             size_t ncols, const std::string& origin) {
   if (!label.name.empty()) {
     if (names.empty()) {
@@ -165,13 +165,13 @@ size_t resolve_label_column(const config::LabelColumn& label, const std::vector<
 
 }  // namespace
 
-Dataset parse_csv(std::string_view text, const std::string& origin, config::Task task,
-                  const config::LabelColumn& label_column, bool header) {
+Dataset parse_csv(std::string_view text, const std::string& origin, Task task,
+                  const LabelColumn& label_column, bool header) {
   if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
   Dataset out;
   out.task = task;
   out.origin = origin;
-  const bool classification = task == config::Task::classification;
+  const bool classification = task == Task::classification;
 
   LineSplitter splitter(origin);
   std::vector<std::string> names;
@@ -272,8 +272,8 @@ Dataset parse_csv(std::string_view text, const std::string& origin, config::Task
   return out;
 }
 
-Dataset load_csv(const std::filesystem::path& file, config::Task task,
-                 const config::LabelColumn& label_column, bool header) {
+Dataset load_csv(const std::filesystem::path& file, Task task, const LabelColumn& label_column,
+                 bool header) {
   const std::string text = read_text_file(file);
   return parse_csv(text, file.string(), task, label_column, header);
 }

@@ -15,6 +15,10 @@
 
 namespace ampctl::data {
 
+const char* to_string(Task task) {
+  return task == Task::classification ? "classification" : "regression";
+}
+
 namespace {
 
 std::string fmt(double v) {
@@ -45,9 +49,9 @@ Dataset subset(const Dataset& all, const std::vector<int64_t>& rows, std::string
 void check_compatible(const Dataset& train, Dataset& eval) {
   const std::string names = " (data.eval: " + eval.origin + ", data.train: " + train.origin + ")";
   if (eval.task != train.task) {
-    throw Error{ErrorKind::config, std::string("data.eval is a ") + config::to_string(eval.task) +
-                                       " set and data.train a " + config::to_string(train.task) +
-                                       " set" + names};
+    throw Error{ErrorKind::config, std::string("data.eval is a ") + to_string(eval.task) +
+                                       " set and data.train a " + to_string(train.task) + " set" +
+                                       names};
   }
   if (eval.features != train.features) {
     throw Error{ErrorKind::input, "data.eval has " + std::to_string(eval.features) +
@@ -76,22 +80,22 @@ void check_compatible(const Dataset& train, Dataset& eval) {
 
 }  // namespace
 
-Dataset load_source(const config::DataSource& source, uint64_t seed, Role role) {
+Dataset load_source(const SourceOptions& source, uint64_t seed, Role role) {
   Dataset out;
   switch (source.source) {
-    case config::SourceKind::synthetic:
+    case SourceKind::synthetic:
       out = make_synthetic(source, seed, role);
       break;
-    case config::SourceKind::idx:
+    case SourceKind::idx:
       out = load_idx(source.images, source.labels);
       break;
-    case config::SourceKind::fashion_mnist:
+    case SourceKind::fashion_mnist:
       out = load_fashion_mnist(source.dir, source.split);
       break;
-    case config::SourceKind::csv:
+    case SourceKind::csv:
       out = load_csv(source.path, source.task, source.label_column, source.header);
       break;
-    case config::SourceKind::split:
+    case SourceKind::split:
       throw Error{ErrorKind::invalid_argument,
                   "load_source: {split_fraction} is not a source (load_data applies it)"};
   }
@@ -99,21 +103,21 @@ Dataset load_source(const config::DataSource& source, uint64_t seed, Role role) 
   return out;
 }
 
-DataSplit load_data(const config::DataConfig& config, uint64_t seed) {
+DataSplit load_data(const DataOptions& options, uint64_t seed) {
   DataSplit out;
-  out.train = load_source(config.train, seed, Role::train);
+  out.train = load_source(options.train, seed, Role::train);
   if (out.train.task == Task::classification && out.train.classes < 2) {
     throw Error{ErrorKind::input, out.train.origin + ": every label is " +
                                       std::to_string(out.train.classes - 1) +
                                       "; classification needs at least 2 classes"};
   }
-  if (config.eval && config.eval->source == config::SourceKind::split) {
-    out = split_off(out.train, config.eval->split_fraction, seed);
-  } else if (config.eval) {
-    out.eval = load_source(*config.eval, seed, Role::eval);
+  if (options.eval && options.eval->source == SourceKind::split) {
+    out = split_off(out.train, options.eval->split_fraction, seed);
+  } else if (options.eval) {
+    out.eval = load_source(*options.eval, seed, Role::eval);
     check_compatible(out.train, *out.eval);
   }
-  if (config.normalize) {
+  if (options.normalize) {
     out.normalization = compute_normalization(out.train);
     apply_normalization(*out.normalization, out.train);
     if (out.eval) apply_normalization(*out.normalization, *out.eval);

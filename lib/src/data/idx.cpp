@@ -152,14 +152,14 @@ Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem
   return out;
 }
 
-Dataset load_fashion_mnist(const std::filesystem::path& dir, config::DatasetSplit split) {
+Dataset load_fashion_mnist(const std::filesystem::path& dir, DatasetSplit split) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     throw Error{ErrorKind::input, "fashion_mnist: no such folder: " + dir.string(),
                 "install the Debian package dataset-fashion-mnist, or point dir: at a folder "
                 "with the four Fashion-MNIST idx files"};
   }
-  const std::string prefix = split == config::DatasetSplit::train ? "train" : "t10k";
+  const std::string prefix = split == DatasetSplit::train ? "train" : "t10k";
   const auto find = [&](const std::string& stem) {
     const std::filesystem::path gz = dir / (stem + ".gz"), plain = dir / stem;
     if (std::filesystem::exists(gz, ec)) return gz;

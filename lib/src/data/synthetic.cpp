@@ -89,8 +89,8 @@ void make_regression(Dataset& out, int64_t n, uint64_t seed, DataStream samples)
 
 }  // namespace
 
-Dataset make_synthetic(const config::DataSource& source, uint64_t seed, Role role) {
-  if (source.source != config::SourceKind::synthetic) {
+Dataset make_synthetic(const SourceOptions& source, uint64_t seed, Role role) {
+  if (source.source != SourceKind::synthetic) {
     throw Error{ErrorKind::invalid_argument, "make_synthetic: not a synthetic source"};
   }
   const int64_t n = source.samples, f = source.features;

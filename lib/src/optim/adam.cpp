@@ -48,7 +48,7 @@ Adam::Adam(Backend& backend, std::vector<ParamGroup> groups, AdamOptions options
 void Adam::run(const Tensor& found_inf, const Tensor& inv_scale) {
   auto& groups = param_groups();
   for (size_t i = 0; i < groups.size(); ++i) {
-    AdamStepArgs a;
+    OptimizerStepArgs a;
     a.params = groups[i].params;
     a.grads = groups[i].grads;
     a.exp_avg = m_exp_avg[i];
@@ -57,10 +57,13 @@ void Adam::run(const Tensor& found_inf, const Tensor& inv_scale) {
     a.found_inf = found_inf;
     a.inv_scale = inv_scale;
     a.lowp_params = groups[i].lowp_params;
-    a.hyper =
-        AdamHyper{groups[i].lr,           m_options.beta1,     m_options.beta2,   m_options.eps,
-                  m_options.weight_decay, m_options.decoupled, m_options.maximize};
-    backend().adam_step(a);
+    // A scheduler's per-step beta1 (OneCycleLR's cycle_momentum) replaces the option.
+    const double beta1 = groups[i].momentum ? *groups[i].momentum : m_options.beta1;
+    a.hyper = AdamHyper{groups[i].lr,           beta1,
+                        m_options.beta2,        m_options.eps,
+                        m_options.weight_decay, m_options.decoupled,
+                        m_options.maximize};
+    backend().optimizer_step(a);
   }
 }
 

@@ -33,8 +33,10 @@ Sgd::Sgd(Backend& backend, std::vector<ParamGroup> groups, SgdOptions options)
                 "Nesterov momentum requires a momentum and zero dampening"};
   }
   for (const ParamGroup& g : param_groups()) {
-    m_momentum.push_back(options.momentum != 0.0f ? backend.zeros(g.params.shape(), DType::f32)
-                                                  : Tensor{});
+    // A group whose momentum a scheduler sets (g.momentum given) keeps a buffer even when the
+    // option is 0, as PyTorch's SGD does once OneCycleLR has written group['momentum'].
+    const bool momentum = options.momentum != 0.0f || g.momentum.has_value();
+    m_momentum.push_back(momentum ? backend.zeros(g.params.shape(), DType::f32) : Tensor{});
     m_steps.push_back(backend.zeros({1}, DType::i32));
   }
 }
@@ -42,7 +44,7 @@ Sgd::Sgd(Backend& backend, std::vector<ParamGroup> groups, SgdOptions options)
 void Sgd::run(const Tensor& found_inf, const Tensor& inv_scale) {
   auto& groups = param_groups();
   for (size_t i = 0; i < groups.size(); ++i) {
-    SgdStepArgs a;
+    OptimizerStepArgs a;
     a.params = groups[i].params;
     a.grads = groups[i].grads;
     a.momentum_buf = m_momentum[i];
@@ -50,10 +52,13 @@ void Sgd::run(const Tensor& found_inf, const Tensor& inv_scale) {
     a.found_inf = found_inf;
     a.inv_scale = inv_scale;
     a.lowp_params = groups[i].lowp_params;
-    a.hyper =
-        optim::SgdHyper{static_cast<float>(groups[i].lr), m_options.momentum, m_options.dampening,
-                        m_options.weight_decay,           m_options.nesterov, m_options.maximize};
-    backend().sgd_step(a);
+    // A scheduler's per-step momentum (OneCycleLR's cycle_momentum) replaces the option, rounded
+    // to float as PyTorch's buf.mul_(momentum) rounds its Python float.
+    const float momentum =
+        groups[i].momentum ? static_cast<float>(*groups[i].momentum) : m_options.momentum;
+    a.hyper = SgdHyper{static_cast<float>(groups[i].lr), momentum,           m_options.dampening,
+                       m_options.weight_decay,           m_options.nesterov, m_options.maximize};
+    backend().optimizer_step(a);
   }
 }
 

@@ -1,9 +1,8 @@
 #include "ampctl/run/numbers.h"
 
 #include <cmath>
-
-#include "ampctl/config/document.h"
-#include "ampctl/config/scalars.h"
+#include <limits>
+#include <string>
 
 namespace ampctl::run {
 
@@ -20,23 +19,19 @@ std::optional<double> finite_number(const nlohmann::json& j) {
 }
 
 nlohmann::json encode_double(double v) {
-  if (!std::isfinite(v)) return config::format_float(v);
+  if (std::isnan(v)) return ".nan";
+  if (std::isinf(v)) return v > 0 ? ".inf" : "-.inf";
   return v;
 }
 
 std::optional<double> decode_double(const nlohmann::json& j) {
   if (j.is_number()) return j.get<double>();
   if (!j.is_string()) return std::nullopt;
-  // The config's reader of a quoted scalar: it takes exactly the non-finite spellings.
-  config::Value v;
-  v.kind = config::Value::Kind::scalar;
-  v.text = j.get<std::string>();
-  v.plain = false;
-  double out = 0;
-  if (config::read_float(v, out) != config::ReadStatus::ok || std::isfinite(out)) {
-    return std::nullopt;
-  }
-  return out;
+  const std::string s = j.get<std::string>();
+  if (s == ".nan") return std::numeric_limits<double>::quiet_NaN();
+  if (s == ".inf") return std::numeric_limits<double>::infinity();
+  if (s == "-.inf") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
 }
 
 }  // namespace ampctl::run

@@ -22,7 +22,7 @@ DeviceBatcher::Resident DeviceBatcher::resident(Backend& b, const data::Dataset&
   Resident r;
   const int64_t n = d.size();
   r.x = wrap(d.x.data(), {n, d.features}, DType::f32);
-  if (d.task == config::Task::classification) {
+  if (d.task == data::Task::classification) {
     r.labels = wrap(d.labels.data(), {n}, DType::i32);
   } else {
     r.y = wrap(d.y.data(), {n, d.targets}, DType::f32);
@@ -35,7 +35,7 @@ DeviceBatcher::DeviceBatcher(Backend& backend, const data::DataSplit& data,
     : m_backend(&backend), m_loader(&loader), m_batch(batch_size) {
   Backend& b = backend;
   const data::Dataset& train = data.train;
-  m_classification = train.task == config::Task::classification;
+  m_classification = train.task == data::Task::classification;
   m_features = train.features;
   m_outputs = m_classification ? train.classes : train.targets;
   m_train = resident(b, train);

@@ -66,6 +66,86 @@ nn::ActivationKind activation_kind(config::Activation activation) {
   throw Error{ErrorKind::invalid_argument, "unknown activation"};
 }
 
+data::SourceOptions source_options(const config::DataSource& c) {
+  data::SourceOptions o;
+  switch (c.source) {
+    case config::SourceKind::synthetic:
+      o.source = data::SourceKind::synthetic;
+      break;
+    case config::SourceKind::idx:
+      o.source = data::SourceKind::idx;
+      break;
+    case config::SourceKind::fashion_mnist:
+      o.source = data::SourceKind::fashion_mnist;
+      break;
+    case config::SourceKind::csv:
+      o.source = data::SourceKind::csv;
+      break;
+    case config::SourceKind::split:
+      o.source = data::SourceKind::split;
+      break;
+  }
+  o.task =
+      c.task == config::Task::classification ? data::Task::classification : data::Task::regression;
+  o.samples = c.samples;
+  o.features = c.features;
+  o.classes = c.classes;
+  o.images = c.images;
+  o.labels = c.labels;
+  o.split =
+      c.split == config::DatasetSplit::train ? data::DatasetSplit::train : data::DatasetSplit::test;
+  o.dir = c.dir;
+  o.path = c.path;
+  o.label_column = {c.label_column.name, c.label_column.index};
+  o.header = c.header;
+  o.split_fraction = c.split_fraction;
+  return o;
+}
+
+data::DataOptions data_options(const config::DataConfig& c) {
+  data::DataOptions o;
+  o.train = source_options(c.train);
+  if (c.eval) o.eval = source_options(*c.eval);
+  o.normalize = c.normalize;
+  return o;
+}
+
+optim::ScheduleType schedule_type(config::SchedulerType t) {
+  switch (t) {
+    case config::SchedulerType::constant:
+      return optim::ScheduleType::constant;
+    case config::SchedulerType::linear:
+      return optim::ScheduleType::linear;
+    case config::SchedulerType::cosine:
+      return optim::ScheduleType::cosine;
+    case config::SchedulerType::step:
+      return optim::ScheduleType::step;
+    case config::SchedulerType::onecycle:
+      return optim::ScheduleType::onecycle;
+  }
+  return optim::ScheduleType::constant;
+}
+
+optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
+  optim::ScheduleOptions o;
+  o.type = schedule_type(c.type);
+  o.warmup_steps = c.warmup_steps;
+  o.min_lr = c.min_lr;
+  o.step_size = c.step_size;
+  o.gamma = c.gamma;
+  o.max_lr = c.max_lr;
+  o.pct_start = c.pct_start;
+  o.div_factor = c.div_factor;
+  o.final_div_factor = c.final_div_factor;
+  o.anneal =
+      c.anneal_strategy == config::AnnealStrategy::cos ? optim::Anneal::cos : optim::Anneal::linear;
+  o.three_phase = c.three_phase;
+  o.cycle_momentum = c.cycle_momentum;
+  o.base_momentum = c.base_momentum;
+  o.max_momentum = c.max_momentum;
+  return o;
+}
+
 amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   amp::GradScalerOptions o;
   o.enabled = config::scaler_enabled(c);
@@ -145,7 +225,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   Backend& b = *r.backend;
   r.comm = comm ? comm(b) : std::make_unique<dist::SingleProcess>(b);
 
-  r.data = data::load_data(cfg.data, seed);
+  r.data = data::load_data(data_options(cfg.data), seed);
   const int64_t batch = cfg.data.batch_size;
   r.loader = std::make_unique<data::DataLoader>(r.data.train, batch, cfg.data.shuffle,
                                                 cfg.data.drop_last, seed);
@@ -154,12 +234,15 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   const data::Dataset& train = r.data.train;
   r.model = nn::build_model(
       b, model_options(cfg.model, cfg.precision, cfg.loss, train.features,
-                       train.task == config::Task::classification ? train.classes : train.targets,
+                       train.task == data::Task::classification ? train.classes : train.targets,
                        batch, seed));
-  r.optimizer = make_optimizer(b, cfg.optimizer, param_groups(*r.model, cfg.optimizer.lr));
+  r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
+                                                   cfg.optimizer.lr, cfg.training.max_steps);
+  // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
+  std::vector<optim::ParamGroup> groups = param_groups(*r.model, cfg.optimizer.lr);
+  r.schedule->apply(0, groups);
+  r.optimizer = make_optimizer(b, cfg.optimizer, std::move(groups));
   r.scaler = std::make_unique<amp::GradScaler>(b, scaler_options(cfg));
-  r.schedule =
-      std::make_unique<optim::LrSchedule>(cfg.scheduler, cfg.optimizer.lr, cfg.training.max_steps);
   // The data sets go to the backend once, for the whole run.
   r.batcher = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
   return run;

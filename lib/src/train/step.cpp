@@ -34,7 +34,7 @@ void TrainStep::run(int64_t step) {
   amp::GradScaler& scaler = m_p.scaler;
   Monitor& mon = m_p.monitor;
   const double lr = m_p.schedule.lr_at(step - 1);
-  for (auto& g : m_p.optimizer.param_groups()) g.lr = lr;
+  m_p.schedule.apply(step - 1, m_p.optimizer.param_groups());
 
   // The backward seed: the loss scale (the scaled loss's gradient), divided by the number of
   // micro-batches as PyTorch's recipe divides the loss.

@@ -34,12 +34,14 @@ class UnfusedSgd final : public optim::Optimizer {
   void step() override {
     ++calls;
     for (auto& g : param_groups()) {
-      SgdStepArgs a;
+      OptimizerStepArgs a;
       a.params = g.params;
       a.grads = g.grads;
       a.step = m_step;
-      a.hyper.lr = g.lr;
-      backend().sgd_step(a);
+      optim::SgdHyper h;
+      h.lr = static_cast<float>(g.lr);
+      a.hyper = h;
+      backend().optimizer_step(a);
     }
   }
   nlohmann::json state_dict() const override { return {}; }

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "ampctl/amp/amp_math.h"
 #include "ampctl/backend/backend.h"
+#include "ampctl/math/amp_math.h"
 
 namespace ampctl::amp {
 namespace {

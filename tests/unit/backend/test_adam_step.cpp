@@ -153,7 +153,7 @@ TEST(AdamStep, MatchesPyTorchFormulaBitwise) {
             for (float& x : g) x = x / var.inv_scale;
           }
           const bool skip = var.fused && s == kSkipped;
-          AdamStepArgs args;
+          OptimizerStepArgs args;
           args.params = params;
           args.grads = upload_values(*be, {len}, DType::f32, g);
           args.exp_avg = exp_avg;
@@ -166,7 +166,7 @@ TEST(AdamStep, MatchesPyTorchFormulaBitwise) {
           }
           args.hyper = h;
           const auto lowp_before = var.fused ? download_bits(*be, lowp) : std::vector<uint32_t>{};
-          be->adam_step(args);
+          be->optimizer_step(args);
           if (!skip) {
             ++real_steps;
             reference_adam(p, g, m, v,
@@ -202,7 +202,7 @@ TEST(AdamStep, SkippedStepLeavesEverythingBitwiseUnchanged) {
   const int64_t len = static_cast<int64_t>(n);
   for (DType lowp_dtype : {DType::f16, DType::bf16}) {
     SCOPED_TRACE(dtype_name(lowp_dtype));
-    AdamStepArgs args;
+    OptimizerStepArgs args;
     args.params = upload_values(*be, {len}, DType::f32, random_values(rng, n, -4, 1));
     args.exp_avg = be->zeros({len}, DType::f32);
     args.exp_avg_sq = be->zeros({len}, DType::f32);
@@ -213,7 +213,7 @@ TEST(AdamStep, SkippedStepLeavesEverythingBitwiseUnchanged) {
     args.hyper = hyper(1e-2, 0.9, 0.999, 1e-8, 0.01, true, false);
     for (int s = 0; s < 2; ++s) {
       args.grads = upload_values(*be, {len}, DType::f32, random_values(rng, n, -4, 8));
-      be->adam_step(args);
+      be->optimizer_step(args);
     }
     const auto p0 = download_bits(*be, args.params);
     const auto m0 = download_bits(*be, args.exp_avg);
@@ -223,7 +223,7 @@ TEST(AdamStep, SkippedStepLeavesEverythingBitwiseUnchanged) {
     g[n / 2] = std::numeric_limits<float>::infinity();  // the overflow that set found_inf
     args.grads = upload_values(*be, {len}, DType::f32, g);
     args.found_inf = scalar_f32(*be, 1.0f);
-    be->adam_step(args);
+    be->optimizer_step(args);
     BitwiseCheck cp(DType::f32), cm(DType::f32), cv(DType::f32), cl(lowp_dtype);
     cp.add_all(download_bits(*be, args.params), p0);
     cm.add_all(download_bits(*be, args.exp_avg), m0);
@@ -255,14 +255,14 @@ TEST(AdamStep, FirstStepMovesEachParameterByLr) {
     p[i] = unit(rng);
     g[i] = std::pow(10.0f, log_mag(rng)) * (unit(rng) < 0 ? -1.0f : 1.0f);
   }
-  AdamStepArgs args;
+  OptimizerStepArgs args;
   args.params = upload_values(*be, {len}, DType::f32, p);
   args.grads = upload_values(*be, {len}, DType::f32, g);
   args.exp_avg = be->zeros({len}, DType::f32);
   args.exp_avg_sq = be->zeros({len}, DType::f32);
   args.step = scalar_i32(*be, 0);
   args.hyper = optim::AdamHyper{};  // lr 1e-3, betas (0.9, 0.999), eps 1e-8
-  be->adam_step(args);
+  be->optimizer_step(args);
   const auto after = download_values(*be, args.params);
   const auto m = download_values(*be, args.exp_avg);
   const auto v = download_values(*be, args.exp_avg_sq);
@@ -287,26 +287,31 @@ TEST(AdamStep, FirstStepMovesEachParameterByLr) {
 TEST(AdamStep, RejectsMismatchedOperands) {
   auto be = cpu_backend();
   auto args_of = [&](const Tensor& params, const Tensor& grads, const Tensor& m) {
-    AdamStepArgs a;
+    OptimizerStepArgs a;
     a.params = params;
     a.grads = grads;
     a.exp_avg = m;
     a.exp_avg_sq = be->zeros({8}, DType::f32);
     a.step = scalar_i32(*be, 0);
+    a.hyper = optim::AdamHyper{};
     return a;
   };
   Tensor f8 = be->zeros({8}, DType::f32);
   expect_invalid_argument(
-      [&] { be->adam_step(args_of(f8, be->zeros({7}, DType::f32), be->zeros({8}, DType::f32))); },
+      [&] {
+        be->optimizer_step(args_of(f8, be->zeros({7}, DType::f32), be->zeros({8}, DType::f32)));
+      },
       "grads of another length");
   expect_invalid_argument(
-      [&] { be->adam_step(args_of(be->zeros({8}, DType::f16), f8, be->zeros({8}, DType::f32))); },
+      [&] {
+        be->optimizer_step(args_of(be->zeros({8}, DType::f16), f8, be->zeros({8}, DType::f32)));
+      },
       "f16 params");
-  expect_invalid_argument([&] { be->adam_step(args_of(f8, f8, be->zeros({9}, DType::f32))); },
+  expect_invalid_argument([&] { be->optimizer_step(args_of(f8, f8, be->zeros({9}, DType::f32))); },
                           "exp_avg too long");
-  AdamStepArgs a = args_of(f8, f8, be->zeros({8}, DType::f32));
+  OptimizerStepArgs a = args_of(f8, f8, be->zeros({8}, DType::f32));
   a.step = scalar_f32(*be, 0.0f);
-  expect_invalid_argument([&] { be->adam_step(a); }, "f32 step counter");
+  expect_invalid_argument([&] { be->optimizer_step(a); }, "f32 step counter");
 }
 
 }  // namespace

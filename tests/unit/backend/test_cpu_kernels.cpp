@@ -167,7 +167,8 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
         // Adam: 0 plain, 1 AdamW + maximize, 2 Adam + weight decay, 3 beta1 = 0.2 (lerp's other
         // branch) with an unscale.
         auto adam = [&](Backend& be) {
-          AdamStepArgs a;
+          OptimizerStepArgs a;
+          optim::AdamHyper h;
           a.params = upload_values(be, shape, DType::f32, p0);
           a.grads = upload_values(be, shape, DType::f32, g0);
           a.exp_avg = upload_values(be, shape, DType::f32, m0);
@@ -176,15 +177,16 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
           a.found_inf = scalar_f32(be, 0.0f);
           a.inv_scale = scalar_f32(be, variant == 3 ? 1.0f / 1024 : 1.0f);
           if (with_lowp) a.lowp_params = be.empty(shape, lowp);
-          a.hyper.decoupled = variant == 1;
-          a.hyper.maximize = variant == 1;
-          a.hyper.weight_decay = variant == 1 || variant == 2 ? 0.01 : 0.0;
-          if (variant == 3) a.hyper.beta1 = 0.2;
-          be.adam_step(a);
+          h.decoupled = variant == 1;
+          h.maximize = variant == 1;
+          h.weight_decay = variant == 1 || variant == 2 ? 0.01 : 0.0;
+          if (variant == 3) h.beta1 = 0.2;
+          a.hyper = h;
+          be.optimizer_step(a);
           return a;
         };
         auto fast = level(cpu::CpuKernels::best), ref = level(cpu::CpuKernels::portable);
-        const AdamStepArgs af = adam(*fast), ar = adam(*ref);
+        const OptimizerStepArgs af = adam(*fast), ar = adam(*ref);
         expect_same_bits(*fast, *ref, af.params, ar.params, "adam params, " + ctx);
         expect_same_bits(*fast, *ref, af.exp_avg, ar.exp_avg, "adam exp_avg, " + ctx);
         expect_same_bits(*fast, *ref, af.exp_avg_sq, ar.exp_avg_sq, "adam exp_avg_sq, " + ctx);
@@ -194,25 +196,27 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
         // SGD: 0 plain, 1 momentum (first step), 2 momentum + nesterov + decay + dampening,
         // 3 momentum, maximize, unscale.
         auto sgd = [&](Backend& be) {
-          SgdStepArgs a;
+          OptimizerStepArgs a;
+          optim::SgdHyper h;
           a.params = upload_values(be, shape, DType::f32, p0);
           a.grads = upload_values(be, shape, DType::f32, g0);
           a.step = scalar_i32(be, variant == 1 ? 0 : 5);
           a.inv_scale = scalar_f32(be, variant == 3 ? 0.125f : 1.0f);
           if (variant > 0) {
             a.momentum_buf = upload_values(be, shape, DType::f32, m0);
-            a.hyper.momentum = 0.9f;
+            h.momentum = 0.9f;
           }
-          a.hyper.nesterov = variant == 2;
-          a.hyper.weight_decay = variant == 2 ? 1e-3f : 0.0f;
-          a.hyper.dampening = variant == 2 ? 0.1f : 0.0f;
-          a.hyper.maximize = variant == 3;
-          a.hyper.lr = 0.05f;
+          h.nesterov = variant == 2;
+          h.weight_decay = variant == 2 ? 1e-3f : 0.0f;
+          h.dampening = variant == 2 ? 0.1f : 0.0f;
+          h.maximize = variant == 3;
+          h.lr = 0.05f;
+          a.hyper = h;
           if (with_lowp) a.lowp_params = be.empty(shape, lowp);
-          be.sgd_step(a);
+          be.optimizer_step(a);
           return a;
         };
-        const SgdStepArgs sf = sgd(*fast), sr = sgd(*ref);
+        const OptimizerStepArgs sf = sgd(*fast), sr = sgd(*ref);
         expect_same_bits(*fast, *ref, sf.params, sr.params, "sgd params, " + ctx);
         if (variant > 0) {
           expect_same_bits(*fast, *ref, sf.momentum_buf, sr.momentum_buf, "sgd buf, " + ctx);

@@ -16,7 +16,7 @@
 #include <string>
 #include <utility>
 
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 
 namespace ampctl::test {
 namespace {

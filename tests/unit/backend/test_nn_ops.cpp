@@ -1268,7 +1268,7 @@ TEST(NnOps, SteadyStateDoesNotAllocate) {
   Tensor dy = be->empty({rows, out}, DType::f16);
   Tensor target = be->zeros({rows, out}, DType::f32);
   Tensor norm = scalar_f32(*be, 3), coef = scalar_f32(*be, 0);
-  AdamStepArgs adam;
+  OptimizerStepArgs adam;
   adam.params = upload_values(*be, {out * in}, DType::f32, random_values(rng, out * in, -3, 1));
   adam.grads = upload_values(*be, {out * in}, DType::f32, random_values(rng, out * in, -3, 1));
   adam.exp_avg = be->zeros({out * in}, DType::f32);
@@ -1277,6 +1277,7 @@ TEST(NnOps, SteadyStateDoesNotAllocate) {
   adam.found_inf = scalar_f32(*be, 0);
   adam.inv_scale = scalar_f32(*be, 1.0f / 1024);
   adam.lowp_params = be->empty({out * in}, DType::f16);
+  adam.hyper = optim::AdamHyper{};
   auto step = [&] {
     be->layer_norm_forward(x, gamma_t, beta_t, h, mean, rstd, 1e-5f);
     be->activation_forward(nn::ActivationKind::gelu, h, h);
@@ -1290,7 +1291,7 @@ TEST(NnOps, SteadyStateDoesNotAllocate) {
     be->activation_backward(nn::ActivationKind::relu, Tensor{}, h, dh, dh);
     be->layer_norm_backward(x, gamma_t, mean, rstd, dh, dh, dgamma, dbeta);
     be->clip_coef(norm, 1.0f, coef);
-    be->adam_step(adam);
+    be->optimizer_step(adam);
   };
   step();  // warm-up: the workspaces grow here
   const size_t before = g_allocations.load();

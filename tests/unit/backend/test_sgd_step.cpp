@@ -147,7 +147,7 @@ TEST(SgdStep, MatchesPyTorchFormulaBitwise) {
           for (float& x : g) x *= scale * 0.9f;
         }
         if (overflow) g[n / 2] = std::numeric_limits<float>::infinity();
-        SgdStepArgs args;
+        OptimizerStepArgs args;
         args.params = tp;
         args.grads = upload_values(*be, shape, DType::f32, g);
         args.momentum_buf = tbuf;
@@ -156,7 +156,7 @@ TEST(SgdStep, MatchesPyTorchFormulaBitwise) {
         args.inv_scale = c.use_inv_scale ? scalar_f32(*be, inv) : Tensor{};
         args.lowp_params = tlowp;
         args.hyper = c.h;
-        be->sgd_step(args);
+        be->optimizer_step(args);
 
         if (!overflow) {
           reference_sgd(p, g, buf, c.use_inv_scale ? std::optional<float>(inv) : std::nullopt,
@@ -202,14 +202,14 @@ TEST(SgdStep, InvScaleIsAppliedBeforeWeightDecay) {
   std::vector<float> g = random_values(rng, n, 5, 12);
   std::vector<float> buf(n);
   Tensor tp = upload_values(*be, {2000}, DType::f32, p);
-  SgdStepArgs args;
+  OptimizerStepArgs args;
   args.params = tp;
   args.grads = upload_values(*be, {2000}, DType::f32, g);
   args.momentum_buf = be->zeros({2000}, DType::f32);
   args.step = scalar_i32(*be, 0);
   args.inv_scale = scalar_f32(*be, inv);
   args.hyper = h;
-  be->sgd_step(args);
+  be->optimizer_step(args);
 
   std::vector<float> wrong = p;
   std::vector<float> wrong_buf(n);

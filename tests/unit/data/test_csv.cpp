@@ -8,7 +8,7 @@
 namespace ampctl::data {
 namespace {
 
-using config::LabelColumn;
+using data::LabelColumn;
 using testing::expect_input_error;
 
 const LabelColumn kLast{"", -1};

@@ -186,9 +186,9 @@ TEST(Split, HoldsOutASeededDisjointPartInOriginalOrder) {
   EXPECT_NE(a.eval->x, c.eval->x) << "another seed, another split";
 }
 
-config::DataSource csv_source(const std::string& path) {
-  config::DataSource s;
-  s.source = config::SourceKind::csv;
+data::SourceOptions csv_source(const std::string& path) {
+  data::SourceOptions s;
+  s.source = data::SourceKind::csv;
   s.task = Task::classification;
   s.path = path;
   s.label_column = {"", -1};
@@ -196,12 +196,11 @@ config::DataSource csv_source(const std::string& path) {
   return s;
 }
 
-config::DataConfig csv_config(const std::string& train, std::optional<config::DataSource> eval,
-                              bool normalize) {
-  config::DataConfig c;
+data::DataOptions csv_config(const std::string& train, std::optional<data::SourceOptions> eval,
+                             bool normalize) {
+  data::DataOptions c;
   c.train = csv_source(train);
   c.eval = std::move(eval);
-  c.batch_size = 2;
   c.normalize = normalize;
   return c;
 }
@@ -216,8 +215,8 @@ TEST(LoadData, SplitStatisticsComeFromTheTrainingPart) {
             "\n";
   }
   testing::write_text(dir / "t.csv", text);
-  config::DataSource split;
-  split.source = config::SourceKind::split;
+  data::SourceOptions split;
+  split.source = data::SourceKind::split;
   split.split_fraction = 0.3;
   const DataSplit raw = load_data(csv_config((dir / "t.csv").string(), split, false), 5);
   const DataSplit norm = load_data(csv_config((dir / "t.csv").string(), split, true), 5);
@@ -256,8 +255,8 @@ TEST(LoadData, EvalSourceMustFitTheTrainingSet) {
 }
 
 TEST(LoadData, SyntheticEvalIsFreshSamples) {
-  config::DataConfig c;
-  c.train.source = config::SourceKind::synthetic;
+  data::DataOptions c;
+  c.train.source = data::SourceKind::synthetic;
   c.train.task = Task::classification;
   c.train.samples = 300;
   c.train.features = 8;

@@ -14,9 +14,9 @@ namespace {
 
 constexpr const char* kDir = "/usr/share/datasets/fashion-mnist";
 
-config::DataSource fashion(config::DatasetSplit split) {
-  config::DataSource s;
-  s.source = config::SourceKind::fashion_mnist;
+data::SourceOptions fashion(data::DatasetSplit split) {
+  data::SourceOptions s;
+  s.source = data::SourceKind::fashion_mnist;
   s.split = split;
   s.dir = kDir;
   return s;
@@ -26,10 +26,9 @@ TEST(FashionMnist, LoadsTheRealFiles) {
   if (!std::filesystem::is_directory(kDir)) {
     GTEST_SKIP() << kDir << " is absent (install the Debian package dataset-fashion-mnist)";
   }
-  config::DataConfig c;
-  c.train = fashion(config::DatasetSplit::train);
-  c.eval = fashion(config::DatasetSplit::test);
-  c.batch_size = 128;
+  data::DataOptions c;
+  c.train = fashion(data::DatasetSplit::train);
+  c.eval = fashion(data::DatasetSplit::test);
   c.normalize = true;
   const auto start = std::chrono::steady_clock::now();
   const DataSplit d = load_data(c, 0);

@@ -206,21 +206,21 @@ TEST(Idx, CountMismatch) {
 
 TEST(Idx, FashionMnistFolderErrors) {
   TempDir dir;
-  expect_input_error([&] { load_fashion_mnist(dir / "absent", config::DatasetSplit::train); },
+  expect_input_error([&] { load_fashion_mnist(dir / "absent", data::DatasetSplit::train); },
                      {"no such folder", (dir / "absent").string()});
-  expect_input_error([&] { load_fashion_mnist(dir.path(), config::DatasetSplit::test); },
+  expect_input_error([&] { load_fashion_mnist(dir.path(), data::DatasetSplit::test); },
                      {"has no t10k-images-idx3-ubyte.gz"});
   // A fake folder: plain (uncompressed) files are found too; labels must be < 10.
   const IdxPair p = random_pair(22);
   write_bytes(dir / "t10k-images-idx3-ubyte", p.image_file());
   write_gz(dir / "t10k-labels-idx1-ubyte.gz", p.label_file());
-  const Dataset d = load_fashion_mnist(dir.path(), config::DatasetSplit::test);
+  const Dataset d = load_fashion_mnist(dir.path(), data::DatasetSplit::test);
   EXPECT_EQ(d.classes, 10);
   EXPECT_EQ(d.size(), kCount);
   IdxPair bad = p;
   bad.labels[5] = 10;
   write_gz(dir / "t10k-labels-idx1-ubyte.gz", bad.label_file());
-  expect_input_error([&] { load_fashion_mnist(dir.path(), config::DatasetSplit::test); },
+  expect_input_error([&] { load_fashion_mnist(dir.path(), data::DatasetSplit::test); },
                      {"label 10 at index 5 is out of range [0, 10)"});
 }
 

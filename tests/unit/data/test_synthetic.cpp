@@ -11,9 +11,9 @@
 namespace ampctl::data {
 namespace {
 
-config::DataSource synthetic(Task task, int64_t samples, int64_t features, int64_t classes = 10) {
-  config::DataSource s;
-  s.source = config::SourceKind::synthetic;
+data::SourceOptions synthetic(Task task, int64_t samples, int64_t features, int64_t classes = 10) {
+  data::SourceOptions s;
+  s.source = data::SourceKind::synthetic;
   s.task = task;
   s.samples = samples;
   s.features = features;

@@ -35,9 +35,9 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/half.h"
+#include "ampctl/math/nn_math.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/nn/models/mlp.h"
-#include "ampctl/nn/nn_math.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/train/build.h"
 

@@ -16,40 +16,45 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
-#include "ampctl/amp/amp_math.h"
 #include "ampctl/core/tensor.h"
-#include "ampctl/nn/nn_math.h"
-#include "ampctl/optim/adam_math.h"
-#include "ampctl/optim/sgd_math.h"
+#include "ampctl/math/adam_math.h"
+#include "ampctl/math/amp_math.h"
+#include "ampctl/math/nn_math.h"
+#include "ampctl/math/sgd_math.h"
 
 namespace ampctl {
 
-// Arguments of the fused SGD update over one flat parameter buffer.
-struct SgdStepArgs {
-  Tensor params;        // f32, updated in place
-  Tensor grads;         // f32, same numel; read only
-  Tensor momentum_buf;  // f32, same numel; undefined when momentum == 0
-  Tensor step;          // i32[1]: real (unskipped) steps so far; 0 means "initialise momentum"
-  Tensor found_inf;     // f32[1] or undefined: when non-zero the whole update is skipped
-  Tensor inv_scale;     // f32[1] or undefined: gradients are multiplied by it first
-  Tensor lowp_params;   // f16/bf16 copy of params written in the same pass, or undefined
-  optim::SgdHyper hyper;
-};
-
-// Arguments of the fused Adam / AdamW update over one flat parameter buffer.
-struct AdamStepArgs {
+// Arguments of one fused optimizer update over one flat parameter buffer: Backend's single entry
+// point for every kind of update (optimizer_step). The kind is the alternative `hyper` holds;
+// each kind's per-element math is its header in math/ (sgd_math.h, adam_math.h), and adding a
+// kind means a math header, an alternative here, and its pass in each backend.
+//
+// The tensors every kind shares come first; then each kind's state buffers, which must be
+// undefined under the other kinds (a caller that mixes them up is told so).
+struct OptimizerStepArgs {
   Tensor params;       // f32, updated in place
   Tensor grads;        // f32, same numel; read only
-  Tensor exp_avg;      // f32, same numel
-  Tensor exp_avg_sq;   // f32, same numel
-  Tensor step;         // i32[1]: real (unskipped) steps so far; this update is step + 1
+  Tensor step;         // i32[1]: real (unskipped) steps so far; incremented unless skipped
   Tensor found_inf;    // f32[1] or undefined: when non-zero the whole update is skipped
   Tensor inv_scale;    // f32[1] or undefined: gradients are multiplied by it first
-  Tensor lowp_params;  // f16/bf16 copy of params written in the same pass, or undefined
-  optim::AdamHyper hyper;
+  Tensor lowp_params;  // f32/f16/bf16 copy of params written in the same pass, or undefined
+
+  // SGD: f32, params' numel; read and written only when momentum != 0 (step 0 initialises it).
+  Tensor momentum_buf;
+  // Adam / AdamW: f32, params' numel; this update is number step + 1.
+  Tensor exp_avg;
+  Tensor exp_avg_sq;
+
+  // Host values, passed to the device by value with each update (as lr is): a scheduler may
+  // change lr, SGD's momentum or Adam's beta1 between steps without a host sync.
+  std::variant<optim::SgdHyper, optim::AdamHyper> hyper;
 };
+
+// The name of an update kind in messages: "sgd_step", "adam_step".
+const char* update_name(const OptimizerStepArgs& args);
 
 class Backend {
  public:
@@ -128,7 +133,7 @@ class Backend {
   virtual void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                            const Tensor& dst) = 0;
 
-  // ---- neural-network ops (nn/nn_math.h holds their per-element math) ----
+  // ---- neural-network ops (math/nn_math.h holds their per-element math) ----
   // y[r, o] := round_y(sum_i float(x[r, i]) * float(w[o, i]) + float(b[o])): a Linear layer,
   // x [R, I], w [O, I], b [O] or undefined, y [R, O]; fp32 accumulation, one rounding (the bias is
   // added in float before it, as a cuBLASLt bias epilogue does).
@@ -177,16 +182,21 @@ class Backend {
   virtual void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) = 0;
 
   // ---- optimizers ----
-  // One fused SGD step over a flat buffer (optim/sgd_math.h); when found_inf is given and
-  // non-zero, nothing is written (params, buffer, step and lowp copy stay bitwise unchanged).
-  virtual void sgd_step(const SgdStepArgs& args) = 0;
-  // One fused Adam / AdamW step (optim/adam_math.h), skipped as sgd_step is.
-  virtual void adam_step(const AdamStepArgs& args) = 0;
+  // One fused optimizer update (see OptimizerStepArgs); when found_inf is given and non-zero,
+  // nothing is written (params, state buffers, step and lowp copy stay bitwise unchanged).
+  // Arguments are checked by check_optimizer_step, the same on every backend.
+  virtual void optimizer_step(const OptimizerStepArgs& args) = 0;
 
  protected:
   // gather_rows' argument checks, shared by the implementations; returns the row width W.
   static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                                    const Tensor& dst);
+  // optimizer_step's argument checks, shared by the implementations: every tensor given lives
+  // on `device`; params and grads are f32 of one numel; step is i32[1]; the kind's state buffers
+  // are f32 of params' numel (SGD's only when momentum != 0) and the other kinds' are undefined;
+  // found_inf and inv_scale, when given, are f32[1]; lowp_params, when given, is f32, f16 or
+  // bf16 of params' numel. Throws Error{invalid_argument} naming the update and the operand.
+  static void check_optimizer_step(const OptimizerStepArgs& args, const Device& device);
 };
 
 // The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a

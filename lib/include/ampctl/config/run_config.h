@@ -123,6 +123,9 @@ struct SchedulerConfig {
   double final_div_factor = 0.0;     // onecycle
   AnnealStrategy anneal_strategy{};  // onecycle
   bool three_phase = false;          // onecycle
+  bool cycle_momentum = false;       // onecycle
+  double base_momentum = 0.0;        // onecycle
+  double max_momentum = 0.0;         // onecycle
   bool operator==(const SchedulerConfig&) const = default;
 };
 

@@ -29,6 +29,7 @@
 
 #include "ampctl/config/document.h"
 #include "ampctl/config/problems.h"
+#include "ampctl/config/reference.h"
 #include "ampctl/config/scalars.h"
 
 namespace ampctl::config {
@@ -90,6 +91,12 @@ struct Field {
   std::function<bool(const FieldInput&, T&)> read;            // false = rejected (reported)
   std::function<void(const T&, const std::string& full_path, std::vector<Leaf>&)> emit;
   std::function<std::string(const T&)> text;  // the value as a word, for conditions
+  // For the reference (config/reference.h): the value's type and its accepted values in words.
+  // The factories fill them; a key that is a section of its own (data.train) sets `document`,
+  // which adds its rows instead of the one row made from these.
+  std::string type;
+  std::string range;
+  std::function<void(const std::string& full_path, std::vector<KeyDoc>&)> document;
 
   Field when(std::string on, std::vector<std::string> values) && {
     conditions.push_back({std::move(on), std::move(values)});
@@ -132,6 +139,8 @@ class Schema {
   void parse(const Value& map, const std::string& prefix, T& out, ParseState& state) const;
   // Every applicable key, in table order.
   void emit(const T& value, const std::string& prefix, std::vector<Leaf>& out) const;
+  // Every key, applicable or not, with its static default (config/reference.h).
+  void document(const std::string& prefix, std::vector<KeyDoc>& out) const;
 
   const std::vector<Field<T>>& fields() const { return m_fields; }
 
@@ -162,6 +171,7 @@ struct IntRange {
   int64_t min = INT64_MIN;
   int64_t max = INT64_MAX;
   std::string check(int64_t x) const;  // "" or "must be >= 1, got 0"
+  std::string describe() const;        // ">= 1", "in [1, 10]", "any"
 };
 
 struct FloatRange {
@@ -170,6 +180,8 @@ struct FloatRange {
   bool allow_inf = false;             // otherwise the value must be finite
   bool f32 = false;                   // must also be finite once rounded to float32
   std::string check(double x) const;  // "" or "must be > 1.0, got 0.5"
+  std::string bounds() const;         // "> 1.0", "in (0.0, 1.0)", "any number"
+  std::string describe() const;       // bounds() and any exception to "finite": "> 0.0 or .inf"
 
   static FloatRange any() { return {}; }
   static FloatRange at_least(double lo) { return {lo, std::nullopt, false, false}; }
@@ -242,6 +254,7 @@ Field<T> bool_field(std::string path, Get get, bool def, std::string help) {
   };
   detail::emit_as_json(f, get);
   f.text = [get](const T& c) -> std::string { return get(c) ? "true" : "false"; };
+  f.type = "bool";
   return f;
 }
 
@@ -252,6 +265,8 @@ Field<T> int_field(std::string path, Get get, int64_t def, IntRange range, std::
     return detail::read_int_value(in, in.value, range, get(c), std::nullopt);
   };
   detail::emit_as_json(f, get);
+  f.type = "int";
+  f.range = range.describe();
   return f;
 }
 
@@ -262,6 +277,8 @@ Field<T> float_field(std::string path, Get get, double def, FloatRange range, st
     return detail::read_float_value(in, in.value, range, get(c), std::nullopt);
   };
   detail::emit_as_json(f, get);
+  f.type = "float";
+  f.range = range.describe();
   return f;
 }
 
@@ -283,6 +300,8 @@ Field<T> nullable_float_field(std::string path, Get get, FloatRange range, std::
     const auto& v = get(c);
     out.push_back({full, v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr), help});
   };
+  f.type = "float or null";
+  f.range = "null, or " + range.describe();
   return f;
 }
 
@@ -306,6 +325,7 @@ Field<T> string_field(std::string path, Get get, std::string def,
     return true;
   };
   detail::emit_as_json(f, get);
+  f.type = "string";
   return f;
 }
 
@@ -352,6 +372,8 @@ Field<T> enum_field(std::string path, Get get, E def,
     out.push_back({full, name_of(get(c)), help});
   };
   f.text = [get, name_of](const T& c) { return name_of(get(c)); };
+  f.type = "choice";
+  for (const auto& choice : choices) f.range += (f.range.empty() ? "" : ", ") + choice.second;
   return f;
 }
 
@@ -376,6 +398,8 @@ Field<T> int_list_field(std::string path, Get get, std::vector<int64_t> def, Int
     return ok;
   };
   detail::emit_as_json(f, get);
+  f.type = "list of int";
+  f.range = "each " + range.describe();
   return f;
 }
 
@@ -401,6 +425,8 @@ Field<T> float_pair_field(std::string path, Get get, std::array<double, 2> def, 
     return ok;
   };
   detail::emit_as_json(f, get);
+  f.type = "[float, float]";
+  f.range = "each " + range.describe();
   return f;
 }
 
@@ -645,6 +671,34 @@ template <class T>
 void Schema<T>::emit(const T& value, const std::string& prefix, std::vector<Leaf>& out) const {
   for (const Field<T>& f : m_fields) {
     if (applies(f, value, prefix, nullptr, nullptr) == true) f.emit(value, prefix + f.path, out);
+  }
+}
+
+template <class T>
+void Schema<T>::document(const std::string& prefix, std::vector<KeyDoc>& out) const {
+  T defaults{};
+  set_defaults(defaults);
+  for (const Field<T>& f : m_fields) {
+    if (f.document) {
+      f.document(prefix + f.path, out);
+      continue;
+    }
+    KeyDoc row{prefix + f.path, f.type, "", f.range, "", f.help};
+    if (f.required) {
+      row.default_value = "required";
+    } else if (f.derive_default) {
+      row.default_value = "derived";  // the help says from what
+    } else {
+      std::vector<Leaf> leaves;
+      f.emit(defaults, "", leaves);
+      // The value exactly as the resolved config.yaml writes it (one leaf "k: VALUE\n").
+      const std::string line = leaves_to_yaml({{"k", leaves.at(0).value, ""}}, false);
+      row.default_value = line.substr(3, line.size() - 4);
+    }
+    for (const Condition& c : f.conditions) {
+      row.applies += (row.applies.empty() ? "" : " and ") + condition_text(c, prefix);
+    }
+    out.push_back(std::move(row));
   }
 }
 

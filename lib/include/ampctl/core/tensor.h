@@ -55,8 +55,10 @@ struct Device {
   bool operator==(const Device&) const = default;
 };
 
-// A tensor's dimensions, stored inline (at most kMaxRank), so that copying a Tensor or making a
-// view never touches the heap: a training step makes views and passes tensors by value freely.
+// A tensor's dimensions, stored inline (at most kMaxRank), so that making a Shape, copying a
+// Tensor or making a view allocates nothing (a copy or a view only bumps the storage's reference
+// count): a training step makes views and passes tensors by value freely. What does allocate:
+// to_vector() and the conversion to std::vector, and the messages of the errors thrown.
 class Shape {
  public:
   static constexpr size_t kMaxRank = 6;

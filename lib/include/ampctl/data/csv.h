@@ -12,7 +12,6 @@
 #include <string>
 #include <string_view>
 
-#include "ampctl/config/run_config.h"
 #include "ampctl/data/dataset.h"
 
 namespace ampctl::data {
@@ -21,11 +20,11 @@ namespace ampctl::data {
 // than a model anyone trains here (the output layer alone would be hidden * 2^20 weights).
 inline constexpr int64_t kMaxCsvClasses = int64_t{1} << 20;
 
-Dataset load_csv(const std::filesystem::path& file, config::Task task,
-                 const config::LabelColumn& label_column, bool header);
+Dataset load_csv(const std::filesystem::path& file, Task task, const LabelColumn& label_column,
+                 bool header);
 
 // The same from text; `origin` names it in messages.
-Dataset parse_csv(std::string_view text, const std::string& origin, config::Task task,
-                  const config::LabelColumn& label_column, bool header);
+Dataset parse_csv(std::string_view text, const std::string& origin, Task task,
+                  const LabelColumn& label_column, bool header);
 
 }  // namespace ampctl::data

@@ -15,11 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "ampctl/config/run_config.h"
+#include "ampctl/data/options.h"
 
 namespace ampctl::data {
-
-using config::Task;
 
 struct Dataset {
   Task task = Task::classification;
@@ -63,12 +61,12 @@ struct DataSplit {
 
 // One source, as stored (not normalised). `seed` drives synthetic sources; `role` picks their
 // sample stream. SourceKind::split is not a source (it is handled by load_data).
-Dataset load_source(const config::DataSource& source, uint64_t seed, Role role);
+Dataset load_source(const SourceOptions& source, uint64_t seed, Role role);
 
 // data.train and data.eval, checked against each other (same task and features; eval labels
 // within the training classes, whose count the eval set then takes), the split applied and
 // everything normalised with the training part's statistics when data.normalize is set.
-DataSplit load_data(const config::DataConfig& config, uint64_t seed);
+DataSplit load_data(const DataOptions& options, uint64_t seed);
 
 // {split_fraction: f}: how many of `samples` are held out: f * samples rounded to nearest
 // (halves up), at least 1. Throws Error{config} when that leaves no training sample.

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <vector>
 
-#include "ampctl/config/run_config.h"
 #include "ampctl/data/dataset.h"
+#include "ampctl/data/options.h"
 
 namespace ampctl::data {
 
@@ -37,6 +37,6 @@ Dataset load_idx(const std::filesystem::path& images, const std::filesystem::pat
 
 // Fashion-MNIST from `dir`: train-{images-idx3,labels-idx1}-ubyte(.gz) for the train split,
 // t10k-... for test; 10 classes. The .gz files are used when present, else the plain ones.
-Dataset load_fashion_mnist(const std::filesystem::path& dir, config::DatasetSplit split);
+Dataset load_fashion_mnist(const std::filesystem::path& dir, DatasetSplit split);
 
 }  // namespace ampctl::data

@@ -30,7 +30,6 @@
 
 #include <cstdint>
 
-#include "ampctl/config/run_config.h"
 #include "ampctl/data/dataset.h"
 
 namespace ampctl::data {
@@ -51,6 +50,6 @@ inline constexpr int64_t kMaxSyntheticValues = int64_t{1} << 28;
 
 // `source` must be SourceKind::synthetic (samples, features, task and classes as validated by
 // the config module).
-Dataset make_synthetic(const config::DataSource& source, uint64_t seed, Role role);
+Dataset make_synthetic(const SourceOptions& source, uint64_t seed, Role role);
 
 }  // namespace ampctl::data

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "ampctl/math/nn_math.h"
 #include "ampctl/nn/module.h"
-#include "ampctl/nn/nn_math.h"
 
 namespace ampctl::nn {
 

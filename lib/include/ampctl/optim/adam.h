@@ -1,9 +1,9 @@
-// Adam and AdamW with torch.optim's hyperparameters, defaults and formula (optim/adam_math.h),
+// Adam and AdamW with torch.optim's hyperparameters, defaults and formula (math/adam_math.h),
 // as one fused update per param group over the flat buffers; supports the fused amp path (reads
 // found_inf and inv_scale on the device and skips by itself), like PyTorch's fused=True Adam.
 #pragma once
 
-#include "ampctl/optim/adam_math.h"
+#include "ampctl/math/adam_math.h"
 #include "ampctl/optim/optimizer.h"
 
 namespace ampctl::optim {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,10 @@ struct ParamGroup {
   Tensor grads;        // f32 flat view with params' numel
   Tensor lowp_params;  // optional f16/bf16 copy written by the update (undefined: none)
   double lr = 1e-3;    // a Python float, as torch.optim's group['lr']
+  // SGD's momentum or Adam's beta1 for this group, when a scheduler sets it each step (OneCycleLR
+  // with cycle_momentum writes group['momentum'] or group['betas'][0]); unset: the optimizer's
+  // option. A host value passed with the update, like lr: changing it needs no device sync.
+  std::optional<double> momentum = std::nullopt;
 };
 
 class Optimizer {

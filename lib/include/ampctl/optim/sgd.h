@@ -1,10 +1,10 @@
-// SGD with torch.optim.SGD's hyperparameters, defaults and formula (optim/sgd_math.h), as one
+// SGD with torch.optim.SGD's hyperparameters, defaults and formula (math/sgd_math.h), as one
 // fused update per param group over the flat buffers. It supports the fused amp path: the update
 // reads found_inf and inv_scale on the device and skips by itself.
 #pragma once
 
+#include "ampctl/math/sgd_math.h"
 #include "ampctl/optim/optimizer.h"
-#include "ampctl/optim/sgd_math.h"
 
 namespace ampctl::optim {
 
@@ -19,7 +19,8 @@ struct SgdOptions {
 
 class Sgd final : public Optimizer {
  public:
-  // Each group's lr is taken from the group; the other hyperparameters from `options`.
+  // Each group's lr is taken from the group, and its momentum too when the group has one (a
+  // scheduler's, see ParamGroup); the other hyperparameters from `options`.
   // Validates as PyTorch does (messages included); throws Error{invalid_argument}.
   Sgd(Backend& backend, std::vector<ParamGroup> groups, SgdOptions options = {});
 
@@ -37,7 +38,7 @@ class Sgd final : public Optimizer {
   void run(const Tensor& found_inf, const Tensor& inv_scale);
 
   SgdOptions m_options;
-  std::vector<Tensor> m_momentum;  // per group, f32 (undefined when momentum == 0)
+  std::vector<Tensor> m_momentum;  // per group, f32 (undefined when it can never be used)
   std::vector<Tensor> m_steps;     // per group, i32[1]: unskipped steps
 };
 

@@ -1,8 +1,8 @@
 // Numbers in the run directory's JSON files. JSON has no spelling for inf or NaN, so
 //   * metrics lines and summary.json write a non-finite value as null (a reader sees "no value");
-//   * the checkpoint's metrics object, which must read back exactly, writes it as the config's
-//     YAML spelling (".inf", "-.inf", ".nan": config::format_float), the one encoding of
-//     non-finite numbers in the project, and reads it back with the config's float reader.
+//   * the checkpoint's metrics object, which must read back exactly, writes it as ".inf",
+//     "-.inf" or ".nan" (the spelling the config's JSON form uses for its floats too, so a
+//     checkpoint reads the same either way), here and nowhere else in the run directory.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -23,9 +23,9 @@
 #include <limits>
 #include <string>
 
-#include "ampctl/amp/amp_math.h"
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
+#include "ampctl/math/amp_math.h"
 #include "cpu_backend.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)

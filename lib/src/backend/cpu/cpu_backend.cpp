@@ -367,34 +367,22 @@ void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out)
   *out.data_as<float>() = static_cast<float>(std::sqrt(sum));
 }
 
-void CpuBackend::sgd_step(const SgdStepArgs& args) {
-  check_cpu(args.params, "sgd_step params");
-  check_cpu(args.grads, "sgd_step grads");
-  args.params.check_dtype(DType::f32);
-  args.grads.check_dtype(DType::f32);
-  check_same_numel(args.params, args.grads, "sgd_step");
-  check_scalar(args.step, DType::i32, "sgd_step step");
-  const bool momentum = args.hyper.momentum != 0.0f;
-  if (momentum) {
-    check_cpu(args.momentum_buf, "sgd_step momentum_buf");
-    args.momentum_buf.check_dtype(DType::f32);
-    check_same_numel(args.params, args.momentum_buf, "sgd_step");
+void CpuBackend::optimizer_step(const OptimizerStepArgs& args) {
+  check_optimizer_step(args, device());
+  // Skipped: params, state buffers, step and the low-precision copy stay bitwise unchanged.
+  if (args.found_inf.defined() && *args.found_inf.data_as<float>() != 0.0f) return;
+  const float inv = args.inv_scale.defined() ? *args.inv_scale.data_as<float>() : 1.0f;
+  if (const auto* sgd = std::get_if<optim::SgdHyper>(&args.hyper)) {
+    sgd_pass(args, *sgd, inv);
+  } else {
+    adam_pass(args, std::get<optim::AdamHyper>(args.hyper), inv);
   }
-  if (args.found_inf.defined()) {
-    check_scalar(args.found_inf, DType::f32, "sgd_step found_inf");
-    if (*args.found_inf.data_as<float>() != 0.0f) return;  // skipped: nothing is written
-  }
-  float inv = 1.0f;
-  if (args.inv_scale.defined()) {
-    check_scalar(args.inv_scale, DType::f32, "sgd_step inv_scale");
-    inv = *args.inv_scale.data_as<float>();
-  }
-  if (args.lowp_params.defined()) {
-    check_cpu(args.lowp_params, "sgd_step lowp_params");
-    check_same_numel(args.params, args.lowp_params, "sgd_step");
-  }
-  int32_t* step = args.step.data_as<int32_t>();
-  const bool first = *step == 0;
+  *args.step.data_as<int32_t>() += 1;
+}
+
+void CpuBackend::sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv) {
+  const bool momentum = hyper.momentum != 0.0f;
+  const bool first = *args.step.data_as<int32_t>() == 0;
   float* p = args.params.data_as<float>();
   const float* g = args.grads.data_as<float>();
   float* buf = momentum ? args.momentum_buf.data_as<float>() : nullptr;
@@ -403,49 +391,24 @@ void CpuBackend::sgd_step(const SgdStepArgs& args) {
     void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
     const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
     parallel_for(*m_pool, n, [&](size_t b, size_t e) {
-      vec::sgd(b, e, p, g, buf, inv, first, args.hyper, lowp, lowp_dtype);
+      vec::sgd(b, e, p, g, buf, inv, first, hyper, lowp, lowp_dtype);
     });
-    *step += 1;
     return;
   }
   parallel_for(*m_pool, n, [&](size_t b, size_t e) {
     float dummy = 0.0f;
     for (size_t i = b; i < e; ++i) {
-      optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first, args.hyper);
+      optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first, hyper);
     }
   });
   if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
-  *step += 1;
 }
 
-void CpuBackend::adam_step(const AdamStepArgs& args) {
-  const Tensor* f32_operands[] = {&args.params, &args.grads, &args.exp_avg, &args.exp_avg_sq};
-  const char* names[] = {"adam_step params", "adam_step grads", "adam_step exp_avg",
-                         "adam_step exp_avg_sq"};
-  for (size_t k = 0; k < 4; ++k) {
-    check_cpu(*f32_operands[k], names[k]);
-    f32_operands[k]->check_dtype(DType::f32);
-    check_same_numel(args.params, *f32_operands[k], names[k]);
-  }
-  check_scalar(args.step, DType::i32, "adam_step step");
-  if (args.found_inf.defined()) {
-    check_scalar(args.found_inf, DType::f32, "adam_step found_inf");
-    // Skipped: params, moments, step and the low-precision copy stay bitwise unchanged.
-    if (*args.found_inf.data_as<float>() != 0.0f) return;
-  }
-  float inv = 1.0f;
-  if (args.inv_scale.defined()) {
-    check_scalar(args.inv_scale, DType::f32, "adam_step inv_scale");
-    inv = *args.inv_scale.data_as<float>();
-  }
-  if (args.lowp_params.defined()) {
-    check_float(args.lowp_params, "adam_step lowp_params");
-    check_same_numel(args.params, args.lowp_params, "adam_step lowp_params");
-  }
-  int32_t* step = args.step.data_as<int32_t>();
+void CpuBackend::adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper,
+                           float inv) {
   // The constants of update step + 1, formed in double and rounded to float once, as PyTorch's
-  // Python-side scalars are (adam_math.h).
-  const optim::AdamStepConsts consts = optim::adam_consts(args.hyper, *step + 1);
+  // Python-side scalars are (math/adam_math.h).
+  const optim::AdamStepConsts consts = optim::adam_consts(hyper, *args.step.data_as<int32_t>() + 1);
   float* p = args.params.data_as<float>();
   const float* g = args.grads.data_as<float>();
   float* m = args.exp_avg.data_as<float>();
@@ -457,20 +420,16 @@ void CpuBackend::adam_step(const AdamStepArgs& args) {
     void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
     const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
     parallel_for(*m_pool, n, [&](size_t b, size_t e) {
-      vec::adam(b, e, p, g, m, v, inv, args.hyper.decoupled, args.hyper.maximize, consts, lowp,
-                lowp_dtype);
+      vec::adam(b, e, p, g, m, v, inv, hyper.decoupled, hyper.maximize, consts, lowp, lowp_dtype);
     });
-    *step += 1;
     return;
   }
   parallel_for(*m_pool, n, [&](size_t b, size_t e) {
     for (size_t i = b; i < e; ++i) {
-      optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, args.hyper.decoupled, args.hyper.maximize,
-                         consts);
+      optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, hyper.decoupled, hyper.maximize, consts);
     }
   });
   if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
-  *step += 1;
 }
 
 void CpuBackend::cast_integer(const Tensor& src, const Tensor& dst) {

@@ -113,10 +113,12 @@ class CpuBackend final : public Backend {
                            const Tensor& dgamma, const Tensor& dbeta) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
 
-  void sgd_step(const SgdStepArgs& args) override;
-  void adam_step(const AdamStepArgs& args) override;
+  void optimizer_step(const OptimizerStepArgs& args) override;
 
  private:
+  // optimizer_step's passes, after the shared checks and the skip; `inv` is inv_scale[0] or 1.
+  void sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv);
+  void adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper, float inv);
   void cast_integer(const Tensor& src, const Tensor& dst);
   // dropout_forward and dropout_backward: out := keep ? round(in * scale) : 0.
   void dropout_apply(const Tensor& in, const Tensor& out, float p, uint64_t seed, uint64_t offset,

@@ -1,7 +1,7 @@
 // The CPU backend's neural-network ops: the reference the CUDA kernels are checked against.
 //
 // Each op widens its f16/bf16 operands exactly to float (convert.h), computes every output in
-// float32 with plain loops that call the per-element math of nn/nn_math.h, and rounds each output
+// float32 with plain loops that call the per-element math of math/nn_math.h, and rounds each output
 // once to its dtype (store_f32). Reductions run sequentially in index order, so results do not
 // depend on the thread count (on the OpenBLAS path linear_forward's order is the one OpenBLAS
 // fixes for the backend's fixed thread count, as for gemm; the packed kernels never split k, so
@@ -22,7 +22,7 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
-#include "ampctl/nn/nn_math.h"
+#include "ampctl/math/nn_math.h"
 #include "cpu_backend.h"
 #include "cpu_parallel.h"
 #include "cpu_vector.h"

@@ -2,7 +2,7 @@
 // so the caller can split it between threads (cpu_parallel.h). Internal to lib/src/backend/cpu.
 //
 // Contract: every function gives bitwise the result of the scalar loop it replaces, which calls
-// the shared per-element math (optim/adam_math.h, optim/sgd_math.h, nn/nn_math.h) in float32 and
+// the shared per-element math (math/adam_math.h, math/sgd_math.h, math/nn_math.h) in float32 and
 // rounds each output once by half.h's rules. The vector code performs the same IEEE operations
 // in the same order on each lane (add, sub, mul, div and sqrt are correctly rounded in SIMD as in
 // scalar code; the build has contraction off, so no FMA appears on either side); branches on
@@ -17,8 +17,8 @@
 #include <cstdint>
 
 #include "ampctl/core/tensor.h"
-#include "ampctl/optim/adam_math.h"
-#include "ampctl/optim/sgd_math.h"
+#include "ampctl/math/adam_math.h"
+#include "ampctl/math/sgd_math.h"
 
 namespace ampctl::cpu::vec {
 

@@ -1,6 +1,6 @@
 // The CUDA backend: Backend's ops on one GPU, on one non-default stream, in issue order. This file
-// holds memory, casts, gemm, the amp ops and SGD; cuda_nn.cpp the neural-network ops and Adam;
-// cuda_backend.h the class and what both share.
+// holds memory, casts, gemm, the amp ops and the optimizer updates; cuda_nn.cpp the neural-network
+// ops; cuda_backend.h the class and what both share.
 //
 // Ownership: see cuda_backend.h. Every resource has one owner, the backend object or a tensor's
 // Storage.
@@ -24,8 +24,10 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "adam.cuh"
 #include "amp.cuh"
 #include "ampctl/backend/backend.h"
 #include "cast.cuh"
@@ -493,56 +495,45 @@ void CudaBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracke
                                static_cast<const float*>(found_inf.data()), params, stream());
 }
 
-void CudaBackend::check_step_extras(const char* op, const Tensor& params, const Tensor& found_inf,
-                                    const Tensor& inv_scale, const Tensor& lowp_params) const {
-  if (found_inf.defined()) {
-    check_here(found_inf, op, "found_inf");
-    check_scalar(found_inf, DType::f32, op, "found_inf");
+void CudaBackend::optimizer_step(const OptimizerStepArgs& args) {
+  check_optimizer_step(args, m_device);
+  // The optional operands every kind shares; the kernels read found_inf and inv_scale themselves
+  // (no host sync) and skip the whole update when found_inf[0] != 0.
+  const float* found_inf =
+      args.found_inf.defined() ? static_cast<const float*>(args.found_inf.data()) : nullptr;
+  const float* inv_scale =
+      args.inv_scale.defined() ? static_cast<const float*>(args.inv_scale.data()) : nullptr;
+  void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+  const ElemType lowp_type =
+      args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
+  DeviceScope scope(m_device.index);
+  if (const auto* sgd = std::get_if<optim::SgdHyper>(&args.hyper)) {
+    kernels::SgdStepPointers p{};
+    p.params = static_cast<float*>(args.params.data());
+    p.grads = static_cast<const float*>(args.grads.data());
+    // Without momentum the buffer is neither read nor written, even when one is passed.
+    p.momentum_buf =
+        sgd->momentum != 0.0f ? static_cast<float*>(args.momentum_buf.data()) : nullptr;
+    p.step = static_cast<int32_t*>(args.step.data());
+    p.found_inf = found_inf;
+    p.inv_scale = inv_scale;
+    p.lowp_params = lowp;
+    p.lowp_type = lowp_type;
+    kernels::launch_sgd_step(p, args.params.numel(), *sgd, stream());
+    return;
   }
-  if (inv_scale.defined()) {
-    check_here(inv_scale, op, "inv_scale");
-    check_scalar(inv_scale, DType::f32, op, "inv_scale");
-  }
-  if (lowp_params.defined()) {
-    check_here(lowp_params, op, "lowp_params");
-    if (lowp_params.dtype() != DType::f16 && lowp_params.dtype() != DType::bf16) {
-      invalid(std::string(op) + ": lowp_params must be f16 or bf16, got " + lowp_params.describe());
-    }
-    check_same_numel(params, "params", lowp_params, "lowp_params", op);
-  }
-}
-
-void CudaBackend::sgd_step(const SgdStepArgs& args) {
-  const char* op = "sgd_step";
-  check_here(args.params, op, "params");
-  check_here(args.grads, op, "grads");
-  check_here(args.step, op, "step");
-  args.params.check_dtype(DType::f32);
-  args.grads.check_dtype(DType::f32);
-  check_same_numel(args.params, "params", args.grads, "grads", op);
-  check_scalar(args.step, DType::i32, op, "step");
-  const bool momentum = args.hyper.momentum != 0.0f;
-  if (momentum) {
-    if (!args.momentum_buf.defined()) invalid("sgd_step: momentum != 0 needs momentum_buf");
-    check_here(args.momentum_buf, op, "momentum_buf");
-    args.momentum_buf.check_dtype(DType::f32);
-    check_same_numel(args.params, "params", args.momentum_buf, "momentum_buf", op);
-  }
-  check_step_extras(op, args.params, args.found_inf, args.inv_scale, args.lowp_params);
-  kernels::SgdStepPointers p{};
+  kernels::AdamStepPointers p{};
   p.params = static_cast<float*>(args.params.data());
   p.grads = static_cast<const float*>(args.grads.data());
-  // Without momentum the buffer is neither read nor written, even when one is passed.
-  p.momentum_buf = momentum ? static_cast<float*>(args.momentum_buf.data()) : nullptr;
+  p.exp_avg = static_cast<float*>(args.exp_avg.data());
+  p.exp_avg_sq = static_cast<float*>(args.exp_avg_sq.data());
   p.step = static_cast<int32_t*>(args.step.data());
-  p.found_inf =
-      args.found_inf.defined() ? static_cast<const float*>(args.found_inf.data()) : nullptr;
-  p.inv_scale =
-      args.inv_scale.defined() ? static_cast<const float*>(args.inv_scale.data()) : nullptr;
-  p.lowp_params = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
-  p.lowp_type = args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
-  DeviceScope scope(m_device.index);
-  kernels::launch_sgd_step(p, args.params.numel(), args.hyper, stream());
+  p.found_inf = found_inf;
+  p.inv_scale = inv_scale;
+  p.lowp_params = lowp;
+  p.lowp_type = lowp_type;
+  kernels::launch_adam_step(p, args.params.numel(), std::get<optim::AdamHyper>(args.hyper),
+                            stream());
 }
 
 void CudaBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t offset,

@@ -234,7 +234,7 @@ class CudaBackend final : public Backend {
                      const Tensor& hysteresis_tracker, const Tensor& found_inf,
                      const amp::ScaleUpdateParams& params) override;
 
-  void sgd_step(const SgdStepArgs& args) override;
+  void optimizer_step(const OptimizerStepArgs& args) override;
 
   // cuda_nn.cpp
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
@@ -257,15 +257,10 @@ class CudaBackend final : public Backend {
                            const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                            const Tensor& dgamma, const Tensor& dbeta) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
-  void adam_step(const AdamStepArgs& args) override;
 
  private:
   // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
   void check_here(const Tensor& t, const char* op, const char* name) const;
-  // The optional inputs every fused optimizer step shares: found_inf and inv_scale (f32[1]) and
-  // the f16/bf16 weight copy (params' numel), each checked only when defined.
-  void check_step_extras(const char* op, const Tensor& params, const Tensor& found_inf,
-                         const Tensor& inv_scale, const Tensor& lowp_params) const;
   // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
   float* gemm_workspace(size_t floats);
   // The same for the other grow-only workspaces: `buffer` is grown to at least `floats` floats

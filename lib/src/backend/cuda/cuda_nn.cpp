@@ -1,6 +1,6 @@
-// The CUDA backend's neural-network ops and its Adam step: argument checks here, arithmetic in
-// kernels/ (which call nn/nn_math.h and optim/adam_math.h, the per-element math the CPU backend
-// runs) and, for the Linear layer's product, cuBLASLt.
+// The CUDA backend's neural-network ops: argument checks here, arithmetic in kernels/ (which
+// call math/nn_math.h, the per-element math the CPU backend runs) and, for the Linear layer's
+// product, cuBLASLt.
 //
 // linear_forward: y = round_y(x @ w^T + b) with the bias added to the float accumulator before
 // the one rounding. cuBLASLt's BIAS epilogue does exactly that (D = alpha * acc + bias in the
@@ -32,7 +32,6 @@
 #include <string>
 
 #include "activation.cuh"
-#include "adam.cuh"
 #include "cast.cuh"
 #include "clip.cuh"
 #include "cuda_backend.h"
@@ -525,37 +524,6 @@ void CudaBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& co
   DeviceScope scope(m_device.index);
   kernels::launch_clip_coef(static_cast<const float*>(norm.data()), max_norm,
                             static_cast<float*>(coef.data()), stream());
-}
-
-// ---- Adam ----
-
-void CudaBackend::adam_step(const AdamStepArgs& args) {
-  const char* op = "adam_step";
-  for (const auto& [t, name] : {std::pair{&args.params, "params"},
-                                {&args.grads, "grads"},
-                                {&args.exp_avg, "exp_avg"},
-                                {&args.exp_avg_sq, "exp_avg_sq"}}) {
-    check_here(*t, op, name);
-    check_f32(*t, op, name);
-    check_same_numel(args.params, "params", *t, name, op);
-  }
-  check_here(args.step, op, "step");
-  check_scalar(args.step, DType::i32, op, "step");
-  check_step_extras(op, args.params, args.found_inf, args.inv_scale, args.lowp_params);
-  kernels::AdamStepPointers p{};
-  p.params = static_cast<float*>(args.params.data());
-  p.grads = static_cast<const float*>(args.grads.data());
-  p.exp_avg = static_cast<float*>(args.exp_avg.data());
-  p.exp_avg_sq = static_cast<float*>(args.exp_avg_sq.data());
-  p.step = static_cast<int32_t*>(args.step.data());
-  p.found_inf =
-      args.found_inf.defined() ? static_cast<const float*>(args.found_inf.data()) : nullptr;
-  p.inv_scale =
-      args.inv_scale.defined() ? static_cast<const float*>(args.inv_scale.data()) : nullptr;
-  p.lowp_params = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
-  p.lowp_type = args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
-  DeviceScope scope(m_device.index);
-  kernels::launch_adam_step(p, args.params.numel(), args.hyper, stream());
 }
 
 }  // namespace ampctl::cuda_detail

@@ -1,0 +1,60 @@
+# The key-table check fails when the docs lag the declaration: on a copy of docs/reference.md
+# with one row removed (a key added without its row) and one default changed, --check exits 1
+# naming both keys and the regenerate command; --write repairs the copy to the original text.
+file(READ ${DOC} doc)
+set(dir ${WORK}/docs_key_table)
+file(REMOVE_RECURSE ${dir})
+file(MAKE_DIRECTORY ${dir})
+
+# The generated part: the text after the begin marker (the rows of other tables stay out).
+string(FIND "${doc}" "<!-- config-keys:begin" begin)
+string(FIND "${doc}" "<!-- config-keys:end -->" end)
+if(begin EQUAL -1 OR end EQUAL -1)
+  message(FATAL_ERROR "no key table markers in ${DOC}")
+endif()
+math(EXPR length "${end} - ${begin}")
+string(SUBSTRING "${doc}" ${begin} ${length} table)
+# Remove the table's first row (a key without its row), then change the next row's default.
+# (Rows are matched one at a time: a row may hold ';', which CMake lists would split.)
+set(row_regex "\n\\| `([^`]+)` \\|[^\n]*")
+string(REGEX MATCH "${row_regex}" removed "${table}")
+set(removed_key "${CMAKE_MATCH_1}")
+string(REPLACE "${removed}" "" drifted_table "${table}")
+string(REGEX MATCH "${row_regex}" changed "${drifted_table}")
+set(changed_key "${CMAKE_MATCH_1}")
+if(removed_key STREQUAL "" OR changed_key STREQUAL "")
+  message(FATAL_ERROR "expected rows in the key table of ${DOC}")
+endif()
+string(REGEX REPLACE "^(\n\\| `[^`]+` \\| [^|]+ \\| )[^|]*" "\\1`42` " changed_row "${changed}")
+string(REPLACE "${changed}" "${changed_row}" drifted_table "${drifted_table}")
+string(REPLACE "${table}" "${drifted_table}" drifted "${doc}")
+file(WRITE ${dir}/reference.md "${drifted}")
+
+execute_process(COMMAND ${GEN} --check ${dir}/reference.md RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "--check on a drifted table: expected exit 1, got ${rc}: ${err}")
+endif()
+foreach(expected "missing row for `${removed_key}`" "row for `${changed_key}` differs"
+                 "--target docs")
+  string(FIND "${err}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "--check output lacks '${expected}':\n${err}")
+  endif()
+endforeach()
+message(STATUS "drifted table refused as expected:\n${err}")
+
+execute_process(COMMAND ${GEN} --write ${dir}/reference.md RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "--write: expected exit 0, got ${rc}: ${err}")
+endif()
+file(READ ${dir}/reference.md repaired)
+if(NOT repaired STREQUAL doc)
+  message(FATAL_ERROR "--write did not restore the checked-in text")
+endif()
+
+# Without the markers there is nothing to check: a usage-level error, not a pass.
+file(WRITE ${dir}/no_markers.md "# no table here\n")
+execute_process(COMMAND ${GEN} --check ${dir}/no_markers.md RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "markers")
+  message(FATAL_ERROR "--check without markers: expected exit 2 naming the markers, got ${rc}: ${err}")
+endif()
