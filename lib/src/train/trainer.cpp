@@ -31,6 +31,7 @@
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/optim/sgd.h"
+#include "ampctl/train/memory_plan.h"
 #include "ampctl/train/signals.h"
 
 namespace ampctl::train {
@@ -327,6 +328,8 @@ void Trainer::setup() {
   m_classification = train.task == config::Task::classification;
   m_features = train.features;
   m_outputs = m_classification ? train.classes : train.targets;
+  check_run_memory(m_cfg, m_features, m_outputs, train.size(),
+                   m_data.eval ? m_data.eval->size() : 0, b.device());
   m_batch = m_cfg.data.batch_size;
   m_loader = std::make_unique<data::DataLoader>(
       train, m_batch, m_cfg.data.shuffle, m_cfg.data.drop_last, static_cast<uint64_t>(m_cfg.seed));
