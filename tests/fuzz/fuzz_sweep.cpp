@@ -3,8 +3,8 @@
 // keys, a second sweep: section), the section expanded into runs (sweep::parse_sweep), then,
 // for a small sweep, every run validated (sweep::validate).
 //
-// Invariants: a refusal is an Error of kind config (usage for a malformed --grid) naming the
-// file; an accepted sweep has at least one run, distinct run names, and a base text with the
+// Invariants: a refusal is an Error of kind config naming the file (or, from validate, the runs
+// that fail); an accepted sweep has at least one run, distinct run names, and a base text with the
 // same number of lines as the file (problems keep their line numbers).
 #include <algorithm>
 #include <set>
@@ -59,8 +59,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (spec.runs.size() > kMaxValidatedRuns) return 0;
   try {
     sweep::validate(spec);
+  } catch (const config::ConfigError& e) {
+    check_config_refusal(e);  // the base configuration itself
   } catch (const Error& e) {
-    check_config_refusal(e);
+    // One message listing each failing run: "run NAME: ORIGIN:...: KEY: ...".
+    fuzz::check_refusal(e, ErrorKind::config, "run ");
   }
   return 0;
 }

@@ -401,6 +401,22 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
 
   std::vector<Combo> combos = runs;
   for (const GridAxis& axis : axes) combos = product(combos, axis);
+  // A value listed twice (seeds: [0, 0], --grid seed=1,1, two equal runs) makes two runs of one
+  // configuration that would share a folder: refused, like a duplicate key.
+  const auto refuse_repeats = [&](const std::vector<Combo>& list) {
+    std::set<Combo> unique;
+    for (const Combo& c : list) {
+      if (unique.insert(c).second) continue;
+      std::string what;
+      for (const std::string& o : c) what += (what.empty() ? "" : " ") + o;
+      spec_error(origin, "sweep: the run '" + what + "' is listed twice",
+                 "remove the repeated value from the grid, runs, seeds or --grid");
+    }
+  };
+  refuse_repeats(combos);
+  std::vector<Combo> seed_runs;
+  for (const std::string& seed : seeds) seed_runs.push_back({"seed=" + seed});
+  refuse_repeats(seed_runs);
   if (randoms.size() > 1 || !randoms[0].empty()) {
     std::vector<Combo> next;
     for (const Combo& c : combos) {
@@ -415,7 +431,11 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
   if (!seeds.empty()) combos = product(combos, GridAxis{"seed", seeds});
 
   std::set<std::string> names;
+  std::set<Combo> seen;
   for (Combo& c : combos) {
+    // A random draw may repeat an earlier one (choice over few values): that run is dropped.
+    // The explicit duplicates were refused above.
+    if (!seen.insert(c).second) continue;
     Run run{run_name(c), std::move(c), {}};
     if (!names.insert(run.name).second) {
       run.name = hash_name(run.overrides);

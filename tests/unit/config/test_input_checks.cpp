@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ampctl/config/config_file.h"
 #include "ampctl/config/run_config.h"
@@ -94,6 +95,19 @@ TEST(ConfigInputChecks, StepCountersAreBounded) {
   EXPECT_EQ(only_problem(kMinimal, {"training.max_steps=1000000000001"}).key, "training.max_steps");
   EXPECT_EQ(parse_config(kMinimal, "x", {"training.max_steps=1000000000000"}).training.max_steps,
             kMaxSteps);
+}
+
+TEST(ConfigInputChecks, ATooDeepKeyIsReportedWhereItIs) {
+  // A container nested past kMaxDepth reads as null; used as a key, the problem about it must
+  // still name the file and line (found by fuzz_sweep: it had no position at all).
+  const std::string deep = std::string(40, '[') + "1" + std::string(40, ']');
+  const std::vector<Problem> problems =
+      testing::problems_of(std::string(kMinimal) + "? " + deep + "\n: 1\n");
+  ASSERT_FALSE(problems.empty());
+  for (const Problem& p : problems) {
+    EXPECT_EQ(p.where.origin, "run.yaml") << p.str();
+    EXPECT_EQ(p.where.line, 3) << p.str();
+  }
 }
 
 class ConfigFile : public ::testing::Test {

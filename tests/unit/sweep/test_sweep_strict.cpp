@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ampctl/config/problems.h"
+#include "ampctl/core/error.h"
 #include "ampctl/sweep/sweep.h"
 
 namespace ampctl::sweep {
@@ -81,6 +82,29 @@ TEST(SweepStrict, ASecondSectionIsAnError) {
                              "{seed: [1, 2]}\n");
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0], "s.yaml:10:1: sweep: a second sweep: section (the first is at s.yaml:8:1)");
+}
+
+TEST(SweepStrict, ARunListedTwiceIsAnError) {
+  // Found by fuzz_sweep: two identical runs got the same folder name.
+  for (const std::string& section :
+       {std::string("sweep:\n  seeds: [0, 0]\n"), std::string("sweep:\n  grid: {seed: [3, 3]}\n"),
+        std::string("sweep:\n  runs: [{seed: 1}, {seed: 1}]\n")}) {
+    try {
+      parse_sweep(kBase + section, "s.yaml");
+      ADD_FAILURE() << "accepted: " << section;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::config);
+      EXPECT_NE(std::string(e.what()).find("s.yaml: sweep: the run 'seed="), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("is listed twice"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_sweep(kBase, "s.yaml", {"seed=1,1"}), Error);
+  // Random draws that repeat (six draws from two choices) are dropped, not refused.
+  const Sweep random = parse_sweep(
+      kBase + "sweep:\n  random: {n: 6, seed: 0, params: {seed: {choice: [1, 2]}}}\n", "s.yaml");
+  ASSERT_EQ(random.runs.size(), 2u);
+  EXPECT_NE(random.runs[0].name, random.runs[1].name);
 }
 
 TEST(SweepStrict, GoodSectionsStillExpand) {
