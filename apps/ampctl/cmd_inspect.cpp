@@ -19,6 +19,31 @@ struct InspectOptions {
   bool json = false;
 };
 
+// A checkpoint's string as it may be shown on a terminal: control characters (ESC, CR, BEL, the
+// C1 range U+0080..U+009F) are written as escapes (backslash, x, two hex digits; backslash, u,
+// four hex digits for C1) and a backslash is doubled, so a crafted tensor name cannot move the
+// cursor, recolour or retitle the terminal, or hide part of a line.
+std::string terminal_safe(const std::string& s) {
+  std::string out;
+  char buf[8];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else if (c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(s[i + 1]) <= 0x9f) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned char>(s[++i]));
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 std::string value_text(const nlohmann::ordered_json& v) {
   if (v.is_null()) return "n/a";
   return v.dump();
@@ -32,10 +57,11 @@ std::string with_thousands(int64_t n) {
 
 std::string render_text(const nlohmann::ordered_json& s) {
   std::string out;
-  out += "checkpoint:     " + s["file"].get<std::string>() + "\n";
+  out += "checkpoint:     " + terminal_safe(s["file"].get<std::string>()) + "\n";
   out += "step:           " + std::to_string(s["step"].get<int64_t>()) + "\n";
   out += "precision:      " +
-         (s["precision"].is_null() ? std::string("unknown") : s["precision"].get<std::string>()) +
+         (s["precision"].is_null() ? std::string("unknown")
+                                   : terminal_safe(s["precision"].get<std::string>())) +
          "\n";
   if (s["scaler_enabled"].get<bool>()) {
     out += "scale:          " + value_text(s["scale"]) + "\n";
@@ -46,17 +72,19 @@ std::string render_text(const nlohmann::ordered_json& s) {
   if (s.contains("last_loss")) out += "last loss:      " + value_text(s["last_loss"]) + "\n";
   out += "parameters:     " + with_thousands(s["parameters"].get<int64_t>()) + "\n";
   if (!s["optimizer"].is_null()) {
-    out += "optimizer:      " + s["optimizer"].get<std::string>() + " (" +
+    out += "optimizer:      " + terminal_safe(s["optimizer"].get<std::string>()) + " (" +
            std::to_string(s["optimizer_tensors"].get<size_t>()) + " state tensors)\n";
   }
   const auto& tensors = s["tensors"];
   out += "model:          " + std::to_string(tensors.size()) + " tensors\n";
   size_t width = 0;
-  for (const auto& t : tensors) width = std::max(width, t["name"].get<std::string>().size());
   for (const auto& t : tensors) {
-    std::string name = t["name"].get<std::string>();
+    width = std::max(width, terminal_safe(t["name"].get<std::string>()).size());
+  }
+  for (const auto& t : tensors) {
+    std::string name = terminal_safe(t["name"].get<std::string>());
     name.resize(width, ' ');
-    std::string dtype = t["dtype"].get<std::string>();
+    std::string dtype = terminal_safe(t["dtype"].get<std::string>());
     dtype.resize(5, ' ');
     out += "  " + name + "  " + dtype + t["shape"].dump() + "\n";
   }
@@ -66,7 +94,11 @@ std::string render_text(const nlohmann::ordered_json& s) {
 int run_inspect(const InspectOptions& options) {
   const checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
   const nlohmann::ordered_json summary = checkpoint::summarize(loaded.data, loaded.path);
-  const std::string text = options.json ? summary.dump(2) + "\n" : render_text(summary);
+  // JSON escapes control characters itself (ESC is \u001b).
+  const std::string text =
+      options.json
+          ? summary.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n"
+          : render_text(summary);
   std::fputs(text.c_str(), stdout);
   return 0;
 }

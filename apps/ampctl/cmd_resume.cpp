@@ -67,7 +67,12 @@ int run_resume(const ResumeOptions& options) {
   train::install_stop_handlers();
   try {
     train::Trainer trainer(cfg, run_dir);
-    trainer.resume(loaded.data);
+    try {
+      trainer.resume(loaded.data);
+    } catch (const Error& e) {  // a state that does not restore: name the file it came from
+      if (e.kind() != ErrorKind::input) throw;
+      throw Error{e.kind(), loaded.path.string() + ": " + e.what(), e.hint()};
+    }
     while (!trainer.done()) trainer.step();
     trainer.finish();
   } catch (const Error& e) {

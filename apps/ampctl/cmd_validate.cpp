@@ -2,13 +2,16 @@
 // default filled in, each key with its help) and exits 0, or lets the ConfigError listing every
 // problem reach main, which prints them and exits 2. A file with a `sweep:` section is checked as
 // `ampctl sweep` would check it (the base and every run), and its runs are listed after the base.
+// Each run's memory is estimated too (train/memory_plan.h): sizes that overflow, or a CPU run
+// that cannot fit the host's available memory, are refused (exit 2) naming the key.
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
+#include "ampctl/config/config_file.h"
 #include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
 #include "ampctl/sweep/sweep.h"
+#include "ampctl/train/memory_plan.h"
 #include "commands.h"
 
 namespace ampctl::app {
@@ -20,21 +23,12 @@ struct ValidateOptions {
   std::vector<std::string> sets;
 };
 
-// The file's text when it holds a top-level `sweep:` section; empty otherwise (an unreadable
-// file is left to load_config, which reports it).
-std::string sweep_text(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return {};
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  return sweep::strip_sweep_section(text) == text ? std::string() : text;
-}
-
 int run_validate(const ValidateOptions& options) {
-  const std::string text = sweep_text(options.config);
-  if (text.empty()) {
-    const config::RunConfig resolved = config::load_config(options.config, options.sets);
+  // One bounded read of a regular file (a FIFO or /dev/zero is refused before any byte).
+  const std::string text = config::read_config_text(options.config);
+  if (sweep::strip_sweep_section(text) == text) {
+    const config::RunConfig resolved = config::parse_config(text, options.config, options.sets);
+    train::check_config_memory(resolved);
     std::fputs(config::to_yaml(resolved, config::YamlStyle::annotated).c_str(), stdout);
     return 0;
   }
@@ -45,6 +39,13 @@ int run_validate(const ValidateOptions& options) {
   }
   sweep::validate(spec);
   const config::RunConfig base = config::parse_config(spec.base_text, spec.origin, options.sets);
+  for (const sweep::Run& run : spec.runs) {
+    try {
+      train::check_config_memory(config::parse_config(spec.base_text, spec.origin, run.overrides));
+    } catch (const Error& e) {
+      throw Error{e.kind(), "run " + run.name + ": " + e.what(), e.hint()};
+    }
+  }
   std::fputs(config::to_yaml(base, config::YamlStyle::annotated).c_str(), stdout);
   std::printf("# sweep: %zu run(s), each valid (ampctl sweep --config %s)\n", spec.runs.size(),
               options.config.c_str());

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 
 namespace ampctl::checkpoint {
 
@@ -137,32 +138,8 @@ bool is_temporary_file(const fs::path& path) {
   return name.size() > 1 && name[0] == '.' && name.find(kTempMarker) != std::string::npos;
 }
 
-std::string read_file(const fs::path& path) {
-  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (raw < 0) {
-    throw Error{ErrorKind::input, "cannot read " + path.string() + ": " + std::strerror(errno)};
-  }
-  FileDescriptor fd(raw);
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw Error{ErrorKind::runtime, "cannot read " + path.string() + ": " + std::strerror(errno)};
-  }
-  if (S_ISDIR(st.st_mode)) {
-    throw Error{ErrorKind::input, "cannot read " + path.string() + ": " + std::strerror(EISDIR)};
-  }
-  std::string out;
-  if (S_ISREG(st.st_mode)) out.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error{ErrorKind::runtime, "cannot read " + path.string() + ": " + std::strerror(errno)};
-    }
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
+std::string read_file(const fs::path& path, size_t max_bytes) {
+  return read_regular_file(path, max_bytes);
 }
 
 }  // namespace ampctl::checkpoint

@@ -16,6 +16,7 @@
 #include "ampctl/build_info.h"
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/checkpoint/encoding.h"
+#include "ampctl/config/config_file.h"
 #include "ampctl/core/error.h"
 
 namespace ampctl::checkpoint {
@@ -34,6 +35,8 @@ constexpr const char* kTopLevelKeys[] = {"format",    "version", "ampctl_version
                                          "scheduler", "rng",     "data",           "metrics"};
 constexpr const char* kTensorKeys[] = {"dtype", "shape", "data", "crc32"};
 const char* const kLatest = "latest";
+// `latest` holds one file name and a newline.
+constexpr size_t kMaxLatestBytes = 4096;
 constexpr int kMaxDepth = 128;
 
 // A function rather than a lambda at the call sites: clang before 16 cannot capture the
@@ -245,13 +248,39 @@ ojson parse_json(std::string_view text, const std::string& origin) {
   if (first == std::string_view::npos) {
     throw Error{ErrorKind::input, origin + ": empty file (only whitespace)"};
   }
+  // nlohmann's lexer reads a NUL byte as the end of the input, so a document followed by NULs
+  // (a preallocated or zero-padded file) would parse; raw NULs are never valid JSON.
+  // (A file that does not even start like JSON is "not JSON at all", below.)
+  const bool json_start = text[first] == '{' || text[first] == '[';
+  if (const size_t nul = text.find('\0'); json_start && nul != std::string_view::npos) {
+    throw Error{ErrorKind::input,
+                origin + ": a NUL byte at offset " + std::to_string(nul) +
+                    ": not JSON text (bytes after the document, or a zero-filled end?)",
+                "a checkpoint is one JSON document and nothing else"};
+  }
   // Copying, comparing and dumping JSON recurse: a hostile file nested a million levels deep
   // would overflow the stack. Ours is at most a few levels (config sections, scheduler state).
-  const auto limit_depth = [&](int depth, ojson::parse_event_t event, ojson&) {
+  // Duplicate keys: JSON leaves them undefined and nlohmann keeps the last silently, so a
+  // hand-edited or concatenated file could mean two things. Each open object's keys so far:
+  std::vector<std::vector<std::string>> keys;
+  const auto limit_depth = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
     if (depth > kMaxDepth && (event == ojson::parse_event_t::object_start ||
                               event == ojson::parse_event_t::array_start)) {
       throw Error{ErrorKind::input,
                   origin + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels"};
+    }
+    if (event == ojson::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == ojson::parse_event_t::object_end && !keys.empty()) {
+      keys.pop_back();
+    } else if (event == ojson::parse_event_t::key && !keys.empty() && parsed.is_string()) {
+      const std::string& key = parsed.get_ref<const std::string&>();
+      std::vector<std::string>& seen = keys.back();
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+        throw Error{ErrorKind::input, origin + ": duplicate key " + short_dump(parsed) +
+                                          " in one object (JSON leaves its meaning undefined)"};
+      }
+      seen.push_back(key);
     }
     return true;
   };
@@ -331,6 +360,26 @@ void check_top_level(const ojson& doc, const std::string& origin) {
     throw Error{ErrorKind::input,
                 origin + ": step: expected an integer >= 0, got " + short_dump(step)};
   }
+  // A step near int64's end would train at negative step numbers; one past the run's own
+  // max_steps was never written by ampctl.
+  const int64_t steps = step.get<int64_t>();
+  if (steps > config::kMaxSteps) {
+    throw Error{ErrorKind::input, origin + ": step: " + std::to_string(steps) +
+                                      " is beyond the most a run may take (" +
+                                      std::to_string(config::kMaxSteps) + ")"};
+  }
+  if (doc.at("config").is_object() && doc.at("config").contains("training") &&
+      doc.at("config").at("training").is_object() &&
+      doc.at("config").at("training").contains("max_steps")) {
+    const ojson& max_steps = doc.at("config").at("training").at("max_steps");
+    if (max_steps.is_number_integer() && max_steps.get<int64_t>() >= 0 &&
+        steps > max_steps.get<int64_t>()) {
+      throw Error{ErrorKind::input, origin + ": step: " + std::to_string(steps) +
+                                        " is beyond the run's training.max_steps (" +
+                                        std::to_string(max_steps.get<int64_t>()) +
+                                        "): not a checkpoint ampctl wrote"};
+    }
+  }
   for (const char* key :
        {"config", "scaler", "model", "optimizer", "scheduler", "rng", "data", "metrics"}) {
     if (!doc.at(key).is_object()) {
@@ -402,15 +451,16 @@ std::optional<std::string> read_latest(const fs::path& dir, std::string& problem
   }
   std::string text;
   try {
-    text = read_file(latest);
+    text = read_file(latest, kMaxLatestBytes);
   } catch (const Error& e) {
     problem = e.what();
     return std::nullopt;
   }
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
   if (!step_of_file_name(text)) {
-    problem = latest.string() + " holds '" + text.substr(0, 64) +
-              "', not a checkpoint file name (step-NNNNNNNN.json)";
+    // Not echoed: `latest` may be a link to any file, whose first bytes are nobody's business.
+    problem = latest.string() + " does not hold a checkpoint file name (step-NNNNNNNN.json; it " +
+              "holds " + std::to_string(text.size()) + " bytes)";
     return std::nullopt;
   }
   return text;

@@ -136,7 +136,8 @@ class ValueBuilder : public YAML::EventHandler {
     if (m_over_budget) return;
     if (m_skip > 0 || static_cast<int>(m_stack.size()) >= kMaxDepth) {
       if (m_skip++ == 0) {
-        problem(where_of(mark), "nested more than " + std::to_string(kMaxDepth) + " levels deep");
+        m_skip_where = where_of(mark);
+        problem(m_skip_where, "nested more than " + std::to_string(kMaxDepth) + " levels deep");
       }
       return;
     }
@@ -150,7 +151,11 @@ class ValueBuilder : public YAML::EventHandler {
   void close() {
     if (m_over_budget) return;
     if (m_skip > 0) {
-      if (--m_skip == 0) finish(Value{}, 0);  // the skipped container reads as null
+      if (--m_skip == 0) {  // the skipped container reads as null, where it was written
+        Value skipped;
+        skipped.where = m_skip_where;
+        finish(std::move(skipped), 0);
+      }
       return;
     }
     Frame f = std::move(m_stack.back());
@@ -194,7 +199,8 @@ class ValueBuilder : public YAML::EventHandler {
   YAML::Mark m_document_start;
   size_t m_nodes = 0;
   bool m_over_budget = false;
-  int m_skip = 0;  // > 0 while inside a container that is too deep
+  int m_skip = 0;      // > 0 while inside a container that is too deep
+  Where m_skip_where;  // where the outermost skipped container starts
 };
 
 // Sees only where a document starts (to find a second one, or a parser that is stuck).

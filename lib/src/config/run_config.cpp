@@ -8,9 +8,11 @@
 #include <fstream>
 #include <limits>
 
+#include "ampctl/config/config_file.h"
 #include "ampctl/config/document.h"
 #include "ampctl/config/reference.h"
 #include "ampctl/config/schema.h"
+#include "ampctl/core/input_file.h"
 
 namespace ampctl::config {
 
@@ -196,6 +198,10 @@ Field<DataSource> label_column_field(std::string help) {
     }
     if (!in.value.is_scalar() || is_plain_null(in.value) || in.value.text.empty()) {
       in.fail("expected a column name or index, got " + describe(in.value));
+      return false;
+    }
+    if (std::string message = utf8_problem(in.value.text); !message.empty()) {
+      in.fail(std::move(message));
       return false;
     }
     c.label_column = {in.value.text, 0};
@@ -408,11 +414,16 @@ Schema<RunConfig> make_run_schema() {
                     "sgd | adam | adamw (PyTorch semantics)"),
       float_field<C>(AMPCTL_KEY(optimizer.lr), 1e-3, FloatRange::at_least(0.0), "learning rate"),
       float_field<C>(AMPCTL_KEY(optimizer.weight_decay), 0.0, FloatRange::at_least(0.0),
-                     "L2 (sgd, adam) or decoupled (adamw) weight decay"),
+                     "L2 (sgd, adam) or decoupled (adamw) weight decay (default: 0.01 for "
+                     "adamw, 0 for sgd and adam, as in PyTorch)")
+          .derive([](C& c, const ParseState&) {
+            c.optimizer.weight_decay = c.optimizer.type == OptimizerType::adamw ? 0.01 : 0.0;
+          }),
       float_pair_field<C>(AMPCTL_KEY(optimizer.betas), {0.9, 0.999},
                           FloatRange::closed_open(0.0, 1.0), "each in [0, 1)")
           .when("optimizer.type", kAdam),
-      float_field<C>(AMPCTL_KEY(optimizer.eps), 1e-8, FloatRange::above(0.0), "> 0")
+      float_field<C>(AMPCTL_KEY(optimizer.eps), 1e-8, FloatRange::above(0.0).in_f32(),
+                     "> 0 (a normal float32)")
           .when("optimizer.type", kAdam),
       float_field<C>(AMPCTL_KEY(optimizer.momentum), 0.0, FloatRange::at_least(0.0), ">= 0")
           .when("optimizer.type", kSgd),
@@ -469,9 +480,9 @@ Schema<RunConfig> make_run_schema() {
       toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
                       "auto | true | false (auto: on for fp16, off for bf16/fp32)"),
       float_field<C>(AMPCTL_KEY(scaler.init_scale), 65536.0, FloatRange::above(0.0).in_f32(),
-                     "> 0 and finite"),
+                     "> 0 and a normal float32 (its reciprocal finite)"),
       float_field<C>(AMPCTL_KEY(scaler.growth_factor), 2.0, FloatRange::above(1.0).in_f32(), "> 1"),
-      float_field<C>(AMPCTL_KEY(scaler.backoff_factor), 0.5, FloatRange::open(0.0, 1.0),
+      float_field<C>(AMPCTL_KEY(scaler.backoff_factor), 0.5, FloatRange::open(0.0, 1.0).in_f32(),
                      "in (0, 1)"),
       int_field<C>(AMPCTL_KEY(scaler.growth_interval), 2000, {1, kInt32Max}, "integer >= 1"),
       int_field<C>(AMPCTL_KEY(scaler.hysteresis), 1, {1, kInt32Max},
@@ -479,10 +490,10 @@ Schema<RunConfig> make_run_schema() {
       float_field<C>(AMPCTL_KEY(scaler.min_scale), 0.0, FloatRange::at_least(0.0).in_f32(),
                      "backoff never goes below this (0 = no floor)"),
       float_field<C>(AMPCTL_KEY(scaler.max_scale), std::numeric_limits<double>::infinity(),
-                     FloatRange::above(0.0).with_inf(),
+                     FloatRange::above(0.0).with_inf().in_f32(),
                      "growth never goes above this (>= min_scale; .inf = no cap)"),
 
-      int_field<C>(AMPCTL_KEY(training.max_steps), 1000, {1, INT64_MAX},
+      int_field<C>(AMPCTL_KEY(training.max_steps), 1000, {1, kMaxSteps},
                    "optimizer iterations, skipped ones included"),
       int_field<C>(AMPCTL_KEY(training.grad_accum_steps), 1, {1, kInt32Max},
                    "micro-batches per optimizer step"),
@@ -636,7 +647,7 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& args) {
 
 std::string default_name_for(const std::string& origin) {
   const std::string stem = std::filesystem::path(origin).stem().string();
-  return check_name(stem).empty() ? stem : "run";
+  return check_name(stem).empty() && utf8_problem(stem).empty() ? stem : "run";
 }
 
 RunConfig validate(const Value& doc, const std::string& default_name, Problems& problems) {
@@ -660,29 +671,25 @@ RunConfig parse_config(std::string_view yaml, const std::string& origin,
   return config;
 }
 
+std::string read_config_text(const std::filesystem::path& file) {
+  // A configuration is a few kilobytes; the cap keeps a wrong path (a dataset) harmless, and
+  // read_regular_file refuses a FIFO or a device (/dev/zero) before reading a byte.
+  try {
+    return read_regular_file(file, kMaxConfigBytes);
+  } catch (const Error& e) {
+    std::string why = e.what();
+    const std::string name = file.string() + ": ";
+    if (why.rfind(name, 0) == 0) why = why.substr(name.size());
+    throw ConfigError(ErrorKind::config,
+                      {Problem{Where{file.string()}, "",
+                               "cannot read the configuration file: " + why, e.hint()}});
+  }
+}
+
 RunConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides) {
   parse_overrides(overrides);  // a usage error comes first, whatever the file holds
-  const std::string origin = file.string();
-  auto fail = [&](const std::string& why) {
-    throw ConfigError(
-        ErrorKind::config,
-        {Problem{Where{origin}, "", "cannot read the configuration file: " + why, ""}});
-  };
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (!std::filesystem::exists(status)) fail("no such file");
-  if (std::filesystem::is_directory(status)) fail("it is a directory");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail(std::strerror(errno));
-  // A configuration is a few kilobytes; the cap keeps a wrong path (a device, a dataset) harmless.
-  constexpr std::streamsize kMaxBytes = 16 << 20;
-  std::string text(static_cast<size_t>(kMaxBytes) + 1, '\0');
-  in.read(text.data(), kMaxBytes + 1);
-  if (in.bad()) fail(std::strerror(errno));
-  if (in.gcount() > kMaxBytes) fail("larger than 16 MiB");
-  text.resize(static_cast<size_t>(in.gcount()));
-  return parse_config(text, origin, overrides);
+  return parse_config(read_config_text(file), file.string(), overrides);
 }
 
 std::vector<KeyDoc> key_docs() {

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
 
 namespace ampctl::config {
@@ -187,6 +189,42 @@ std::string describe(const Value& v) {
   if (v.text.size() > kMax) text += "...";
   if (!v.plain) text += '"';
   return text;
+}
+
+std::string utf8_problem(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (b < 0x80) {
+      ++i;
+      continue;
+    } else if (b >= 0xc2 && b <= 0xdf) {
+      len = 2, cp = b & 0x1fu;
+    } else if (b >= 0xe0 && b <= 0xef) {
+      len = 3, cp = b & 0x0fu;
+    } else if (b >= 0xf0 && b <= 0xf4) {
+      len = 4, cp = b & 0x07u;
+    }
+    bool ok = len != 0 && i + len <= s.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      ok = (c & 0xc0u) == 0x80u;
+      cp = cp << 6 | (c & 0x3fu);
+    }
+    // Overlong 3- and 4-byte forms, UTF-16 surrogates and code points past U+10FFFF.
+    if (ok && len == 3) ok = cp >= 0x800 && (cp < 0xd800 || cp > 0xdfff);
+    if (ok && len == 4) ok = cp >= 0x10000 && cp <= 0x10ffff;
+    if (!ok) {
+      char buf[80];
+      std::snprintf(buf, sizeof buf, "must be valid UTF-8 (byte 0x%02x at offset %zu is not)", b,
+                    i);
+      return buf;
+    }
+    i += len;
+  }
+  return {};
 }
 
 }  // namespace ampctl::config

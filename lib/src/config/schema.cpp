@@ -53,6 +53,16 @@ std::string FloatRange::check(double x) const {
   if (f32 && std::isfinite(x) && std::fabs(x) > kF32Max) {
     return "must be finite in float32 (at most " + format_float(kF32Max) + ")" + got;
   }
+  // Rounded to float32, a tiny value becomes zero (1e-46) or a subnormal whose reciprocal is
+  // infinite (1e-44): a loss scale of either turns every weight into NaN. Zero itself is left
+  // to the range (min_scale: 0 means no floor).
+  constexpr double kF32MinNormal = std::numeric_limits<float>::min();
+  if (f32 && std::isfinite(x) && x != 0.0 && std::fabs(x) < kF32MinNormal) {
+    return "must be a normal float32 value (0, or at least " + format_float(kF32MinNormal) +
+           " in magnitude; smaller ones round to 0 or to a subnormal with an infinite "
+           "reciprocal)" +
+           got;
+  }
   const bool below = min && (x < *min || (min_open && x == *min));
   const bool above = max && (x > *max || (max_open && x == *max));
   if (!below && !above) return {};

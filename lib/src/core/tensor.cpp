@@ -4,6 +4,8 @@
 #include <cstring>
 #include <sstream>
 
+#include "ampctl/core/checked.h"
+
 namespace ampctl {
 
 size_t dtype_size(DType dtype) {
@@ -54,7 +56,11 @@ int64_t shape_numel(const Shape& shape) {
   for (int64_t d : shape) {
     if (d < 0)
       throw Error{ErrorKind::invalid_argument, "negative dimension in " + shape_str(shape)};
-    n *= d;
+    // Views are made inside the training step: the message is built only when it is needed.
+    if (__builtin_mul_overflow(n, d, &n)) {
+      throw Error{ErrorKind::invalid_argument,
+                  "the element count of " + shape_str(shape) + " overflows a 64-bit size"};
+    }
   }
   return n;
 }
@@ -68,7 +74,7 @@ std::string shape_str(const Shape& shape) {
 }
 
 std::shared_ptr<Storage> allocate_host_storage(size_t bytes) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
+  const size_t rounded = checked_add(bytes, size_t{63}, "a host allocation") / 64 * 64;
   void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
   if (rounded && !p) {
     throw Error{ErrorKind::runtime,
@@ -84,7 +90,12 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape
       m_shape(std::move(shape)),
       m_dtype(dtype),
       m_numel(static_cast<size_t>(shape_numel(m_shape))) {
-  if (m_storage && m_offset + nbytes() > m_storage->bytes()) {
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(m_numel, dtype_size(m_dtype), &bytes)) {
+    throw Error{ErrorKind::invalid_argument,
+                "the byte size of " + shape_str(m_shape) + " overflows a 64-bit size"};
+  }
+  if (m_storage && (m_offset > m_storage->bytes() || nbytes() > m_storage->bytes() - m_offset)) {
     throw Error{ErrorKind::invalid_argument, "tensor " + describe() + " at byte offset " +
                                                  std::to_string(m_offset) +
                                                  " does not fit its storage of " +
@@ -93,7 +104,8 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, size_t byte_offset, Shape shape
 }
 
 Tensor Tensor::host(const Shape& shape, DType dtype) {
-  const size_t bytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  const size_t bytes = checked_mul(static_cast<size_t>(shape_numel(shape)), dtype_size(dtype),
+                                   "the byte size of " + shape_str(shape));
   return Tensor{allocate_host_storage(bytes), 0, shape, dtype};
 }
 
@@ -108,7 +120,7 @@ void* Tensor::data() const {
 
 Tensor Tensor::view(size_t element_offset, const Shape& shape) const {
   const size_t n = static_cast<size_t>(shape_numel(shape));
-  if (element_offset + n > m_numel) {
+  if (element_offset > m_numel || n > m_numel - element_offset) {
     throw Error{ErrorKind::invalid_argument, "view of " + shape_str(shape) + " at element " +
                                                  std::to_string(element_offset) + " exceeds " +
                                                  describe()};
@@ -136,10 +148,15 @@ void Tensor::check_dtype(DType expected) const {
 }
 
 size_t FlatLayout::add(const std::string& name, const Shape& shape) {
-  const size_t offset = (m_total + kAlignElements - 1) / kAlignElements * kAlignElements;
+  const std::string what = "the parameter layout at " + name;
+  const size_t offset =
+      checked_add(m_total, kAlignElements - 1, what) / kAlignElements * kAlignElements;
   const size_t n = static_cast<size_t>(shape_numel(shape));
+  // The arenas hold total() elements of up to 4 bytes each: that byte count must exist too.
+  const size_t total = checked_add(offset, n, what);
+  checked_mul(total, size_t{4}, what + " (bytes)");
   m_entries.push_back(Entry{name, shape, offset, n});
-  m_total = offset + n;
+  m_total = total;
   return offset;
 }
 

@@ -1,5 +1,8 @@
 #include "ampctl/data/gz_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include <system_error>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 
 namespace ampctl::data {
 
@@ -23,18 +27,32 @@ constexpr size_t kMaxChunk = size_t{1} << 24;
 }  // namespace
 
 GzReader::GzReader(const std::filesystem::path& file) : m_name(file.string()) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(file, ec);
-  if (!std::filesystem::exists(status)) {
-    throw Error{ErrorKind::input, m_name + ": no such file"};
+  // O_NONBLOCK and fstat before zlib sees the descriptor: a FIFO would block the open (and
+  // every read) forever, a device such as /dev/zero never ends.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    throw Error{ErrorKind::input,
+                m_name + (err == ENOENT ? ": no such file"
+                                        : ": cannot open: " + std::string(std::strerror(err)))};
   }
-  if (std::filesystem::is_directory(status)) {
-    throw Error{ErrorKind::input, m_name + ": is a directory, not a file"};
+  struct stat st {};
+  const int stat_rc = ::fstat(fd, &st);
+  const int stat_err = errno;
+  if (stat_rc != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    if (stat_rc != 0) {
+      throw Error{ErrorKind::input, m_name + ": cannot open: " + std::strerror(stat_err)};
+    }
+    throw Error{ErrorKind::input,
+                m_name + ": is " + non_regular_kind(file) + ", not a regular file"};
   }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   errno = 0;
-  m_file = gzopen(file.c_str(), "rb");
+  m_file = gzdopen(fd, "rb");
   if (m_file == nullptr) {
     const int err = errno;
+    ::close(fd);
     throw Error{ErrorKind::input, m_name + ": cannot open: " +
                                       (err != 0 ? std::strerror(err) : "out of memory in zlib")};
   }
@@ -98,17 +116,26 @@ size_t GzReader::append(std::vector<uint8_t>& out, size_t n) {
   return total;
 }
 
-std::string read_text_file(const std::filesystem::path& file) {
+std::string read_text_file(const std::filesystem::path& file, size_t max_bytes) {
   // Doubling chunks, as in append(): a small file costs a small buffer.
   size_t chunk = size_t{1} << 16;
   GzReader reader(file);
   std::string text;
   while (true) {
     const size_t old = text.size();
-    text.resize(old + chunk);
-    const size_t got = reader.read(text.data() + old, chunk);
+    // Never more than one byte past the cap: that byte is how a longer file is recognised.
+    const size_t want = std::min(chunk, max_bytes + 1 - old);
+    text.resize(old + want);
+    const size_t got = reader.read(text.data() + old, want);
     text.resize(old + got);
-    if (got < chunk) break;
+    if (text.size() > max_bytes) {
+      throw Error{ErrorKind::input,
+                  reader.name() + ": more than " + format_bytes(max_bytes) +
+                      (reader.compressed() ? " once decompressed" : "") +
+                      ", the limit for a text data file",
+                  "convert a data set this large to the idx format, or split it"};
+    }
+    if (got < want) break;
     chunk = std::min(chunk * 2, kMaxChunk);
   }
   if (reader.cut_short()) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/data/gz_reader.h"
 
 namespace ampctl::data {
@@ -31,9 +33,12 @@ std::string describe_magic(uint32_t magic) {
   return "";
 }
 
-// Reads an unsigned-byte idx file whose magic must be `expected_magic` (its low byte is the
-// number of dimensions): returns the dimensions and appends the data to `data`.
-std::vector<uint64_t> read_idx(GzReader& in, uint32_t expected_magic, std::vector<uint8_t>& data) {
+// The header of an unsigned-byte idx file whose magic must be `expected_magic` (its low byte is
+// the number of dimensions). Refuses, before any data is read, a header that declares no data
+// or more than kMaxIdxBytes: decompression then stops at the declared size (plus one byte, to
+// find data the header does not describe), so a small .gz that expands to gigabytes is refused
+// by its header, or by that one byte.
+IdxHeader read_header(GzReader& in, uint32_t expected_magic) {
   const size_t ndim = expected_magic & 0xffu;
   const size_t header_bytes = 4 + 4 * ndim;
   uint8_t header[4 + 4 * 3];
@@ -58,45 +63,62 @@ std::vector<uint64_t> read_idx(GzReader& in, uint32_t expected_magic, std::vecto
                                       std::to_string(header_bytes) + unit + ", got " +
                                       std::to_string(got)};
   }
-  std::vector<uint64_t> dims(ndim);
-  unsigned __int128 payload = 1;
+  IdxHeader h;
+  h.header_bytes = header_bytes;
+  h.dims.resize(ndim);
+  unsigned __int128 payload = 1;  // uint32 dimensions: below 2^96, no overflow
+  std::string shape;
   for (size_t d = 0; d < ndim; ++d) {
-    dims[d] = big_endian_u32(header + 4 + 4 * d);
-    payload *= dims[d];
+    h.dims[d] = big_endian_u32(header + 4 + 4 * d);
+    payload *= h.dims[d];
+    shape += (d ? " x " : "") + std::to_string(h.dims[d]);
   }
   if (payload == 0) {
-    std::string shape;
-    for (size_t d = 0; d < ndim; ++d) shape += (d ? " x " : "") + std::to_string(dims[d]);
     throw Error{ErrorKind::input, in.name() + ": holds no data (dimensions " + shape + ")"};
   }
-  // uint32 dimensions bound the payload below 2^96; anything beyond what is really there is
-  // caught as truncation below, since append() grows only by what it reads.
-  const auto expected = static_cast<unsigned __int128>(header_bytes) + payload;
-  const auto to_string_u128 = [](unsigned __int128 v) {
-    std::string s;
-    do {
-      s.insert(s.begin(), static_cast<char>('0' + static_cast<int>(v % 10)));
-      v /= 10;
-    } while (v != 0);
-    return s;
-  };
-  const size_t want =
-      payload > static_cast<unsigned __int128>(SIZE_MAX) ? SIZE_MAX : static_cast<size_t>(payload);
-  const size_t got_data = in.append(data, want);
-  if (got_data < payload) {
-    throw Error{ErrorKind::input, in.name() + ": truncated: expected " + to_string_u128(expected) +
-                                      unit + ", got " + std::to_string(header_bytes + got_data) +
+  if (payload > kMaxIdxBytes) {
+    throw Error{ErrorKind::input,
+                in.name() + ": the header declares " + shape + " bytes of data, more than the " +
+                    format_bytes(kMaxIdxBytes) + " an idx file may hold",
+                "split the data set, or check that this is the file you meant"};
+  }
+  h.payload = static_cast<uint64_t>(payload);
+  return h;
+}
+
+// Reads the data the header declares into `data` (appended) and checks that nothing follows.
+std::vector<uint64_t> read_idx(GzReader& in, uint32_t expected_magic, std::vector<uint8_t>& data) {
+  const IdxHeader h = read_header(in, expected_magic);
+  const std::string unit = in.compressed() ? " bytes (decompressed)" : " bytes";
+  const uint64_t expected = h.header_bytes + h.payload;
+  // The pixels are held twice while loading (as bytes, then as fp32 features).
+  if (const std::optional<uint64_t> available = host_memory_available();
+      available && h.payload * 5 > *available) {
+    throw Error{ErrorKind::input, in.name() + ": " + format_bytes(h.payload) +
+                                      " of data need about " + format_bytes(h.payload * 5) +
+                                      " of memory to load, and " + format_bytes(*available) +
+                                      " is available"};
+  }
+  const size_t got_data = in.append(data, static_cast<size_t>(h.payload));
+  if (got_data < h.payload) {
+    throw Error{ErrorKind::input, in.name() + ": truncated: expected " + std::to_string(expected) +
+                                      unit + ", got " + std::to_string(h.header_bytes + got_data) +
                                       (in.cut_short() ? " (the gzip stream ends early)" : "")};
   }
   uint8_t extra = 0;
   if (in.read(&extra, 1) != 0) {
     throw Error{ErrorKind::input, in.name() + ": more data than the header describes: expected " +
-                                      to_string_u128(expected) + unit + ", the file is longer"};
+                                      std::to_string(expected) + unit + ", the file is longer"};
   }
-  return dims;
+  return h.dims;
 }
 
 }  // namespace
+
+IdxHeader read_idx_header(const std::filesystem::path& file, uint32_t magic) {
+  GzReader in(file);
+  return read_header(in, magic);
+}
 
 IdxImages read_idx_images(const std::filesystem::path& file) {
   GzReader in(file);

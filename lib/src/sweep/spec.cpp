@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "ampctl/config/config_file.h"
+#include "ampctl/config/document.h"
 #include "ampctl/config/problems.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
@@ -166,6 +168,49 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
   return out;
 }
 
+// Duplicate keys anywhere under `v` (whose key path is `path`): YAML leaves them undefined and
+// yaml-cpp keeps one silently, so a grid axis written twice would name runs after values that
+// never ran.
+void find_duplicates(const config::Value& v, const std::string& path, config::Problems& problems) {
+  for (size_t i = 0; i < v.items.size(); ++i) {
+    find_duplicates(v.items[i], path + "[" + std::to_string(i) + "]", problems);
+  }
+  for (size_t i = 0; i < v.entries.size(); ++i) {
+    const config::Value::Entry& e = v.entries[i];
+    const std::string key = path.empty() ? e.key : path + "." + e.key;
+    for (size_t j = 0; j < i; ++j) {
+      if (v.entries[j].key != e.key) continue;
+      problems.add(e.key_where, key,
+                   "duplicate key (also at " + v.entries[j].key_where.str() + ")");
+      break;
+    }
+    find_duplicates(e.value, key, problems);
+  }
+}
+
+// The whole file through the configuration parser, the sweep section included: broken YAML (a
+// TAB, a syntax error), nesting past config::kMaxDepth, an alias bomb, duplicate keys in the
+// sweep section and a second `sweep:` section are errors with file:line, not a section that is
+// silently dropped (the base configuration's own keys are checked by its schema later).
+void check_document(std::string_view text, const std::string& origin) {
+  config::Problems problems;
+  config::Value doc;
+  config::parse_yaml(text, origin, doc, problems);
+  const config::Value::Entry* first = nullptr;
+  for (const config::Value::Entry& e : doc.entries) {
+    if (e.key != "sweep") continue;
+    if (first == nullptr) {
+      first = &e;
+      find_duplicates(e.value, "sweep", problems);
+    } else {
+      problems.add(e.key_where, "sweep",
+                   "a second sweep: section (the first is at " + first->key_where.str() + ")",
+                   "merge them into one section");
+    }
+  }
+  problems.throw_if_any(ErrorKind::config);
+}
+
 uint64_t fnv1a(std::string_view s) {
   uint64_t h = 1469598103934665603u;
   for (unsigned char ch : s) {
@@ -284,6 +329,7 @@ std::string run_name(const std::vector<std::string>& overrides) {
 
 Sweep parse_sweep(std::string_view text, const std::string& origin,
                   const std::vector<std::string>& grid_flags) {
+  check_document(text, origin);
   Sweep sweep;
   sweep.origin = origin;
   sweep.base_text = strip_sweep_section(text);
@@ -355,6 +401,22 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
 
   std::vector<Combo> combos = runs;
   for (const GridAxis& axis : axes) combos = product(combos, axis);
+  // A value listed twice (seeds: [0, 0], --grid seed=1,1, two equal runs) makes two runs of one
+  // configuration that would share a folder: refused, like a duplicate key.
+  const auto refuse_repeats = [&](const std::vector<Combo>& list) {
+    std::set<Combo> unique;
+    for (const Combo& c : list) {
+      if (unique.insert(c).second) continue;
+      std::string what;
+      for (const std::string& o : c) what += (what.empty() ? "" : " ") + o;
+      spec_error(origin, "sweep: the run '" + what + "' is listed twice",
+                 "remove the repeated value from the grid, runs, seeds or --grid");
+    }
+  };
+  refuse_repeats(combos);
+  std::vector<Combo> seed_runs;
+  for (const std::string& seed : seeds) seed_runs.push_back({"seed=" + seed});
+  refuse_repeats(seed_runs);
   if (randoms.size() > 1 || !randoms[0].empty()) {
     std::vector<Combo> next;
     for (const Combo& c : combos) {
@@ -369,7 +431,11 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
   if (!seeds.empty()) combos = product(combos, GridAxis{"seed", seeds});
 
   std::set<std::string> names;
+  std::set<Combo> seen;
   for (Combo& c : combos) {
+    // A random draw may repeat an earlier one (choice over few values): that run is dropped.
+    // The explicit duplicates were refused above.
+    if (!seen.insert(c).second) continue;
     Run run{run_name(c), std::move(c), {}};
     if (!names.insert(run.name).second) {
       run.name = hash_name(run.overrides);
@@ -381,13 +447,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
 }
 
 Sweep load_sweep(const std::filesystem::path& file, const std::vector<std::string>& grid_flags) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    throw Error{ErrorKind::config, file.string() + ": cannot read the configuration file"};
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_sweep(ss.str(), file.string(), grid_flags);
+  return parse_sweep(config::read_config_text(file), file.string(), grid_flags);
 }
 
 void validate(Sweep& sweep) {

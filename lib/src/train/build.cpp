@@ -14,6 +14,7 @@
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/optim/sgd.h"
 #include "ampctl/train/batcher.h"
+#include "ampctl/train/memory_plan.h"
 
 namespace ampctl::train {
 namespace {
@@ -232,10 +233,12 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   // What the model is (model.type) comes from the registry; its input and output widths from
   // the data source.
   const data::Dataset& train = r.data.train;
+  const int64_t outputs = train.task == data::Task::classification ? train.classes : train.targets;
+  // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
+  check_run_memory(cfg, train.features, outputs, train.size(),
+                   r.data.eval ? r.data.eval->size() : 0, b.device());
   r.model = nn::build_model(
-      b, model_options(cfg.model, cfg.precision, cfg.loss, train.features,
-                       train.task == data::Task::classification ? train.classes : train.targets,
-                       batch, seed));
+      b, model_options(cfg.model, cfg.precision, cfg.loss, train.features, outputs, batch, seed));
   r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
                                                    cfg.optimizer.lr, cfg.training.max_steps);
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).

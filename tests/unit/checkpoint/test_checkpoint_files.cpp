@@ -76,8 +76,8 @@ TEST(AtomicFile, FailureNamesThePathAndLeavesTheTargetAlone) {
 TEST(AtomicFile, ReadErrorsAreInputErrors) {
   ScratchDir dir;
   expect_error([&] { read_file(dir.path() / "nope.json"); }, ErrorKind::input,
-               "nope.json: " + std::string(std::strerror(ENOENT)));
-  expect_error([&] { read_file(dir.path()); }, ErrorKind::input, std::strerror(EISDIR));
+               "nope.json: no such file");
+  expect_error([&] { read_file(dir.path()); }, ErrorKind::input, "is a directory");
 }
 
 TEST(AtomicFile, TemporaryNamesAreRecognised) {
@@ -198,7 +198,9 @@ TEST(FindCheckpoint, FallsBackWhenLatestIsMissingOrGarbage) {
   {
     CaptureLog log;
     EXPECT_EQ(find_checkpoint(c.run.path()), c.file(3));
-    EXPECT_NE(log.text().find("not a checkpoint file name"), std::string::npos) << log.text();
+    EXPECT_NE(log.text().find("does not hold a checkpoint file name"), std::string::npos)
+        << log.text();
+    EXPECT_EQ(log.text().find("passwd"), std::string::npos) << log.text();  // never echoed
   }
   write_file_atomic(c.dir / "latest", "step-00000099.json\n");
   {

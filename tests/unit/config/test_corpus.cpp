@@ -142,7 +142,9 @@ TEST(ConfigCorpus, DirectoryIsRefused) {
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              dir.path.string() + ": cannot read the configuration file: it is a directory");
+              dir.path.string() +
+                  ": cannot read the configuration file: is a directory, not a regular file\n"
+                  "hint: give the path of a regular file");
   }
 }
 

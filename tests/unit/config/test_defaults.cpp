@@ -40,7 +40,7 @@ void expect_spec_defaults(const RunConfig& c) {
 
   EXPECT_EQ(c.optimizer.type, OptimizerType::adamw);
   EXPECT_EQ(c.optimizer.lr, 1.0e-3);
-  EXPECT_EQ(c.optimizer.weight_decay, 0.0);
+  EXPECT_EQ(c.optimizer.weight_decay, 0.01);  // PyTorch AdamW's default
   EXPECT_EQ(c.optimizer.betas, (std::array<double, 2>{0.9, 0.999}));
   EXPECT_EQ(c.optimizer.eps, 1.0e-8);
   EXPECT_EQ(c.optimizer.momentum, 0.0);
@@ -99,6 +99,28 @@ TEST(ConfigDefaults, NameDefaultsToTheFileStem) {
   // A stem that cannot name a directory falls back to "run".
   EXPECT_EQ(parse_config(kMinimal, "/dir/..").name, "run");
   EXPECT_EQ(parse_config("name: mine\n" + std::string(kMinimal), "x.yaml").name, "mine");
+}
+
+TEST(ConfigDefaults, WeightDecayFollowsTheOptimizer) {
+  // PyTorch: AdamW 0.01, Adam and SGD 0; a written value wins, 0 included.
+  const auto wd = [](const std::string& optimizer) {
+    return parse_config(std::string(kMinimal) + "optimizer: " + optimizer + "\n", "x.yaml")
+        .optimizer.weight_decay;
+  };
+  EXPECT_EQ(wd("{type: adamw}"), 0.01);
+  EXPECT_EQ(wd("{type: adam}"), 0.0);
+  EXPECT_EQ(wd("{type: sgd}"), 0.0);
+  EXPECT_EQ(wd("{type: adamw, weight_decay: 0.0}"), 0.0);
+  EXPECT_EQ(wd("{type: sgd, weight_decay: 0.01}"), 0.01);
+  EXPECT_EQ(wd("{type: adam, weight_decay: 0.5}"), 0.5);
+  // --set of the type alone moves the default with it.
+  EXPECT_EQ(parse_config(kMinimal, "x.yaml", {"optimizer.type=sgd"}).optimizer.weight_decay, 0.0);
+  // The resolved dump writes the value, so a checkpoint's config keeps what the run used.
+  const RunConfig adamw = parse_config(kMinimal, "x.yaml");
+  EXPECT_EQ(from_json(to_json(adamw)).optimizer.weight_decay, 0.01);
+  const RunConfig old_run =
+      parse_config("model: {}\ndata: {}\noptimizer: {weight_decay: 0.0}\n", "x");
+  EXPECT_EQ(from_json(to_json(old_run)).optimizer.weight_decay, 0.0);
 }
 
 TEST(ConfigDefaults, LossFollowsTheTask) {

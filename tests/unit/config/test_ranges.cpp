@@ -96,7 +96,7 @@ const Bad kBad[] = {
     {"scaler.min_scale=.inf", "must be finite, got .inf"},
     {"scaler.max_scale=0", "must be > 0.0, got 0.0"},
     {"scaler.max_scale=-.inf", "must be > 0.0, got -.inf"},
-    {"training.max_steps=0", "must be >= 1, got 0"},
+    {"training.max_steps=0", "must be in [1, 1000000000000], got 0"},
     {"training.grad_accum_steps=0", "must be in [1, 2147483647], got 0"},
     {"training.grad_clip_norm=0", "must be > 0.0, got 0.0"},
     {"training.grad_clip_norm=.inf", "must be finite, got .inf"},
@@ -142,34 +142,21 @@ TEST(ConfigRanges, BoundsThatAreInside) {
     std::snprintf(buf, sizeof buf, "%.17g", x);
     return std::string(buf);
   };
-  const RunConfig c = parse_config(kMinimal, "x.yaml",
-                                   {"seed=0",
-                                    "seed=9223372036854775807",
-                                    "model.dropout=0",
-                                    "model.hidden=[]",
-                                    "optimizer.lr=0",
-                                    "optimizer.weight_decay=0",
-                                    "optimizer.betas=[0, " + fmt(below_one) + "]",
-                                    "optimizer.eps=5e-324",
-                                    "scaler.init_scale=3.4028234663852886e38",
-                                    "scaler.growth_factor=" + fmt(above_one),
-                                    "scaler.backoff_factor=" + fmt(below_one),
-                                    "scaler.growth_interval=1",
-                                    "scaler.hysteresis=1",
-                                    "scaler.min_scale=0",
-                                    "scaler.max_scale=.inf",
-                                    "training.max_steps=1",
-                                    "data.batch_size=2147483647",
-                                    "data.drop_last=false",
-                                    "training.eval_every=0",
-                                    "checkpoint.keep_last=1",
-                                    "logging.every_steps=1",
-                                    "device=cuda:12",
-                                    "training.grad_clip_norm=5e-324"});
+  const RunConfig c = parse_config(
+      kMinimal, "x.yaml",
+      {"seed=0", "seed=9223372036854775807", "model.dropout=0", "model.hidden=[]", "optimizer.lr=0",
+       "optimizer.weight_decay=0", "optimizer.betas=[0, " + fmt(below_one) + "]",
+       // eps is used in float32: its smallest normal value
+       "optimizer.eps=1.1754943508222875e-38", "scaler.init_scale=3.4028234663852886e38",
+       "scaler.growth_factor=" + fmt(above_one), "scaler.backoff_factor=" + fmt(below_one),
+       "scaler.growth_interval=1", "scaler.hysteresis=1", "scaler.min_scale=0",
+       "scaler.max_scale=.inf", "training.max_steps=1", "data.batch_size=2147483647",
+       "data.drop_last=false", "training.eval_every=0", "checkpoint.keep_last=1",
+       "logging.every_steps=1", "device=cuda:12", "training.grad_clip_norm=5e-324"});
   EXPECT_EQ(c.scaler.growth_factor, above_one);
   EXPECT_EQ(c.scaler.backoff_factor, below_one);
   EXPECT_EQ(c.optimizer.betas[1], below_one);
-  EXPECT_EQ(c.optimizer.eps, 5e-324);
+  EXPECT_EQ(c.optimizer.eps, static_cast<double>(std::numeric_limits<float>::min()));
   EXPECT_EQ(c.seed, std::numeric_limits<int64_t>::max());
   EXPECT_EQ(c.scaler.init_scale, static_cast<double>(std::numeric_limits<float>::max()));
   EXPECT_TRUE(c.model.hidden.empty());

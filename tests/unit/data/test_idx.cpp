@@ -166,12 +166,17 @@ TEST(Idx, EmptyDimensionsAreRefused) {
   expect_input_error([&] { read_idx_images(dir / "flat"); }, {"holds no data"});
 }
 
-TEST(Idx, HugeClaimedSizeIsTruncationNotAllocation) {
+TEST(Idx, HugeClaimedSizeIsRefusedNotAllocated) {
   TempDir dir;
   write_bytes(dir / "liar", idx_bytes(kIdxImagesMagic, {0xffffffffu, 0xffffffffu, 0xffffffffu},
                                       random_bytes(100, 19)));
   expect_input_error([&] { read_idx_images(dir / "liar"); },
-                     {"truncated: expected 79228162458924105385300197391 bytes, got 116"});
+                     {"the header declares 4294967295 x 4294967295 x 4294967295 bytes",
+                      "more than the 1.0 GiB an idx file may hold"});
+  // Within the cap, a size the file does not hold is truncation (memory follows the bytes read).
+  write_bytes(dir / "short", idx_bytes(kIdxImagesMagic, {100, 1000, 1000}, random_bytes(100, 19)));
+  expect_input_error([&] { read_idx_images(dir / "short"); },
+                     {"truncated: expected 100000016 bytes, got 116"});
 }
 
 // 300,000 pixels: more than the reader's first chunks (64 KiB, then doubling), so the data

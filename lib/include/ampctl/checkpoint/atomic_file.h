@@ -7,6 +7,7 @@
 // fsyncs the directory so the rename itself survives a power loss.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -25,8 +26,13 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // Such a file left behind is the trace of a write that was killed before its rename.
 bool is_temporary_file(const std::filesystem::path& path);
 
-// The whole file. Throws Error{input} when it cannot be opened (missing, a directory, no
-// permission) and Error{runtime} when reading it fails.
-std::string read_file(const std::filesystem::path& path);
+// The most bytes a checkpoint file may hold: about 21 bytes per parameter (base64 of the fp32
+// weights and AdamW's two moments), so a model of three billion parameters.
+inline constexpr size_t kMaxCheckpointBytes = size_t{64} << 30;
+
+// The whole file, a regular file of at most `max_bytes`. Throws Error{input} when it cannot be
+// opened (missing, no permission), is not a regular file (a directory, a FIFO, a device: at
+// once, without blocking) or is larger, and Error{runtime} when reading it fails.
+std::string read_file(const std::filesystem::path& path, size_t max_bytes = kMaxCheckpointBytes);
 
 }  // namespace ampctl::checkpoint

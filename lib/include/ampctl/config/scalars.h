@@ -27,6 +27,10 @@ ReadStatus read_float(const Value& v, double& out);  // integers are accepted as
 std::optional<bool> read_bool(const Value& v);
 bool is_plain_null(const Value& v);  // null, or a plain null/Null/NULL/~ scalar
 
+// "" for valid UTF-8 (no overlong forms, no surrogates, at most U+10FFFF); else "must be valid
+// UTF-8 (byte 0xNN at offset K is not)".
+std::string utf8_problem(std::string_view s);
+
 std::string format_float(double x);  // "65536.0", "1.0e-08", ".inf", "-.inf", ".nan"
 // The string as a YAML scalar: plain when it reads back as the same string, else double-quoted.
 std::string yaml_string(std::string_view s);

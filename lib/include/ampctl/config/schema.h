@@ -177,8 +177,8 @@ struct IntRange {
 struct FloatRange {
   std::optional<double> min, max;
   bool min_open = false, max_open = false;
-  bool allow_inf = false;             // otherwise the value must be finite
-  bool f32 = false;                   // must also be finite once rounded to float32
+  bool allow_inf = false;  // otherwise the value must be finite
+  bool f32 = false;        // must also be finite, and 0 or normal, once rounded to float32
   std::string check(double x) const;  // "" or "must be > 1.0, got 0.5"
   std::string bounds() const;         // "> 1.0", "in (0.0, 1.0)", "any number"
   std::string describe() const;       // bounds() and any exception to "finite": "> 0.0 or .inf"
@@ -313,6 +313,11 @@ Field<T> string_field(std::string path, Get get, std::string def,
   f.read = [get, check](const FieldInput& in, T& c) {
     if (!in.value.is_scalar() || is_plain_null(in.value)) {
       in.fail("expected a string, got " + describe(in.value));
+      return false;
+    }
+    // Strings end up in JSON (checkpoints, summary.json), which must be UTF-8.
+    if (std::string message = utf8_problem(in.value.text); !message.empty()) {
+      in.fail(std::move(message));
       return false;
     }
     if (check) {

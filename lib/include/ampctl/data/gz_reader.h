@@ -13,7 +13,8 @@ namespace ampctl::data {
 
 class GzReader {
  public:
-  // Throws when the file is missing, is a directory or cannot be opened.
+  // Throws when the file is missing, is not a regular file (a directory, a FIFO, a device: refused
+  // at once, never blocking) or cannot be opened.
   explicit GzReader(const std::filesystem::path& file);
   ~GzReader();
   GzReader(const GzReader&) = delete;
@@ -41,7 +42,13 @@ class GzReader {
   bool m_cut_short = false;
 };
 
-// The whole (decompressed) content of a file.
-std::string read_text_file(const std::filesystem::path& file);
+// The most bytes a text data file (csv, after decompression) may hold: a CSV this large parses
+// into hundreds of millions of values; the cap keeps a small .gz that expands to gigabytes, or
+// a wrong path, from exhausting memory.
+inline constexpr size_t kMaxTextFileBytes = size_t{512} << 20;
+
+// The whole (decompressed) content of a file, refused (Error{input}) past `max_bytes`: reading
+// stops one byte after the cap.
+std::string read_text_file(const std::filesystem::path& file, size_t max_bytes = kMaxTextFileBytes);
 
 }  // namespace ampctl::data

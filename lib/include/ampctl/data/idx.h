@@ -19,6 +19,22 @@ namespace ampctl::data {
 inline constexpr uint32_t kIdxImagesMagic = 0x00000803u;
 inline constexpr uint32_t kIdxLabelsMagic = 0x00000801u;
 
+// The most data bytes (after decompression) one idx file may declare: far above any MNIST-like
+// set (Fashion-MNIST's training images are 47 MB, EMNIST's largest 550 MB), and small enough
+// that loading it (bytes, then fp32 features: five times this) fits a workstation.
+inline constexpr uint64_t kMaxIdxBytes = uint64_t{1} << 30;
+
+// An idx header: the dimensions, the data bytes they declare, the header's own size.
+struct IdxHeader {
+  std::vector<uint64_t> dims;
+  uint64_t payload = 0;
+  size_t header_bytes = 0;
+};
+
+// Reads only the header of `file` (magic kIdxImagesMagic or kIdxLabelsMagic); the same errors
+// as the readers below for a bad header, including a declared size over kMaxIdxBytes.
+IdxHeader read_idx_header(const std::filesystem::path& file, uint32_t magic);
+
 struct IdxImages {
   int64_t count = 0, rows = 0, cols = 0;
   std::vector<uint8_t> pixels;  // count * rows * cols, row-major per image

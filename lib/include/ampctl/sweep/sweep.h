@@ -11,7 +11,9 @@
 //                                      scaler.hysteresis: {choice: [1, 2]}}}
 //     seeds: [0, 1, 2]
 // The runs are: each explicit run (or one empty run) x the grid's cartesian product (first key
-// outermost) x the random samples x the seeds (`seed=S` appended last).
+// outermost) x the random samples x the seeds (`seed=S` appended last). A run listed twice (a
+// repeated grid, runs or seeds value) is an error; a random sample that repeats an earlier run is
+// dropped.
 #pragma once
 
 #include <cstdint>

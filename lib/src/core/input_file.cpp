@@ -1,0 +1,155 @@
+#include "ampctl/core/input_file.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysinfo.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+#include "ampctl/core/error.h"
+
+namespace ampctl {
+
+namespace {
+
+std::string kind_of(mode_t mode) {
+  if (S_ISREG(mode)) return {};
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+std::string prefix(const std::filesystem::path& path, std::string_view what) {
+  return what.empty() ? path.string() : std::string(what) + " " + path.string();
+}
+
+[[noreturn]] void not_regular(const std::filesystem::path& path, std::string_view what,
+                              const std::string& kind) {
+  throw Error{ErrorKind::input, prefix(path, what) + ": is " + kind + ", not a regular file",
+              "give the path of a regular file"};
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : m_fd(fd) {}
+  ~Fd() {
+    if (m_fd >= 0) ::close(m_fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return m_fd; }
+
+ private:
+  int m_fd;
+};
+
+}  // namespace
+
+std::string non_regular_kind(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return kind_of(st.st_mode);
+}
+
+void require_regular_file(const std::filesystem::path& path, std::string_view what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    throw Error{ErrorKind::input, prefix(path, what) + ": " +
+                                      (err == ENOENT ? std::string("no such file")
+                                                     : std::string(std::strerror(err)))};
+  }
+  if (const std::string kind = kind_of(st.st_mode); !kind.empty()) not_regular(path, what, kind);
+}
+
+std::string read_regular_file(const std::filesystem::path& path, size_t max_bytes,
+                              std::string_view what) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (raw < 0) {
+    const int err = errno;
+    throw Error{ErrorKind::input, prefix(path, what) + ": " +
+                                      (err == ENOENT ? std::string("no such file")
+                                                     : std::string(std::strerror(err)))};
+  }
+  Fd fd(raw);
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) {
+    throw Error{ErrorKind::input, prefix(path, what) + ": " + std::strerror(errno)};
+  }
+  if (const std::string kind = kind_of(st.st_mode); !kind.empty()) not_regular(path, what, kind);
+  const auto too_large = [&] {
+    return Error{ErrorKind::input, prefix(path, what) + ": larger than " + format_bytes(max_bytes) +
+                                       ", the limit for this file"};
+  };
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) throw too_large();
+  std::string out;
+  out.reserve(static_cast<size_t>(st.st_size));
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw Error{ErrorKind::runtime, "cannot read " + path.string() + ": " + std::strerror(errno)};
+    }
+    // A file that grows while it is read is held to the cap as well.
+    if (static_cast<size_t>(n) > max_bytes - out.size()) throw too_large();
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+std::optional<uint64_t> host_memory_available() {
+  std::optional<uint64_t> available;
+  std::ifstream in("/proc/meminfo");
+  std::string key, rest;
+  uint64_t value = 0;
+  while (in >> key >> value) {
+    std::getline(in, rest);
+    if (key == "MemAvailable:") {
+      available = value * 1024;  // the kernel reports kB
+      break;
+    }
+  }
+  if (!available) {
+    struct sysinfo info {};
+    if (::sysinfo(&info) == 0) {
+      available = (static_cast<uint64_t>(info.freeram) + info.bufferram) * info.mem_unit;
+    }
+  }
+  // A process limit (ulimit -v, a batch system's memory cap) bounds it too.
+  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit limit {};
+    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      const auto cap = static_cast<uint64_t>(limit.rlim_cur);
+      available = available ? std::min(*available, cap) : cap;
+    }
+  }
+  return available;
+}
+
+std::string format_bytes(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  if (bytes < 1024) return std::to_string(bytes) + " bytes";
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 6) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace ampctl

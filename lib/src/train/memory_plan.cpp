@@ -1,0 +1,222 @@
+#include "ampctl/train/memory_plan.h"
+
+#include <algorithm>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/core/checked.h"
+#include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
+#include "ampctl/data/idx.h"
+
+namespace ampctl::train {
+
+namespace {
+
+constexpr ErrorKind kKind = ErrorKind::config;
+// Each tensor of the flat arenas starts on a 16-element boundary (FlatLayout::kAlignElements).
+constexpr int64_t kAlign = 16;
+// Per activation element of one batch: the fp32 output and its gradient, the low-precision copy
+// the next matmul reads, and the pre-activation kept for the backward pass (4 + 4 + 2 + 4, with
+// room for a dropout mask or layer-norm statistics).
+constexpr int64_t kActivationBytes = 16;
+
+uint64_t u(int64_t v) {
+  return static_cast<uint64_t>(v);
+}
+
+// The elements of one parameter tensor, aligned as the arena lays it out.
+int64_t aligned(int64_t n, const std::string& key) {
+  return checked_add(n, kAlign - 1, key, kKind) / kAlign * kAlign;
+}
+
+int64_t data_bytes(int64_t samples, int64_t features, int64_t outputs, bool classification,
+                   const std::string& key) {
+  // x as fp32, labels as int32 (classification) or targets as fp32.
+  const int64_t per_row = checked_add(
+      checked_mul(features, int64_t{4}, key, kKind),
+      classification ? int64_t{4} : checked_mul(outputs, int64_t{4}, key, kKind), key, kKind);
+  return checked_mul(samples, per_row, key, kKind);
+}
+
+}  // namespace
+
+std::string MemoryPlan::str() const {
+  std::string s =
+      "parameters " + format_bytes(parameters) + ", gradients " + format_bytes(gradients);
+  if (lowp_copy) s += ", fp16/bf16 copy " + format_bytes(lowp_copy);
+  if (optimizer) s += ", optimizer state " + format_bytes(optimizer);
+  s += ", activations " + format_bytes(activations) + ", data " + format_bytes(data);
+  return s;
+}
+
+MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape) {
+  std::vector<int64_t> widths{std::max<int64_t>(shape.features, 1)};
+  widths.insert(widths.end(), config.model.hidden.begin(), config.model.hidden.end());
+  widths.push_back(std::max<int64_t>(shape.outputs, 1));
+  const size_t hidden = config.model.hidden.size();
+  const auto key_of = [&](size_t layer) {
+    // Layer i maps widths[i] -> widths[i + 1]: name the hidden width that makes it large (the
+    // last layer's input is the last hidden width).
+    if (hidden == 0) return std::string("model.hidden");
+    return "model.hidden[" + std::to_string(std::min(layer, hidden - 1)) + "]";
+  };
+  int64_t params = 0, act = 0;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    const std::string key = key_of(i);
+    const int64_t weights = checked_mul(widths[i], widths[i + 1], key + " (weights)", kKind);
+    params = checked_add(params, aligned(weights, key), key + " (parameters)", kKind);
+    params = checked_add(params, aligned(widths[i + 1], key), key + " (parameters)", kKind);
+    if (config.model.layer_norm && i + 2 < widths.size()) {
+      params = checked_add(params, checked_mul(aligned(widths[i + 1], key), int64_t{2}, key, kKind),
+                           key + " (parameters)", kKind);
+    }
+    act = checked_add(act, widths[i + 1], key, kKind);
+  }
+  MemoryPlan plan;
+  plan.parameter_count = params;
+  const std::string pkey = key_of(widths.size() - 2) + " (bytes)";
+  const int64_t fp32 = checked_mul(params, int64_t{4}, pkey, kKind);
+  plan.parameters = u(fp32);
+  plan.gradients = u(fp32);
+  if (config.precision != config::Precision::fp32) {
+    plan.lowp_copy = u(checked_mul(params, int64_t{2}, pkey, kKind));
+  }
+  switch (config.optimizer.type) {
+    case config::OptimizerType::adam:
+    case config::OptimizerType::adamw:
+      plan.optimizer = u(checked_mul(fp32, int64_t{2}, pkey, kKind));
+      break;
+    case config::OptimizerType::sgd:
+      plan.optimizer = config.optimizer.momentum != 0.0 ? u(fp32) : 0;
+      break;
+  }
+  const std::string bkey = "data.batch_size";
+  act = checked_add(act, widths.front(), bkey, kKind);
+  plan.activations = u(checked_mul(checked_mul(act, config.data.batch_size, bkey, kKind),
+                                   kActivationBytes, bkey, kKind));
+  const bool classification = config::task_of(config.data.train) == config::Task::classification;
+  plan.data = u(checked_add(
+      data_bytes(shape.train_samples, shape.features, shape.outputs, classification, "data.train"),
+      data_bytes(shape.eval_samples, shape.features, shape.outputs, classification, "data.eval"),
+      "data", kKind));
+  uint64_t total = 0;
+  for (uint64_t part : {plan.parameters, plan.gradients, plan.lowp_copy, plan.optimizer,
+                        plan.activations, plan.data}) {
+    if (__builtin_add_overflow(total, part, &total)) {
+      throw Error{kKind, pkey + ": the run's memory (" + plan.str() + ") overflows a 64-bit size"};
+    }
+  }
+  plan.total = total;
+  return plan;
+}
+
+namespace {
+
+// The images file's header: {count, rows * cols}, or nullopt when it cannot be read.
+std::optional<std::pair<int64_t, int64_t>> idx_shape(const std::filesystem::path& images) {
+  std::error_code ec;
+  if (!std::filesystem::exists(images, ec)) return std::nullopt;
+  if (!non_regular_kind(images).empty()) return std::nullopt;  // the loader reports it
+  try {
+    const data::IdxHeader h = data::read_idx_header(images, data::kIdxImagesMagic);
+    return std::make_pair(static_cast<int64_t>(h.dims[0]),
+                          static_cast<int64_t>(h.dims[1] * h.dims[2]));
+  } catch (const Error&) {
+    return std::nullopt;  // a damaged file is the loader's to report, with its full message
+  }
+}
+
+// {samples, features, outputs, exact} of one source.
+struct SourceShape {
+  int64_t samples = 0, features = 1, outputs = 1;
+  bool exact = false;
+};
+
+SourceShape source_shape(const config::DataSource& s) {
+  SourceShape out;
+  switch (s.source) {
+    case config::SourceKind::synthetic:
+      out = {s.samples, s.features, s.task == config::Task::classification ? s.classes : 1, true};
+      break;
+    case config::SourceKind::idx:
+    case config::SourceKind::fashion_mnist: {
+      std::filesystem::path images = s.images;
+      if (s.source == config::SourceKind::fashion_mnist) {
+        const std::string stem =
+            std::string(s.split == config::DatasetSplit::train ? "train" : "t10k") +
+            "-images-idx3-ubyte";
+        std::error_code ec;
+        images = std::filesystem::path(s.dir) / (stem + ".gz");
+        if (!std::filesystem::exists(images, ec)) images = std::filesystem::path(s.dir) / stem;
+      }
+      out.outputs = 10;
+      if (const auto shape = idx_shape(images)) {
+        out.samples = shape->first;
+        out.features = shape->second;
+        out.exact = true;
+      }
+      break;
+    }
+    default:
+      break;  // csv: the width is only known once the file is read
+  }
+  return out;
+}
+
+}  // namespace
+
+DataShape data_shape_from_config(const config::RunConfig& config) {
+  const SourceShape train = source_shape(config.data.train);
+  DataShape shape{train.features, train.outputs, train.samples, 0, train.exact};
+  if (config.data.eval && config.data.eval->source != config::SourceKind::split) {
+    const SourceShape eval = source_shape(*config.data.eval);
+    shape.eval_samples = eval.samples;
+    shape.exact = shape.exact && eval.exact;
+  }
+  return shape;
+}
+
+void check_memory(const config::RunConfig& config, const DataShape& shape,
+                  std::optional<uint64_t> available, const std::string& where) {
+  const MemoryPlan plan = plan_memory(config, shape);
+  if (!available || plan.total <= *available) return;
+  const uint64_t model = plan.parameters + plan.gradients + plan.lowp_copy + plan.optimizer;
+  // Activations grow with the batch times the widths: blame whichever factor is the larger.
+  int64_t widths = std::max<int64_t>(shape.features, 1) + std::max<int64_t>(shape.outputs, 1);
+  for (const int64_t h : config.model.hidden) widths += h;
+  const char* activation_key = widths > config.data.batch_size ? "model.hidden" : "data.batch_size";
+  const char* key = model >= plan.activations && model >= plan.data ? "model.hidden"
+                    : plan.activations >= plan.data                 ? activation_key
+                                                                    : "data.train";
+  throw Error{kKind,
+              std::string(key) + ": the run needs about " + format_bytes(plan.total) + " of " +
+                  where + " (" + plan.str() + "; " + std::to_string(plan.parameter_count) +
+                  " parameters), and " + format_bytes(*available) + " is available",
+              std::string("make ") + key + " smaller" +
+                  (shape.exact ? "" : " (data files not read yet count as empty here)")};
+}
+
+void check_run_memory(const config::RunConfig& config, int64_t features, int64_t outputs,
+                      int64_t train_samples, int64_t eval_samples, const Device& device) {
+  const DataShape shape{features, outputs, train_samples, eval_samples, true};
+  if (device.type == DeviceType::cpu) {
+    check_memory(config, shape, host_memory_available());
+  } else {
+    plan_memory(config, shape);  // the sizes must still fit in 64 bits; the device reports the rest
+  }
+}
+
+void check_config_memory(const config::RunConfig& config) {
+  const DataShape shape = data_shape_from_config(config);
+  const bool host = config.device == "cpu" || (config.device == "auto" && cuda_device_count() == 0);
+  if (host) {
+    check_memory(config, shape, host_memory_available());
+  } else {
+    plan_memory(config, shape);  // the GPU may be another machine's: only the sizes are checked
+  }
+}
+
+}  // namespace ampctl::train
