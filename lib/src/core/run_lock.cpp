@@ -132,11 +132,14 @@ Error lock_file_error(const fs::path& dir, const fs::path& file, const std::stri
 // a command that locks its run directory early (resume, before choosing the checkpoint) and the
 // run directory object that locks it again share one descriptor, where a second flock on a new
 // descriptor would conflict with the first.
+// A forked child inherits the list but not the ownership (it has not locked anything): entries
+// count only in the process that made them.
 struct Held {
   dev_t dev;
   ino_t ino;
   int fd;
   int users;
+  pid_t owner;
 };
 std::vector<Held>& held_locks() {
   static std::vector<Held> held;
@@ -147,21 +150,21 @@ Held* find_held(int fd) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) return nullptr;
   for (Held& h : held_locks()) {
-    if (h.dev == st.st_dev && h.ino == st.st_ino) return &h;
+    if (h.dev == st.st_dev && h.ino == st.st_ino && h.owner == ::getpid()) return &h;
   }
   return nullptr;
 }
 
 void remember(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) == 0) held_locks().push_back({st.st_dev, st.st_ino, fd, 1});
+  if (::fstat(fd, &st) == 0) held_locks().push_back({st.st_dev, st.st_ino, fd, 1, ::getpid()});
 }
 
 // Drops one user of `fd`; true when it was the last (the descriptor is then the caller's to close).
 bool forget(int fd) {
   std::vector<Held>& held = held_locks();
   for (size_t i = 0; i < held.size(); ++i) {
-    if (held[i].fd != fd) continue;
+    if (held[i].fd != fd || held[i].owner != ::getpid()) continue;
     if (--held[i].users > 0) return false;
     held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
     return true;
