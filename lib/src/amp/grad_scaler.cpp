@@ -116,6 +116,48 @@ Tensor GradScaler::scale(const Tensor& outputs) {
   return out;
 }
 
+void GradScaler::init_state() {
+  if (m_enabled) lazy_init();
+}
+
+void GradScaler::scale_into(const Tensor& x, const Tensor& out) const {
+  if (!m_enabled) {
+    m_backend->copy(out, x);
+    return;
+  }
+  check_initialized("scale_into");
+  m_backend->mul_scalar_tensor(x, m_scale, out);
+}
+
+void GradScaler::record_scale(const Tensor& scale_out) const {
+  if (!m_enabled) {
+    m_backend->fill(scale_out, 1.0);
+    return;
+  }
+  check_initialized("record_scale");
+  m_backend->copy(scale_out, m_scale);
+}
+
+void GradScaler::record_update(const optim::Optimizer& optimizer, const Tensor& found_inf_out,
+                               const Tensor& growth_out, const Tensor& hysteresis_out,
+                               const Tensor& segments_out) const {
+  Backend& b = *m_backend;
+  if (!m_enabled) {
+    b.fill(found_inf_out, 0.0);
+    b.fill(growth_out, 0.0);
+    b.fill(hysteresis_out, 0.0);
+    return;
+  }
+  check_initialized("record_update");
+  b.copy(found_inf_out, m_found_inf_combined);
+  b.copy(growth_out, m_growth_tracker);
+  b.copy(hysteresis_out, m_hysteresis_tracker);
+  if (segments_out.defined()) {
+    const Tensor& flags = segment_found_tensor(optimizer);
+    if (flags.defined()) b.copy(segments_out, flags);
+  }
+}
+
 std::vector<Tensor> GradScaler::scale(const std::vector<Tensor>& outputs) {
   std::vector<Tensor> out;
   out.reserve(outputs.size());

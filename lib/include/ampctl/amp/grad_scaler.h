@@ -99,6 +99,26 @@ class GradScaler {
   const Tensor& found_inf_tensor() const { return m_found_inf_combined; }
   OptState stage(const optim::Optimizer& optimizer) const;
 
+  // Creates the device state now instead of at the first scale() (PyTorch's lazy creation), so
+  // a training loop can allocate everything before its first step. No-op when disabled or
+  // already created.
+  void init_state();
+  // out := x * scale, as scale(x) but into a caller-owned tensor of x's shape and dtype (no
+  // allocation: a backward seed computed inside a step); out := x when disabled. Throws
+  // Error{state} before the state exists (init_state or a first scale()).
+  void scale_into(const Tensor& x, const Tensor& out) const;
+
+  // What a metrics line reports, copied on the device into caller-owned one-element views (no
+  // host sync): record_scale writes the current scale (f32; 1 when disabled; call it before
+  // update() for the scale this iteration's backward used); record_update writes, after
+  // update(), found_inf (f32; 0 when disabled), the growth and hysteresis trackers (i32; 0 when
+  // disabled) and, when `segments` is defined and set_grad_segments was called for `optimizer`,
+  // its per-segment overflow flags (i32 [S]).
+  void record_scale(const Tensor& scale_out) const;
+  void record_update(const optim::Optimizer& optimizer, const Tensor& found_inf_out,
+                     const Tensor& growth_out, const Tensor& hysteresis_out,
+                     const Tensor& segments_out) const;
+
   // Overflow attribution (an extension; PyTorch has none): cuts the optimizer's gradients (the
   // elements of its grads(), numbered consecutively) into segments starting at `starts` (0 first,
   // strictly increasing, each below 2^31 and at most the element count), e.g. one segment per

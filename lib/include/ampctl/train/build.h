@@ -1,0 +1,75 @@
+// build: a run configuration turned into the objects a run is made of (backend, data, loader,
+// model, optimizer, scaler, schedule) and the option structs of the step and the monitor. The
+// one place of the train layer that reads config::RunConfig to make things; the step, the
+// monitor and the batcher take what they need as small option structs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ampctl/config/run_config.h"
+#include "ampctl/data/dataset.h"
+#include "ampctl/train/monitor.h"
+#include "ampctl/train/step.h"
+
+namespace ampctl {
+class Backend;
+namespace amp {
+class GradScaler;
+}
+namespace data {
+class DataLoader;
+}
+namespace dist {
+class Communicator;
+}
+namespace nn {
+class Model;
+}
+namespace optim {
+class Optimizer;
+class LrSchedule;
+}  // namespace optim
+}  // namespace ampctl
+
+namespace ampctl::train {
+
+class DeviceBatcher;
+
+// Picks the backend for `device` ("auto", "cpu", "cuda", "cuda:N"): "cpu" or "cuda:N". Throws
+// Error{config} with a hint when CUDA is asked for and not compiled in or no such GPU is usable.
+std::string resolve_device(const std::string& device);
+
+// Everything a run trains with, built in dependency order; members are destroyed in reverse.
+// The objects point at each other (the loader at the data, the batcher at the loader), so a
+// RunObjects never moves: build_run returns it on the heap.
+struct RunObjects {
+  std::string device;  // resolve_device's answer
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<dist::Communicator> comm;
+  data::DataSplit data;
+  std::unique_ptr<data::DataLoader> loader;
+  std::unique_ptr<DeviceBatcher> batcher;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<optim::Optimizer> optimizer;
+  std::unique_ptr<amp::GradScaler> scaler;
+  std::unique_ptr<optim::LrSchedule> schedule;
+
+  RunObjects();
+  ~RunObjects();
+  RunObjects(const RunObjects&) = delete;
+  RunObjects& operator=(const RunObjects&) = delete;
+};
+
+// Loads the data and builds every object of `config` (a single-process communicator). Throws
+// ampctl::Error for an unusable device, bad data or an invalid model.
+std::unique_ptr<RunObjects> build_run(const config::RunConfig& config);
+
+// The step's options; resolves debug.inject_tensor against the model's parameters (Error{config}
+// with the closest name when it has none of that name).
+StepOptions step_options(const config::RunConfig& config, const nn::Model& model);
+// The monitor's options (`start`: when the run started).
+MonitorOptions monitor_options(const config::RunConfig& config, Clock::time_point start);
+
+}  // namespace ampctl::train

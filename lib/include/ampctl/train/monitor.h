@@ -1,0 +1,216 @@
+// Monitor: what a run reports and watches while it trains, kept apart from the step.
+//
+// * The device metrics ring. Per step, loss, the scale the backward used, found_inf, the
+//   scaler's trackers after update and which parameter tensors held non-finite gradients are
+//   copied on the device into ring buffers (the scaler writes its own values: GradScaler::
+//   record_scale / record_update) and read back at logging intervals, so a GPU step has no host
+//   sync; flush() then writes the metrics.jsonl lines and the console line of the steps it read.
+// * Console lines and the ETA; the running totals a summary and a checkpoint hold (RunTotals).
+// * Overflow attribution: per parameter tensor, how many steps overflowed in it.
+// * The divergence rules (trainer.h), checked step by step in order at each flush; a rule met
+//   is left in divergence() for the loop, which stops the run.
+// * logging.profile: the split of a step's time by phase (phase_end waits for the device).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ampctl/core/tensor.h"
+
+namespace ampctl {
+class Backend;
+namespace amp {
+class GradScaler;
+}
+namespace optim {
+class Optimizer;
+}
+}  // namespace ampctl
+
+namespace ampctl::train {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0);
+// "a, b, c" for at most `max` names, then "and N more".
+std::string join_names(const std::vector<std::string>& names, size_t max = 8);
+
+// The phases logging.profile times, in step order.
+enum Phase { kData, kForward, kBackward, kUnscale, kOptimizer, kUpdate, kMetrics, kPhases };
+
+struct MonitorOptions {
+  int64_t max_steps = 1;
+  int64_t metrics_every = 1;        // logging.metrics_every
+  int64_t ring_steps = 1;           // logging.every_steps: steps between read-backs (<= 1024)
+  int64_t divergence_patience = 0;  // 0: no divergence rule
+  double min_scale = 0;             // scaler.min_scale (the floor; 0: 2^-126)
+  bool profile = false;
+  Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
+};
+
+// The running outcome of a run, updated at each flush (and by evaluation): what summary.json
+// reports and a checkpoint carries over to a resumed run.
+struct RunTotals {
+  int64_t steps_done = 0, skipped = 0, samples = 0;
+  double final_loss, best_loss;  // NaN / +inf before any finite loss
+  double final_scale = 1.0, min_scale, max_scale = 0;
+  double train_seconds = 0, eval_seconds = 0;
+  bool steady = false;  // past the first logging interval
+  double steady_seconds = 0;
+  int64_t steady_samples = 0;
+  nlohmann::json last_eval;  // the last eval line, or null
+  std::optional<double> best_eval_loss, best_eval_accuracy;
+  RunTotals();
+};
+
+// A run of consecutive steps that satisfy one divergence rule, with how often each parameter
+// tensor overflowed during it.
+struct Streak {
+  int64_t length = 0;
+  int64_t first_step = 0;
+  std::vector<int64_t> counts;                      // per parameter tensor
+  void extend(int64_t step, const int32_t* flags);  // flags: per tensor, or nullptr
+  void reset();
+};
+
+struct Divergence {
+  int64_t step = 0;         // the step at which a rule was met
+  int64_t detected_at = 0;  // the last step run when the host saw it
+  std::string reason;       // overflow_at_scale_floor | nonfinite_loss | nonfinite_parameters
+  std::string what;         // the rule, in words
+  std::vector<std::string> tensors;
+};
+
+class Monitor {
+ public:
+  // `layout`: the parameter tensors of the flat arenas, in the gradient arena's order (what
+  // overflow attribution and nonfinite_tensors name; copied). Allocates the ring, and cuts the
+  // optimizer's gradients into one segment per tensor when the scaler is on and the optimizer
+  // holds the one flat gradient arena.
+  Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& optimizer,
+          const FlatLayout& layout, const MonitorOptions& options);
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  // metrics.jsonl: truncated (a new run) or appended to (a resumed one).
+  void open_metrics(const std::filesystem::path& path, bool append);
+
+  // ---- inside the step (device copies only, no host sync, no allocation) ----
+  // Before the scaler's update: records the scale this step's backward uses.
+  void record_scale();
+  // After the update: records the step's loss (f32[1]), the scaler's found_inf, trackers and
+  // overflow flags, and the step's lr and `samples`.
+  void record_step(int64_t step, double lr, const Tensor& loss, int64_t samples);
+  // logging.profile: closes the current phase of a step (waiting for the device first, so the
+  // time is the phase's own) and opens the next. A no-op when profiling is off.
+  void phase_end(Phase phase);
+
+  // ---- around the step (the loop) ----
+  void step_started();
+  // Times the step; flushes when the ring is full or `step` is the last (then divergence() may
+  // be set).
+  void step_finished(int64_t step);
+  // Closes the step's metrics phase (after the loop acted on a divergence).
+  void step_closed();
+  // Reads the ring back: metrics lines, totals, divergence rules, the console line.
+  void flush();
+
+  // An evaluation's result: writes its metrics line and console line, updates the best values
+  // and returns the line (what summary.json's "eval" holds).
+  nlohmann::json record_eval(int64_t step, double loss, std::optional<double> accuracy,
+                             double seconds);
+  // Time spent in an evaluation cut short by a stop request.
+  void add_eval_seconds(double seconds) { m_totals.eval_seconds += seconds; }
+
+  // ---- divergence and attribution ----
+  // Whether a rule has been met (or set_divergence called); divergence() is then what.
+  bool diverged() const { return m_divergence.has_value(); }
+  Divergence& divergence() { return *m_divergence; }
+  void set_divergence(Divergence d) { m_divergence = std::move(d); }
+  // The parameter tensors whose elements in `arena` (params or grads) are not all finite. Reads
+  // the device: for the rare paths only.
+  std::vector<std::string> nonfinite_tensors(const Tensor& arena) const;
+  // Names with a count > 0, most first (ties in arena order).
+  std::vector<std::string> ranked(const std::vector<int64_t>& counts) const;
+  // {name: count} for counts > 0; and its reader (names it does not know are a damaged
+  // checkpoint: Error{input} naming `key`).
+  nlohmann::json counts_json(const std::vector<int64_t>& counts) const;
+  void counts_from_json(const nlohmann::json& j, std::vector<int64_t>& counts,
+                        const char* key) const;
+  // "most overflowing: NAME (N steps), ..." on the console, when any tensor overflowed.
+  void log_most_overflowing() const;
+  // Phase means in ms ({"data": ..., "total": ..., "steps": N}), null without profiling.
+  nlohmann::json phase_json() const;
+
+  // ---- state ----
+  const std::vector<std::string>& param_names() const { return m_param_names; }
+  const std::vector<int64_t>& overflow_counts() const { return m_overflow_counts; }
+  std::vector<int64_t>& overflow_counts() { return m_overflow_counts; }
+  Streak& floor_streak() { return m_floor_streak; }
+  Streak& loss_streak() { return m_loss_streak; }
+  const Streak& floor_streak() const { return m_floor_streak; }
+  const Streak& loss_streak() const { return m_loss_streak; }
+  RunTotals& totals() { return m_totals; }
+  const RunTotals& totals() const { return m_totals; }
+  int64_t ring_steps() const { return m_ring.capacity; }
+  // Seconds since the run started (a resumed run continues its predecessor's clock).
+  double elapsed() const { return seconds_since(m_t0); }
+  void set_elapsed(double seconds);
+  // Whether this process writes metrics.jsonl and console lines (dist: rank 0 only).
+  void set_writer(bool on) { m_writer = on; }
+
+ private:
+  struct StepRing {
+    static constexpr int kF = 3;  // loss, scale used by the backward, found_inf
+    static constexpr int kI = 2;  // growth tracker and hysteresis tracker after update
+    Tensor f, i;
+    int64_t capacity = 0;
+    // i32 [capacity, segments]: which parameter tensors held an inf or NaN (scaling only).
+    Tensor seg;
+    int64_t segments = 0;
+    std::vector<float> host_f;
+    std::vector<int32_t> host_i;
+    std::vector<int32_t> host_seg;
+    struct HostInfo {
+      int64_t step;
+      double lr;
+      double time_s;
+    };
+    std::vector<HostInfo> info;  // reserved to capacity: no allocation per step
+  };
+  void check_metrics_stream();
+
+  Backend* m_backend;
+  amp::GradScaler* m_scaler;
+  optim::Optimizer* m_opt;
+  MonitorOptions m_opts;
+  FlatLayout m_layout;
+  std::vector<std::string> m_param_names;
+  float m_scale_floor = 0.0f;
+  Clock::time_point m_t0;
+  bool m_writer = true;
+
+  StepRing m_ring;
+  std::filesystem::path m_metrics_path;
+  std::ofstream m_metrics;
+  RunTotals m_totals;
+  std::vector<int64_t> m_overflow_counts;  // overflowing steps per parameter tensor
+  Streak m_floor_streak, m_loss_streak;
+  std::optional<Divergence> m_divergence;
+
+  // The step being timed.
+  Clock::time_point m_step_t0;
+  int64_t m_samples_before = 0;
+  // logging.profile: seconds per phase over the steady-state steps (m_phase_steps of them).
+  bool m_phase_counting = false;  // this step is a steady-state one
+  Clock::time_point m_phase_t;
+  double m_phase_seconds[kPhases] = {};
+  int64_t m_phase_steps = 0;
+};
+
+}  // namespace ampctl::train

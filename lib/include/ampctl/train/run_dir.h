@@ -1,0 +1,54 @@
+// RunDir: the directory a run writes (config.yaml, metrics.jsonl, summary.json, checkpoints/),
+// held for the run's life.
+//
+// Opening one makes the directory (and its missing parents) and proves it writable with a probe
+// file that is removed again, before any data is loaded or anything else is written: an
+// unusable run directory (a path through a regular file, a file of that name, no permission, a
+// read-only or pseudo file system) is refused up front, naming the path. It remembers the
+// directories it created, so a run that fails before writing anything can remove them again
+// (remove_if_unused); nothing else is ever removed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace ampctl::config {
+struct RunConfig;
+}
+
+namespace ampctl::train {
+
+class RunDir {
+ public:
+  // Throws Error{usage} naming the path when it cannot be created or written.
+  explicit RunDir(std::filesystem::path path);
+  RunDir(const RunDir&) = delete;
+  RunDir& operator=(const RunDir&) = delete;
+
+  const std::filesystem::path& path() const { return m_path; }
+  std::filesystem::path config_path() const { return m_path / "config.yaml"; }
+  std::filesystem::path metrics_path() const { return m_path / "metrics.jsonl"; }
+  std::filesystem::path summary_path() const { return m_path / "summary.json"; }
+
+  // Removes the directories this object created, innermost first, if they are still empty.
+  void remove_if_unused() const;
+
+  // config.yaml := `yaml` (Error{runtime} when it cannot be written).
+  void write_config(const std::string& yaml) const;
+  // Drops the lines of metrics.jsonl with a step > last_step and any torn line (a run that
+  // died after its checkpoint), replacing the file atomically.
+  void truncate_metrics(int64_t last_step) const;
+
+ private:
+  std::filesystem::path m_path;
+  std::vector<std::filesystem::path> m_created;  // outermost first
+};
+
+// The run directory for a config: `requested` when given (it must not hold a previous run), else
+// runs/<name>, or runs/<name>-2, -3, ... when that already holds one.
+std::filesystem::path choose_run_dir(const config::RunConfig& config,
+                                     const std::filesystem::path& requested);
+
+}  // namespace ampctl::train

@@ -1,0 +1,80 @@
+// TrainStep: one optimizer iteration, in PyTorch's order:
+//   lr of this iteration -> zero_grad -> for each micro-batch: batch, forward, loss (seeded with
+//   the loss scale: the scaled loss's backward), backward -> gradient sync (dist) ->
+//   [debug injection] -> [unscale_, clip_grad_norm_] -> scaler.step -> scaler.update.
+//
+// Everything it touches is allocated at construction (and by the objects it drives before the
+// first step), so a step allocates nothing and, on a GPU, never waits for the device: what the
+// run reports goes to the Monitor's device ring.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+
+#include "ampctl/core/tensor.h"
+
+namespace ampctl {
+class Backend;
+namespace amp {
+class GradScaler;
+}
+namespace dist {
+class Communicator;
+}
+namespace nn {
+class Model;
+}
+namespace optim {
+class Optimizer;
+class LrSchedule;
+}  // namespace optim
+}  // namespace ampctl
+
+namespace ampctl::train {
+
+class DeviceBatcher;
+class Monitor;
+
+struct StepOptions {
+  int64_t grad_accum_steps = 1;
+  std::optional<double> grad_clip_norm;
+  // debug.inject_nonfinite_at: after the backward of these steps, the gradient element at
+  // inject_offset of the flat arena is set to inject_value (inf or NaN).
+  std::set<int64_t> inject_at;
+  double inject_value = 0;
+  size_t inject_offset = 0;
+};
+
+// The objects a step drives; they outlive it.
+struct StepParts {
+  Backend& backend;
+  nn::Model& model;
+  optim::Optimizer& optimizer;
+  amp::GradScaler& scaler;
+  const optim::LrSchedule& schedule;
+  DeviceBatcher& batcher;
+  Monitor& monitor;
+  dist::Communicator& comm;
+};
+
+class TrainStep {
+ public:
+  TrainStep(const StepParts& parts, const StepOptions& options);
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // Runs optimizer iteration `step` (1-based).
+  void run(int64_t step);
+
+ private:
+  StepParts m_p;
+  StepOptions m_opts;
+  Tensor m_loss, m_loss_acc;  // f32[1]: one micro-batch's mean loss; the step's
+  Tensor m_accum_inv;         // f32[1] = 1 / grad_accum_steps
+  Tensor m_seed;              // f32[1]: the backward seed, loss scale / grad_accum_steps
+  Tensor m_norm, m_coef;      // f32[1]: the gradient norm and the clip coefficient
+  Tensor m_inject_at;         // the gradient element debug injection poisons
+};
+
+}  // namespace ampctl::train

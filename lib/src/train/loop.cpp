@@ -1,0 +1,419 @@
+// The loop of a run (trainer.h): begin / resume, the cadence around each step, finish, and the
+// two ways a run stops early (a signal, a divergence).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <limits>
+
+#include "ampctl/amp/grad_scaler.h"
+#include "ampctl/backend/backend.h"
+#include "ampctl/build_info.h"
+#include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/data/loader.h"
+#include "ampctl/dist/communicator.h"
+#include "ampctl/nn/model.h"
+#include "ampctl/optim/optimizer.h"
+#include "ampctl/optim/scheduler.h"
+#include "ampctl/train/batcher.h"
+#include "ampctl/train/build.h"
+#include "ampctl/train/checkpoint_state.h"
+#include "ampctl/train/monitor.h"
+#include "ampctl/train/signals.h"
+#include "ampctl/train/step.h"
+#include "ampctl/train/trainer.h"
+
+namespace ampctl::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// JSON numbers: non-finite values have no JSON spelling; summary.json writes them as null.
+nlohmann::json number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+}  // namespace
+
+Trainer::Trainer(const config::RunConfig& cfg, const fs::path& run_dir)
+    : m_cfg(cfg), m_run_dir(run_dir), m_t0(Clock::now()) {}
+
+Trainer::~Trainer() = default;
+
+const std::vector<std::string>& Trainer::param_names() const {
+  return m_monitor->param_names();
+}
+Backend& Trainer::backend() const {
+  return *m_run->backend;
+}
+nn::Model& Trainer::model() const {
+  return *m_run->model;
+}
+optim::Optimizer& Trainer::optimizer() const {
+  return *m_run->optimizer;
+}
+amp::GradScaler& Trainer::scaler() const {
+  return *m_run->scaler;
+}
+
+bool Trainer::is_root() const {
+  return m_run->comm->rank() == 0;
+}
+
+void Trainer::setup() {
+  m_run = build_run(m_cfg);
+  RunObjects& r = *m_run;
+  m_monitor = std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(),
+                                        monitor_options(m_cfg, m_t0));
+  m_monitor->set_writer(is_root());
+  if (m_cfg.logging.profile) r.scaler->set_phase_hook([this] { m_monitor->phase_end(kUnscale); });
+  m_step = std::make_unique<TrainStep>(StepParts{*r.backend, *r.model, *r.optimizer, *r.scaler,
+                                                 *r.schedule, *r.batcher, *m_monitor, *r.comm},
+                                       step_options(m_cfg, *r.model));
+  m_eval_loss = r.backend->zeros({1}, DType::f32);
+}
+
+void Trainer::begin() {
+  // Refuse an unusable device or run directory before anything is loaded or written.
+  resolve_device(m_cfg.device);
+  m_dir = std::make_unique<RunDir>(m_run_dir);
+  try {
+    setup();
+  } catch (...) {
+    m_dir->remove_if_unused();  // bad data, an unknown debug.inject_tensor: leave nothing
+    throw;
+  }
+  m_dir->write_config(config::to_yaml(m_cfg));
+  m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/false);
+  const RunObjects& r = *m_run;
+  spdlog::info("ampctl {}: run '{}' in {}", AMPCTL_VERSION, m_cfg.name, m_run_dir.string());
+  spdlog::info("backend {}, precision {}, loss scaling {}", r.backend->description(),
+               config::to_string(m_cfg.precision), r.scaler->is_enabled() ? "on" : "off");
+  spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
+               r.model->num_params(), r.data.train.size(), r.batcher->features(),
+               r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
+  spdlog::info("schedule: {}", r.schedule->describe());
+  m_next_step = 1;
+  if (const int sig = stop_signal()) stop(sig);  // it came while the data loaded
+}
+
+void Trainer::resume(const checkpoint::CheckpointData& ck) {
+  if (ck.step > m_cfg.training.max_steps) {
+    throw Error{ErrorKind::config,
+                "training.max_steps: " + std::to_string(m_cfg.training.max_steps) +
+                    " is below the checkpoint's step " + std::to_string(ck.step),
+                "resume with --set training.max_steps=N for N >= " + std::to_string(ck.step)};
+  }
+  m_dir = std::make_unique<RunDir>(m_run_dir);
+  setup();
+  restore(ck);
+  m_dir->write_config(config::to_yaml(m_cfg));
+  m_dir->truncate_metrics(ck.step);
+  m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/true);
+  m_next_step = ck.step + 1;
+  m_resumed_at = ck.step;
+  m_last_checkpoint = ck.step;
+  if (m_eval_pending) {
+    m_eval_pending = false;
+    m_monitor->totals().last_eval = evaluate(ck.step);
+  }
+  if (const int sig = stop_signal()) stop(sig);
+  spdlog::info("ampctl {}: resuming run '{}' in {} from step {} to {}", AMPCTL_VERSION, m_cfg.name,
+               m_run_dir.string(), ck.step, m_cfg.training.max_steps);
+  spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})",
+               m_run->backend->description(), config::to_string(m_cfg.precision),
+               m_run->scaler->is_enabled() ? "on" : "off", m_run->scaler->get_scale());
+}
+
+bool Trainer::done() const {
+  return m_next_step > m_cfg.training.max_steps;
+}
+
+void Trainer::flush_and_check() {
+  m_monitor->flush();
+  if (m_monitor->diverged() && !m_diverging) diverge();
+}
+
+void Trainer::step() {
+  if (m_monitor->diverged()) diverge();  // seen by a flush outside step() (checkpoint_data)
+  const int64_t step = m_next_step++;
+  const int64_t max_steps = m_cfg.training.max_steps;
+  m_monitor->step_started();
+  m_step->run(step);
+  m_monitor->step_finished(step);
+  if (m_monitor->diverged() && !m_diverging) diverge();
+  m_monitor->step_closed();
+  const int64_t eval_every = m_cfg.training.eval_every;
+  if (eval_every > 0 && step % eval_every == 0 && step != max_steps) {
+    flush_and_check();
+    m_monitor->totals().last_eval = evaluate(step);
+  }
+  const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
+  if (ckpt_every > 0 && step % ckpt_every == 0 && step != max_steps) write_checkpoint();
+  // After the last step finish() comes next: it honours a stop request in its evaluation.
+  if (step != max_steps) {
+    if (const int sig = stop_signal()) stop(sig);
+  }
+}
+
+nlohmann::json Trainer::evaluate(int64_t step) {
+  DeviceBatcher& batcher = *m_run->batcher;
+  if (!batcher.has_eval()) return nullptr;
+  const auto t0 = Clock::now();
+  Backend& b = *m_run->backend;
+  nn::Model& model = *m_run->model;
+  const bool classification = batcher.classification();
+  Tensor loss_sum = b.zeros({1}, DType::f32);
+  Tensor correct = b.zeros({1}, DType::i32);
+  Tensor correct_sum = b.zeros({1}, DType::f32);
+  Tensor correct_f = b.zeros({1}, DType::f32);
+  const int64_t n = batcher.eval_size();
+  for (int64_t done = 0; done < n;) {
+    if (stop_signal() != 0) {
+      // A long evaluation must not hold a stop request up: the caller checkpoints, and the
+      // resumed run evaluates this step again from the start.
+      m_eval_pending = true;
+      m_monitor->add_eval_seconds(seconds_since(t0));
+      return m_monitor->totals().last_eval;
+    }
+    const Batch batch = batcher.eval_batch(done);
+    model.forward(batch.x, batch.rows, /*training=*/false);
+    model.loss(batch.target, batch.rows, m_eval_loss, classification ? correct : Tensor{},
+               Tensor{});
+    b.add_(loss_sum, m_eval_loss, static_cast<float>(batch.rows));
+    if (classification) {
+      b.cast(correct, correct_f);
+      b.add_(correct_sum, correct_f);
+    }
+    done += batch.rows;
+  }
+  const double loss = b.read_scalar_f32(loss_sum) / static_cast<double>(n);
+  std::optional<double> accuracy;
+  if (classification) accuracy = b.read_scalar_f32(correct_sum) / static_cast<double>(n);
+  return m_monitor->record_eval(step, loss, accuracy, seconds_since(t0));
+}
+
+void Trainer::stop(int signo) {
+  const int64_t step = m_next_step - 1;
+  fs::path path;
+  if (m_last_checkpoint == step && !m_eval_pending) {
+    flush_and_check();
+    path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(step);
+  } else {
+    path = write_checkpoint();
+  }
+  const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "a signal";
+  throw Error{ErrorKind::interrupted,
+              std::string("stopped by ") + name + " after step " + std::to_string(step) +
+                  "; checkpoint " + path.string(),
+              "continue with 'ampctl resume --checkpoint " + m_run_dir.string() + "'"};
+}
+
+TrainOutcome Trainer::finish() {
+  flush_and_check();
+  RunTotals& t = m_monitor->totals();
+  // A resume with nothing left to run (the checkpoint is the end) evaluates nothing twice.
+  const bool ran = !m_resumed_at || m_next_step - 1 > *m_resumed_at;
+  if (ran) t.last_eval = evaluate(t.steps_done);
+  m_run->backend->synchronize();
+  // A stop request cut the final evaluation short: checkpoint (the resumed run evaluates). One
+  // that came after it lets the run finish: only the checkpoint and summary are left to write.
+  if (m_eval_pending) stop(stop_signal());
+  if (m_last_checkpoint != m_next_step - 1) write_checkpoint();
+
+  const nlohmann::json summary = summary_json("ok");
+  write_summary(summary);
+  spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
+               t.steps_done, t.skipped, t.final_loss, t.final_scale, m_monitor->elapsed());
+  if (const nlohmann::json& ph = summary["phase_ms"]; ph.is_object()) {
+    spdlog::info(
+        "step phases (ms, mean of {} steady steps): data {:.3f}, forward {:.3f}, backward {:.3f}, "
+        "unscale/check {:.3f}, optimizer {:.3f}, scaler update {:.3f}, metrics {:.3f}; "
+        "total {:.3f}",
+        ph["steps"].get<int64_t>(), ph["data"].get<double>(), ph["forward"].get<double>(),
+        ph["backward"].get<double>(), ph["unscale"].get<double>(), ph["optimizer"].get<double>(),
+        ph["update"].get<double>(), ph["metrics"].get<double>(), ph["total"].get<double>());
+  }
+  m_monitor->log_most_overflowing();
+  return TrainOutcome{summary};
+}
+
+nlohmann::json Trainer::summary_json(const std::string& status) const {
+  const RunTotals& t = m_monitor->totals();
+  const Monitor& mon = *m_monitor;
+  return {
+      {"name", m_cfg.name},
+      {"status", status},
+      {"steps", t.steps_done},
+      {"skipped_steps", t.skipped},
+      {"final_scale", number(t.final_scale)},
+      {"min_scale", number(t.min_scale)},
+      {"max_scale", number(t.max_scale)},
+      {"final_loss", number(t.final_loss)},
+      {"best_loss", number(t.best_loss)},
+      {"eval", t.last_eval},
+      {"best_eval_loss", t.best_eval_loss ? nlohmann::json(*t.best_eval_loss) : nlohmann::json()},
+      {"best_eval_accuracy",
+       t.best_eval_accuracy ? nlohmann::json(*t.best_eval_accuracy) : nlohmann::json()},
+      {"overflow_counts", mon.counts_json(mon.overflow_counts())},
+      {"most_overflowing", mon.ranked(mon.overflow_counts())},
+      {"wall_time_s", mon.elapsed()},
+      {"train_time_s", t.train_seconds},
+      {"samples_per_s", t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0},
+      {"steady_samples_per_s", t.steady_seconds > 0
+                                   ? nlohmann::json(t.steady_samples / t.steady_seconds)
+                                   : nlohmann::json()},
+      {"steady_step_ms",
+       t.steady_seconds > 0 && t.steady_samples > 0
+           ? nlohmann::json(t.steady_seconds * 1e3 * static_cast<double>(m_cfg.data.batch_size) /
+                            static_cast<double>(t.steady_samples) /
+                            static_cast<double>(m_cfg.training.grad_accum_steps))
+           : nlohmann::json()},
+      {"backend", m_run->backend->description()},
+      {"device", m_run->device},
+      {"precision", config::to_string(m_cfg.precision)},
+      {"scaler_enabled", m_run->scaler->is_enabled()},
+      {"phase_ms", mon.phase_json()},
+      {"ampctl_version", AMPCTL_VERSION}};
+}
+
+void Trainer::write_summary(const nlohmann::json& summary) const {
+  if (!is_root()) return;
+  std::ofstream out(m_dir->summary_path());
+  out << summary.dump(2) << '\n';
+  out.flush();
+  if (!out) {
+    throw Error{ErrorKind::runtime,
+                "cannot write " + m_dir->summary_path().string() + " (disk full or I/O error)"};
+  }
+}
+
+checkpoint::CheckpointData Trainer::checkpoint_data() {
+  m_monitor->flush();
+  return assemble_checkpoint(m_next_step - 1, m_cfg, *m_run, *m_monitor, m_eval_pending);
+}
+
+fs::path Trainer::write_checkpoint() {
+  flush_and_check();
+  if (m_cfg.training.divergence_patience > 0) {
+    // A non-finite state is lost: written, it would become latest and rotate good ones out.
+    std::vector<std::string> bad = m_monitor->nonfinite_tensors(m_run->model->params());
+    if (!bad.empty()) {
+      const int64_t step = m_next_step - 1;
+      m_monitor->set_divergence(
+          Divergence{step,
+                     step,
+                     "nonfinite_parameters",
+                     "the checkpoint due after it found non-finite parameters",
+                     {}});
+      diverge();
+    }
+  }
+  const checkpoint::CheckpointData d = checkpoint_data();
+  fs::path path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(d.step);
+  if (is_root()) {
+    path = checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last);
+    spdlog::info("checkpoint: {}", path.string());
+  }
+  m_last_checkpoint = d.step;
+  return path;
+}
+
+void Trainer::restore(const checkpoint::CheckpointData& ck) {
+  restore_checkpoint(ck, *m_run, *m_monitor, m_eval_pending);
+}
+
+void Trainer::diverge() {
+  m_diverging = true;
+  Monitor& mon = *m_monitor;
+  mon.flush();  // the metrics of every step run, whatever found the divergence
+  Divergence& d = mon.divergence();
+  const int64_t last = m_next_step - 1;
+  d.detected_at = std::max(d.detected_at, last);
+  // Which tensors: those that overflowed during the streak (the scaler's attribution), else
+  // those whose parameters (or, failing that, last gradients) are not finite.
+  const std::vector<std::string> bad_params = mon.nonfinite_tensors(m_run->model->params());
+  std::string where = "non-finite gradients in ";
+  if (d.tensors.empty()) {
+    d.tensors = bad_params;
+    where = "non-finite parameters in ";
+  }
+  if (d.tensors.empty()) {
+    d.tensors = mon.nonfinite_tensors(m_run->model->grads());
+    where = "non-finite gradients in ";
+  }
+
+  // The checkpoint of the last good state: the current one when its parameters are finite (a
+  // skipped step changes nothing), else the newest periodic one, left as latest.
+  std::optional<fs::path> ckpt;
+  std::optional<int64_t> ckpt_step;
+  std::string ckpt_text;
+  if (bad_params.empty()) {
+    if (m_last_checkpoint == last) {
+      ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(last);
+    } else {
+      const checkpoint::CheckpointData data = checkpoint_data();
+      ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(data.step);
+      if (is_root())
+        ckpt = checkpoint::write_checkpoint(m_run_dir, data, m_cfg.checkpoint.keep_last);
+      m_last_checkpoint = data.step;
+    }
+    ckpt_step = last;
+    ckpt_text = "checkpoint " + ckpt->string() + " holds the last good state (step " +
+                std::to_string(last) + ")";
+  } else if (m_last_checkpoint >= 0) {
+    ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(m_last_checkpoint);
+    ckpt_step = m_last_checkpoint;
+    ckpt_text = "no checkpoint written (the parameters are non-finite); the last good one is " +
+                ckpt->string() + " (step " + std::to_string(m_last_checkpoint) + ")";
+  } else {
+    ckpt_text = "no checkpoint written (the parameters are non-finite) and none was written before";
+  }
+
+  std::string message = "training diverged at step " + std::to_string(d.step) + ": " + d.what;
+  if (!d.tensors.empty()) message += "; " + where + join_names(d.tensors);
+  if (d.detected_at > d.step) {
+    message += " (detected at step " + std::to_string(d.detected_at) +
+               ": the metrics are read back every " + std::to_string(mon.ring_steps()) + " steps)";
+  }
+  message += "; " + ckpt_text;
+
+  nlohmann::json summary = summary_json("diverged");
+  summary["divergence"] = {
+      {"step", d.step},
+      {"detected_at_step", d.detected_at},
+      {"reason", d.reason},
+      {"tensors", d.tensors},
+      {"checkpoint", ckpt ? nlohmann::json(ckpt->string()) : nlohmann::json()},
+      {"checkpoint_step", ckpt_step ? nlohmann::json(*ckpt_step) : nlohmann::json()},
+      {"message", message}};
+  write_summary(summary);
+  mon.log_most_overflowing();
+  std::string hint;
+  if (d.reason == "overflow_at_scale_floor") {
+    hint =
+        "the gradients overflow even at the smallest loss scale: lower optimizer.lr, clip with "
+        "training.grad_clip_norm, or train in bf16";
+  } else {
+    hint = "lower optimizer.lr, clip with training.grad_clip_norm, or check the data";
+  }
+  hint += "; then continue from the last good state with 'ampctl resume --checkpoint " +
+          m_run_dir.string() +
+          " --set KEY=VALUE' (training.divergence_patience: 0 never stops a run)";
+  throw Error{ErrorKind::runtime, message, hint};
+}
+
+TrainOutcome Trainer::run() {
+  begin();
+  while (!done()) step();
+  return finish();
+}
+
+TrainOutcome train(const config::RunConfig& config, const fs::path& run_dir) {
+  Trainer trainer(config, run_dir);
+  return trainer.run();
+}
+
+}  // namespace ampctl::train

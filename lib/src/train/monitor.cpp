@@ -1,0 +1,392 @@
+#include "ampctl/train/monitor.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "ampctl/amp/grad_scaler.h"
+#include "ampctl/backend/backend.h"
+#include "ampctl/optim/optimizer.h"
+
+namespace ampctl::train {
+namespace {
+
+// JSON numbers: non-finite values have no JSON spelling; metrics write them as null.
+nlohmann::json number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
+                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  return buf;
+}
+
+}  // namespace
+
+std::string join_names(const std::vector<std::string>& names, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < max; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > max) out += " and " + std::to_string(names.size() - max) + " more";
+  return out;
+}
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+RunTotals::RunTotals()
+    : final_loss(std::numeric_limits<double>::quiet_NaN()),
+      best_loss(std::numeric_limits<double>::infinity()),
+      min_scale(std::numeric_limits<double>::infinity()) {}
+
+void Streak::extend(int64_t step, const int32_t* flags) {
+  if (length++ == 0) first_step = step;
+  if (flags == nullptr) return;
+  for (size_t i = 0; i < counts.size(); ++i) counts[i] += flags[i] != 0;
+}
+
+void Streak::reset() {
+  length = 0;
+  first_step = 0;
+  std::fill(counts.begin(), counts.end(), 0);
+}
+
+Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& optimizer,
+                 const FlatLayout& layout, const MonitorOptions& options)
+    : m_backend(&backend),
+      m_scaler(&scaler),
+      m_opt(&optimizer),
+      m_opts(options),
+      m_layout(layout),
+      m_t0(options.start) {
+  Backend& b = backend;
+  std::vector<int64_t> starts;
+  for (const FlatLayout::Entry& e : layout.entries()) {
+    m_param_names.push_back(e.name);
+    starts.push_back(static_cast<int64_t>(e.offset));
+  }
+  const size_t n_params = m_param_names.size();
+  m_overflow_counts.assign(n_params, 0);
+  m_floor_streak.counts.assign(n_params, 0);
+  m_loss_streak.counts.assign(n_params, 0);
+  m_scale_floor = options.min_scale > 0 ? static_cast<float>(options.min_scale) : FLT_MIN;
+
+  // One segment of the gradient arena per parameter tensor: the scaler's check pass tells which
+  // of them held an inf or NaN.
+  const bool attribute = scaler.is_enabled() && !starts.empty() && optimizer.grads().size() == 1 &&
+                         optimizer.grads()[0].numel() == layout.total();
+  if (attribute) scaler.set_grad_segments(optimizer, starts);
+
+  m_ring.capacity = std::clamp<int64_t>(options.ring_steps, 1, 1024);
+  m_ring.f = b.zeros({m_ring.capacity, StepRing::kF}, DType::f32);
+  m_ring.i = b.zeros({m_ring.capacity, StepRing::kI}, DType::i32);
+  m_ring.host_f.resize(static_cast<size_t>(m_ring.capacity * StepRing::kF));
+  m_ring.host_i.resize(static_cast<size_t>(m_ring.capacity * StepRing::kI));
+  m_ring.segments = attribute ? static_cast<int64_t>(n_params) : 0;
+  if (attribute) m_ring.seg = b.zeros({m_ring.capacity, m_ring.segments}, DType::i32);
+  m_ring.host_seg.assign(static_cast<size_t>(m_ring.capacity * m_ring.segments), 0);
+  m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
+}
+
+void Monitor::open_metrics(const std::filesystem::path& path, bool append) {
+  m_metrics_path = path;
+  if (!m_writer) return;
+  m_metrics.open(path, append ? std::ios::app : std::ios::trunc);
+  if (!m_metrics) throw Error{ErrorKind::runtime, "cannot write " + path.string()};
+}
+
+void Monitor::set_elapsed(double seconds) {
+  if (std::isfinite(seconds) && seconds >= 0) {
+    m_t0 = Clock::now() -
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+}
+
+void Monitor::record_scale() {
+  const auto row = static_cast<int64_t>(m_ring.info.size());
+  m_scaler->record_scale(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 1), {1}));
+}
+
+void Monitor::record_step(int64_t step, double lr, const Tensor& loss, int64_t samples) {
+  const auto row = static_cast<int64_t>(m_ring.info.size());
+  m_backend->copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 0), {1}), loss);
+  m_scaler->record_update(
+      *m_opt, m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 2), {1}),
+      m_ring.i.view(static_cast<size_t>(row * StepRing::kI + 0), {1}),
+      m_ring.i.view(static_cast<size_t>(row * StepRing::kI + 1), {1}),
+      m_ring.segments > 0
+          ? m_ring.seg.view(static_cast<size_t>(row * m_ring.segments), {m_ring.segments})
+          : Tensor{});
+  m_totals.samples += samples;
+  m_ring.info.push_back({step, lr, seconds_since(m_t0)});
+}
+
+void Monitor::phase_end(Phase phase) {
+  if (!m_opts.profile) return;
+  m_backend->synchronize();
+  const auto now = Clock::now();
+  if (m_phase_counting) {
+    m_phase_seconds[phase] += std::chrono::duration<double>(now - m_phase_t).count();
+  }
+  m_phase_t = now;
+}
+
+void Monitor::step_started() {
+  m_step_t0 = Clock::now();
+  m_samples_before = m_totals.samples;
+  m_phase_counting = m_totals.steady;
+  m_phase_t = m_step_t0;
+}
+
+void Monitor::step_finished(int64_t step) {
+  const bool flush_now =
+      static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity || step == m_opts.max_steps;
+  if (flush_now) m_backend->synchronize();
+  const double dt = seconds_since(m_step_t0);
+  RunTotals& t = m_totals;
+  t.train_seconds += dt;
+  if (t.steady) {
+    t.steady_seconds += dt;
+    t.steady_samples += t.samples - m_samples_before;
+  }
+  if (flush_now) {
+    // Steady state starts after the first logging interval: first-use costs (cuBLASLt
+    // heuristics, workspaces, page faults) are behind, and the device has just been drained.
+    t.steady = true;
+    flush();
+  }
+}
+
+void Monitor::step_closed() {
+  phase_end(kMetrics);
+  if (m_opts.profile && m_phase_counting) ++m_phase_steps;
+}
+
+void Monitor::flush() {
+  if (m_ring.info.empty()) return;
+  Backend& b = *m_backend;
+  b.download(m_ring.host_f.data(), m_ring.f);  // the one wait per logging interval
+  b.download(m_ring.host_i.data(), m_ring.i);
+  const int64_t segments = m_ring.segments;
+  if (segments > 0) b.download(m_ring.host_seg.data(), m_ring.seg);
+  const bool scaling = m_scaler->is_enabled();
+  const int64_t patience = m_opts.divergence_patience;
+  RunTotals& t = m_totals;
+  // This interval's overflows per tensor, for the console line.
+  std::vector<int64_t> interval_counts(static_cast<size_t>(segments), 0);
+  for (size_t r = 0; r < m_ring.info.size(); ++r) {
+    const auto& info = m_ring.info[r];
+    const float loss = m_ring.host_f[r * StepRing::kF + 0];
+    const float scale = m_ring.host_f[r * StepRing::kF + 1];
+    const bool found_inf = m_ring.host_f[r * StepRing::kF + 2] != 0.0f;
+    const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
+    const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
+    const int32_t* flags =
+        segments > 0 ? m_ring.host_seg.data() + r * static_cast<size_t>(segments) : nullptr;
+    t.steps_done = info.step;
+    if (found_inf) ++t.skipped;
+    if (std::isfinite(loss)) {
+      t.final_loss = loss;
+      t.best_loss = std::min(t.best_loss, static_cast<double>(loss));
+    }
+    t.min_scale = std::min(t.min_scale, static_cast<double>(scale));
+    t.max_scale = std::max(t.max_scale, static_cast<double>(scale));
+    nlohmann::json overflow_tensors = nlohmann::json::array();
+    if (found_inf && flags != nullptr) {
+      for (int64_t s = 0; s < segments; ++s) {
+        if (flags[s] == 0) continue;
+        ++m_overflow_counts[static_cast<size_t>(s)];
+        ++interval_counts[static_cast<size_t>(s)];
+        overflow_tensors.push_back(m_param_names[static_cast<size_t>(s)]);
+      }
+    }
+
+    // Divergence rules (see trainer.h), step by step in order.
+    const int32_t* streak_flags = found_inf ? flags : nullptr;
+    if (scaling && found_inf && scale <= m_scale_floor) {
+      m_floor_streak.extend(info.step, streak_flags);
+    } else {
+      m_floor_streak.reset();
+    }
+    if (!std::isfinite(loss)) {
+      m_loss_streak.extend(info.step, streak_flags);
+    } else {
+      m_loss_streak.reset();
+    }
+    if (patience > 0 && !m_divergence) {
+      const int64_t last_step = m_ring.info.back().step;
+      if (m_floor_streak.length >= patience) {
+        m_divergence = Divergence{
+            info.step, last_step, "overflow_at_scale_floor",
+            fmt::format(
+                "the gradients overflowed in {} consecutive steps ({}-{}) with the loss "
+                "scale at its floor {:g} ({})",
+                m_floor_streak.length, m_floor_streak.first_step, info.step,
+                static_cast<double>(m_scale_floor),
+                m_opts.min_scale > 0 ? "scaler.min_scale" : "2^-126: scaler.min_scale is 0"),
+            ranked(m_floor_streak.counts)};
+      } else if (m_loss_streak.length >= patience) {
+        m_divergence = Divergence{
+            info.step, last_step, "nonfinite_loss",
+            fmt::format("the training loss was non-finite in {} consecutive steps ({}-{})",
+                        m_loss_streak.length, m_loss_streak.first_step, info.step),
+            ranked(m_loss_streak.counts)};
+      }
+    }
+
+    if (info.step % m_opts.metrics_every == 0 || info.step == m_opts.max_steps) {
+      nlohmann::json line = {{"kind", "train"},
+                             {"step", info.step},
+                             {"loss", number(loss)},
+                             {"scale", number(scale)},
+                             {"found_inf", found_inf},
+                             {"skipped", found_inf},
+                             {"growth_tracker", scaling ? tracker : 0},
+                             {"lr", info.lr},
+                             {"time_s", info.time_s}};
+      if (scaling) line["hysteresis_tracker"] = hysteresis;
+      if (found_inf && flags != nullptr) line["overflow_tensors"] = std::move(overflow_tensors);
+      if (m_writer) m_metrics << line.dump() << '\n';
+    }
+  }
+  if (m_writer) {
+    m_metrics.flush();
+    check_metrics_stream();
+  }
+  const auto& last = m_ring.info.back();
+  const double elapsed = seconds_since(m_t0);
+  const double rate = t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0;
+  const double eta =
+      t.steps_done > 0 ? (t.train_seconds / t.steps_done) * (m_opts.max_steps - t.steps_done) : 0.0;
+  std::string overflowed;
+  if (const std::vector<std::string> names = ranked(interval_counts); !names.empty()) {
+    overflowed = " overflow in " + join_names(names, 3);
+  }
+  if (m_writer) {
+    spdlog::info(
+        "step {:>6}/{} loss {:.5g} scale {:g} skipped {}{} lr {:.3g} {:.0f} samples/s ETA {} "
+        "({:.1f}s)",
+        last.step, m_opts.max_steps, m_ring.host_f[(m_ring.info.size() - 1) * StepRing::kF + 0],
+        scaling ? m_scaler->get_scale() : 1.0, t.skipped, overflowed, last.lr, rate,
+        format_eta(eta), elapsed);
+  }
+  t.final_scale = scaling ? m_scaler->get_scale() : 1.0;
+  m_ring.info.clear();
+}
+
+void Monitor::check_metrics_stream() {
+  if (!m_metrics) {
+    throw Error{ErrorKind::runtime,
+                "cannot write " + m_metrics_path.string() + " (disk full or I/O error)"};
+  }
+}
+
+nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<double> accuracy,
+                                    double seconds) {
+  RunTotals& t = m_totals;
+  nlohmann::json line = {{"kind", "eval"}, {"step", step}, {"loss", number(loss)}};
+  if (accuracy) {
+    line["accuracy"] = *accuracy;
+    t.best_eval_accuracy = std::max(t.best_eval_accuracy.value_or(0.0), *accuracy);
+  }
+  line["time_s"] = seconds_since(m_t0);
+  if (std::isfinite(loss)) t.best_eval_loss = std::min(t.best_eval_loss.value_or(loss), loss);
+  if (m_writer) {
+    m_metrics << line.dump() << '\n';
+    m_metrics.flush();
+    spdlog::info("eval  step {:>6} loss {:.5g}{}", step, loss,
+                 accuracy ? fmt::format(" accuracy {:.4f}", *accuracy) : std::string());
+  }
+  t.eval_seconds += seconds;
+  return line;
+}
+
+std::vector<std::string> Monitor::ranked(const std::vector<int64_t>& counts) const {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return counts[a] > counts[b]; });
+  std::vector<std::string> names;
+  for (size_t i : order) names.push_back(m_param_names[i]);
+  return names;
+}
+
+std::vector<std::string> Monitor::nonfinite_tensors(const Tensor& arena) const {
+  std::vector<float> host(arena.numel());
+  m_backend->download(host.data(), arena);
+  std::vector<std::string> names;
+  for (const FlatLayout::Entry& e : m_layout.entries()) {
+    const float* p = host.data() + e.offset;
+    if (!std::all_of(p, p + e.numel, [](float v) { return std::isfinite(v); })) {
+      names.push_back(e.name);
+    }
+  }
+  return names;
+}
+
+nlohmann::json Monitor::counts_json(const std::vector<int64_t>& counts) const {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t i = 0; i < m_param_names.size() && i < counts.size(); ++i) {
+    if (counts[i] > 0) j[m_param_names[i]] = counts[i];
+  }
+  return j;
+}
+
+void Monitor::counts_from_json(const nlohmann::json& j, std::vector<int64_t>& counts,
+                               const char* key) const {
+  const std::vector<std::string>& names = m_param_names;
+  counts.assign(names.size(), 0);
+  if (!j.is_object()) {
+    throw Error{ErrorKind::input,
+                std::string("checkpoint metrics: '") + key + "' must be an object"};
+  }
+  for (const auto& [name, v] : j.items()) {
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end() || !v.is_number_integer() || v.get<int64_t>() < 0) {
+      throw Error{ErrorKind::input, std::string("checkpoint metrics: '") + key + "': entry '" +
+                                        name + "' is not a parameter with a count >= 0"};
+    }
+    counts[static_cast<size_t>(it - names.begin())] = v.get<int64_t>();
+  }
+}
+
+void Monitor::log_most_overflowing() const {
+  const std::vector<std::string> names = ranked(m_overflow_counts);
+  if (names.empty() || !m_writer) return;
+  std::string text;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) {
+    const auto at = std::find(m_param_names.begin(), m_param_names.end(), names[i]);
+    text += fmt::format("{}{} ({} steps)", i ? ", " : "", names[i],
+                        m_overflow_counts[static_cast<size_t>(at - m_param_names.begin())]);
+  }
+  if (names.size() > 5) text += fmt::format(" and {} more", names.size() - 5);
+  spdlog::info("most overflowing: {}", text);
+}
+
+nlohmann::json Monitor::phase_json() const {
+  if (!m_opts.profile || m_phase_steps == 0) return nullptr;
+  static constexpr const char* kNames[kPhases] = {"data",      "forward", "backward", "unscale",
+                                                  "optimizer", "update",  "metrics"};
+  nlohmann::json j = nlohmann::json::object();
+  double total = 0;
+  for (int p = 0; p < kPhases; ++p) {
+    const double ms = m_phase_seconds[p] * 1e3 / static_cast<double>(m_phase_steps);
+    j[kNames[p]] = ms;
+    total += ms;
+  }
+  j["total"] = total;
+  j["steps"] = m_phase_steps;
+  return j;
+}
+
+}  // namespace ampctl::train

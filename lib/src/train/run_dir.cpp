@@ -1,0 +1,129 @@
+#include "ampctl/train/run_dir.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
+
+namespace ampctl::train {
+namespace fs = std::filesystem;
+namespace {
+
+Error unusable_run_dir(const fs::path& dir, const std::string& why) {
+  return Error{ErrorKind::usage, "run directory " + dir.string() + ": " + why,
+               "give a writable directory (train: --run-dir DIR; resume: copy the run directory "
+               "somewhere writable and resume the copy)"};
+}
+
+}  // namespace
+
+RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
+  const fs::path& dir = m_path;
+  std::error_code ec;
+  std::vector<fs::path> missing;
+  fs::path p = dir;
+  while (!p.empty()) {
+    const fs::file_status st = fs::status(p, ec);
+    if (st.type() == fs::file_type::not_found) {
+      missing.push_back(p);
+      const fs::path parent = p.parent_path();
+      if (parent == p) break;
+      p = parent;
+      continue;
+    }
+    if (ec) throw unusable_run_dir(dir, "cannot inspect " + p.string() + ": " + ec.message());
+    if (st.type() != fs::file_type::directory) {
+      throw unusable_run_dir(
+          dir, p == dir ? "exists and is not a directory" : p.string() + " is not a directory");
+    }
+    break;
+  }
+  std::reverse(missing.begin(), missing.end());
+  for (const fs::path& m : missing) {
+    if (!fs::create_directory(m, ec) && ec) {
+      for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) fs::remove(*it, ec);
+      throw unusable_run_dir(dir, "cannot create " + m.string() + ": " + ec.message());
+    }
+    m_created.push_back(m);
+  }
+  const fs::path probe = dir / (".ampctl-write-test-" + std::to_string(::getpid()));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) fs::remove(*it, ec);
+    throw unusable_run_dir(dir, std::string("is not writable: ") + std::strerror(err));
+  }
+  ::close(fd);
+  fs::remove(probe, ec);
+}
+
+void RunDir::remove_if_unused() const {
+  std::error_code ec;
+  for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) {
+    if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
+  }
+}
+
+void RunDir::write_config(const std::string& yaml) const {
+  std::ofstream out(config_path());
+  out << yaml;
+  if (!out) throw Error{ErrorKind::runtime, "cannot write " + config_path().string()};
+}
+
+void RunDir::truncate_metrics(int64_t last_step) const {
+  const fs::path path = metrics_path();
+  std::string kept;
+  {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) {
+      // A line that does not parse is the torn end of a killed run's last write.
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
+      if (j["step"].get<int64_t>() > last_step) continue;
+      kept += line;
+      kept += '\n';
+    }
+  }
+  const fs::path tmp = m_path / "metrics.jsonl.tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
+    out << kept;
+    out.flush();
+    if (!out) throw Error{ErrorKind::runtime, "cannot write " + tmp.string()};
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) throw Error{ErrorKind::runtime, "cannot replace " + path.string() + ": " + ec.message()};
+}
+
+fs::path choose_run_dir(const config::RunConfig& config, const fs::path& requested) {
+  auto holds_run = [](const fs::path& d) {
+    std::error_code ec;
+    return fs::exists(d / "metrics.jsonl", ec) || fs::exists(d / "summary.json", ec) ||
+           fs::exists(d / "checkpoints", ec);
+  };
+  if (!requested.empty()) {
+    if (holds_run(requested)) {
+      throw Error{ErrorKind::usage, "run directory " + requested.string() + " already holds a run",
+                  "choose another --run-dir, or continue it with 'ampctl resume --checkpoint " +
+                      requested.string() + "'"};
+    }
+    return requested;
+  }
+  const fs::path base = fs::path("runs") / config.name;
+  if (!holds_run(base)) return base;
+  for (int i = 2;; ++i) {
+    fs::path p = fs::path("runs") / (config.name + "-" + std::to_string(i));
+    if (!holds_run(p)) return p;
+  }
+}
+
+}  // namespace ampctl::train

@@ -1,0 +1,83 @@
+#include "ampctl/train/step.h"
+
+#include <span>
+
+#include "ampctl/amp/grad_scaler.h"
+#include "ampctl/backend/backend.h"
+#include "ampctl/dist/communicator.h"
+#include "ampctl/nn/model.h"
+#include "ampctl/optim/optimizer.h"
+#include "ampctl/optim/scheduler.h"
+#include "ampctl/train/batcher.h"
+#include "ampctl/train/monitor.h"
+
+namespace ampctl::train {
+
+TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
+    : m_p(parts), m_opts(options) {
+  Backend& b = parts.backend;
+  m_loss = b.zeros({1}, DType::f32);
+  m_loss_acc = b.zeros({1}, DType::f32);
+  m_accum_inv = b.empty({1}, DType::f32);
+  b.fill(m_accum_inv, 1.0 / static_cast<double>(options.grad_accum_steps));
+  m_seed = b.zeros({1}, DType::f32);
+  m_norm = b.zeros({1}, DType::f32);
+  m_coef = b.zeros({1}, DType::f32);
+  m_inject_at = parts.model.grads().view(options.inject_offset, {1});
+  // The scaler's state exists before the first step, so no step allocates it.
+  parts.scaler.init_state();
+}
+
+void TrainStep::run(int64_t step) {
+  Backend& b = m_p.backend;
+  nn::Model& model = m_p.model;
+  amp::GradScaler& scaler = m_p.scaler;
+  Monitor& mon = m_p.monitor;
+  const double lr = m_p.schedule.lr_at(step - 1);
+  for (auto& g : m_p.optimizer.param_groups()) g.lr = lr;
+
+  // The backward seed: the loss scale (the scaled loss's gradient), divided by the number of
+  // micro-batches as PyTorch's recipe divides the loss.
+  const int64_t accum = m_opts.grad_accum_steps;
+  scaler.scale_into(m_accum_inv, m_seed);
+  mon.record_scale();
+
+  model.zero_grad();
+  b.fill(m_loss_acc, 0.0);
+  int64_t samples = 0;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    const Batch& batch = m_p.batcher.next();
+    mon.phase_end(kData);
+    model.forward(batch.x, batch.rows, /*training=*/true);
+    model.loss(batch.target, batch.rows, m_loss, Tensor{}, m_seed);
+    mon.phase_end(kForward);
+    model.backward(batch.rows);
+    b.add_(m_loss_acc, m_loss, 1.0f / static_cast<float>(accum));
+    samples += batch.rows;
+    mon.phase_end(kBackward);
+  }
+  // Data parallel: every rank's gradients summed (identity for one process).
+  m_p.comm.all_reduce(model.grads(), dist::ReduceOp::sum);
+
+  if (m_opts.inject_at.count(step)) b.fill(m_inject_at, m_opts.inject_value);
+
+  if (m_opts.grad_clip_norm) {
+    // PyTorch's recipe: unscale first so the norm and the threshold are in real units.
+    scaler.unscale_(m_p.optimizer);
+    const Tensor grads = model.grads();
+    b.global_norm(std::span<const Tensor>(&grads, 1), m_norm);
+    b.clip_coef(m_norm, static_cast<float>(*m_opts.grad_clip_norm), m_coef);
+    b.mul_scalar_tensor(grads, m_coef, grads);
+  }
+
+  // The scaler's phase hook closes the unscale/check phase inside step(); without a scaler
+  // (bf16, fp32) only clipping, if any, is in it.
+  if (!scaler.is_enabled()) mon.phase_end(kUnscale);
+  scaler.step(m_p.optimizer);
+  mon.phase_end(kOptimizer);
+  scaler.update();
+  mon.phase_end(kUpdate);
+  mon.record_step(step, lr, m_loss_acc, samples);
+}
+
+}  // namespace ampctl::train
