@@ -155,9 +155,17 @@ if wait_for "$W/sw/base/checkpoints/latest" 60; then
 else
   fail "the sweep's run wrote no checkpoint in 60 s"
 fi
+# SIGUSR1 to the sweep: forwarded, the run writes a checkpoint and goes on (and the sweep too).
+kill -USR1 $PS 2>/dev/null
+sleep 1
 kill -TERM $PS 2>/dev/null
 wait_exit $PS 30
-[ $RC = 143 ] || fail "the sweep exited $RC on SIGTERM (expected 143)"
+[ $RC = 143 ] || fail "the sweep exited $RC on SIGUSR1 then SIGTERM (expected 143)"
+if grep -q "SIGUSR1: checkpoint after step" "$W/sw/base/stdout.log"; then
+  ok "SIGUSR1 to a sweep: forwarded, its run checkpointed and went on"
+else
+  fail "SIGUSR1 to a sweep: its run wrote no checkpoint for it: $(tail -2 "$W/sw/base/stderr.log")"
+fi
 
 # --- L5 + prune: a SIGKILLed holder frees the lock; prune keeps a live writer's temp file ---
 "$A" train --config "$S" --run-dir "$W/l5" >"$W/l5.out" 2>"$W/l5.err" &
@@ -208,7 +216,10 @@ else
 fi
 
 # --- S2: a stop between micro-batches resumes bitwise to the uninterrupted run ---
-exact=(--set training.grad_accum_steps=20 --set training.max_steps=30 --set checkpoint.every_steps=0)
+# A metrics line after every step, so the signal can follow the first step closely whatever the
+# machine's speed.
+exact=(--set training.grad_accum_steps=20 --set training.max_steps=30 --set checkpoint.every_steps=0
+  --set logging.every_steps=1)
 "$A" train --config "$S" "${exact[@]}" --run-dir "$W/s2a" >/dev/null 2>"$W/s2a.err" ||
   fail "the uninterrupted run failed: $(tail -2 "$W/s2a.err")"
 "$A" export --checkpoint "$W/s2a" --format safetensors --out "$W/s2a.safetensors" >/dev/null
@@ -217,8 +228,12 @@ for attempt in 1 2 3; do
   rm -rf "$W/s2b"
   "$A" train --config "$S" "${exact[@]}" --run-dir "$W/s2b" >/dev/null 2>"$W/s2b.err" &
   P=$!
-  wait_for "$W/s2b/metrics.jsonl" 60
-  sleep 0.$((1 + attempt * 2))
+  n=1200
+  while ! grep -qs '"kind":"train"' "$W/s2b/metrics.jsonl" && [ $n -gt 0 ]; do
+    sleep 0.05
+    n=$((n - 1))
+  done
+  sleep 0.0$((attempt * 3))
   kill -TERM $P 2>/dev/null
   wait_exit $P 30
   if [ $RC != 143 ]; then

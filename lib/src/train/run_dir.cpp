@@ -11,6 +11,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/run_lock.h"
 
 namespace ampctl::train {
 namespace fs = std::filesystem;
@@ -22,7 +23,15 @@ Error unusable_run_dir(const fs::path& dir, const std::string& why) {
                "somewhere writable and resume the copy)"};
 }
 
+bool holds_run_files(const fs::path& d) {
+  std::error_code ec;
+  return fs::exists(d / "metrics.jsonl", ec) || fs::exists(d / "summary.json", ec) ||
+         fs::exists(d / "checkpoints", ec);
+}
+
 }  // namespace
+
+RunDir::~RunDir() = default;
 
 RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
   const fs::path& dir = m_path;
@@ -53,10 +62,18 @@ RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
     }
     m_created.push_back(m);
   }
+  // The lock before anything is written (the probe included): a second writer leaves no trace.
+  try {
+    m_lock = std::make_unique<RunLock>(dir);
+  } catch (const Error&) {
+    for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) fs::remove(*it, ec);
+    throw;
+  }
   const fs::path probe = dir / (".ampctl-write-test-" + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
+    if (!m_created.empty()) fs::remove(dir / kRunLockFile, ec);
     for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) fs::remove(*it, ec);
     throw unusable_run_dir(dir, std::string("is not writable: ") + std::strerror(err));
   }
@@ -66,6 +83,9 @@ RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
 
 void RunDir::remove_if_unused() const {
   std::error_code ec;
+  // The lock file is this run's own when it made the directory; it goes first so the directory
+  // can be empty (the lock itself stays held on the unlinked file until the process ends).
+  if (!m_created.empty()) fs::remove(m_path / kRunLockFile, ec);
   for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) {
     if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
   }
@@ -105,11 +125,7 @@ void RunDir::truncate_metrics(int64_t last_step) const {
 }
 
 fs::path choose_run_dir(const config::RunConfig& config, const fs::path& requested) {
-  auto holds_run = [](const fs::path& d) {
-    std::error_code ec;
-    return fs::exists(d / "metrics.jsonl", ec) || fs::exists(d / "summary.json", ec) ||
-           fs::exists(d / "checkpoints", ec);
-  };
+  const auto holds_run = holds_run_files;
   if (!requested.empty()) {
     if (holds_run(requested)) {
       throw Error{ErrorKind::usage, "run directory " + requested.string() + " already holds a run",

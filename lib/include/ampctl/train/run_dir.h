@@ -7,13 +7,21 @@
 // read-only or pseudo file system) is refused up front, naming the path. It remembers the
 // directories it created, so a run that fails before writing anything can remove them again
 // (remove_if_unused); nothing else is ever removed.
+//
+// It also holds the run directory's lock (core/run_lock.h) for its whole life: one process at a
+// time writes a run directory, and a second writer is refused at once (Error{usage}, exit 2)
+// naming the holder, before it has loaded or written anything.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+namespace ampctl {
+class RunLock;
+}
 namespace ampctl::config {
 struct RunConfig;
 }
@@ -22,8 +30,10 @@ namespace ampctl::train {
 
 class RunDir {
  public:
-  // Throws Error{usage} naming the path when it cannot be created or written.
+  // Throws Error{usage} naming the path when it cannot be created or written, or when another
+  // process holds its lock.
   explicit RunDir(std::filesystem::path path);
+  ~RunDir();
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
 
@@ -32,7 +42,8 @@ class RunDir {
   std::filesystem::path metrics_path() const { return m_path / "metrics.jsonl"; }
   std::filesystem::path summary_path() const { return m_path / "summary.json"; }
 
-  // Removes the directories this object created, innermost first, if they are still empty.
+  // Removes the directories this object created, innermost first, if they are still empty
+  // (but for the lock file, removed with them).
   void remove_if_unused() const;
 
   // config.yaml := `yaml` (Error{runtime} when it cannot be written).
@@ -44,6 +55,7 @@ class RunDir {
  private:
   std::filesystem::path m_path;
   std::vector<std::filesystem::path> m_created;  // outermost first
+  std::unique_ptr<RunLock> m_lock;
 };
 
 // The run directory for a config: `requested` when given (it must not hold a previous run), else
