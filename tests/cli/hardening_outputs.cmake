@@ -224,6 +224,8 @@ sweep_in("over a folder named like a grid run" ${base}/sw2 2 "lr=0.002 was not c
 file(MAKE_DIRECTORY ${base}/sw3)
 file(WRITE ${base}/sw3/base "a file named base\n")
 sweep_in("over a file named base" ${base}/sw3 2 "sw3/base exists and is not a folder")
+sweep_in("into a path through a file" ${base}/sw3/base/out 2
+         "error: --out .*sw3/base/out: cannot create it: ")
 foreach(f sw1/base/notes.txt sw2/lr=0.002/notes.txt sw3/base)
   if(NOT EXISTS ${base}/${f})
     message(SEND_ERROR "sweep removed ${base}/${f}")

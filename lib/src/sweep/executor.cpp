@@ -280,8 +280,12 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   check_run_folders(sweep, options.out);
   std::error_code ec;
   fs::create_directories(options.out, ec);
-  if (ec)
-    throw Error{ErrorKind::runtime, "cannot create " + options.out.string() + ": " + ec.message()};
+  if (ec) {
+    // An unusable output is the command line's problem (exit 2), named with the reason.
+    throw Error{ErrorKind::usage,
+                "--out " + options.out.string() + ": cannot create it: " + ec.message(),
+                "give --out a folder you can create and write"};
+  }
 
   g_stop_signal = 0;
   struct sigaction sa {};
