@@ -106,6 +106,26 @@ else
   fail "two trains: the refusal does not name the holder: $(cat "$W/l1$loser.err")"
 fi
 
+# --- L1b: two trains started together without --run-dir: never one directory for both (the
+# second takes runs/slow-2, or is refused if both chose runs/slow before either locked it) ---
+mkdir -p "$W/l1b"
+(cd "$W/l1b" && "$A" train --config "$S" --set training.max_steps=100 >a.out 2>a.err) &
+PA=$!
+(cd "$W/l1b" && "$A" train --config "$S" --set training.max_steps=100 >b.out 2>b.err) &
+PB=$!
+wait_exit $PA 120
+RA=$RC
+wait_exit $PB 120
+RB=$RC
+dirs=$(ls "$W/l1b/runs" 2>/dev/null | tr '\n' ' ')
+if [ "$RA$RB" = "00" ] && [ "$dirs" = "slow slow-2 " ]; then
+  ok "two trains without --run-dir: runs/slow and runs/slow-2"
+elif { [ "$RA$RB" = "02" ] || [ "$RA$RB" = "20" ]; } && grep -qs "in use by another ampctl process" "$W/l1b/a.err" "$W/l1b/b.err"; then
+  ok "two trains without --run-dir: one ran, the other was refused (both chose runs/slow)"
+else
+  fail "two trains without --run-dir: exits $RA and $RB, run directories: $dirs"
+fi
+
 # --- L2: resume while train writes the run ---
 "$A" train --config "$S" --run-dir "$W/l2" >"$W/l2.out" 2>"$W/l2.err" &
 P=$!

@@ -134,11 +134,14 @@ fs::path choose_run_dir(const config::RunConfig& config, const fs::path& request
     }
     return requested;
   }
+  // A default directory that another process is writing (locked, before its first metrics line)
+  // is taken too: the next name is free for this run.
+  const auto taken = [&](const fs::path& d) { return holds_run(d) || run_lock_held(d); };
   const fs::path base = fs::path("runs") / config.name;
-  if (!holds_run(base)) return base;
+  if (!taken(base)) return base;
   for (int i = 2;; ++i) {
     fs::path p = fs::path("runs") / (config.name + "-" + std::to_string(i));
-    if (!holds_run(p)) return p;
+    if (!taken(p)) return p;
   }
 }
 

@@ -59,7 +59,8 @@ class RunDir {
 };
 
 // The run directory for a config: `requested` when given (it must not hold a previous run), else
-// runs/<name>, or runs/<name>-2, -3, ... when that already holds one.
+// runs/<name>, or runs/<name>-2, -3, ... when that already holds one or another process has it
+// locked.
 std::filesystem::path choose_run_dir(const config::RunConfig& config,
                                      const std::filesystem::path& requested);
 
