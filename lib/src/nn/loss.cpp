@@ -11,7 +11,7 @@ void check_scalar_arg(const Tensor& t, DType dtype, const char* what) {
 
 }  // namespace
 
-Loss::Loss(config::LossType type, int64_t outputs) : m_type(type), m_outputs(outputs) {
+Loss::Loss(LossKind type, int64_t outputs) : m_type(type), m_outputs(outputs) {
   if (m_outputs < 1) {
     throw Error{ErrorKind::invalid_argument,
                 "loss: outputs must be >= 1, got " + std::to_string(m_outputs)};
@@ -31,7 +31,7 @@ bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
   check_scalar_arg(grad_scale, DType::f32, "loss: grad_scale");
   const Tensor& dlogits = grad_scale.defined() ? m_dlogits.rows(batch) : m_undefined;
   switch (m_type) {
-    case config::LossType::cross_entropy: {
+    case LossKind::cross_entropy: {
       if (!targets.defined() || targets.rank() != 1 || targets.dtype() != DType::i32 ||
           targets.dim(0) < batch) {
         throw Error{ErrorKind::invalid_argument,
@@ -43,7 +43,7 @@ bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
                                        dlogits, grad_scale);
       break;
     }
-    case config::LossType::mse: {
+    case LossKind::mse: {
       if (correct_out.defined()) {
         throw Error{ErrorKind::invalid_argument,
                     "mse: correct_out is only defined for cross_entropy"};

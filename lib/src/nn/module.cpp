@@ -19,7 +19,7 @@ const Tensor& RowViews::rows(int64_t n) {
   for (const auto& slot : m_slots) {
     if (slot.first == n) return slot.second;
   }
-  // A new row count: the only place that allocates (the view's Shape).
+  // A new row count: a new cached view.
   Shape shape = m_full.shape();
   shape[0] = n;
   auto& slot = m_slots[m_next];
@@ -73,6 +73,11 @@ ParamSlot Module::bind(const FlatLayout& layout, const ParamArenas& arenas, size
   slot.grad = arenas.grads.view(e.offset, e.shape);
   if (arenas.lowp.defined()) slot.lowp = arenas.lowp.view(e.offset, e.shape);
   return slot;
+}
+
+Tensor fold_rows(const Tensor& x, int64_t cols) {
+  if (!x.defined() || x.rank() <= 2 || cols < 1 || x.dim(x.rank() - 1) != cols) return x;
+  return x.view(0, {static_cast<int64_t>(x.numel()) / cols, cols});
 }
 
 void check_matrix(const Tensor& t, int64_t batch, int64_t cols, DType dtype, bool exact,

@@ -46,7 +46,10 @@ void Sequential::setup(Backend& backend, const FlatLayout& layout, const ParamAr
 }
 
 const Tensor& Sequential::forward(const Tensor& x, int64_t batch, bool training) {
-  const Tensor* h = &x;
+  if (m_modules.empty()) throw Error{ErrorKind::state, "Sequential: empty"};
+  // [..., in_features] -> [rows, in_features]: every child works row by row.
+  m_input = fold_rows(x, m_modules.front()->in_features());
+  const Tensor* h = &m_input;
   for (const auto& m : m_modules) h = &m->forward(*h, batch, training);
   return *h;
 }

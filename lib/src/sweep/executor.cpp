@@ -23,11 +23,14 @@
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/run_lock.h"
+#include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
 
 namespace ampctl::sweep {
 
 namespace fs = std::filesystem;
+namespace files = ampctl::run;  // the run directory's formats
+namespace sk = ampctl::run::summary_key;
 
 namespace {
 
@@ -174,15 +177,6 @@ std::string last_line(const fs::path& file) {
   return last_error.empty() ? last : last_error;
 }
 
-// A finished run's status from its summary.json: "status" when the trainer wrote one (ok or
-// diverged), else ok (a summary is written only by a run that finished).
-std::string summary_status(const nlohmann::json& summary) {
-  if (summary.is_object() && summary.contains("status") && summary["status"].is_string()) {
-    return summary["status"].get<std::string>();
-  }
-  return "ok";
-}
-
 bool has_checkpoint(const fs::path& dir) {
   std::error_code ec;
   return fs::exists(dir / "checkpoints" / "latest", ec);
@@ -308,9 +302,9 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     r.run = run;
     r.dir = options.out / run.name;
     r.status = "skipped";
-    if (fs::exists(r.dir / "summary.json", ec)) {
-      r.summary = read_json(r.dir / "summary.json");
-      r.status = summary_status(r.summary);
+    if (fs::exists(r.dir / files::kSummaryFile, ec)) {
+      r.summary = read_json(r.dir / files::kSummaryFile);
+      r.status = files::summary_status(r.summary);
       if (!options.quiet) {
         std::printf("[sweep] %s: finished before (%s), skipped\n", run.name.c_str(),
                     r.status.c_str());
@@ -403,9 +397,9 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     RunResult& r = result.results[it->second];
     running.erase(it);
     r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r.exit_code == 0 && fs::exists(r.dir / "summary.json", ec)) {
-      r.summary = read_json(r.dir / "summary.json");
-      r.status = summary_status(r.summary);
+    if (r.exit_code == 0 && fs::exists(r.dir / files::kSummaryFile, ec)) {
+      r.summary = read_json(r.dir / files::kSummaryFile);
+      r.status = files::summary_status(r.summary);
       if (!options.quiet) std::printf("[sweep] %s: %s\n", r.run.name.c_str(), r.status.c_str());
     } else {
       std::string err = last_line(r.dir / "stderr.log");
@@ -415,9 +409,11 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
         r.status = "interrupted";
       } else {
         // A run that stopped because training diverged says so in its summary (exit 1).
-        r.summary = read_json(r.dir / "summary.json");
-        r.status = r.summary.is_object() && summary_status(r.summary) == "diverged" ? "diverged"
-                                                                                    : "failed";
+        r.summary = read_json(r.dir / files::kSummaryFile);
+        r.status =
+            r.summary.is_object() && files::summary_status(r.summary) == files::kStatusDiverged
+                ? "diverged"
+                : "failed";
       }
       if (!options.quiet)
         std::printf("[sweep] %s: %s (exit %d): %s\n", r.run.name.c_str(), r.status.c_str(),
@@ -434,38 +430,34 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
 
 nlohmann::json result_row(const RunResult& r) {
   const nlohmann::json& s = r.summary;
-  auto field = [&](const char* k) -> nlohmann::json {
-    return s.is_object() && s.contains(k) ? s[k] : nlohmann::json();
-  };
+  auto field = [&](const char* k) { return files::summary_field(s, k); };
   nlohmann::json overrides = r.run.overrides;
   nlohmann::json rate;
-  if (field("steps").is_number() && field("skipped_steps").is_number() &&
-      field("steps").get<double>() > 0)
-    rate = field("skipped_steps").get<double>() / field("steps").get<double>();
+  if (field(sk::kSteps).is_number() && field(sk::kSkippedSteps).is_number() &&
+      field(sk::kSteps).get<double>() > 0)
+    rate = field(sk::kSkippedSteps).get<double>() / field(sk::kSteps).get<double>();
   return {{"name", r.run.name},
           {"overrides", overrides},
           {"status", r.status},
           {"error", r.error},
           {"exit_code", r.exit_code},
-          {"final_loss", field("final_loss")},
-          {"best_eval_loss", field("best_eval_loss")},
-          {"best_eval_accuracy", field("best_eval_accuracy")},
-          {"steps", field("steps")},
-          {"skipped_steps", field("skipped_steps")},
+          {"final_loss", field(sk::kFinalLoss)},
+          {"best_eval_loss", field(sk::kBestEvalLoss)},
+          {"best_eval_accuracy", field(sk::kBestEvalAccuracy)},
+          {"steps", field(sk::kSteps)},
+          {"skipped_steps", field(sk::kSkippedSteps)},
           {"overflow_rate", rate},
-          {"final_scale", field("final_scale")},
-          {"min_scale", field("min_scale")},
-          {"max_scale", field("max_scale")},
-          {"wall_time_s", field("wall_time_s")},
-          {"samples_per_s", field("samples_per_s")},
+          {"final_scale", field(sk::kFinalScale)},
+          {"min_scale", field(sk::kMinScale)},
+          {"max_scale", field(sk::kMaxScale)},
+          {"wall_time_s", field(sk::kWallTimeS)},
+          {"samples_per_s", field(sk::kSamplesPerS)},
           {"run_dir", r.dir.string()}};
 }
 
 std::string default_metric(const std::vector<RunResult>& results) {
   for (const RunResult& r : results) {
-    if (r.summary.is_object() && r.summary.contains("best_eval_loss") &&
-        r.summary["best_eval_loss"].is_number())
-      return "best_eval_loss";
+    if (files::summary_field(r.summary, sk::kBestEvalLoss).is_number()) return "best_eval_loss";
   }
   return "final_loss";
 }

@@ -14,6 +14,8 @@
 
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/core/error.h"
+#include "ampctl/run/metrics_line.h"
+#include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
 
 namespace ampctl::sweep {
@@ -21,6 +23,7 @@ namespace ampctl::sweep {
 namespace {
 
 namespace fs = std::filesystem;
+namespace files = ampctl::run;  // the run directory's formats
 using nlohmann::json;
 
 // Run colours (no red: red marks skipped steps).
@@ -52,20 +55,6 @@ std::string coord(double v) {
 std::string number_text(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return fmt("%.0f", v);
   return fmt("%.6g", v);
-}
-
-std::optional<double> number(const json& j, const char* key) {
-  if (!j.is_object()) return std::nullopt;
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  const double v = it->get<double>();
-  if (!std::isfinite(v)) return std::nullopt;
-  return v;
-}
-
-bool flag(const json& j, const char* key) {
-  const auto it = j.find(key);
-  return it != j.end() && it->is_boolean() && it->get<bool>();
 }
 
 std::string color(size_t i) {
@@ -105,7 +94,7 @@ json read_json_file(const fs::path& file, const char* what) {
 }
 
 void read_metrics(const fs::path& file, RunData& run) {
-  const std::string text = read_text(file, "metrics.jsonl");
+  const std::string text = read_text(file, files::kMetricsFile);
   std::vector<std::string> lines;
   {
     std::istringstream in(text);
@@ -116,30 +105,25 @@ void read_metrics(const fs::path& file, RunData& run) {
   for (size_t i = 0; i < lines.size(); ++i) {
     const std::string& line = lines[i];
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const json j = json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) {
+    const std::optional<files::MetricsRecord> r = files::read_metrics_line(line);
+    if (!r) {
       // The last line of a run killed while writing it is torn; resume drops it too. Anywhere
       // else a line that does not parse is damage.
       if (i + 1 == last) break;
       throw Error{ErrorKind::input, file.string() + ":" + std::to_string(i + 1) +
-                                        ": not a JSON object (metrics.jsonl)"};
+                                        ": not a JSON object (" + files::kMetricsFile + ")"};
     }
-    const std::optional<double> step = number(j, "step");
-    if (!step) continue;
-    const auto s = static_cast<std::int64_t>(*step);
-    const std::string kind = j.contains("kind") && j["kind"].is_string()
-                                 ? j["kind"].get<std::string>()
-                                 : std::string("train");
-    if (kind == "eval") {
-      if (const auto loss = number(j, "loss")) run.eval.push_back({s, *loss});
+    if (!r->step) continue;
+    const std::int64_t s = *r->step;
+    if (r->is_eval()) {
+      if (r->loss) run.eval.push_back({s, *r->loss});
       continue;
     }
-    if (kind != "train") continue;
-    if (const auto loss = number(j, "loss")) run.loss.push_back({s, *loss});
-    const std::optional<double> scale = number(j, "scale");
-    if (scale && *scale > 0) {
-      run.scale.push_back({s, *scale});
-      if (flag(j, "found_inf") || flag(j, "skipped")) run.skips.push_back({s, *scale});
+    if (!r->is_train()) continue;
+    if (r->loss) run.loss.push_back({s, *r->loss});
+    if (r->scale && *r->scale > 0) {
+      run.scale.push_back({s, *r->scale});
+      if (r->overflowed) run.skips.push_back({s, *r->scale});
     }
   }
 }
@@ -441,13 +425,14 @@ std::string page(const std::string& title, const std::string& meta,
 std::string render_run(const fs::path& dir) {
   RunData run;
   RunResult result;
-  const fs::path summary_file = dir / "summary.json";
+  const fs::path summary_file = dir / files::kSummaryFile;
   const bool has_summary = path_exists(summary_file);
-  if (has_summary) result.summary = read_json_file(summary_file, "summary.json");
-  read_metrics(dir / "metrics.jsonl", run);
+  if (has_summary) result.summary = read_json_file(summary_file, files::kSummaryFile);
+  read_metrics(dir / files::kMetricsFile, run);
   const json& sm = result.summary;
-  run.name = has_summary && sm.contains("name") && sm["name"].is_string()
-                 ? sm["name"].get<std::string>()
+  const json name = files::summary_field(sm, files::summary_key::kName);
+  run.name = has_summary && name.is_string()
+                 ? name.get<std::string>()
                  : fs::absolute(dir).lexically_normal().filename().string();
   if (run.name.empty()) run.name = "run";
   result.run.name = run.name;
@@ -521,8 +506,8 @@ std::string render_sweep(const fs::path& dir) {
     const std::string status =
         row.contains("status") && row["status"].is_string() ? row["status"].get<std::string>() : "";
     // A run that failed or never started may have no metrics; a finished one must.
-    if (status == "ok" || path_exists(run_dir / "metrics.jsonl")) {
-      read_metrics(run_dir / "metrics.jsonl", run);
+    if (status == "ok" || path_exists(run_dir / files::kMetricsFile)) {
+      read_metrics(run_dir / files::kMetricsFile, run);
     }
     runs.push_back(std::move(run));
   }

@@ -66,8 +66,8 @@ const Batch& DeviceBatcher::next() {
   bool epoch_ended = false;
   const int64_t rows = m_loader->take(&first, &epoch_ended);
   m_current.rows = rows;
-  m_current.x = m_x.view(0, {rows, m_features});
-  b.gather_rows(m_train.x, m_order_dev, first, m_current.x);
+  m_current.input = m_x.view(0, {rows, m_features});
+  b.gather_rows(m_train.x, m_order_dev, first, m_current.input);
   if (m_classification) {
     m_current.target = m_labels.view(0, {rows});
     b.gather_rows(m_train.labels, m_order_dev, first, m_current.target);
@@ -83,7 +83,7 @@ const Batch& DeviceBatcher::next() {
 Batch DeviceBatcher::eval_batch(int64_t first) const {
   Batch out;
   out.rows = std::min(m_batch, m_eval_rows - first);
-  out.x = m_eval.x.view(static_cast<size_t>(first * m_features), {out.rows, m_features});
+  out.input = m_eval.x.view(static_cast<size_t>(first * m_features), {out.rows, m_features});
   out.target = m_classification
                    ? m_eval.labels.view(static_cast<size_t>(first), {out.rows})
                    : m_eval.y.view(static_cast<size_t>(first * m_outputs), {out.rows, m_outputs});

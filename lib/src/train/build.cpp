@@ -42,6 +42,30 @@ std::unique_ptr<optim::Optimizer> make_optimizer(Backend& b, const config::Optim
   return std::make_unique<optim::Adam>(b, std::move(groups), o);
 }
 
+DType compute_dtype(config::Precision precision) {
+  switch (precision) {
+    case config::Precision::fp16:
+      return DType::f16;
+    case config::Precision::bf16:
+      return DType::bf16;
+    case config::Precision::fp32:
+      return DType::f32;
+  }
+  throw Error{ErrorKind::invalid_argument, "unknown precision"};
+}
+
+nn::ActivationKind activation_kind(config::Activation activation) {
+  switch (activation) {
+    case config::Activation::relu:
+      return nn::ActivationKind::relu;
+    case config::Activation::gelu:
+      return nn::ActivationKind::gelu;
+    case config::Activation::tanh:
+      return nn::ActivationKind::tanh;
+  }
+  throw Error{ErrorKind::invalid_argument, "unknown activation"};
+}
+
 amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   amp::GradScalerOptions o;
   o.enabled = config::scaler_enabled(c);
@@ -59,6 +83,35 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
 
 RunObjects::RunObjects() = default;
 RunObjects::~RunObjects() = default;
+
+nn::ModelOptions model_options(const config::ModelConfig& model, config::Precision precision,
+                               config::LossType loss, int64_t in_features, int64_t out_features,
+                               int64_t max_batch, uint64_t seed) {
+  nn::ModelOptions o;
+  o.type = config::to_string(model.type);
+  o.compute = compute_dtype(precision);
+  o.precision = config::to_string(precision);
+  o.loss =
+      loss == config::LossType::cross_entropy ? nn::LossKind::cross_entropy : nn::LossKind::mse;
+  o.in_features = in_features;
+  o.out_features = out_features;
+  o.max_batch = max_batch;
+  o.seed = seed;
+  o.mlp.hidden = model.hidden;
+  o.mlp.activation = activation_kind(model.activation);
+  o.mlp.dropout = model.dropout;
+  o.mlp.layer_norm = model.layer_norm;
+  return o;
+}
+
+std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr) {
+  optim::ParamGroup g;
+  g.params = model.params();
+  g.grads = model.grads();
+  g.lowp_params = model.lowp_params();
+  g.lr = lr;
+  return {g};
+}
 
 std::string resolve_device(const std::string& device) {
   if (device == "cpu") return "cpu";
@@ -95,12 +148,14 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg) {
   const int64_t batch = cfg.data.batch_size;
   r.loader = std::make_unique<data::DataLoader>(r.data.train, batch, cfg.data.shuffle,
                                                 cfg.data.drop_last, seed);
-  r.model = std::make_unique<nn::Model>(
-      b, cfg.model, cfg.precision, cfg.loss, r.data.train.features,
-      r.data.train.task == config::Task::classification ? r.data.train.classes
-                                                        : r.data.train.targets,
-      batch, seed);
-  r.optimizer = make_optimizer(b, cfg.optimizer, r.model->param_groups(cfg.optimizer.lr));
+  // What the model is (model.type) comes from the registry; its input and output widths from
+  // the data source.
+  const data::Dataset& train = r.data.train;
+  r.model = nn::build_model(
+      b, model_options(cfg.model, cfg.precision, cfg.loss, train.features,
+                       train.task == config::Task::classification ? train.classes : train.targets,
+                       batch, seed));
+  r.optimizer = make_optimizer(b, cfg.optimizer, param_groups(*r.model, cfg.optimizer.lr));
   r.scaler = std::make_unique<amp::GradScaler>(b, scaler_options(cfg));
   r.schedule =
       std::make_unique<optim::LrSchedule>(cfg.scheduler, cfg.optimizer.lr, cfg.training.max_steps);

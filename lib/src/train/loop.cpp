@@ -16,6 +16,7 @@
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/optim/scheduler.h"
+#include "ampctl/run/summary.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/build.h"
 #include "ampctl/train/checkpoint_state.h"
@@ -28,12 +29,8 @@ namespace ampctl::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-// JSON numbers: non-finite values have no JSON spelling; summary.json writes them as null.
-nlohmann::json number(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  return v;
-}
+// The run directory's formats (Trainer::run() hides the namespace's plain name).
+namespace files = ampctl::run;
 
 }  // namespace
 
@@ -143,7 +140,7 @@ void Trainer::step() {
   m_monitor->step_started();
   // Where the step starts from: a stop between its micro-batches returns here (signals.h).
   const int64_t epoch = m_run->loader->epoch(), position = m_run->loader->position();
-  const uint64_t dropout_calls = m_run->model->dropout_calls();
+  const uint64_t dropout_calls = m_run->model->rng_position();
   if (!m_step->run(step)) abandon_step(step, epoch, position, dropout_calls);
   m_monitor->step_finished(step);
   if (m_monitor->diverged() && !m_diverging) diverge();
@@ -189,7 +186,7 @@ nlohmann::json Trainer::evaluate(int64_t step) {
       return m_monitor->totals().last_eval;
     }
     const Batch batch = batcher.eval_batch(done);
-    model.forward(batch.x, batch.rows, /*training=*/false);
+    model.forward(batch.input, batch.rows, /*training=*/false);
     model.loss(batch.target, batch.rows, m_eval_loss, classification ? correct : Tensor{},
                Tensor{});
     b.add_(loss_sum, m_eval_loss, static_cast<float>(batch.rows));
@@ -210,7 +207,7 @@ void Trainer::abandon_step(int64_t step, int64_t epoch, int64_t position, uint64
   // gradients are dropped. Rewinding the data cursor and the dropout RNG makes the state exactly
   // the one after step - 1, so the checkpoint resumes bitwise to the uninterrupted run.
   m_run->batcher->restore({{"epoch", epoch}, {"position", position}});
-  m_run->model->set_rng_state({{"seed", m_run->model->seed()}, {"dropout_offset", dropout_calls}});
+  m_run->model->rewind_rng(dropout_calls);
   m_next_step = step;
   m_stopped_in_step = step;
   stop(stop_signal());
@@ -247,71 +244,41 @@ TrainOutcome Trainer::finish() {
   if (m_eval_pending) stop(stop_signal());
   if (m_last_checkpoint != m_next_step - 1) write_checkpoint();
 
-  const nlohmann::json summary = summary_json("ok");
+  const nlohmann::json summary = files::to_json(summary_of(files::kStatusOk));
   write_summary(summary);
   spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
                t.steps_done, t.skipped, t.final_loss, t.final_scale, m_monitor->elapsed());
-  if (const nlohmann::json& ph = summary["phase_ms"]; ph.is_object()) {
-    spdlog::info(
-        "step phases (ms, mean of {} steady steps): data {:.3f}, forward {:.3f}, backward {:.3f}, "
-        "unscale/check {:.3f}, optimizer {:.3f}, scaler update {:.3f}, metrics {:.3f}; "
-        "total {:.3f}",
-        ph["steps"].get<int64_t>(), ph["data"].get<double>(), ph["forward"].get<double>(),
-        ph["backward"].get<double>(), ph["unscale"].get<double>(), ph["optimizer"].get<double>(),
-        ph["update"].get<double>(), ph["metrics"].get<double>(), ph["total"].get<double>());
-  }
+  m_monitor->log_phases();
   m_monitor->log_most_overflowing();
   return TrainOutcome{summary};
 }
 
-nlohmann::json Trainer::summary_json(const std::string& status) const {
-  const RunTotals& t = m_monitor->totals();
+files::Summary Trainer::summary_of(const std::string& status) const {
   const Monitor& mon = *m_monitor;
-  return {
-      {"name", m_cfg.name},
-      {"status", status},
-      {"steps", t.steps_done},
-      {"skipped_steps", t.skipped},
-      {"final_scale", number(t.final_scale)},
-      {"min_scale", number(t.min_scale)},
-      {"max_scale", number(t.max_scale)},
-      {"final_loss", number(t.final_loss)},
-      {"best_loss", number(t.best_loss)},
-      {"eval", t.last_eval},
-      {"best_eval_loss", t.best_eval_loss ? nlohmann::json(*t.best_eval_loss) : nlohmann::json()},
-      {"best_eval_accuracy",
-       t.best_eval_accuracy ? nlohmann::json(*t.best_eval_accuracy) : nlohmann::json()},
-      {"overflow_counts", mon.counts_json(mon.overflow_counts())},
-      {"most_overflowing", mon.ranked(mon.overflow_counts())},
-      {"wall_time_s", mon.elapsed()},
-      {"train_time_s", t.train_seconds},
-      {"samples_per_s", t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0},
-      {"steady_samples_per_s", t.steady_seconds > 0
-                                   ? nlohmann::json(t.steady_samples / t.steady_seconds)
-                                   : nlohmann::json()},
-      {"steady_step_ms",
-       t.steady_seconds > 0 && t.steady_samples > 0
-           ? nlohmann::json(t.steady_seconds * 1e3 * static_cast<double>(m_cfg.data.batch_size) /
-                            static_cast<double>(t.steady_samples) /
-                            static_cast<double>(m_cfg.training.grad_accum_steps))
-           : nlohmann::json()},
-      {"backend", m_run->backend->description()},
-      {"device", m_run->device},
-      {"precision", config::to_string(m_cfg.precision)},
-      {"scaler_enabled", m_run->scaler->is_enabled()},
-      {"phase_ms", mon.phase_json()},
-      {"ampctl_version", AMPCTL_VERSION}};
+  const RunTotals& t = mon.totals();
+  files::Summary s;
+  s.name = m_cfg.name;
+  s.status = status;
+  s.totals = t;
+  s.overflow_counts = mon.counts_json(mon.overflow_counts());
+  s.most_overflowing = mon.ranked(mon.overflow_counts());
+  s.wall_time_s = mon.elapsed();
+  if (t.steady_seconds > 0 && t.steady_samples > 0) {
+    s.steady_step_ms = t.steady_seconds * 1e3 * static_cast<double>(m_cfg.data.batch_size) /
+                       static_cast<double>(t.steady_samples) /
+                       static_cast<double>(m_cfg.training.grad_accum_steps);
+  }
+  s.backend = m_run->backend->description();
+  s.device = m_run->device;
+  s.precision = config::to_string(m_cfg.precision);
+  s.scaler_enabled = m_run->scaler->is_enabled();
+  s.phase_ms = mon.phase_json();
+  s.version = AMPCTL_VERSION;
+  return s;
 }
 
 void Trainer::write_summary(const nlohmann::json& summary) const {
-  if (!is_root()) return;
-  std::ofstream out(m_dir->summary_path());
-  out << summary.dump(2) << '\n';
-  out.flush();
-  if (!out) {
-    throw Error{ErrorKind::runtime,
-                "cannot write " + m_dir->summary_path().string() + " (disk full or I/O error)"};
-  }
+  if (is_root()) files::write_summary(m_dir->path(), summary);
 }
 
 checkpoint::CheckpointData Trainer::checkpoint_data() {
@@ -404,16 +371,16 @@ void Trainer::diverge() {
   }
   message += "; " + ckpt_text;
 
-  nlohmann::json summary = summary_json("diverged");
-  summary["divergence"] = {
-      {"step", d.step},
-      {"detected_at_step", d.detected_at},
-      {"reason", d.reason},
-      {"tensors", d.tensors},
-      {"checkpoint", ckpt ? nlohmann::json(ckpt->string()) : nlohmann::json()},
-      {"checkpoint_step", ckpt_step ? nlohmann::json(*ckpt_step) : nlohmann::json()},
-      {"message", message}};
-  write_summary(summary);
+  files::Summary summary = summary_of(files::kStatusDiverged);
+  summary.divergence =
+      files::SummaryDivergence{d.step,
+                               d.detected_at,
+                               d.reason,
+                               d.tensors,
+                               ckpt ? std::optional<std::string>(ckpt->string()) : std::nullopt,
+                               ckpt_step,
+                               message};
+  write_summary(files::to_json(summary));
   mon.log_most_overflowing();
   std::string hint;
   if (d.reason == "overflow_at_scale_floor") {

@@ -10,15 +10,10 @@
 #include "ampctl/amp/grad_scaler.h"
 #include "ampctl/backend/backend.h"
 #include "ampctl/optim/optimizer.h"
+#include "ampctl/run/metrics_line.h"
 
 namespace ampctl::train {
 namespace {
-
-// JSON numbers: non-finite values have no JSON spelling; metrics write them as null.
-nlohmann::json number(double v) {
-  if (!std::isfinite(v)) return nullptr;
-  return v;
-}
 
 std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
@@ -41,11 +36,6 @@ std::string join_names(const std::vector<std::string>& names, size_t max) {
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
-
-RunTotals::RunTotals()
-    : final_loss(std::numeric_limits<double>::quiet_NaN()),
-      best_loss(std::numeric_limits<double>::infinity()),
-      min_scale(std::numeric_limits<double>::infinity()) {}
 
 void Streak::extend(int64_t step, const int32_t* flags) {
   if (length++ == 0) first_step = step;
@@ -199,7 +189,7 @@ void Monitor::flush() {
     }
     t.min_scale = std::min(t.min_scale, static_cast<double>(scale));
     t.max_scale = std::max(t.max_scale, static_cast<double>(scale));
-    nlohmann::json overflow_tensors = nlohmann::json::array();
+    std::vector<std::string> overflow_tensors;
     if (found_inf && flags != nullptr) {
       for (int64_t s = 0; s < segments; ++s) {
         if (flags[s] == 0) continue;
@@ -243,18 +233,17 @@ void Monitor::flush() {
     }
 
     if (info.step % m_opts.metrics_every == 0 || info.step == m_opts.max_steps) {
-      nlohmann::json line = {{"kind", "train"},
-                             {"step", info.step},
-                             {"loss", number(loss)},
-                             {"scale", number(scale)},
-                             {"found_inf", found_inf},
-                             {"skipped", found_inf},
-                             {"growth_tracker", scaling ? tracker : 0},
-                             {"lr", info.lr},
-                             {"time_s", info.time_s}};
-      if (scaling) line["hysteresis_tracker"] = hysteresis;
-      if (found_inf && flags != nullptr) line["overflow_tensors"] = std::move(overflow_tensors);
-      if (m_writer) m_metrics << line.dump() << '\n';
+      run::TrainLine line;
+      line.step = info.step;
+      line.loss = loss;
+      line.scale = scale;
+      line.found_inf = found_inf;
+      line.growth_tracker = scaling ? tracker : 0;
+      if (scaling) line.hysteresis_tracker = hysteresis;
+      line.lr = info.lr;
+      line.time_s = info.time_s;
+      if (found_inf && flags != nullptr) line.overflow_tensors = std::move(overflow_tensors);
+      if (m_writer) m_metrics << run::to_json(line).dump() << '\n';
     }
   }
   if (m_writer) {
@@ -292,21 +281,22 @@ void Monitor::check_metrics_stream() {
 nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<double> accuracy,
                                     double seconds) {
   RunTotals& t = m_totals;
-  nlohmann::json line = {{"kind", "eval"}, {"step", step}, {"loss", number(loss)}};
-  if (accuracy) {
-    line["accuracy"] = *accuracy;
-    t.best_eval_accuracy = std::max(t.best_eval_accuracy.value_or(0.0), *accuracy);
-  }
-  line["time_s"] = seconds_since(m_t0);
+  if (accuracy) t.best_eval_accuracy = std::max(t.best_eval_accuracy.value_or(0.0), *accuracy);
   if (std::isfinite(loss)) t.best_eval_loss = std::min(t.best_eval_loss.value_or(loss), loss);
+  run::EvalLine line;
+  line.step = step;
+  line.loss = loss;
+  line.accuracy = accuracy;
+  line.time_s = seconds_since(m_t0);
+  const nlohmann::json j = run::to_json(line);
   if (m_writer) {
-    m_metrics << line.dump() << '\n';
+    m_metrics << j.dump() << '\n';
     m_metrics.flush();
     spdlog::info("eval  step {:>6} loss {:.5g}{}", step, loss,
                  accuracy ? fmt::format(" accuracy {:.4f}", *accuracy) : std::string());
   }
   t.eval_seconds += seconds;
-  return line;
+  return j;
 }
 
 std::vector<std::string> Monitor::ranked(const std::vector<int64_t>& counts) const {
@@ -335,29 +325,7 @@ std::vector<std::string> Monitor::nonfinite_tensors(const Tensor& arena) const {
 }
 
 nlohmann::json Monitor::counts_json(const std::vector<int64_t>& counts) const {
-  nlohmann::json j = nlohmann::json::object();
-  for (size_t i = 0; i < m_param_names.size() && i < counts.size(); ++i) {
-    if (counts[i] > 0) j[m_param_names[i]] = counts[i];
-  }
-  return j;
-}
-
-void Monitor::counts_from_json(const nlohmann::json& j, std::vector<int64_t>& counts,
-                               const char* key) const {
-  const std::vector<std::string>& names = m_param_names;
-  counts.assign(names.size(), 0);
-  if (!j.is_object()) {
-    throw Error{ErrorKind::input,
-                std::string("checkpoint metrics: '") + key + "' must be an object"};
-  }
-  for (const auto& [name, v] : j.items()) {
-    const auto it = std::find(names.begin(), names.end(), name);
-    if (it == names.end() || !v.is_number_integer() || v.get<int64_t>() < 0) {
-      throw Error{ErrorKind::input, std::string("checkpoint metrics: '") + key + "': entry '" +
-                                        name + "' is not a parameter with a count >= 0"};
-    }
-    counts[static_cast<size_t>(it - names.begin())] = v.get<int64_t>();
-  }
+  return run::counts_json(m_param_names, counts);
 }
 
 void Monitor::log_most_overflowing() const {
@@ -387,6 +355,22 @@ nlohmann::json Monitor::phase_json() const {
   j["total"] = total;
   j["steps"] = m_phase_steps;
   return j;
+}
+
+void Monitor::log_phases() const {
+  if (!m_writer || !m_opts.profile || m_phase_steps == 0) return;
+  double ms[kPhases];
+  double total = 0;
+  for (int p = 0; p < kPhases; ++p) {
+    ms[p] = m_phase_seconds[p] * 1e3 / static_cast<double>(m_phase_steps);
+    total += ms[p];
+  }
+  spdlog::info(
+      "step phases (ms, mean of {} steady steps): data {:.3f}, forward {:.3f}, backward {:.3f}, "
+      "unscale/check {:.3f}, optimizer {:.3f}, scaler update {:.3f}, metrics {:.3f}; "
+      "total {:.3f}",
+      m_phase_steps, ms[kData], ms[kForward], ms[kBackward], ms[kUnscale], ms[kOptimizer],
+      ms[kUpdate], ms[kMetrics], total);
 }
 
 }  // namespace ampctl::train

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
@@ -25,7 +25,7 @@ Error unusable_run_dir(const fs::path& dir, const std::string& why) {
 
 bool holds_run_files(const fs::path& d) {
   std::error_code ec;
-  return fs::exists(d / "metrics.jsonl", ec) || fs::exists(d / "summary.json", ec) ||
+  return fs::exists(d / run::kMetricsFile, ec) || fs::exists(d / run::kSummaryFile, ec) ||
          fs::exists(d / "checkpoints", ec);
 }
 
@@ -105,14 +105,13 @@ void RunDir::truncate_metrics(int64_t last_step) const {
     std::string line;
     while (std::getline(in, line)) {
       // A line that does not parse is the torn end of a killed run's last write.
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) continue;
-      if (j["step"].get<int64_t>() > last_step) continue;
+      const std::optional<run::MetricsRecord> r = run::read_metrics_line(line);
+      if (!r || !r->step || !r->step_is_integer || *r->step > last_step) continue;
       kept += line;
       kept += '\n';
     }
   }
-  const fs::path tmp = m_path / "metrics.jsonl.tmp";
+  const fs::path tmp = m_path / (std::string(run::kMetricsFile) + ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
     out << kept;

@@ -51,7 +51,7 @@ bool TrainStep::run(int64_t step) {
     if (micro > 0 && stop_signal() != 0) return false;
     const Batch& batch = m_p.batcher.next();
     mon.phase_end(kData);
-    model.forward(batch.x, batch.rows, /*training=*/true);
+    model.forward(batch.input, batch.rows, /*training=*/true);
     model.loss(batch.target, batch.rows, m_loss, Tensor{}, m_seed);
     mon.phase_end(kForward);
     model.backward(batch.rows);

@@ -36,7 +36,27 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/half.h"
 #include "ampctl/nn/model.h"
+#include "ampctl/nn/models/mlp.h"
 #include "ampctl/nn/nn_math.h"
+#include "ampctl/optim/optimizer.h"
+#include "ampctl/train/build.h"
+
+namespace ampctl::nn {
+
+// The MLP under test, built from the run config's types the way a run builds it
+// (train::model_options), with the constructor these tests were written against.
+class TestMlp : public Mlp {
+ public:
+  TestMlp(Backend& backend, const config::ModelConfig& model, config::Precision precision,
+          config::LossType loss, int64_t in, int64_t out, int64_t max_batch, uint64_t seed)
+      : Mlp(backend, train::model_options(model, precision, loss, in, out, max_batch, seed)) {}
+  // The optimizer's view of the arenas, as a run makes it (train::param_groups).
+  std::vector<optim::ParamGroup> param_groups(float lr) const {
+    return train::param_groups(*this, lr);
+  }
+};
+
+}  // namespace ampctl::nn
 
 namespace ampctl::nn::ref {
 
@@ -633,7 +653,7 @@ inline std::map<std::string, Vec> read_named(const Model& m, const Tensor& flat)
   return out;
 }
 
-inline Net net_of(const Model& m, const config::ModelConfig& cfg, config::LossType loss) {
+inline Net net_of(const Mlp& m, const config::ModelConfig& cfg, config::LossType loss) {
   Net n;
   n.model = cfg;
   n.loss = loss;

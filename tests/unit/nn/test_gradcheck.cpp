@@ -46,7 +46,7 @@ TEST_P(GradCheck, ModelAndReferenceGradientsMatchFiniteDifferences) {
   const GradCase& c = GetParam();
   auto be = make_cpu_backend(1);
   const uint64_t seed = 1234;
-  Model model(*be, c.model, config::Precision::fp32, c.loss, c.in, c.out, c.batch, seed);
+  TestMlp model(*be, c.model, config::Precision::fp32, c.loss, c.in, c.out, c.batch, seed);
   const ref::Net net = ref::net_of(model, c.model, c.loss);
   const ref::Batch batch = ref::make_batch(c.batch, c.in, c.out, c.loss, seed + 1);
   const ref::DeviceBatch d = ref::upload(*be, batch, c.in, c.out);

@@ -39,7 +39,7 @@ void expect_uniform(const std::string& name, const Vec& v, double b) {
 TEST(ModelInit, LinearIsPyTorchDefaultUniformAndLayerNormIsOnesAndZeros) {
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({128, 64}, Activation::relu, /*layer_norm=*/true);
-  Model model(*be, cfg, Precision::fp16, LossType::cross_entropy, 256, 10, 4, 2024);
+  TestMlp model(*be, cfg, Precision::fp16, LossType::cross_entropy, 256, 10, 4, 2024);
   const auto p = ref::read_named(model, model.params());
   // fan_in of each Linear: 256, 128, 64.
   const std::map<std::string, double> fan_in = {
@@ -64,7 +64,7 @@ TEST(ModelInit, SameSeedSameBitsOnAnyPrecisionAndAnotherSeedDiffers) {
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({32}, Activation::gelu, false, 0.5);
   auto params = [&](Precision p, uint64_t seed) {
-    Model m(*be, cfg, p, LossType::cross_entropy, 16, 4, 2, seed);
+    TestMlp m(*be, cfg, p, LossType::cross_entropy, 16, 4, 2, seed);
     return ref::read_values(*be, m.params());
   };
   const Vec a = params(Precision::fp16, 9);
@@ -87,7 +87,7 @@ TEST(ModelLayout, NamesAndShapesFollowPyTorchSequential) {
   // LayerNorm(7), ReLU(), Dropout(0.1), Linear(7,4)) held as `layers`.
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({5, 7}, Activation::relu, true, 0.1);
-  Model model(*be, cfg, Precision::fp16, LossType::cross_entropy, 3, 4, 2, 0);
+  TestMlp model(*be, cfg, Precision::fp16, LossType::cross_entropy, 3, 4, 2, 0);
   const std::vector<std::pair<std::string, Shape>> want = {
       {"layers.0.weight", {5, 3}}, {"layers.0.bias", {5}},      {"layers.1.weight", {5}},
       {"layers.1.bias", {5}},      {"layers.4.weight", {7, 5}}, {"layers.4.bias", {7}},
@@ -139,7 +139,8 @@ TEST(ModelLayout, NamesAndShapesFollowPyTorchSequential) {
 
 TEST(ModelLayout, WithoutLayerNormOrDropoutLinearsAreEveryOtherLayer) {
   auto be = make_cpu_backend(1);
-  Model model(*be, ref::mlp({5, 7}, Activation::tanh), Precision::fp32, LossType::mse, 3, 2, 2, 0);
+  TestMlp model(*be, ref::mlp({5, 7}, Activation::tanh), Precision::fp32, LossType::mse, 3, 2, 2,
+                0);
   std::vector<std::string> names;
   for (const auto& e : model.layout().entries()) names.push_back(e.name);
   EXPECT_EQ(names, (std::vector<std::string>{"layers.0.weight", "layers.0.bias", "layers.2.weight",
@@ -148,7 +149,7 @@ TEST(ModelLayout, WithoutLayerNormOrDropoutLinearsAreEveryOtherLayer) {
   EXPECT_FALSE(model.param_groups(1e-3f)[0].lowp_params.defined());
 }
 
-Vec logits_of(Model& m, const ref::Batch& b, bool training, int64_t extra_rows = 0) {
+Vec logits_of(Mlp& m, const ref::Batch& b, bool training, int64_t extra_rows = 0) {
   const ref::DeviceBatch d =
       ref::upload(m.backend(), b, m.in_features(), m.out_features(), extra_rows);
   return ref::read_values(m.backend(), m.forward(d.x, b.rows, training));
@@ -157,7 +158,7 @@ Vec logits_of(Model& m, const ref::Batch& b, bool training, int64_t extra_rows =
 TEST(ModelRng, DropoutAdvancesPerTrainingCallAndTheStateReplays) {
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({16, 16}, Activation::relu, false, 0.5);
-  Model model(*be, cfg, Precision::fp16, LossType::cross_entropy, 8, 3, 4, 42);
+  TestMlp model(*be, cfg, Precision::fp16, LossType::cross_entropy, 8, 3, 4, 42);
   const ref::Batch batch = ref::make_batch(4, 8, 3, LossType::cross_entropy, 1);
   EXPECT_EQ(model.rng_state(), (nlohmann::json{{"seed", 42}, {"dropout_offset", 0}}));
   const Vec first = logits_of(model, batch, true);
@@ -185,10 +186,10 @@ TEST(ModelRng, EvalDropoutIsTheIdentity) {
   // Dropout has no parameters, so both models draw the same initial values (same layout
   // entries, same streams); in eval they must compute the same function, bit for bit.
   auto be = make_cpu_backend(1);
-  Model with(*be, ref::mlp({16, 16}, Activation::gelu, true, 0.3), Precision::bf16,
-             LossType::cross_entropy, 8, 3, 4, 42);
-  Model without(*be, ref::mlp({16, 16}, Activation::gelu, true), Precision::bf16,
-                LossType::cross_entropy, 8, 3, 4, 42);
+  TestMlp with(*be, ref::mlp({16, 16}, Activation::gelu, true, 0.3), Precision::bf16,
+               LossType::cross_entropy, 8, 3, 4, 42);
+  TestMlp without(*be, ref::mlp({16, 16}, Activation::gelu, true), Precision::bf16,
+                  LossType::cross_entropy, 8, 3, 4, 42);
   EXPECT_EQ(ref::read_values(*be, with.params()), ref::read_values(*be, without.params()));
   const ref::Batch batch = ref::make_batch(4, 8, 3, LossType::cross_entropy, 2);
   EXPECT_EQ(logits_of(with, batch, false), logits_of(without, batch, false));
@@ -198,8 +199,8 @@ TEST(ModelRng, EvalDropoutIsTheIdentity) {
 TEST(ModelViews, ASmallerBatchComputesWhatAModelSizedForItComputes) {
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({16}, Activation::relu, true, 0.2);
-  Model big(*be, cfg, Precision::fp16, LossType::cross_entropy, 8, 3, 32, 7);
-  Model exact(*be, cfg, Precision::fp16, LossType::cross_entropy, 8, 3, 5, 7);
+  TestMlp big(*be, cfg, Precision::fp16, LossType::cross_entropy, 8, 3, 32, 7);
+  TestMlp exact(*be, cfg, Precision::fp16, LossType::cross_entropy, 8, 3, 5, 7);
   const ref::Batch batch = ref::make_batch(5, 8, 3, LossType::cross_entropy, 3);
   // big reads the first 5 rows of a 32-row buffer; exact gets a 5-row tensor.
   EXPECT_EQ(logits_of(big, batch, true, 27), logits_of(exact, batch, true));
@@ -214,7 +215,7 @@ TEST(ModelViews, ASmallerBatchComputesWhatAModelSizedForItComputes) {
 TEST(ModelErrors, BadArgumentsAndOrderAreReported) {
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({4}, Activation::relu);
-  Model model(*be, cfg, Precision::fp16, LossType::cross_entropy, 3, 2, 4, 0);
+  TestMlp model(*be, cfg, Precision::fp16, LossType::cross_entropy, 3, 2, 4, 0);
   Tensor x = be->zeros({4, 3}, DType::f32);
   Tensor labels = be->zeros({4}, DType::i32);
   Tensor loss = be->zeros({1}, DType::f32);
@@ -252,21 +253,21 @@ TEST(ModelErrors, BadArgumentsAndOrderAreReported) {
   config::ModelConfig bad = cfg;
   bad.dropout = 1.0;
   EXPECT_EQ(
-      kind_of([&] { Model m(*be, bad, Precision::fp16, LossType::cross_entropy, 3, 2, 4, 0); }),
+      kind_of([&] { TestMlp m(*be, bad, Precision::fp16, LossType::cross_entropy, 3, 2, 4, 0); }),
       ErrorKind::invalid_argument);
   bad = cfg;
   bad.hidden = {4, 0};
   EXPECT_EQ(
-      kind_of([&] { Model m(*be, bad, Precision::fp16, LossType::cross_entropy, 3, 2, 4, 0); }),
+      kind_of([&] { TestMlp m(*be, bad, Precision::fp16, LossType::cross_entropy, 3, 2, 4, 0); }),
       ErrorKind::invalid_argument);
-  EXPECT_EQ(kind_of([&] { Model m(*be, cfg, Precision::fp16, LossType::mse, 3, 2, 0, 0); }),
+  EXPECT_EQ(kind_of([&] { TestMlp m(*be, cfg, Precision::fp16, LossType::mse, 3, 2, 0, 0); }),
             ErrorKind::invalid_argument);
 }
 
 TEST(ModelLoss, CorrectCountsArgmaxHitsAndMseTakesTargets) {
   auto be = make_cpu_backend(1);
-  Model model(*be, ref::mlp({8}, Activation::relu), Precision::fp32, LossType::cross_entropy, 4, 3,
-              6, 1);
+  TestMlp model(*be, ref::mlp({8}, Activation::relu), Precision::fp32, LossType::cross_entropy, 4,
+                3, 6, 1);
   const ref::Batch batch = ref::make_batch(6, 4, 3, LossType::cross_entropy, 8);
   const ref::DeviceBatch d = ref::upload(*be, batch, 4, 3);
   const Vec logits = ref::read_values(*be, model.forward(d.x, 6, false));
@@ -280,7 +281,7 @@ TEST(ModelLoss, CorrectCountsArgmaxHitsAndMseTakesTargets) {
   }
   EXPECT_EQ(be->read_scalar_i32(correct), hits);
 
-  Model reg(*be, ref::mlp({8}, Activation::relu), Precision::fp32, LossType::mse, 4, 3, 6, 1);
+  TestMlp reg(*be, ref::mlp({8}, Activation::relu), Precision::fp32, LossType::mse, 4, 3, 6, 1);
   const ref::Batch rb = ref::make_batch(6, 4, 3, LossType::mse, 8);
   const ref::DeviceBatch rd = ref::upload(*be, rb, 4, 3, /*extra_rows=*/1);
   reg.forward(rd.x, 6, false);

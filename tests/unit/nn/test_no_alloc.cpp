@@ -38,7 +38,7 @@ TEST_P(NoAllocation, StepAllocatesNothingAfterTheFirstCallPerBatchSize) {
   const AllocCase& c = GetParam();
   auto be = make_cpu_backend(1);
   const int64_t in = 12, out = 5, max_batch = 16;
-  Model model(*be, c.model, c.precision, c.loss, in, out, max_batch, 3);
+  TestMlp model(*be, c.model, c.precision, c.loss, in, out, max_batch, 3);
   // The loader's buffers: max_batch rows, of which a partial last batch uses the first ones.
   const ref::Batch batch = ref::make_batch(max_batch, in, out, c.loss, 4);
   const ref::DeviceBatch d = ref::upload(*be, batch, in, out);

@@ -52,7 +52,7 @@ struct StepResult {
 
 // One forward/loss/backward of `model` on `batch` (its first rows of a buffer with two extra
 // rows, so the model works on views).
-StepResult step(Model& model, const ref::Batch& batch, double grad_scale, bool training = true) {
+StepResult step(Mlp& model, const ref::Batch& batch, double grad_scale, bool training = true) {
   Backend& be = model.backend();
   const ref::DeviceBatch d =
       ref::upload(be, batch, model.in_features(), model.out_features(), /*extra_rows=*/2);
@@ -88,7 +88,7 @@ TEST_P(Emulation, ForwardAndBackwardEqualTheRoundedReference) {
   const int64_t in = 5, out = 3, rows = 6, max_batch = 8;
   const uint64_t seed = 77;
   const double grad_scale = 1024.0;
-  Model model(*be, c.model, c.precision, c.loss, in, out, max_batch, seed);
+  TestMlp model(*be, c.model, c.precision, c.loss, in, out, max_batch, seed);
   const ref::Net net = ref::net_of(model, c.model, c.loss);
   const ref::Batch batch = ref::make_batch(rows, in, out, c.loss, seed + 5);
   const StepResult got = step(model, batch, grad_scale);
@@ -167,8 +167,8 @@ TEST_P(LowpVsFp32, LossesAgreeWithinTheLowpRoundingBound) {
   auto be = make_cpu_backend(1);
   const int64_t in = 12, out = 4, rows = 16;
   const uint64_t seed = 5;
-  Model lowp(*be, c.model, c.precision, c.loss, in, out, rows, seed);
-  Model full(*be, c.model, Precision::fp32, c.loss, in, out, rows, seed);
+  TestMlp lowp(*be, c.model, c.precision, c.loss, in, out, rows, seed);
+  TestMlp full(*be, c.model, Precision::fp32, c.loss, in, out, rows, seed);
   const ref::Batch batch = ref::make_batch(rows, in, out, c.loss, seed + 9);
   // Both start from the same masters and draw the same dropout masks.
   const ref::Net net = ref::net_of(full, c.model, c.loss);
@@ -212,7 +212,7 @@ TEST(Policy, WeightGradientsAreRoundedToLowpBeforeTheyAreAddedToFp32) {
   auto be = make_cpu_backend(1);
   const auto cfg = ref::mlp({9, 7}, Activation::gelu, /*layer_norm=*/true);
   const int64_t in = 6, out = 4, rows = 8;
-  Model model(*be, cfg, Precision::fp16, LossType::cross_entropy, in, out, rows, 3);
+  TestMlp model(*be, cfg, Precision::fp16, LossType::cross_entropy, in, out, rows, 3);
   const ref::Batch a = ref::make_batch(rows, in, out, LossType::cross_entropy, 10);
   const ref::Batch b = ref::make_batch(rows, in, out, LossType::cross_entropy, 11);
   const StepResult ga = step(model, a, 4096.0);
@@ -269,7 +269,7 @@ TEST(Policy, HugeLossScaleOverflowsFp16GradientsButNotBf16OrFp32) {
   };
   auto be = make_cpu_backend(1);
   for (Precision p : {Precision::fp16, Precision::bf16, Precision::fp32}) {
-    Model model(*be, cfg, p, LossType::cross_entropy, in, out, rows, 8);
+    TestMlp model(*be, cfg, p, LossType::cross_entropy, in, out, rows, 8);
     const StepResult normal = step(model, batch, 1024.0);
     const StepResult huge = step(model, batch, 0x1p40);
     SCOPED_TRACE(config::to_string(p));

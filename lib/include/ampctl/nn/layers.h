@@ -151,6 +151,7 @@ class Sequential final : public Module {
 
  private:
   std::vector<std::unique_ptr<Module>> m_modules;
+  Tensor m_input;  // the last forward's input, rows folded
 };
 
 }  // namespace ampctl::nn

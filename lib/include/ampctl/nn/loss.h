@@ -7,16 +7,17 @@
 // dtype: the gradient that enters the model's backward pass.
 #pragma once
 
-#include "ampctl/config/run_config.h"
 #include "ampctl/nn/module.h"
 
 namespace ampctl::nn {
 
+enum class LossKind { cross_entropy, mse };
+
 class Loss {
  public:
-  Loss(config::LossType type, int64_t outputs);
+  Loss(LossKind type, int64_t outputs);
 
-  config::LossType type() const { return m_type; }
+  LossKind type() const { return m_type; }
   // Allocates dlogits for max_batch rows of dtype act.
   void setup(Backend& backend, int64_t max_batch, DType act);
 
@@ -29,7 +30,7 @@ class Loss {
   const Tensor& grad(int64_t batch) { return m_dlogits.rows(batch); }
 
  private:
-  config::LossType m_type;
+  LossKind m_type;
   int64_t m_outputs;
   Backend* m_backend = nullptr;
   RowViews m_dlogits;

@@ -1,129 +1,148 @@
-// Model: the MLP of a run (config::ModelConfig) with its flat parameter arenas, its activation
-// buffers and its loss, sized once for a maximum batch so that forward, loss and backward
-// allocate nothing (DESIGN: no allocation inside the step).
+// Model: what the training loop knows of a network. A model is built from ModelOptions (the
+// train layer converts the run config into them: train/build.h) by the builder its `type`
+// names in the model registry, and it owns
+//   * its parameters, in flat arenas (one FlatLayout: f32 masters, f32 gradients and, for
+//     fp16/bf16, the lowp copy the matrix products read), named as PyTorch's state_dict keys so
+//     checkpoints load into the equivalent torch module; the optimizer updates the arenas in one
+//     fused pass (and rewrites lowp), so lowp needs sync_lowp() only after the masters change
+//     outside the optimizer (a checkpoint load);
+//   * its activation buffers and its loss, sized once for max_batch rows, so forward, loss and
+//     backward allocate nothing (no allocation inside the step);
+//   * its RNG state (what a checkpoint saves).
 //
-// Architecture, as nn.Sequential stored under `layers`: for each hidden width h,
-//   Linear(in, h) -> [LayerNorm(h) if layer_norm] -> activation -> [Dropout(p) if dropout > 0]
-// and then Linear(last, out). Parameter names are PyTorch's state_dict keys ("layers.0.weight",
-// "layers.1.bias", ...), so a checkpoint's tensors load into the equivalent torch module.
-//
-// Memory: params (f32 masters), grads (f32) and, for fp16/bf16, lowp (the weight copy the
-// matrix products read) share one FlatLayout; the optimizer updates params and rewrites lowp in
-// one fused pass, so lowp only needs an explicit sync_lowp() after the masters change outside
-// the optimizer (construction does it; a checkpoint load must call it).
-//
-// Precision (SPEC section 5): see layers.h for each layer. The f32 input batch is rounded to
-// lowp before the first Linear; the logits are lowp; the loss runs in fp32 on them and seeds
-// the backward pass with d(loss)/d(logits) * grad_scale rounded to lowp. fp32: no casts.
+// What a batch is is agreed between the data source and the model, not assumed by the loop:
+// forward takes the input tensor the data source makes for this model (f32 features
+// [rows, in_features] for the MLP; image tensors or i32 token ids [batch, sequence] for other
+// models) and loss takes the matching target. `batch` is always the number of rows (samples)
+// of the leading dimension, at most max_batch.
 //
 // One training iteration: forward(x, B, true); loss(targets, B, loss, correct, scale);
 // backward(B). Gradients accumulate across such iterations until zero_grad() (gradient
 // accumulation over micro-batches).
+//
+// Adding a model type: a class deriving from Model, and a register_* function that adds its
+// builder to the registry, called from nn/models/builtin.cpp (models/builtin.h). Nothing in the
+// training loop changes.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "ampctl/config/run_config.h"
 #include "ampctl/nn/layers.h"
 #include "ampctl/nn/loss.h"
-#include "ampctl/optim/optimizer.h"
 
 namespace ampctl::nn {
 
-// The activation dtype of a precision: f16, bf16 or f32.
-DType compute_dtype(config::Precision precision);
-ActivationKind activation_kind(config::Activation activation);
+// The options of the MLP (model.type: mlp).
+struct MlpOptions {
+  std::vector<int64_t> hidden;  // the hidden widths, each >= 1
+  ActivationKind activation = ActivationKind::relu;
+  double dropout = 0.0;  // in [0, 1)
+  bool layer_norm = false;
+};
 
-// The MLP of `config` as an nn.Sequential would hold it (see above). dropout_rng is shared by
-// its Dropout modules and must outlive them. Throws Error{invalid_argument} for a width < 1 or
-// a dropout outside [0, 1).
-std::unique_ptr<Sequential> make_mlp(const config::ModelConfig& config, int64_t in_features,
-                                     int64_t out_features, DropoutRng* dropout_rng);
+struct ModelOptions {
+  std::string type = "mlp";        // the registry key
+  DType compute = DType::f32;      // the activation dtype: f16 / bf16 under autocast, or f32
+  std::string precision = "fp32";  // its name, for summary()
+  LossKind loss = LossKind::cross_entropy;
+  int64_t in_features = 0;   // the input width of a row
+  int64_t out_features = 0;  // classes, or the regression target width
+  int64_t max_batch = 0;     // rows of the largest batch
+  uint64_t seed = 0;         // initialisation and dropout
+  MlpOptions mlp;
+};
 
 class Model {
  public:
-  // Builds, initialises (Linear: PyTorch's default init from Philox with `seed`; LayerNorm:
-  // ones and zeros) and allocates everything for batches of up to max_batch rows. Throws
-  // Error{invalid_argument} for sizes < 1 or an invalid model configuration.
-  Model(Backend& backend, const config::ModelConfig& config, config::Precision precision,
-        config::LossType loss, int64_t in_features, int64_t out_features, int64_t max_batch,
-        uint64_t seed);
-
+  virtual ~Model() = default;
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
+  // The registry key this model was built under ("mlp").
+  virtual std::string type() const = 0;
+  // One line per layer: its name, PyTorch repr, parameter shapes and count; then the total.
+  virtual std::string summary() const = 0;
+
   Backend& backend() const { return *m_backend; }
-  config::Precision precision() const { return m_precision; }
   DType compute_dtype() const { return m_act; }
-  config::LossType loss_type() const { return m_loss.type(); }
+  LossKind loss_kind() const { return m_loss_kind; }
   int64_t in_features() const { return m_in; }
   int64_t out_features() const { return m_out; }
   int64_t max_batch() const { return m_max_batch; }
 
-  // ---- parameters ----
+  // ---- parameters, in the flat arenas ----
   const FlatLayout& layout() const { return m_layout; }
   const Tensor& params() const { return m_arenas.params; }     // f32 [layout.total()]
   const Tensor& grads() const { return m_arenas.grads; }       // f32 [layout.total()]
   const Tensor& lowp_params() const { return m_arenas.lowp; }  // f16/bf16, undefined in fp32
-  // One group over the whole arena (params, grads, lowp) with learning rate lr.
-  std::vector<optim::ParamGroup> param_groups(float lr) const;
   // name -> f32 view of the master (on the backend's device), in layout order: what a
   // checkpoint saves and loads (call sync_lowp() after loading).
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
   // Parameters in the model (the arena's alignment padding is not counted).
   int64_t num_params() const;
-  // One line per layer: its name, PyTorch repr, parameter shapes and count; then the total.
-  std::string summary() const;
-
   // lowp := params rounded to the lowp dtype (no-op in fp32).
   void sync_lowp();
   // grads := 0.
   void zero_grad();
 
   // ---- the step ----
-  // x: f32 [>= batch, in_features] on the backend (its first `batch` rows are used),
-  // 1 <= batch <= max_batch. training: dropout draws a mask (and advances the RNG); eval:
-  // dropout is the identity. Returns the logits [batch, out_features] in the compute dtype,
-  // valid until the next forward.
-  const Tensor& forward(const Tensor& x, int64_t batch, bool training);
+  // input: what the data source makes for this model, with >= batch rows (the first `batch`
+  // are used), 1 <= batch <= max_batch. training: dropout draws a mask (and advances the RNG);
+  // eval: dropout is the identity. Returns the logits [batch, out_features] in the compute
+  // dtype, valid until the next forward.
+  virtual const Tensor& forward(const Tensor& input, int64_t batch, bool training) = 0;
   // The loss of the last forward (same batch) against targets (i32 [>= batch] labels for
   // cross_entropy, f32 [>= batch, out_features] for mse): loss_out f32[1] := mean loss;
   // correct_out i32[1] := rows whose argmax is the label (cross_entropy only; may be
   // undefined); grad_scale f32[1]: seeds backward with dloss * grad_scale (undefined: no
   // backward possible).
-  void loss(const Tensor& targets, int64_t batch, const Tensor& loss_out, const Tensor& correct_out,
-            const Tensor& grad_scale);
+  virtual void loss(const Tensor& targets, int64_t batch, const Tensor& loss_out,
+                    const Tensor& correct_out, const Tensor& grad_scale) = 0;
   // Backpropagates the seeded loss of the last forward (same batch) and ADDS the parameter
   // gradients into grads(). Throws Error{state} without a seeded loss since the last forward.
-  void backward(int64_t batch);
+  virtual void backward(int64_t batch) = 0;
 
   // ---- RNG (checkpoints) ----
-  uint64_t seed() const { return m_rng.seed; }
-  uint64_t dropout_calls() const { return m_rng.calls; }
-  // {"seed": s, "dropout_offset": n}: n training-mode dropout applications so far.
-  nlohmann::json rng_state() const;
+  virtual nlohmann::json rng_state() const = 0;
   // Restores what rng_state() wrote; throws Error{input} naming a missing or mistyped key.
-  void set_rng_state(const nlohmann::json& state);
+  virtual void set_rng_state(const nlohmann::json& state) = 0;
+  // How far the RNG has advanced, read at every step without allocating; rewind_rng puts it
+  // back there: a stop between micro-batches returns the model to where the step started
+  // (train/signals.h). A model that draws nothing keeps these defaults.
+  virtual uint64_t rng_position() const { return 0; }
+  virtual void rewind_rng(uint64_t /*position*/) {}
 
- private:
+ protected:
+  // Checks the sizes (Error{invalid_argument} for one < 1).
+  Model(Backend& backend, const ModelOptions& options);
+  // After the parameters are declared in m_layout: allocates the arenas (zeros: the alignment
+  // padding must read as zero), writes the initial values with `init` into a host copy of the
+  // f32 arena and uploads it, so every backend starts from the same bits; then sync_lowp().
+  void allocate_params(const std::function<void(std::span<float>)>& init);
+
   Backend* m_backend;
-  config::Precision m_precision;
   DType m_act;
+  LossKind m_loss_kind;
   int64_t m_in, m_out, m_max_batch;
-  DropoutRng m_rng;
-  std::unique_ptr<Sequential> m_layers;
-  Loss m_loss;
   FlatLayout m_layout;
   ParamArenas m_arenas;
-  RowViews m_input;  // the batch in the compute dtype
-  LeadingRows m_x_rows;
-  const Tensor* m_logits = nullptr;
-  int64_t m_forward_batch = 0;  // 0: no forward since construction
-  bool m_seeded = false;        // loss() wrote dlogits for the last forward
 };
+
+// ---- the model registry ----
+using ModelBuilder = std::function<std::unique_ptr<Model>(Backend&, const ModelOptions&)>;
+// Adds (or replaces) the builder of `type`.
+void register_model(const std::string& type, ModelBuilder builder);
+// The registered types, sorted.
+std::vector<std::string> model_types();
+// Builds options.type. Throws Error{config} naming model.type and the known types when none
+// is registered under that name, and whatever the builder throws.
+std::unique_ptr<Model> build_model(Backend& backend, const ModelOptions& options);
 
 }  // namespace ampctl::nn

@@ -9,6 +9,20 @@
 //   4. forward / backward        any number of times, for batch <= max_batch rows, with no heap
 //                                allocation after the first call for a given batch size.
 //
+// Shapes: a module sees rows. An input [..., features] is folded into [rows, features]
+// (fold_rows) where the leading dimensions do not matter to a layer (all of layers.h work row
+// by row), so `batch` counts rows: samples for an MLP, samples x positions for a sequence model.
+// A layer that cares about the leading dimensions (attention over positions) takes them as
+// construction parameters and views its rows accordingly. A layer that takes ids (an
+// embedding) takes an i32 input instead of `act` and produces `act` rows.
+//
+// Composition: a module owns its children and calls them, as Sequential does, so a residual
+// branch is a module whose forward returns x + f(x) from its own buffer and whose backward
+// returns dy + f.backward(dy). A parameter used in two places (tied input and output
+// embeddings) is declared once; the second user binds the same layout entry (bind) and its
+// backward ADDS into the same gradient slot, as every backward here accumulates: the tied
+// tensor's gradient is the sum over its uses, as autograd's.
+//
 // Precision (SPEC section 5): a module computes in one activation dtype `act` (f16/bf16 under
 // autocast, f32 otherwise). Activations and activation gradients are `act` tensors; the f32
 // master parameters, their f32 gradients and the f16/bf16 weight copy live in the arenas
@@ -59,9 +73,10 @@ struct ParamSlot {
   const Tensor& compute() const { return lowp.defined() ? lowp : param; }
 };
 
-// Views of the leading rows of a buffer allocated for max rows, cached per row count. Making a
-// Tensor allocates its Shape, so a step must reuse views rather than make them; four slots cover
-// a training batch, the last partial batch, and the same two for evaluation.
+// Views of the leading rows of a buffer allocated for max rows, cached per row count. A view
+// itself costs no allocation (its Shape is stored inline); the cache is what lets forward and
+// backward return a reference that stays valid until the next call. Four slots cover a training
+// batch, the last partial batch, and the same two for evaluation.
 class RowViews {
  public:
   RowViews() = default;
@@ -140,6 +155,11 @@ class Module {
  private:
   std::vector<size_t> m_entries;
 };
+
+// x viewed as [rows, cols], rows = numel / cols: the leading dimensions of an [..., cols] tensor
+// folded. A tensor of rank <= 2, or one whose last dimension is not cols, is returned as it is
+// (check_matrix then names what is wrong). No allocation.
+Tensor fold_rows(const Tensor& x, int64_t cols);
 
 // Throws Error{invalid_argument} unless t is a [rows, cols] tensor of `dtype` with
 // rows == batch (exact) or rows >= batch (!exact); `what` names the argument. Allocates only on

@@ -27,9 +27,11 @@ class DataLoader;
 
 namespace ampctl::train {
 
+// One batch as the model takes it (nn::Model::forward and loss): the loop passes it on and
+// looks at nothing but its row count.
 struct Batch {
-  Tensor x;       // f32 [rows, features]
-  Tensor target;  // i32 [rows] labels, or f32 [rows, targets]
+  Tensor input;   // here f32 [rows, features]
+  Tensor target;  // here i32 [rows] labels, or f32 [rows, targets]
   int64_t rows = 0;
 };
 

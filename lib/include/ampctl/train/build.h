@@ -13,6 +13,9 @@
 #include "ampctl/train/monitor.h"
 #include "ampctl/train/step.h"
 
+#include "ampctl/nn/model.h"
+#include "ampctl/optim/optimizer.h"
+
 namespace ampctl {
 class Backend;
 namespace amp {
@@ -65,6 +68,14 @@ struct RunObjects {
 // Loads the data and builds every object of `config` (a single-process communicator). Throws
 // ampctl::Error for an unusable device, bad data or an invalid model.
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& config);
+
+// The model options of a run's configuration: the architecture (model.*), the activation dtype
+// of the precision, the loss, the sizes the data set gives, the largest batch and the seed.
+nn::ModelOptions model_options(const config::ModelConfig& model, config::Precision precision,
+                               config::LossType loss, int64_t in_features, int64_t out_features,
+                               int64_t max_batch, uint64_t seed);
+// One group over the model's whole arenas (params, grads, lowp) with learning rate lr.
+std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr);
 
 // The step's options; resolves debug.inject_tensor against the model's parameters (Error{config}
 // with the closest name when it has none of that name).

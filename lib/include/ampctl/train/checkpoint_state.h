@@ -17,13 +17,13 @@ class Monitor;
 // The state after step `step` (the monitor has been flushed). `eval_pending`: a stop request
 // cut the evaluation of `step` short (the resumed run evaluates first).
 checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunConfig& config,
-                                               const RunObjects& run, const Monitor& monitor,
+                                               const RunObjects& objects, const Monitor& monitor,
                                                bool eval_pending);
 
-// Restores `ckpt` into a freshly built run. Throws Error{input} naming the section and tensor
+// Restores `ckpt` into a freshly built objects. Throws Error{input} naming the section and tensor
 // when the checkpoint does not fit the model, optimizer or scaler, or a metrics key is missing
 // or mistyped.
-void restore_checkpoint(const checkpoint::CheckpointData& ckpt, RunObjects& run, Monitor& monitor,
-                        bool& eval_pending);
+void restore_checkpoint(const checkpoint::CheckpointData& ckpt, RunObjects& objects,
+                        Monitor& monitor, bool& eval_pending);
 
 }  // namespace ampctl::train

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "ampctl/core/tensor.h"
+#include "ampctl/run/checkpoint_metrics.h"
+#include "ampctl/run/totals.h"
 
 namespace ampctl {
 class Backend;
@@ -53,27 +55,12 @@ struct MonitorOptions {
   Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
 };
 
-// The running outcome of a run, updated at each flush (and by evaluation): what summary.json
-// reports and a checkpoint carries over to a resumed run.
-struct RunTotals {
-  int64_t steps_done = 0, skipped = 0, samples = 0;
-  double final_loss, best_loss;  // NaN / +inf before any finite loss
-  double final_scale = 1.0, min_scale, max_scale = 0;
-  double train_seconds = 0, eval_seconds = 0;
-  bool steady = false;  // past the first logging interval
-  double steady_seconds = 0;
-  int64_t steady_samples = 0;
-  nlohmann::json last_eval;  // the last eval line, or null
-  std::optional<double> best_eval_loss, best_eval_accuracy;
-  RunTotals();
-};
+// The running outcome of a run (summary.json and the checkpoint carry it: run/totals.h).
+using RunTotals = run::Totals;
 
 // A run of consecutive steps that satisfy one divergence rule, with how often each parameter
-// tensor overflowed during it.
-struct Streak {
-  int64_t length = 0;
-  int64_t first_step = 0;
-  std::vector<int64_t> counts;                      // per parameter tensor
+// tensor overflowed during it (what a checkpoint keeps of it: run::StreakRecord).
+struct Streak : run::StreakRecord {
   void extend(int64_t step, const int32_t* flags);  // flags: per tensor, or nullptr
   void reset();
 };
@@ -137,15 +124,14 @@ class Monitor {
   std::vector<std::string> nonfinite_tensors(const Tensor& arena) const;
   // Names with a count > 0, most first (ties in arena order).
   std::vector<std::string> ranked(const std::vector<int64_t>& counts) const;
-  // {name: count} for counts > 0; and its reader (names it does not know are a damaged
-  // checkpoint: Error{input} naming `key`).
+  // {name: count} for counts > 0 (run::counts_json over this run's parameter names).
   nlohmann::json counts_json(const std::vector<int64_t>& counts) const;
-  void counts_from_json(const nlohmann::json& j, std::vector<int64_t>& counts,
-                        const char* key) const;
   // "most overflowing: NAME (N steps), ..." on the console, when any tensor overflowed.
   void log_most_overflowing() const;
   // Phase means in ms ({"data": ..., "total": ..., "steps": N}), null without profiling.
   nlohmann::json phase_json() const;
+  // The console line of phase_json(), when there is one.
+  void log_phases() const;
 
   // ---- state ----
   const std::vector<std::string>& param_names() const { return m_param_names; }

@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "ampctl/run/metrics_line.h"
+#include "ampctl/run/summary.h"
+
 namespace ampctl {
 class RunLock;
 }
@@ -39,8 +42,8 @@ class RunDir {
 
   const std::filesystem::path& path() const { return m_path; }
   std::filesystem::path config_path() const { return m_path / "config.yaml"; }
-  std::filesystem::path metrics_path() const { return m_path / "metrics.jsonl"; }
-  std::filesystem::path summary_path() const { return m_path / "summary.json"; }
+  std::filesystem::path metrics_path() const { return m_path / run::kMetricsFile; }
+  std::filesystem::path summary_path() const { return m_path / run::kSummaryFile; }
 
   // Removes the directories this object created, innermost first, if they are still empty
   // (but for the lock file, removed with them).

@@ -71,6 +71,10 @@ class LrSchedule;
 }  // namespace optim
 }  // namespace ampctl
 
+namespace ampctl::run {
+struct Summary;
+}
+
 namespace ampctl::train {
 
 struct RunObjects;
@@ -138,7 +142,7 @@ class Trainer {
   // Stops a diverged run (see the top of this file): checkpoint when the state is good,
   // summary.json, Error{runtime}.
   [[noreturn]] void diverge();
-  nlohmann::json summary_json(const std::string& status) const;
+  ampctl::run::Summary summary_of(const std::string& status) const;
   void write_summary(const nlohmann::json& summary) const;
   // Only rank 0 writes files and console lines (dist/communicator.h).
   bool is_root() const;

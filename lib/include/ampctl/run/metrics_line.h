@@ -1,0 +1,60 @@
+// metrics.jsonl: one JSON object per line, written by the training monitor and read by resume
+// (which drops the lines after its checkpoint) and by `ampctl report`. The field names exist
+// here only.
+//
+//   train line: {"kind": "train", "step", "loss", "scale", "found_inf", "skipped",
+//                "growth_tracker", "lr", "time_s"[, "hysteresis_tracker" when loss scaling is
+//                on][, "overflow_tensors": [names] on an overflowing step with attribution]}
+//   eval line:  {"kind": "eval", "step", "loss"[, "accuracy" for classification], "time_s"}
+// A non-finite loss or scale is written as null (run/numbers.h).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ampctl::run {
+
+inline constexpr const char* kMetricsFile = "metrics.jsonl";
+
+struct TrainLine {
+  int64_t step = 0;
+  double loss = 0;   // the step's mean loss over its micro-batches
+  double scale = 1;  // the loss scale its backward used (1 without scaling)
+  bool found_inf = false;
+  int32_t growth_tracker = 0;
+  std::optional<int32_t> hysteresis_tracker;  // with loss scaling
+  double lr = 0;
+  double time_s = 0;  // since the run started
+  std::optional<std::vector<std::string>> overflow_tensors;
+};
+
+struct EvalLine {
+  int64_t step = 0;
+  double loss = 0;
+  std::optional<double> accuracy;
+  double time_s = 0;
+};
+
+nlohmann::json to_json(const TrainLine& line);
+nlohmann::json to_json(const EvalLine& line);
+
+// One line as a reader sees it: any field may be missing.
+struct MetricsRecord {
+  std::string kind;                // "train" when the line names none
+  std::optional<int64_t> step;     // a finite number (truncated)
+  bool step_is_integer = false;    // written as a JSON integer (every line the trainer writes)
+  std::optional<double> loss;      // finite only
+  std::optional<double> scale;     // finite only
+  std::optional<double> accuracy;  // finite only
+  bool overflowed = false;         // found_inf or skipped
+  bool is_train() const { return kind == "train"; }
+  bool is_eval() const { return kind == "eval"; }
+};
+
+// Reads one line; nullopt when it is not a JSON object (a torn last line, or not ours).
+std::optional<MetricsRecord> read_metrics_line(const std::string& text);
+
+}  // namespace ampctl::run

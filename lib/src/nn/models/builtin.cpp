@@ -1,0 +1,11 @@
+#include "ampctl/nn/models/builtin.h"
+
+#include "ampctl/nn/models/mlp.h"
+
+namespace ampctl::nn {
+
+void register_builtin_models() {
+  register_mlp();
+}
+
+}  // namespace ampctl::nn

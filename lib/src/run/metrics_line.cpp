@@ -1,0 +1,76 @@
+#include "ampctl/run/metrics_line.h"
+
+#include <cmath>
+
+#include "ampctl/run/numbers.h"
+
+namespace ampctl::run {
+namespace {
+
+constexpr const char* kKind = "kind";
+constexpr const char* kStep = "step";
+constexpr const char* kLoss = "loss";
+constexpr const char* kScale = "scale";
+constexpr const char* kFoundInf = "found_inf";
+constexpr const char* kSkipped = "skipped";
+constexpr const char* kGrowthTracker = "growth_tracker";
+constexpr const char* kHysteresisTracker = "hysteresis_tracker";
+constexpr const char* kLr = "lr";
+constexpr const char* kTimeS = "time_s";
+constexpr const char* kOverflowTensors = "overflow_tensors";
+constexpr const char* kAccuracy = "accuracy";
+constexpr const char* kTrain = "train";
+constexpr const char* kEval = "eval";
+
+bool flag(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+std::optional<double> field(const nlohmann::json& j, const char* key) {
+  const auto it = j.find(key);
+  return it == j.end() ? std::nullopt : finite_number(*it);
+}
+
+}  // namespace
+
+nlohmann::json to_json(const TrainLine& l) {
+  nlohmann::json j = {{kKind, kTrain},
+                      {kStep, l.step},
+                      {kLoss, finite_or_null(l.loss)},
+                      {kScale, finite_or_null(l.scale)},
+                      {kFoundInf, l.found_inf},
+                      {kSkipped, l.found_inf},
+                      {kGrowthTracker, l.growth_tracker},
+                      {kLr, l.lr},
+                      {kTimeS, l.time_s}};
+  if (l.hysteresis_tracker) j[kHysteresisTracker] = *l.hysteresis_tracker;
+  if (l.overflow_tensors) j[kOverflowTensors] = *l.overflow_tensors;
+  return j;
+}
+
+nlohmann::json to_json(const EvalLine& l) {
+  nlohmann::json j = {{kKind, kEval}, {kStep, l.step}, {kLoss, finite_or_null(l.loss)}};
+  if (l.accuracy) j[kAccuracy] = *l.accuracy;
+  j[kTimeS] = l.time_s;
+  return j;
+}
+
+std::optional<MetricsRecord> read_metrics_line(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  MetricsRecord r;
+  const auto kind = j.find(kKind);
+  r.kind = kind != j.end() && kind->is_string() ? kind->get<std::string>() : std::string(kTrain);
+  if (const auto step = field(j, kStep)) {
+    r.step = static_cast<int64_t>(*step);
+    r.step_is_integer = j.at(kStep).is_number_integer();
+  }
+  r.loss = field(j, kLoss);
+  r.scale = field(j, kScale);
+  r.accuracy = field(j, kAccuracy);
+  r.overflowed = flag(j, kFoundInf) || flag(j, kSkipped);
+  return r;
+}
+
+}  // namespace ampctl::run
