@@ -14,9 +14,11 @@
 #     by another spelling of the path);
 #   * resume refuses a checkpoint outside a run directory's checkpoints/ (a file, a folder) and
 #     resumes one copied into a new run's checkpoints/;
-#   * lock_signals.sh (beside this file): a second writer of a run directory (train, resume,
-#     a resume of a sweep's run) is refused at once naming the holder; a SIGKILLed holder frees
-#     it; prune keeps a live writer's temporary file; SIGTERM with grad_accum_steps = 2^31-1
+#   * sweep refuses an --out it cannot create (exit 2 with the reason);
+#   * lock_signals.sh (beside this file): a second writer of a run directory (train, train
+#     without --run-dir, resume, a resume of a sweep's run, a sweep of a run resumed by hand) is
+#     refused at once naming the holder; a SIGKILLed holder frees it; SIGUSR1 to a sweep reaches
+#     its run; prune keeps a live writer's temporary file; SIGTERM with grad_accum_steps = 2^31-1
 #     stops within seconds; a stop between micro-batches resumes bitwise to the uninterrupted
 #     run; SIGHUP exits 129 with a checkpoint; SIGUSR1 writes a checkpoint and training goes on.
 set(base ${WORK}/hardening-outputs-test)

@@ -187,6 +187,22 @@ else
   fail "SIGUSR1 to a sweep: its run wrote no checkpoint for it: $(tail -2 "$W/sw/base/stderr.log")"
 fi
 
+# The other way round: a resume of the sweep's run started by hand, then the sweep again: the
+# sweep leaves that run alone (failed: in use) instead of resuming it too.
+"$A" resume --checkpoint "$W/sw/base" >"$W/l4r.out" 2>"$W/l4r.err" &
+PR=$!
+wait_holder "$W/sw/base" $PR 30 || sleep 2
+timeout -s KILL 60 "$A" sweep --config "$S" --out "$W/sw" >"$W/sw2.out" 2>&1
+R=$?
+if [ $R = 1 ] && grep -q "base: not started: run directory .* is in use by another ampctl process (pid $PR: " "$W/sw2.out"; then
+  ok "a sweep while its run is resumed by hand: that run is left alone, named as in use"
+else
+  fail "a sweep while its run is resumed by hand: exit $R: $(tail -3 "$W/sw2.out")"
+fi
+kill -TERM $PR 2>/dev/null
+wait_exit $PR 30
+[ $RC = 143 ] || fail "the hand-started resume exited $RC (expected 143 on SIGTERM)"
+
 # --- L5 + prune: a SIGKILLed holder frees the lock; prune keeps a live writer's temp file ---
 "$A" train --config "$S" --run-dir "$W/l5" >"$W/l5.out" 2>"$W/l5.err" &
 P=$!
