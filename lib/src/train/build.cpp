@@ -135,14 +135,15 @@ std::string resolve_device(const std::string& device) {
   return "cuda:" + std::to_string(index);
 }
 
-std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg) {
+std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
+                                      const dist::CommunicatorFactory& comm) {
   auto run = std::make_unique<RunObjects>();
   RunObjects& r = *run;
   const auto seed = static_cast<uint64_t>(cfg.seed);
   r.device = resolve_device(cfg.device);
   r.backend = make_backend(r.device);
   Backend& b = *r.backend;
-  r.comm = std::make_unique<dist::SingleProcess>(b);
+  r.comm = comm ? comm(b) : std::make_unique<dist::SingleProcess>(b);
 
   r.data = data::load_data(cfg.data, seed);
   const int64_t batch = cfg.data.batch_size;

@@ -37,6 +37,10 @@ namespace files = ampctl::run;
 Trainer::Trainer(const config::RunConfig& cfg, const fs::path& run_dir)
     : m_cfg(cfg), m_run_dir(run_dir), m_t0(Clock::now()) {}
 
+Trainer::Trainer(const config::RunConfig& cfg, const fs::path& run_dir,
+                 dist::CommunicatorFactory comm)
+    : m_cfg(cfg), m_run_dir(run_dir), m_t0(Clock::now()), m_comm_factory(std::move(comm)) {}
+
 Trainer::~Trainer() = default;
 
 const std::vector<std::string>& Trainer::param_names() const {
@@ -60,7 +64,7 @@ bool Trainer::is_root() const {
 }
 
 void Trainer::setup() {
-  m_run = build_run(m_cfg);
+  m_run = build_run(m_cfg, m_comm_factory);
   RunObjects& r = *m_run;
   m_monitor = std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(),
                                         monitor_options(m_cfg, m_t0));
@@ -78,12 +82,21 @@ void Trainer::begin() {
   m_dir = std::make_unique<RunDir>(m_run_dir);
   try {
     setup();
+    // The writer locks the run directory before it writes anything (run_dir.h); a command may
+    // hold the lock already (resume), which is then shared.
+    if (is_root()) m_dir->lock();
   } catch (...) {
     m_dir->remove_if_unused();  // bad data, an unknown debug.inject_tensor: leave nothing
     throw;
   }
-  m_dir->write_config(config::to_yaml(m_cfg));
+  if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
   m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/false);
+  if (is_root()) log_start();
+  m_next_step = 1;
+  if (const int sig = stop_signal()) stop(sig);  // it came while the data loaded
+}
+
+void Trainer::log_start() const {
   const RunObjects& r = *m_run;
   spdlog::info("ampctl {}: run '{}' in {}", AMPCTL_VERSION, m_cfg.name, m_run_dir.string());
   spdlog::info("backend {}, precision {}, loss scaling {}", r.backend->description(),
@@ -92,8 +105,6 @@ void Trainer::begin() {
                r.model->num_params(), r.data.train.size(), r.batcher->features(),
                r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
   spdlog::info("schedule: {}", r.schedule->describe());
-  m_next_step = 1;
-  if (const int sig = stop_signal()) stop(sig);  // it came while the data loaded
 }
 
 void Trainer::resume(const checkpoint::CheckpointData& ck) {
@@ -105,9 +116,12 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
   }
   m_dir = std::make_unique<RunDir>(m_run_dir);
   setup();
+  if (is_root()) m_dir->lock();
   restore(ck);
-  m_dir->write_config(config::to_yaml(m_cfg));
-  m_dir->truncate_metrics(ck.step);
+  if (is_root()) {
+    m_dir->write_config(config::to_yaml(m_cfg));
+    m_dir->truncate_metrics(ck.step);
+  }
   m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/true);
   m_next_step = ck.step + 1;
   m_resumed_at = ck.step;
@@ -117,6 +131,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
     m_monitor->totals().last_eval = evaluate(ck.step);
   }
   if (const int sig = stop_signal()) stop(sig);
+  if (!is_root()) return;
   spdlog::info("ampctl {}: resuming run '{}' in {} from step {} to {}", AMPCTL_VERSION, m_cfg.name,
                m_run_dir.string(), ck.step, m_cfg.training.max_steps);
   spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})",
@@ -246,8 +261,10 @@ TrainOutcome Trainer::finish() {
 
   const nlohmann::json summary = files::to_json(summary_of(files::kStatusOk));
   write_summary(summary);
-  spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
-               t.steps_done, t.skipped, t.final_loss, t.final_scale, m_monitor->elapsed());
+  if (is_root()) {
+    spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
+                 t.steps_done, t.skipped, t.final_loss, t.final_scale, m_monitor->elapsed());
+  }
   m_monitor->log_phases();
   m_monitor->log_most_overflowing();
   return TrainOutcome{summary};

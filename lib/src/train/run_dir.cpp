@@ -62,18 +62,10 @@ RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
     }
     m_created.push_back(m);
   }
-  // The lock before anything is written (the probe included): a second writer leaves no trace.
-  try {
-    m_lock = std::make_unique<RunLock>(dir);
-  } catch (const Error&) {
-    for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) fs::remove(*it, ec);
-    throw;
-  }
   const fs::path probe = dir / (".ampctl-write-test-" + std::to_string(::getpid()));
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     const int err = errno;
-    if (!m_created.empty()) fs::remove(dir / kRunLockFile, ec);
     for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) fs::remove(*it, ec);
     throw unusable_run_dir(dir, std::string("is not writable: ") + std::strerror(err));
   }
@@ -85,10 +77,14 @@ void RunDir::remove_if_unused() const {
   std::error_code ec;
   // The lock file is this run's own when it made the directory; it goes first so the directory
   // can be empty (the lock itself stays held on the unlinked file until the process ends).
-  if (!m_created.empty()) fs::remove(m_path / kRunLockFile, ec);
+  if (m_lock && !m_created.empty()) fs::remove(m_path / kRunLockFile, ec);
   for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) {
     if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
   }
+}
+
+void RunDir::lock() {
+  if (!m_lock) m_lock = std::make_unique<RunLock>(m_path);
 }
 
 void RunDir::write_config(const std::string& yaml) const {

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <vector>
 
 #include "ampctl/amp/grad_scaler.h"
@@ -18,6 +19,7 @@
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/build.h"
 #include "ampctl/train/monitor.h"
+#include "ampctl/train/trainer.h"
 
 namespace ampctl::train {
 namespace {
@@ -112,6 +114,56 @@ TEST(TrainStep, TheGradientSyncFeedsTheOptimizer) {
   }
   const Outcome single = run_steps({}, /*doubling=*/false);
   EXPECT_NE(single.params, doubled.params);
+}
+
+// The second process of a two-process group whose collectives are identities (both ranks see
+// the same data here): it trains exactly as rank 0 but writes nothing.
+class SecondRank final : public dist::Communicator {
+ public:
+  int rank() const override { return 1; }
+  int world_size() const override { return 2; }
+  void all_reduce(const Tensor&, dist::ReduceOp) override {}
+  void broadcast(const Tensor&, int) override {}
+  void all_gather(const Tensor&, const Tensor&) override {}
+  void barrier() override {}
+};
+
+TEST(Trainer, OnlyRankZeroWritesTheRunDirectory) {
+  namespace fs = std::filesystem;
+  const config::RunConfig cfg = config::parse_config(R"(
+name: ranks
+seed: 4
+device: cpu
+precision: fp16
+model: {type: mlp, hidden: [16], activation: relu}
+data:
+  train: {source: synthetic, task: classification, samples: 96, features: 8, classes: 3}
+  eval: {split_fraction: 0.25}
+  batch_size: 16
+optimizer: {type: adamw, lr: 1.0e-3}
+training: {max_steps: 12, eval_every: 4}
+checkpoint: {every_steps: 5}
+)",
+                                                     "ranks.yaml", {});
+  const fs::path base =
+      fs::temp_directory_path() / ("ampctl_test_ranks_" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  const TrainOutcome root = Trainer(cfg, base / "rank0").run();
+  Trainer second(cfg, base / "rank1", [](Backend&) { return std::make_unique<SecondRank>(); });
+  const TrainOutcome other = second.run();
+  EXPECT_TRUE(fs::exists(base / "rank0" / "summary.json"));
+  EXPECT_TRUE(fs::exists(base / "rank0" / "config.yaml"));
+  EXPECT_TRUE(fs::exists(base / "rank0" / "checkpoints"));
+  EXPECT_FALSE(fs::is_empty(base / "rank0" / "metrics.jsonl"));
+  // The directory exists (every rank probes it) and holds nothing.
+  EXPECT_TRUE(fs::is_empty(base / "rank1"));
+  for (const char* key : {"steps", "final_loss", "best_loss", "final_scale", "skipped_steps",
+                          "best_eval_loss", "best_eval_accuracy"}) {
+    EXPECT_EQ(other.summary.at(key), root.summary.at(key)) << key;
+  }
+  EXPECT_EQ(other.summary.at("eval").at("loss"), root.summary.at("eval").at("loss"));
+  EXPECT_EQ(other.summary.at("steps"), 12);
+  fs::remove_all(base);
 }
 
 }  // namespace

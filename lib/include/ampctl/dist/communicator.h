@@ -13,6 +13,7 @@
 // [0, world_size())) and throws Error{invalid_argument}; the checks allocate only on failure.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "ampctl/core/tensor.h"
@@ -43,6 +44,9 @@ class Communicator {
   // Returns when every rank has called it.
   virtual void barrier() = 0;
 };
+
+// Makes the process group a run trains in, on the run's backend.
+using CommunicatorFactory = std::function<std::unique_ptr<Communicator>(Backend&)>;
 
 class SingleProcess final : public Communicator {
  public:

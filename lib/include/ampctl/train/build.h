@@ -10,6 +10,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/data/dataset.h"
+#include "ampctl/dist/communicator.h"
 #include "ampctl/train/monitor.h"
 #include "ampctl/train/step.h"
 
@@ -65,9 +66,11 @@ struct RunObjects {
   RunObjects& operator=(const RunObjects&) = delete;
 };
 
-// Loads the data and builds every object of `config` (a single-process communicator). Throws
-// ampctl::Error for an unusable device, bad data or an invalid model.
-std::unique_ptr<RunObjects> build_run(const config::RunConfig& config);
+// Loads the data and builds every object of `config`; the communicator from `comm` (empty: a
+// single process, dist::SingleProcess). Throws ampctl::Error for an unusable device, bad data
+// or an invalid model.
+std::unique_ptr<RunObjects> build_run(const config::RunConfig& config,
+                                      const dist::CommunicatorFactory& comm = {});
 
 // The model options of a run's configuration: the architecture (model.*), the activation dtype
 // of the precision, the loss, the sizes the data set gives, the largest batch and the seed.

@@ -8,9 +8,10 @@
 // directories it created, so a run that fails before writing anything can remove them again
 // (remove_if_unused); nothing else is ever removed.
 //
-// It also holds the run directory's lock (core/run_lock.h) for its whole life: one process at a
-// time writes a run directory, and a second writer is refused at once (Error{usage}, exit 2)
-// naming the holder, before it has loaded or written anything.
+// The run's writer (rank 0: the only process that writes it, dist/communicator.h) also takes the
+// run directory's lock (core/run_lock.h) through lock(), before it writes anything, and holds it
+// for the object's life: one process at a time writes a run directory, and a second writer is
+// refused (Error{usage}, exit 2) naming the holder. Other ranks neither lock nor write.
 #pragma once
 
 #include <cstdint>
@@ -33,8 +34,7 @@ namespace ampctl::train {
 
 class RunDir {
  public:
-  // Throws Error{usage} naming the path when it cannot be created or written, or when another
-  // process holds its lock.
+  // Throws Error{usage} naming the path when it cannot be created or written.
   explicit RunDir(std::filesystem::path path);
   ~RunDir();
   RunDir(const RunDir&) = delete;
@@ -48,6 +48,8 @@ class RunDir {
   // Removes the directories this object created, innermost first, if they are still empty
   // (but for the lock file, removed with them).
   void remove_if_unused() const;
+  // Takes the lock (see above); Error{usage} naming the holder when another process has it.
+  void lock();
 
   // config.yaml := `yaml` (Error{runtime} when it cannot be written).
   void write_config(const std::string& yaml) const;

@@ -49,6 +49,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/tensor.h"
+#include "ampctl/dist/communicator.h"
 #include "ampctl/train/run_dir.h"
 
 namespace ampctl {
@@ -88,6 +89,9 @@ struct TrainOutcome {
 class Trainer {
  public:
   Trainer(const config::RunConfig& config, const std::filesystem::path& run_dir);
+  // A trainer in a process group made by `comm` (build.h): every rank trains, rank 0 writes.
+  Trainer(const config::RunConfig& config, const std::filesystem::path& run_dir,
+          dist::CommunicatorFactory comm);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -144,8 +148,10 @@ class Trainer {
   [[noreturn]] void diverge();
   ampctl::run::Summary summary_of(const std::string& status) const;
   void write_summary(const nlohmann::json& summary) const;
-  // Only rank 0 writes files and console lines (dist/communicator.h).
+  // Only rank 0 writes files (config.yaml, metrics.jsonl, summary.json, checkpoints) and console
+  // lines (dist/communicator.h).
   bool is_root() const;
+  void log_start() const;
 
   const config::RunConfig m_cfg;  // a copy: the trainer outlives any caller temporary
   std::filesystem::path m_run_dir;
@@ -159,6 +165,7 @@ class Trainer {
   bool m_diverging = false;
   std::optional<int64_t> m_stopped_in_step;  // a stop between this step's micro-batches
 
+  dist::CommunicatorFactory m_comm_factory;
   std::unique_ptr<RunDir> m_dir;  // held for the run's life
   std::unique_ptr<RunObjects> m_run;
   std::unique_ptr<Monitor> m_monitor;
