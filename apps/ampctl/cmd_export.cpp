@@ -1,12 +1,15 @@
 // `ampctl export --checkpoint FILE --format safetensors --out FILE`: the model tensors of a
 // checkpoint in the safetensors format (loadable by safetensors.torch.load_file), written
 // atomically. A format other than safetensors is a usage error (exit 2); a damaged checkpoint
-// an input error (exit 2).
+// an input error (exit 2). --out accepts only a path the command may own (output_file.h): never
+// the checkpoint itself, a run's own files, a device, a FIFO or a directory (exit 2).
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/checkpoint/output_file.h"
 #include "ampctl/checkpoint/safetensors.h"
 #include "ampctl/core/error.h"
 #include "commands.h"
@@ -26,8 +29,13 @@ int run_export(const ExportOptions& options) {
     throw Error{ErrorKind::usage, "--format: unsupported export format '" + options.format + "'",
                 "the only format is safetensors"};
   }
+  // Checked before the (possibly large) checkpoint is read, and again against the file chosen
+  // when --checkpoint names a run directory.
+  checkpoint::checked_output_path(options.out, {options.checkpoint}, "--out");
   const checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
-  checkpoint::export_safetensors(loaded.data, options.out);
+  const std::filesystem::path out =
+      checkpoint::checked_output_path(options.out, {options.checkpoint, loaded.path}, "--out");
+  checkpoint::write_output_file(out, checkpoint::export_safetensors_bytes(loaded.data), "--out");
   int64_t parameters = 0;
   for (const checkpoint::NamedTensor& t : loaded.data.model) parameters += t.numel();
   std::printf("wrote %s: %zu tensors, %lld parameters (step %lld of %s)\n", options.out.c_str(),

@@ -1,17 +1,22 @@
 // `ampctl resume --checkpoint FILE|RUN_DIR [--set KEY=VALUE]...`: continues a run from a
 // checkpoint (a file, or a run directory's newest complete one) in the run directory that holds
-// it (the parent of its checkpoints/ folder), up to training.max_steps. Only keys that leave the
+// it (the parent of its checkpoints/ folder), up to training.max_steps. A checkpoint outside a
+// run's checkpoints/ folder is refused (exit 2); the run directory is locked for the whole run
+// (a second writer gets exit 2). Only keys that leave the
 // model, data, precision and optimizer as they were may be overridden: training.*, logging.*,
 // checkpoint.*, debug.* and device.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/run_lock.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
@@ -22,9 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A run stopped by SIGINT / SIGTERM (Error{interrupted}, thrown after its checkpoint was
-// written): prints the message and returns 130 / 143. Call from a catch handler: any other error
-// is rethrown to main.
+// A run stopped by SIGINT / SIGTERM / SIGHUP (Error{interrupted}, thrown after its checkpoint
+// was written): prints the message and returns 130 / 143 / 129. Call from a catch handler: any
+// other error is rethrown to main.
 int interrupted_exit(const Error& e) {
   if (e.kind() != ErrorKind::interrupted) throw;
   std::fprintf(stderr, "%s\n", e.what());
@@ -57,14 +62,52 @@ void check_override(const std::string& set) {
                   key};
 }
 
+// The run directory that holds `given` (a checkpoint file, a run directory or its checkpoints/
+// folder): resume writes config.yaml and metrics.jsonl there, so it must be one. A checkpoint
+// anywhere else (a download, a copy) is refused rather than have its grandparent taken for a run.
+fs::path run_dir_of(const fs::path& given) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(given, ec);
+  if (!fs::exists(st)) return {};  // load_checkpoint reports it
+  const fs::path norm = fs::absolute(given, ec).lexically_normal();
+  const fs::path path = norm.has_filename() ? norm : norm.parent_path();
+  // Messages and hints name the run as the user would: relative when they gave a relative path.
+  auto as_given = [&](const fs::path& run) {
+    if (given.is_absolute()) return run;
+    const fs::path rel = run.lexically_relative(fs::current_path(ec));
+    return rel.empty() ? run : rel;
+  };
+  if (fs::is_directory(st)) {
+    if (fs::is_directory(path / "checkpoints", ec)) return given;
+    if (path.filename() == "checkpoints") return as_given(path.parent_path());
+  } else if (path.parent_path().filename() == "checkpoints") {
+    return as_given(path.parent_path().parent_path());
+  }
+  throw Error{ErrorKind::usage,
+              "--checkpoint " + given.string() +
+                  ": not inside a run directory's checkpoints/ folder (resume continues the run "
+                  "that holds the checkpoint and writes its config.yaml and metrics.jsonl)",
+              "copy it into a run directory first: mkdir -p RUN/checkpoints && cp " +
+                  given.string() + " RUN/checkpoints/ && ampctl resume --checkpoint RUN"};
+}
+
 int run_resume(const ResumeOptions& options) {
+  // Before any input is opened (signals.h).
+  train::install_stop_handlers();
   for (const std::string& set : options.sets) check_override(set);
+  const fs::path run_dir = run_dir_of(options.checkpoint);
+  // One writer per run directory, for this process's whole life (run_lock.h); taken before the
+  // checkpoint is chosen, so it is the newest one a previous writer left.
+  std::optional<RunLock> lock;
+  if (!run_dir.empty()) lock.emplace(run_dir);
   checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
   const config::RunConfig cfg =
       config::from_json(loaded.data.config, loaded.path.string() + ": config", options.sets);
-  fs::path run_dir = loaded.path.parent_path().parent_path();
-  if (run_dir.empty()) run_dir = ".";
-  train::install_stop_handlers();
+  if (const int signo = train::stop_signal()) {
+    std::fprintf(stderr, "stopped by %s before training resumed; nothing was written\n",
+                 train::signal_name(signo));
+    return train::stop_exit_code(signo);
+  }
   try {
     train::Trainer trainer(cfg, run_dir);
     try {

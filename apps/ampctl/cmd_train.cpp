@@ -1,8 +1,11 @@
 // `ampctl train --config FILE [--set KEY=VALUE]... [--run-dir DIR] [--print-config]`: trains the
 // configured model and writes config.yaml, metrics.jsonl and summary.json into the run directory
-// (runs/<name> by default, runs/<name>-2, -3, ... when that one already holds a run).
+// (runs/<name> by default, runs/<name>-2, -3, ... when that one already holds a run). It never
+// overwrites its input: a --config that is the run directory's own config.yaml is refused.
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <system_error>
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
@@ -14,9 +17,9 @@ namespace ampctl::app {
 
 namespace {
 
-// A run stopped by SIGINT / SIGTERM (Error{interrupted}, thrown after its checkpoint was
-// written): prints the message and returns 130 / 143. Call from a catch handler: any other error
-// is rethrown to main.
+// A run stopped by SIGINT / SIGTERM / SIGHUP (Error{interrupted}, thrown after its checkpoint
+// was written): prints the message and returns 130 / 143 / 129. Call from a catch handler: any
+// other error is rethrown to main.
 int interrupted_exit(const Error& e) {
   if (e.kind() != ErrorKind::interrupted) throw;
   std::fprintf(stderr, "%s\n", e.what());
@@ -32,11 +35,37 @@ struct TrainOptions {
   bool print_config = false;
 };
 
+// train writes the run's resolved configuration to RUN_DIR/config.yaml; when that is the file
+// it was given, refuse (exit 2) rather than overwrite the user's text (comments and all). Writing
+// the resolved copy under another name instead would make this one run directory differ from
+// every other, and everything that reads a run (resume, sweep, report, people) looks for
+// config.yaml.
+void refuse_config_in_run_dir(const std::filesystem::path& config,
+                              const std::filesystem::path& dir) {
+  const std::filesystem::path written = dir / "config.yaml";
+  std::error_code ec;
+  if (!std::filesystem::equivalent(config, written, ec) || ec) return;
+  throw Error{ErrorKind::usage,
+              "--config " + config.string() + " is " + written.string() +
+                  ", which train writes (the run's resolved configuration): it would be "
+                  "overwritten",
+              "keep your configuration outside the run directory, e.g. cp " + written.string() +
+                  " my-run.yaml && ampctl train --config my-run.yaml --run-dir NEW_DIR"};
+}
+
 int run_train(const TrainOptions& options) {
+  // Before any input is opened: a signal while the config or data is read is then recorded and
+  // honoured, never the default action (signals.h).
+  train::install_stop_handlers();
   const config::RunConfig resolved = config::load_config(options.config, options.sets);
   if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
   const auto dir = train::choose_run_dir(resolved, options.run_dir);
-  train::install_stop_handlers();
+  refuse_config_in_run_dir(options.config, dir);
+  if (const int signo = train::stop_signal()) {
+    std::fprintf(stderr, "stopped by %s before training started; nothing was written\n",
+                 train::signal_name(signo));
+    return train::stop_exit_code(signo);
+  }
   try {
     train::train(resolved, dir);
   } catch (const Error& e) {

@@ -2,6 +2,7 @@
 #include "ampctl/checkpoint/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -68,8 +69,11 @@ int create_temp_file(const fs::path& target, fs::path& temp) {
   std::mt19937_64 rng((uint64_t{entropy()} << 32) ^ entropy() ^ static_cast<uint64_t>(::getpid()));
   constexpr int kAttempts = 100;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    char suffix[24];
-    std::snprintf(suffix, sizeof suffix, "%016llx", static_cast<unsigned long long>(rng()));
+    // The writer's pid in the name lets a cleanup tell its own leftovers (and a dead writer's)
+    // from a live writer's file (temporary_file_orphaned).
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, "%lld-%016llx", static_cast<long long>(::getpid()),
+                  static_cast<unsigned long long>(rng()));
     std::string name = ".";
     name += target.filename().string();
     name += kTempMarker;
@@ -136,6 +140,24 @@ void write_file_atomic(const fs::path& path, std::string_view bytes) {
 bool is_temporary_file(const fs::path& path) {
   const std::string name = path.filename().string();
   return name.size() > 1 && name[0] == '.' && name.find(kTempMarker) != std::string::npos;
+}
+
+bool temporary_file_orphaned(const fs::path& path) {
+  if (!is_temporary_file(path)) return false;
+  const std::string name = path.filename().string();
+  const std::string tail = name.substr(name.rfind(kTempMarker) + std::strlen(kTempMarker));
+  const size_t dash = tail.find('-');
+  // Written before names carried the pid: no live writer makes such names any more.
+  if (dash == std::string::npos) return true;
+  long long pid = 0;
+  for (size_t i = 0; i < dash; ++i) {
+    if (tail[i] < '0' || tail[i] > '9' || pid > (1LL << 40)) return false;
+    pid = pid * 10 + (tail[i] - '0');
+  }
+  if (dash == 0 || pid <= 0) return false;
+  if (pid == ::getpid()) return true;
+  // EPERM: the process exists (another user's); only ESRCH proves the writer gone.
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 std::string read_file(const fs::path& path, size_t max_bytes) {

@@ -525,9 +525,11 @@ void prune(const fs::path& dir, const std::string& keep_name, int64_t keep_last)
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    // Only our own leftovers: temp files of checkpoints and of latest from a killed write.
+    // Only our own leftovers: temp files of checkpoints and of latest from a killed write, and
+    // never one a live process is still writing (temporary_file_orphaned).
     if (is_temporary_file(name) &&
-        (name.rfind(".step-", 0) == 0 || name.rfind(".latest", 0) == 0)) {
+        (name.rfind(".step-", 0) == 0 || name.rfind(".latest", 0) == 0) &&
+        temporary_file_orphaned(it->path())) {
       std::error_code rm;
       fs::remove(it->path(), rm);
     }

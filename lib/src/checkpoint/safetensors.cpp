@@ -74,10 +74,14 @@ std::string encode_safetensors(const std::vector<NamedTensor>& tensors,
   return out;
 }
 
-void export_safetensors(const CheckpointData& data, const std::filesystem::path& out) {
+std::string export_safetensors_bytes(const CheckpointData& data) {
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"ampctl_version", AMPCTL_VERSION}, {"step", std::to_string(data.step)}};
-  write_file_atomic(out, encode_safetensors(data.model, metadata));
+  return encode_safetensors(data.model, metadata);
+}
+
+void export_safetensors(const CheckpointData& data, const std::filesystem::path& out) {
+  write_file_atomic(out, export_safetensors_bytes(data));
 }
 
 }  // namespace ampctl::checkpoint

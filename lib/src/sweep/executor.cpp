@@ -16,10 +16,13 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/run_lock.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
 
@@ -32,9 +35,117 @@ namespace sk = ampctl::run::summary_key;
 namespace {
 
 volatile sig_atomic_t g_stop_signal = 0;
+volatile sig_atomic_t g_checkpoint_request = 0;
 
 extern "C" void ampctl_sweep_on_stop_signal(int signo) {
   g_stop_signal = signo;
+}
+
+// SIGUSR1: forwarded to the running runs, which write a checkpoint and go on.
+extern "C" void ampctl_sweep_on_checkpoint_signal(int) {
+  g_checkpoint_request = 1;
+}
+
+// The mark a sweep leaves in every run folder it creates. A folder without it is never deleted,
+// trained or resumed by a sweep: it may be a user's own `base/`.
+constexpr const char* kRunMark = ".ampctl-sweep-run";
+constexpr const char* kRunMarkFormat = "ampctl-sweep-run";
+// The resolved configuration the run's `ampctl train` reads (train writes config.yaml itself and
+// never overwrites its input).
+constexpr const char* kRunConfig = ".ampctl-sweep-config.yaml";
+
+// FNV-1a, 64 bits, of the resolved configuration's text (config::to_yaml: every key, every
+// default filled in, in schema order), so any change to the base file, an override or a default
+// of a newer ampctl changes it. It detects edits, it is not a defence against forgery.
+std::string config_hash(const std::string& resolved_yaml) {
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : resolved_yaml) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool exists_no_follow(const fs::path& p) {
+  std::error_code ec;
+  return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
+}
+
+// The config hash a run folder's mark records; "" when the mark is missing or not one.
+std::string read_mark(const fs::path& dir, bool& present) {
+  present = exists_no_follow(dir / kRunMark);
+  if (!present) return {};
+  std::ifstream in(dir / kRunMark);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || j.value("format", "") != kRunMarkFormat || !j.contains("config_hash") ||
+      !j["config_hash"].is_string())
+    return {};
+  return j["config_hash"].get<std::string>();
+}
+
+void write_mark(const fs::path& dir, const Run& run) {
+  const nlohmann::json mark = {{"format", kRunMarkFormat},
+                               {"version", 1},
+                               {"run", run.name},
+                               {"overrides", run.overrides},
+                               {"config_hash", config_hash(run.resolved_yaml)}};
+  checkpoint::write_file_atomic(dir / kRunMark, mark.dump(2) + "\n");
+}
+
+// Every run folder that exists must be one this sweep made for the same configuration: refuses
+// (Error{usage}, before any run starts) a path that is not a folder, a folder without the mark,
+// and a run trained with another configuration (stale), listing each.
+void check_run_folders(const Sweep& sweep, const fs::path& out) {
+  std::vector<std::string> unmarked, stale;
+  for (const Run& run : sweep.runs) {
+    const fs::path dir = out / run.name;
+    std::error_code ec;
+    const fs::file_status st = fs::status(dir, ec);
+    if (st.type() == fs::file_type::not_found) continue;
+    if (st.type() != fs::file_type::directory) {
+      unmarked.push_back(dir.string() + " exists and is not a folder");
+      continue;
+    }
+    bool present = false;
+    const std::string recorded = read_mark(dir, present);
+    if (!present) {
+      unmarked.push_back(dir.string() + " was not created by ampctl sweep (it has no " + kRunMark +
+                         ")");
+    } else if (recorded.empty()) {
+      unmarked.push_back((dir / kRunMark).string() + " is not a sweep's mark");
+    } else if (recorded != config_hash(run.resolved_yaml)) {
+      stale.push_back(dir.string() + " is stale: it was trained with another configuration (" +
+                      recorded + ", the sweep's is now " + config_hash(run.resolved_yaml) + ")");
+    }
+  }
+  if (unmarked.empty() && stale.empty()) return;
+  std::string message;
+  for (const std::vector<std::string>* list : {&unmarked, &stale}) {
+    for (const std::string& line : *list) message += (message.empty() ? "" : "\n") + line;
+  }
+  std::string hint;
+  if (!unmarked.empty()) {
+    hint = "a sweep writes only folders it created: move those away or give another --out";
+  }
+  if (!stale.empty()) {
+    hint += std::string(hint.empty() ? "" : "; ") +
+            "the base config, an override or a default changed since the stale runs were "
+            "trained, so their results would not be this sweep's: give the edited sweep a new "
+            "--out, or remove the stale run folders (their results are lost) to retrain them";
+  }
+  throw Error{ErrorKind::usage, message, hint};
+}
+
+// Removes what a run that died before its first checkpoint left (only the files a run writes;
+// the folder is the sweep's, by its mark), so that `train` starts it over.
+void remove_leftovers(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* name : {"metrics.jsonl", "metrics.jsonl.tmp", "summary.json", "config.yaml"}) {
+    fs::remove(dir / name, ec);
+  }
+  fs::remove_all(dir / "checkpoints", ec);
 }
 
 int usable_cores() {
@@ -98,11 +209,12 @@ int lock_run(const fs::path& out, const std::string& name, bool quiet) {
 
 // Starts one child: `exe ARGS...` with stdout/stderr into the run directory.
 pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs::path& dir,
-            int threads) {
+            int threads, int run_lock_fd) {
   const std::string out_log = (dir / "stdout.log").string();
   const std::string err_log = (dir / "stderr.log").string();
   const std::string exe_s = exe.string();
   const std::string threads_s = std::to_string(threads);
+  const std::string lock_fd_s = std::to_string(run_lock_fd);
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(exe_s.c_str()));
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -118,6 +230,11 @@ pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs:
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
+    // The run's lock passes to the child on the same open file description (run_lock.h).
+    fcntl(run_lock_fd, F_SETFD, 0);
+    setenv(kRunLockFdVariable, lock_fd_s.c_str(), 1);
     // A sweep that dies without forwarding (SIGKILL, a crash) still stops its runs the clean way:
     // SIGTERM makes each write a checkpoint and exit, so a re-run resumes them.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -154,19 +271,30 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   ExecResult result;
   const int jobs = std::max(1, options.jobs);
   const int threads = std::max(1, usable_cores() / jobs);
+  check_run_folders(sweep, options.out);
   std::error_code ec;
   fs::create_directories(options.out, ec);
-  if (ec)
-    throw Error{ErrorKind::runtime, "cannot create " + options.out.string() + ": " + ec.message()};
+  if (ec) {
+    // An unusable output is the command line's problem (exit 2), named with the reason.
+    throw Error{ErrorKind::usage,
+                "--out " + options.out.string() + ": cannot create it: " + ec.message(),
+                "give --out a folder you can create and write"};
+  }
 
   g_stop_signal = 0;
   struct sigaction sa {};
   sa.sa_handler = ampctl_sweep_on_stop_signal;
   sigemptyset(&sa.sa_mask);
   struct sigaction old_int {
-  }, old_term{};
+  }, old_term{}, old_hup{}, old_usr1{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);  // a closed terminal or session: stop as for SIGTERM
+  struct sigaction usr1 {};
+  usr1.sa_handler = ampctl_sweep_on_checkpoint_signal;
+  sigemptyset(&usr1.sa_mask);
+  g_checkpoint_request = 0;
+  sigaction(SIGUSR1, &usr1, &old_usr1);
 
   std::vector<size_t> pending;
   for (const Run& run : sweep.runs) {
@@ -196,37 +324,65 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       result.stop_signal = g_stop_signal;
       for (const auto& [pid, idx] : running) kill(pid, g_stop_signal);
     }
+    if (g_checkpoint_request != 0) {
+      g_checkpoint_request = 0;
+      for (const auto& [pid, idx] : running) kill(pid, SIGUSR1);
+    }
     while (!forwarded && next < pending.size() && static_cast<int>(running.size()) < jobs) {
       RunResult& r = result.results[pending[next]];
       const int lock = lock_run(options.out, r.run.name, options.quiet);
       if (lock < 0) continue;  // stopped while waiting: the loop's top forwards the signal
       ++next;
+      // The run folder: created and marked by this sweep, or marked before (check_run_folders).
+      if (!fs::exists(r.dir, ec)) {
+        fs::create_directories(r.dir, ec);
+        if (ec) {
+          close(lock);
+          throw Error{ErrorKind::runtime, "cannot create " + r.dir.string() + ": " + ec.message()};
+        }
+        write_mark(r.dir, r.run);
+      }
+      // The run's own lock, handed to the child: a `resume` of this run started by hand, or a
+      // second sweep, cannot write the folder at the same time (nor this sweep while they do).
+      std::optional<RunLock> run_lock;
+      try {
+        run_lock.emplace(r.dir);
+      } catch (const Error& e) {
+        close(lock);
+        r.status = "failed";
+        r.exit_code = e.exit_code();
+        r.error = e.what();
+        if (!options.quiet)
+          std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), e.what());
+        continue;
+      }
       std::vector<std::string> args;
       if (has_checkpoint(r.dir)) {
         args = {"resume", "--checkpoint", r.dir.string()};
         if (!options.quiet) std::printf("[sweep] %s: resuming\n", r.run.name.c_str());
       } else {
         // Leftovers of a run that died before its first checkpoint: start over.
-        fs::remove_all(r.dir, ec);
-        fs::create_directories(r.dir, ec);
-        std::ofstream cfg(r.dir / "config.yaml");
-        cfg << r.run.resolved_yaml;
-        cfg.close();
-        if (!cfg)
-          throw Error{ErrorKind::runtime, "cannot write " + (r.dir / "config.yaml").string()};
-        args = {"train", "--config", (r.dir / "config.yaml").string(), "--run-dir", r.dir.string()};
+        remove_leftovers(r.dir);
+        try {
+          checkpoint::write_file_atomic(r.dir / kRunConfig, r.run.resolved_yaml);
+        } catch (...) {
+          close(lock);
+          throw;
+        }
+        args = {"train", "--config", (r.dir / kRunConfig).string(), "--run-dir", r.dir.string()};
         if (!options.quiet) std::printf("[sweep] %s: starting\n", r.run.name.c_str());
       }
       std::fflush(stdout);
       r.trained = true;
       pid_t pid = -1;
       try {
-        pid = spawn(options.exe, args, r.dir, threads);
+        pid = spawn(options.exe, args, r.dir, threads, run_lock->fd());
       } catch (...) {
         close(lock);
         throw;
       }
-      close(lock);  // the child holds it now
+      close(lock);                   // the child holds it now
+      run_lock->release_to_child();  // and this one
       running[pid] = &r - result.results.data();
     }
     if (running.empty()) break;
@@ -249,7 +405,7 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       std::string err = last_line(r.dir / "stderr.log");
       if (err.rfind("error: ", 0) == 0) err = err.substr(7);
       r.error = err;
-      if (r.exit_code == 130 || r.exit_code == 143) {
+      if (r.exit_code == 129 || r.exit_code == 130 || r.exit_code == 143) {
         r.status = "interrupted";
       } else {
         // A run that stopped because training diverged says so in its summary (exit 1).
@@ -267,6 +423,8 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  sigaction(SIGUSR1, &old_usr1, nullptr);
   return result;
 }
 
@@ -359,11 +517,9 @@ std::string write_report(const fs::path& out, const std::vector<RunResult>& resu
       {"lower_is_better", metric.find("accuracy") == std::string::npos},
       {"best", best >= 0 ? nlohmann::json(results[best].run.name) : nlohmann::json()},
       {"runs", rows}};
+  // Atomic: a sweep stopped while writing leaves the previous report, never half of one.
   auto write = [](const fs::path& file, const std::string& text) {
-    std::ofstream f(file);
-    f << text;
-    f.close();
-    if (!f) throw Error{ErrorKind::runtime, "cannot write " + file.string()};
+    checkpoint::write_file_atomic(file, text);
   };
   write(out / "sweep.csv", csv);
   write(out / "sweep.json", doc.dump(2) + "\n");

@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "ampctl/checkpoint/output_file.h"
 #include "ampctl/core/error.h"
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/summary.h"
@@ -94,13 +95,22 @@ json read_json_file(const fs::path& file, const char* what) {
 
 void read_metrics(const fs::path& file, RunData& run) {
   const std::string text = read_text(file, files::kMetricsFile);
-  std::istringstream in(text);
-  std::string line;
-  for (int number_of_line = 1; std::getline(in, line); ++number_of_line) {
+  std::vector<std::string> lines;
+  {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  }
+  size_t last = lines.size();  // the last non-blank line
+  while (last > 0 && lines[last - 1].find_first_not_of(" \t\r") == std::string::npos) --last;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::optional<files::MetricsRecord> r = files::read_metrics_line(line);
     if (!r) {
-      throw Error{ErrorKind::input, file.string() + ":" + std::to_string(number_of_line) +
+      // The last line of a run killed while writing it is torn; resume drops it too. Anywhere
+      // else a line that does not parse is damage.
+      if (i + 1 == last) break;
+      throw Error{ErrorKind::input, file.string() + ":" + std::to_string(i + 1) +
                                         ": not a JSON object (" + files::kMetricsFile + ")"};
     }
     if (!r->step) continue;
@@ -435,6 +445,31 @@ std::string render_run(const fs::path& dir) {
   return page("ampctl report: " + runs[0].name, meta, runs, has_summary ? &sm : nullptr);
 }
 
+// The recorded run_dir of a run, when it lies inside the sweep folder `dir`: a relative path
+// without "..", or an absolute one under DIR's absolute path (what a sweep run with an absolute
+// --out records). Relative paths were recorded relative to where the sweep ran, so one is taken
+// as DIR/<its last component>. Anything else is Error{input}.
+fs::path confined_run_dir(const fs::path& dir, const std::string& recorded,
+                          const fs::path& sweep_file, const std::string& name) {
+  const fs::path p(recorded);
+  const fs::path base = fs::absolute(dir).lexically_normal();
+  bool inside = !recorded.empty();
+  for (const fs::path& part : p) inside = inside && part != "..";
+  if (inside && p.is_absolute()) {
+    const fs::path rel = p.lexically_normal().lexically_relative(base);
+    inside = !rel.empty() && *rel.begin() != ".." && rel != ".";
+  }
+  if (!inside) {
+    throw Error{ErrorKind::input,
+                sweep_file.string() + ": run '" + name + "': run_dir '" + recorded +
+                    "' is outside the sweep folder " + dir.string(),
+                "a sweep's runs live in DIR/<name>; sweep.json may not point elsewhere (no '..', "
+                "no absolute path outside the folder)"};
+  }
+  if (p.is_absolute()) return p;
+  return dir / p.lexically_normal().filename();
+}
+
 std::string render_sweep(const fs::path& dir) {
   const fs::path sweep_file = dir / "sweep.json";
   const json sweep = read_json_file(sweep_file, "sweep.json");
@@ -454,11 +489,19 @@ std::string render_sweep(const fs::path& dir) {
                    ? row["name"].get<std::string>()
                    : "run-" + std::to_string(runs.size());
     run.best = !best.empty() && run.name == best;
-    // The run's directory: DIR/<name> (a moved sweep), else the recorded run_dir.
+    // The run's directory: DIR/<name> (a moved sweep), else the recorded run_dir; both confined
+    // to the sweep folder, so a sweep.json cannot make the report read files elsewhere.
+    const fs::path name_path(run.name);
+    if (run.name.empty() || name_path.is_absolute() || run.name.find('/') != std::string::npos ||
+        run.name == "." || run.name == "..") {
+      throw Error{ErrorKind::input,
+                  sweep_file.string() + ": run name '" + run.name +
+                      "' is not a folder name inside the sweep folder",
+                  "a sweep's runs live in DIR/<name>; sweep.json may not point elsewhere"};
+    }
     fs::path run_dir = dir / run.name;
-    if (!path_exists(run_dir) && row.contains("run_dir") && row["run_dir"].is_string() &&
-        path_exists(fs::path(row["run_dir"].get<std::string>()))) {
-      run_dir = row["run_dir"].get<std::string>();
+    if (!path_exists(run_dir) && row.contains("run_dir") && row["run_dir"].is_string()) {
+      run_dir = confined_run_dir(dir, row["run_dir"].get<std::string>(), sweep_file, run.name);
     }
     const std::string status =
         row.contains("status") && row["status"].is_string() ? row["status"].get<std::string>() : "";
@@ -548,14 +591,14 @@ std::string render_report(const fs::path& dir) {
 }
 
 fs::path write_html_report(const fs::path& dir, const fs::path& out) {
+  // Rendered first (an unusable DIR is the first thing to report), then the output is checked:
+  // a command writes only paths it owns (output_file.h).
   const std::string html = render_report(dir);
-  const fs::path file = out.empty() ? dir / "report.html" : out;
-  {
-    std::ofstream f(file, std::ios::binary | std::ios::trunc);
-    f << html;
-    f.close();
-    if (!f) throw Error{ErrorKind::runtime, file.string() + ": cannot write the report"};
-  }
+  const std::string flag = out.empty() ? "the report" : "--out";
+  const fs::path file = checkpoint::checked_output_path(
+      out.empty() ? dir / "report.html" : out,
+      {dir / "metrics.jsonl", dir / "summary.json", dir / "sweep.json", dir / "sweep.csv"}, flag);
+  checkpoint::write_output_file(file, html, flag);
   return file;
 }
 

@@ -82,6 +82,9 @@ void Trainer::begin() {
   m_dir = std::make_unique<RunDir>(m_run_dir);
   try {
     setup();
+    // The writer locks the run directory before it writes anything (run_dir.h); a command may
+    // hold the lock already (resume), which is then shared.
+    if (is_root()) m_dir->lock();
   } catch (...) {
     m_dir->remove_if_unused();  // bad data, an unknown debug.inject_tensor: leave nothing
     throw;
@@ -113,6 +116,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
   }
   m_dir = std::make_unique<RunDir>(m_run_dir);
   setup();
+  if (is_root()) m_dir->lock();
   restore(ck);
   if (is_root()) {
     m_dir->write_config(config::to_yaml(m_cfg));
@@ -149,7 +153,10 @@ void Trainer::step() {
   const int64_t step = m_next_step++;
   const int64_t max_steps = m_cfg.training.max_steps;
   m_monitor->step_started();
-  m_step->run(step);
+  // Where the step starts from: a stop between its micro-batches returns here (signals.h).
+  const int64_t epoch = m_run->loader->epoch(), position = m_run->loader->position();
+  const uint64_t dropout_calls = m_run->model->rng_position();
+  if (!m_step->run(step)) abandon_step(step, epoch, position, dropout_calls);
   m_monitor->step_finished(step);
   if (m_monitor->diverged() && !m_diverging) diverge();
   m_monitor->step_closed();
@@ -160,6 +167,13 @@ void Trainer::step() {
   }
   const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
   if (ckpt_every > 0 && step % ckpt_every == 0 && step != max_steps) write_checkpoint();
+  // SIGUSR1 (Slurm's --signal before a time limit): a checkpoint now, and training goes on. After
+  // the last step finish() writes one anyway.
+  if (step != max_steps && take_checkpoint_request()) {
+    // The periodic checkpoint of this step, when there is one, is the one asked for.
+    if (m_last_checkpoint != step) write_checkpoint();
+    if (is_root()) spdlog::info("SIGUSR1: checkpoint after step {}; training goes on", step);
+  }
   // After the last step finish() comes next: it honours a stop request in its evaluation.
   if (step != max_steps) {
     if (const int sig = stop_signal()) stop(sig);
@@ -203,6 +217,17 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   return m_monitor->record_eval(step, loss, accuracy, seconds_since(t0));
 }
 
+void Trainer::abandon_step(int64_t step, int64_t epoch, int64_t position, uint64_t dropout_calls) {
+  // Nothing of the step reached the parameters, the optimizer or the scaler; its partial
+  // gradients are dropped. Rewinding the data cursor and the dropout RNG makes the state exactly
+  // the one after step - 1, so the checkpoint resumes bitwise to the uninterrupted run.
+  m_run->batcher->restore({{"epoch", epoch}, {"position", position}});
+  m_run->model->rewind_rng(dropout_calls);
+  m_next_step = step;
+  m_stopped_in_step = step;
+  stop(stop_signal());
+}
+
 void Trainer::stop(int signo) {
   const int64_t step = m_next_step - 1;
   fs::path path;
@@ -212,9 +237,12 @@ void Trainer::stop(int signo) {
   } else {
     path = write_checkpoint();
   }
-  const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "a signal";
+  const std::string where =
+      m_stopped_in_step ? " between micro-batches of step " + std::to_string(*m_stopped_in_step) +
+                              " (its partial gradients dropped), the state after step "
+                        : " after step ";
   throw Error{ErrorKind::interrupted,
-              std::string("stopped by ") + name + " after step " + std::to_string(step) +
+              std::string("stopped by ") + signal_name(signo) + where + std::to_string(step) +
                   "; checkpoint " + path.string(),
               "continue with 'ampctl resume --checkpoint " + m_run_dir.string() + "'"};
 }

@@ -11,6 +11,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/run_lock.h"
 
 namespace ampctl::train {
 namespace fs = std::filesystem;
@@ -22,7 +23,15 @@ Error unusable_run_dir(const fs::path& dir, const std::string& why) {
                "somewhere writable and resume the copy)"};
 }
 
+bool holds_run_files(const fs::path& d) {
+  std::error_code ec;
+  return fs::exists(d / run::kMetricsFile, ec) || fs::exists(d / run::kSummaryFile, ec) ||
+         fs::exists(d / "checkpoints", ec);
+}
+
 }  // namespace
+
+RunDir::~RunDir() = default;
 
 RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
   const fs::path& dir = m_path;
@@ -66,9 +75,16 @@ RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
 
 void RunDir::remove_if_unused() const {
   std::error_code ec;
+  // The lock file is this run's own when it made the directory; it goes first so the directory
+  // can be empty (the lock itself stays held on the unlinked file until the process ends).
+  if (m_lock && !m_created.empty()) fs::remove(m_path / kRunLockFile, ec);
   for (auto it = m_created.rbegin(); it != m_created.rend(); ++it) {
     if (fs::is_empty(*it, ec)) fs::remove(*it, ec);
   }
+}
+
+void RunDir::lock() {
+  if (!m_lock) m_lock = std::make_unique<RunLock>(m_path);
 }
 
 void RunDir::write_config(const std::string& yaml) const {
@@ -104,11 +120,7 @@ void RunDir::truncate_metrics(int64_t last_step) const {
 }
 
 fs::path choose_run_dir(const config::RunConfig& config, const fs::path& requested) {
-  auto holds_run = [](const fs::path& d) {
-    std::error_code ec;
-    return fs::exists(d / run::kMetricsFile, ec) || fs::exists(d / run::kSummaryFile, ec) ||
-           fs::exists(d / "checkpoints", ec);
-  };
+  const auto holds_run = holds_run_files;
   if (!requested.empty()) {
     if (holds_run(requested)) {
       throw Error{ErrorKind::usage, "run directory " + requested.string() + " already holds a run",
@@ -117,11 +129,14 @@ fs::path choose_run_dir(const config::RunConfig& config, const fs::path& request
     }
     return requested;
   }
+  // A default directory that another process is writing (locked, before its first metrics line)
+  // is taken too: the next name is free for this run.
+  const auto taken = [&](const fs::path& d) { return holds_run(d) || run_lock_held(d); };
   const fs::path base = fs::path("runs") / config.name;
-  if (!holds_run(base)) return base;
+  if (!taken(base)) return base;
   for (int i = 2;; ++i) {
     fs::path p = fs::path("runs") / (config.name + "-" + std::to_string(i));
-    if (!holds_run(p)) return p;
+    if (!taken(p)) return p;
   }
 }
 

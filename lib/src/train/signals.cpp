@@ -1,3 +1,4 @@
+// Signal handlers that only record what was asked; the trainer acts on it (see signals.h).
 #include "ampctl/train/signals.h"
 
 #include <signal.h>
@@ -8,6 +9,7 @@ namespace ampctl::train {
 namespace {
 
 volatile std::sig_atomic_t g_stop_signal = 0;
+volatile std::sig_atomic_t g_checkpoint_request = 0;
 
 extern "C" void on_stop_signal(int signo) {
   if (g_stop_signal != 0) {
@@ -20,6 +22,10 @@ extern "C" void on_stop_signal(int signo) {
   g_stop_signal = signo;
 }
 
+extern "C" void on_checkpoint_signal(int) {
+  g_checkpoint_request = 1;
+}
+
 }  // namespace
 
 void install_stop_handlers() {
@@ -29,6 +35,12 @@ void install_stop_handlers() {
   sa.sa_flags = SA_RESTART;  // I/O in progress (a checkpoint write) is not cut short by EINTR
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  struct sigaction usr1 {};
+  usr1.sa_handler = on_checkpoint_signal;
+  sigemptyset(&usr1.sa_mask);
+  usr1.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &usr1, nullptr);
 }
 
 int stop_signal() {
@@ -43,8 +55,33 @@ void clear_stop_request() {
   g_stop_signal = 0;
 }
 
+bool take_checkpoint_request() {
+  if (g_checkpoint_request == 0) return false;
+  // A second SIGUSR1 between the read and this store merges with the first: one checkpoint
+  // after both requests is what both asked for.
+  g_checkpoint_request = 0;
+  return true;
+}
+
+void request_checkpoint() {
+  g_checkpoint_request = 1;
+}
+
 int stop_exit_code(int signo) {
   return 128 + signo;
+}
+
+const char* signal_name(int signo) {
+  switch (signo) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return "a signal";
+  }
 }
 
 }  // namespace ampctl::train

@@ -10,6 +10,7 @@
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/monitor.h"
+#include "ampctl/train/signals.h"
 
 namespace ampctl::train {
 
@@ -28,7 +29,7 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
   parts.scaler.init_state();
 }
 
-void TrainStep::run(int64_t step) {
+bool TrainStep::run(int64_t step) {
   Backend& b = m_p.backend;
   nn::Model& model = m_p.model;
   amp::GradScaler& scaler = m_p.scaler;
@@ -46,6 +47,8 @@ void TrainStep::run(int64_t step) {
   b.fill(m_loss_acc, 0.0);
   int64_t samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
+    // A host flag, no device sync; the step boundary checks before the first micro-batch.
+    if (micro > 0 && stop_signal() != 0) return false;
     const Batch& batch = m_p.batcher.next();
     mon.phase_end(kData);
     model.forward(batch.input, batch.rows, /*training=*/true);
@@ -78,6 +81,7 @@ void TrainStep::run(int64_t step) {
   scaler.update();
   mon.phase_end(kUpdate);
   mon.record_step(step, lr, m_loss_acc, samples);
+  return true;
 }
 
 }  // namespace ampctl::train

@@ -230,8 +230,59 @@ TEST(Report, MissingMetricsIsAnInputErrorNamingTheFile) {
 TEST(Report, NonJsonLineIsAnInputErrorNamingFileAndLine) {
   TempDir tmp;
   write_run(tmp.path() / "run", "quick", 10, {});
-  { std::ofstream(tmp.path() / "run" / "metrics.jsonl", std::ios::app) << "{not json\n"; }
+  {
+    std::ofstream(tmp.path() / "run" / "metrics.jsonl", std::ios::app)
+        << "{not json\n{\"kind\":\"train\",\"step\":11,\"loss\":1.0}\n";
+  }
   expect_input_error(tmp.path() / "run", (tmp.path() / "run" / "metrics.jsonl").string() + ":12");
+}
+
+// A run killed while writing a metrics line leaves it torn at the end; resume drops it, and the
+// report shows the run without it. Torn with or without its newline, with blank lines after.
+TEST(Report, OneTornLastLineIsSkipped) {
+  for (const char* torn :
+       {"{\"kind\":\"train\",\"step\":11,\"lo", "{\"kind\":\"tr\n", "{\"k\n\n  \n"}) {
+    TempDir tmp;
+    write_run(tmp.path() / "run", "quick", 10, {});
+    const std::string whole = render_report(tmp.path() / "run");
+    { std::ofstream(tmp.path() / "run" / "metrics.jsonl", std::ios::app) << torn; }
+    EXPECT_EQ(render_report(tmp.path() / "run"), whole) << torn;
+  }
+}
+
+void expect_confinement_error(const fs::path& sweep, const std::string& runs,
+                              const std::string& says) {
+  write(sweep / "sweep.json",
+        "{\"metric\": \"final_loss\", \"best\": null, \"runs\": " + runs + "}");
+  expect_input_error(sweep, says);
+}
+
+// sweep.json names run folders; none may lead outside the sweep folder (a crafted or moved
+// sweep.json must not make the report read another directory's files).
+TEST(Report, SweepJsonPathsAreConfinedToTheSweepFolder) {
+  TempDir tmp;
+  write_run(tmp.path() / "outside", "outside", 10, {});
+  const fs::path sweep = tmp.path() / "sweep";
+  fs::create_directories(sweep);
+  const std::string outside = (tmp.path() / "outside").string();
+  expect_confinement_error(sweep, R"([{"name": "../outside", "status": "ok"}])",
+                           "is not a folder name inside");
+  expect_confinement_error(sweep, "[{\"name\": \"" + outside + "\", \"status\": \"ok\"}]",
+                           "is not a folder name inside");
+  expect_confinement_error(sweep, R"([{"name": "..", "status": "ok"}])", "is not a folder name");
+  expect_confinement_error(
+      sweep, "[{\"name\": \"a\", \"status\": \"ok\", \"run_dir\": \"" + outside + "\"}]",
+      "outside the sweep folder");
+  expect_confinement_error(sweep,
+                           R"([{"name": "a", "status": "ok", "run_dir": "x/../../outside"}])",
+                           "outside the sweep folder");
+  // Inside: an absolute run_dir under the sweep folder (a sweep run with an absolute --out).
+  write_run(sweep / "a", "a", 10, {});
+  write(sweep / "sweep.json",
+        "{\"metric\": \"final_loss\", \"best\": \"b\", \"runs\": [{\"name\": \"b\", \"status\": "
+        "\"ok\", \"run_dir\": \"" +
+            (sweep / "a").string() + "\"}]}");
+  EXPECT_NE(render_report(sweep).find("<polyline class=\"run run-0\""), std::string::npos);
 }
 
 TEST(Report, BadSummaryOrSweepJsonIsAnInputError) {

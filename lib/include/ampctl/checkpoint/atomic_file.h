@@ -22,9 +22,15 @@ namespace ampctl::checkpoint {
 // get EFBIG rather than being killed.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
-// True for the names write_file_atomic gives its temporary files ("." + target + ".tmp-...").
-// Such a file left behind is the trace of a write that was killed before its rename.
+// True for the names write_file_atomic gives its temporary files ("." + target + ".tmp-PID-HEX",
+// PID the writer's). Such a file left behind is the trace of a write that was killed before its
+// rename.
 bool is_temporary_file(const std::filesystem::path& path);
+
+// True for a temporary file that no live process is writing: this process's own, one whose
+// writer's pid no longer exists, or one named before names carried a pid. A cleanup removes only
+// these, never a file another process is writing right now.
+bool temporary_file_orphaned(const std::filesystem::path& path);
 
 // The most bytes a checkpoint file may hold: about 21 bytes per parameter (base64 of the fp32
 // weights and AdamW's two moments), so a model of three billion parameters.

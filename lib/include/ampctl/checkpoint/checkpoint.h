@@ -85,7 +85,8 @@ std::string checkpoint_file_name(int64_t step);
 
 // Writes RUN_DIR/checkpoints/step-NNNNNNNN.json atomically, then RUN_DIR/checkpoints/latest
 // atomically, then removes older step-*.json beyond the `keep_last` (>= 1) newest by step,
-// never the one latest names, and any temporary file a killed write left. Returns the
+// never the one latest names, and any temporary file a killed write left (one whose writer is
+// gone: temporary_file_orphaned, never a live process's). Returns the
 // checkpoint's path. Throws Error{runtime} on I/O failure (the previous checkpoint and latest
 // are then intact) and Error{invalid_argument} for keep_last < 1 or data serialize refuses.
 std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir,

@@ -25,6 +25,9 @@ const char* safetensors_dtype(DType dtype);
 std::string encode_safetensors(const std::vector<NamedTensor>& tensors,
                                const std::map<std::string, std::string>& metadata);
 
+// The bytes export_safetensors writes (for a caller that checks and writes the file itself).
+std::string export_safetensors_bytes(const CheckpointData& data);
+
 // Writes the model tensors of `data` to `out` atomically, with metadata {"format": "pt",
 // "ampctl_version", "step"}. Throws Error{runtime} on I/O failure.
 void export_safetensors(const CheckpointData& data, const std::filesystem::path& out);

@@ -113,6 +113,11 @@ class Model {
   virtual nlohmann::json rng_state() const = 0;
   // Restores what rng_state() wrote; throws Error{input} naming a missing or mistyped key.
   virtual void set_rng_state(const nlohmann::json& state) = 0;
+  // How far the RNG has advanced, read at every step without allocating; rewind_rng puts it
+  // back there: a stop between micro-batches returns the model to where the step started
+  // (train/signals.h). A model that draws nothing keeps these defaults.
+  virtual uint64_t rng_position() const { return 0; }
+  virtual void rewind_rng(uint64_t /*position*/) {}
 
  protected:
   // Checks the sizes (Error{invalid_argument} for one < 1).

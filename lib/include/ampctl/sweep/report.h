@@ -39,8 +39,10 @@ std::vector<Point> downsample(const std::vector<Point>& points,
 // or a directory that is neither a run nor a sweep.
 std::string render_report(const std::filesystem::path& dir);
 
-// Writes render_report(dir) to `out` (default DIR/report.html) and returns the path written.
-// Throws Error{runtime} when it cannot be written.
+// Writes render_report(dir) to `out` (default DIR/report.html) atomically and returns the path
+// written (a symlink's target). Throws Error{usage} (exit 2) for an output the command may not
+// own or cannot write: a device, FIFO or directory, a run's own file, a missing folder, a full
+// file system (checkpoint/output_file.h).
 std::filesystem::path write_html_report(const std::filesystem::path& dir,
                                         const std::filesystem::path& out = {});
 

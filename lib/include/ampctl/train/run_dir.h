@@ -7,16 +7,25 @@
 // read-only or pseudo file system) is refused up front, naming the path. It remembers the
 // directories it created, so a run that fails before writing anything can remove them again
 // (remove_if_unused); nothing else is ever removed.
+//
+// The run's writer (rank 0: the only process that writes it, dist/communicator.h) also takes the
+// run directory's lock (core/run_lock.h) through lock(), before it writes anything, and holds it
+// for the object's life: one process at a time writes a run directory, and a second writer is
+// refused (Error{usage}, exit 2) naming the holder. Other ranks neither lock nor write.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/summary.h"
 
+namespace ampctl {
+class RunLock;
+}
 namespace ampctl::config {
 struct RunConfig;
 }
@@ -27,6 +36,7 @@ class RunDir {
  public:
   // Throws Error{usage} naming the path when it cannot be created or written.
   explicit RunDir(std::filesystem::path path);
+  ~RunDir();
   RunDir(const RunDir&) = delete;
   RunDir& operator=(const RunDir&) = delete;
 
@@ -35,8 +45,11 @@ class RunDir {
   std::filesystem::path metrics_path() const { return m_path / run::kMetricsFile; }
   std::filesystem::path summary_path() const { return m_path / run::kSummaryFile; }
 
-  // Removes the directories this object created, innermost first, if they are still empty.
+  // Removes the directories this object created, innermost first, if they are still empty
+  // (but for the lock file, removed with them).
   void remove_if_unused() const;
+  // Takes the lock (see above); Error{usage} naming the holder when another process has it.
+  void lock();
 
   // config.yaml := `yaml` (Error{runtime} when it cannot be written).
   void write_config(const std::string& yaml) const;
@@ -47,10 +60,12 @@ class RunDir {
  private:
   std::filesystem::path m_path;
   std::vector<std::filesystem::path> m_created;  // outermost first
+  std::unique_ptr<RunLock> m_lock;
 };
 
 // The run directory for a config: `requested` when given (it must not hold a previous run), else
-// runs/<name>, or runs/<name>-2, -3, ... when that already holds one.
+// runs/<name>, or runs/<name>-2, -3, ... when that already holds one or another process has it
+// locked.
 std::filesystem::path choose_run_dir(const config::RunConfig& config,
                                      const std::filesystem::path& requested);
 

@@ -1,26 +1,43 @@
-// Stopping a run cleanly on SIGINT / SIGTERM (SPEC section 1: exit 130 / 143 after writing a
-// checkpoint).
+// Stopping and checkpointing a run on signals (docs/reference.md, exit codes and signals).
 //
-// install_stop_handlers() makes the first SIGINT or SIGTERM only record the signal (an
-// async-signal-safe store to a sig_atomic_t). The Trainer polls stop_signal() at every step
-// boundary, inside evaluation loops and after loading the data; when it is set, it finishes the
-// current step, flushes the metrics, writes a checkpoint and throws Error{interrupted}; the
-// command then exits 128 + the signal's number. A second signal restores the default action and
-// re-raises it: the process dies at once (the atomic checkpoint writer leaves `latest` naming the
-// previous complete checkpoint).
+// install_stop_handlers() makes the first SIGINT, SIGTERM or SIGHUP only record the signal (an
+// async-signal-safe store to a sig_atomic_t). The Trainer polls stop_signal() between
+// micro-batches, at every step boundary, inside evaluation loops and after loading the data;
+// when it is set it writes a checkpoint of the state after the last complete optimizer step (a
+// stop between micro-batches discards the partly accumulated gradients and rewinds the data
+// cursor and dropout RNG to that step, so a resume is bitwise the uninterrupted run), flushes
+// the metrics and throws Error{interrupted}; the command then exits 128 + the signal's number
+// (129 / 130 / 143). A second stop signal restores the default action and re-raises it: the
+// process dies at once (the atomic checkpoint writer leaves `latest` naming the previous
+// complete checkpoint). SIGHUP is a stop: a job scheduler or a closed session sends it, and the
+// run would otherwise be lost without a checkpoint.
+//
+// SIGUSR1 records a checkpoint request (what Slurm's --signal sends before a time limit): the
+// Trainer writes a checkpoint at the next step boundary and training goes on.
+//
+// Commands install the handlers before they open any input, so no signal finds the default
+// action (death without a checkpoint) while a config or data file is read.
 #pragma once
 
 namespace ampctl::train {
 
-// Installs the handlers for SIGINT and SIGTERM (idempotent).
+// Installs the handlers for SIGINT, SIGTERM, SIGHUP and SIGUSR1 (idempotent).
 void install_stop_handlers();
-// SIGINT or SIGTERM once one asked the run to stop, else 0.
+// SIGINT, SIGTERM or SIGHUP once one asked the run to stop, else 0.
 int stop_signal();
 // What a first signal does, for tests and tools: records `signo` as the stop request.
 void request_stop(int signo);
 // Forgets a recorded stop request (tests).
 void clear_stop_request();
-// The exit code for a run stopped by `signo`: 130 for SIGINT, 143 for SIGTERM (128 + signo).
+// True once if a checkpoint was requested (SIGUSR1) since the last call: the request is
+// consumed.
+bool take_checkpoint_request();
+// What SIGUSR1 does, for tests and tools.
+void request_checkpoint();
+// The exit code for a run stopped by `signo`: 129 for SIGHUP, 130 for SIGINT, 143 for SIGTERM
+// (128 + signo).
 int stop_exit_code(int signo);
+// "SIGINT", "SIGTERM", "SIGHUP", else "a signal".
+const char* signal_name(int signo);
 
 }  // namespace ampctl::train

@@ -64,8 +64,12 @@ class TrainStep {
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  // Runs optimizer iteration `step` (1-based).
-  void run(int64_t step);
+  // Runs optimizer iteration `step` (1-based) and returns true; or returns false, having changed
+  // no parameter, optimizer or scaler state, when a stop signal (signals.h) is seen between two
+  // of its micro-batches: a long accumulation must not hold a stop up. The data cursor and the
+  // dropout RNG have then moved on by the micro-batches run; the caller rewinds them to the
+  // state after the last complete step before it checkpoints.
+  bool run(int64_t step);
 
  private:
   StepParts m_p;

@@ -137,6 +137,10 @@ class Trainer {
   void restore(const checkpoint::CheckpointData& ckpt);
   // Writes a checkpoint after the last step run and throws Error{interrupted} (signals.h).
   [[noreturn]] void stop(int signo);
+  // A stop came between the micro-batches of `step`: rewinds the data cursor and dropout RNG to
+  // where the step started (`epoch`, `position`, `dropout_calls`), then stop().
+  [[noreturn]] void abandon_step(int64_t step, int64_t epoch, int64_t position,
+                                 uint64_t dropout_calls);
   // The monitor's flush, then diverge() when a divergence rule has been met.
   void flush_and_check();
   // Stops a diverged run (see the top of this file): checkpoint when the state is good,
@@ -159,6 +163,7 @@ class Trainer {
   // that evaluation first.
   bool m_eval_pending = false;
   bool m_diverging = false;
+  std::optional<int64_t> m_stopped_in_step;  // a stop between this step's micro-batches
 
   dist::CommunicatorFactory m_comm_factory;
   std::unique_ptr<RunDir> m_dir;  // held for the run's life

@@ -46,6 +46,8 @@ class Mlp : public Model {
   // {"seed": s, "dropout_offset": n}: n training-mode dropout applications so far.
   nlohmann::json rng_state() const override;
   void set_rng_state(const nlohmann::json& state) override;
+  uint64_t rng_position() const override { return m_rng.calls; }
+  void rewind_rng(uint64_t position) override { m_rng.calls = position; }
   uint64_t seed() const { return m_rng.seed; }
   uint64_t dropout_calls() const { return m_rng.calls; }
 
