@@ -1,5 +1,6 @@
-// The loss-scaling ops (SPEC section 3). The per-element and per-step math is amp_math.h's, the
-// same functions the CPU backend calls; these kernels only decide who runs it on which element.
+// The loss-scaling ops (docs/reference.md, "Scaler"). The per-element and per-step math is
+// amp_math.h's, the same functions the CPU backend calls; these kernels only decide who runs it on
+// which element.
 //
 //   non_finite_check_and_unscale: PyTorch's _amp_foreach_non_finite_check_and_unscale_ as one
 //     launch over up to kMaxTensorsPerLaunch tensors (the descriptors travel as the kernel's

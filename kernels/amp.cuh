@@ -1,4 +1,4 @@
-// Launchers of kernels/amp.cu: the loss-scaling ops of SPEC section 3.
+// Launchers of kernels/amp.cu: the loss-scaling ops of docs/reference.md, "Scaler".
 #pragma once
 
 #include "ampctl/math/amp_math.h"

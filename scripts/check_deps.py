@@ -8,7 +8,7 @@ per-element formulas that the CPU backend and the CUDA kernels share) sits on co
 backend (amp, optim, nn, data, dist) on backend; `checkpoint` and `run` (the file formats) on
 core alone; `config` (typed settings) on core alone, so no lower module sees the run's config:
 each takes its own small option struct, filled by train's build layer. `train` may use all of
-these, `sweep` the config and the run records, and the apps sit on top. `kernels/` (top level, as
+these, `sweep` the config, the run records and checkpoint/'s atomic and owned-output files, and the apps sit on top. `kernels/` (top level, as
 users know it) may include core and math only, and only backend (its CUDA part) includes a
 kernel header. Top-level headers `ampctl/<name>.h` (build_info.h, generated at configure time)
 are leaves that any module may include.
@@ -27,7 +27,7 @@ are leaves that any module may include.
     run         core
     config      core
     train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config
-    sweep       core, config, run
+    sweep       core, config, run, checkpoint   (atomic files, owned output paths)
     apps        core, backend, checkpoint, config, run, train, sweep
     kernels     core, math
 
@@ -62,7 +62,7 @@ ALLOWED = {
     "config": {"core"},
     "train": {"core", "math", "backend", "amp", "optim", "nn", "data", "dist", "checkpoint",
               "run", "config"},
-    "sweep": {"core", "config", "run"},
+    "sweep": {"core", "config", "run", "checkpoint"},
     "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep"},
     "kernels": {"core", "math"},
 }

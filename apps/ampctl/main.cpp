@@ -1,5 +1,5 @@
-// ampctl's entry point: parses the command line and maps every ampctl::Error to SPEC's exit codes.
-// This is the only place that catches errors and prints them.
+// ampctl's entry point: parses the command line and maps every ampctl::Error to the exit codes of
+// docs/reference.md. This is the only place that catches errors and prints them.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <csignal>

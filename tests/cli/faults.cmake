@@ -1,4 +1,4 @@
-# Faults through the real binary, each checked for its exit code (SPEC section 1), its message and
+# Faults through the real binary, each checked for its exit code (docs/reference.md, "Exit codes"), its message and
 # what it leaves on disk:
 #   * an unusable --run-dir (a path through a regular file, a regular file, a path in /proc: all
 #     fail as root too) is refused with exit 2 naming it, before the data is loaded, writing

@@ -182,7 +182,12 @@ expect(fifo-train 2 "fifo\\.yaml: cannot read the configuration file: is a FIFO"
 expect(fifo-sweep 2 "fifo\\.yaml: cannot read the configuration file: is a FIFO" ${AMPCTL} sweep
        --config ${base}/fifo.yaml --out ${base}/fifo-sweep)
 expect(fifo-inspect 2 "fifo\\.json: is a FIFO" ${AMPCTL} inspect ${base}/fifo.json)
-expect(fifo-resume 2 "fifo\\.json: is a FIFO" ${AMPCTL} resume --checkpoint ${base}/fifo.json)
+# resume takes only a checkpoint inside a run's checkpoints/: the FIFO is put there, so the
+# refusal is the FIFO's (read at once, never blocking), not the location's.
+file(MAKE_DIRECTORY ${base}/fifo-run-ck/checkpoints)
+execute_process(COMMAND mkfifo ${base}/fifo-run-ck/checkpoints/step-00000005.json)
+expect(fifo-resume 2 "step-00000005\\.json: is a FIFO" ${AMPCTL} resume --checkpoint
+       ${base}/fifo-run-ck/checkpoints/step-00000005.json)
 # A FIFO as latest: passed over (with a warning) for the newest complete checkpoint.
 file(MAKE_DIRECTORY ${base}/fifo-latest/checkpoints)
 file(COPY_FILE ${ck} ${base}/fifo-latest/checkpoints/step-00000005.json)

@@ -26,7 +26,8 @@ namespace ampctl::fuzz {
 }
 
 // A refusal must say what it refuses: `e` must be of `kind` and its message must name the input
-// (contain `name`), as SPEC section 1 asks of every error ("naming the file").
+// (contain `name`), as docs/reference.md, "Errors and hints", asks of every error ("naming the
+// file").
 inline void check_refusal(const Error& e, ErrorKind kind, std::string_view name) {
   const std::string message = e.what();
   if (e.kind() != kind) {

@@ -16,8 +16,8 @@
 #include "ampctl/build_info.h"
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/checkpoint/encoding.h"
-#include "ampctl/config/config_file.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/limits.h"
 
 namespace ampctl::checkpoint {
 
@@ -29,7 +29,7 @@ static_assert(std::endian::native == std::endian::little,
 
 namespace {
 
-// SPEC section 4's top-level keys, in the order serialize writes them.
+// the top-level keys of docs/reference.md, "Checkpoints", in the order serialize writes them.
 constexpr const char* kTopLevelKeys[] = {"format",    "version", "ampctl_version", "step",
                                          "config",    "scaler",  "model",          "optimizer",
                                          "scheduler", "rng",     "data",           "metrics"};
@@ -363,10 +363,10 @@ void check_top_level(const ojson& doc, const std::string& origin) {
   // A step near int64's end would train at negative step numbers; one past the run's own
   // max_steps was never written by ampctl.
   const int64_t steps = step.get<int64_t>();
-  if (steps > config::kMaxSteps) {
+  if (steps > kMaxSteps) {
     throw Error{ErrorKind::input, origin + ": step: " + std::to_string(steps) +
                                       " is beyond the most a run may take (" +
-                                      std::to_string(config::kMaxSteps) + ")"};
+                                      std::to_string(kMaxSteps) + ")"};
   }
   if (doc.at("config").is_object() && doc.at("config").contains("training") &&
       doc.at("config").at("training").is_object() &&

@@ -1,6 +1,7 @@
-// The configuration's field tables: SPEC section 2, one declaration per key. Everything else in
-// this module (parsing, validation, --set, the YAML and JSON dumps, `ampctl validate`) reads
-// these tables; adding a key means adding one line here and a member to run_config.h.
+// The configuration's field tables: docs/reference.md, "Configuration", one declaration per key.
+// Everything else in this module (parsing, validation, --set, the YAML and JSON dumps, `ampctl
+// validate`) reads these tables; adding a key means adding one line here and a member to
+// run_config.h.
 #include "ampctl/config/run_config.h"
 
 #include <cerrno>
@@ -370,7 +371,7 @@ Field<RunConfig> eval_source_field(std::string help) {
   return f;
 }
 
-// ---- the table: SPEC section 2, in its order ----
+// ---- the table, in the order of docs/reference.md's listing ("Configuration") ----
 
 Schema<RunConfig> make_run_schema() {
   using C = RunConfig;

@@ -82,7 +82,7 @@ std::string FloatRange::bounds() const {
 // Finiteness is said only where it is not the rule (the reference states the rule once).
 std::string FloatRange::describe() const {
   if (allow_inf) return bounds() + " or .inf";
-  return bounds() + (f32 ? ", finite in float32" : "");
+  return bounds() + (f32 ? ", 0 or a normal float32" : "");
 }
 
 namespace detail {
@@ -240,7 +240,8 @@ nlohmann::json json_value(const nlohmann::ordered_json& v) {
 }  // namespace
 
 std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate) {
-  // The column the comments line up on: SPEC section 2's listing uses about this.
+  // The column the comments line up on: the listing in docs/reference.md, "Configuration", uses
+  // about this.
   constexpr size_t kCommentColumn = 26;
   std::string out;
   std::vector<std::string> open;  // the sections the previous leaf was in

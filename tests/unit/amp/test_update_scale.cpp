@@ -1,6 +1,6 @@
 // amp::update_scale_state and the backend's update_scale_ against PyTorch's documented numbers
 // (test_grad_scaling_update_scale and the GradScaler docs) and against sequences worked out by
-// hand from SPEC section 3.
+// hand from docs/reference.md, "Scaler".
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -108,8 +108,8 @@ TEST(UpdateScale, ProductIsFormedInDoubleAndRoundedOnce) {
 }
 
 TEST(UpdateScale, HysteresisMinAndMaxByHand) {
-  // Worked out from SPEC section 3: hysteresis 2, min 256, max 2048, growth 2, backoff 0.5,
-  // interval 2, starting at scale 1024 with a full hysteresis counter.
+  // Worked out from docs/reference.md, "Scaler": hysteresis 2, min 256, max 2048, growth 2, backoff
+  // 0.5, interval 2, starting at scale 1024 with a full hysteresis counter.
   ScaleUpdateParams p;
   p.growth_factor = 2.0;
   p.backoff_factor = 0.5;

@@ -1,7 +1,7 @@
-// The loss-scaling ops of the CPU backend (SPEC section 3): non_finite_check_and_unscale_ (with
-// its per-segment attribution and every vector kernel), inv_scale and update_scale_. References are
-// scalar re-statements of the spec written here, not amp_math.h, so a mistake shared by amp_math.h
-// and the backend still shows.
+// The loss-scaling ops of the CPU backend (docs/reference.md, "Scaler"):
+// non_finite_check_and_unscale_ (with its per-segment attribution and every vector kernel),
+// inv_scale and update_scale_. References are scalar re-statements of the spec written here, not
+// amp_math.h, so a mistake shared by amp_math.h and the backend still shows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -386,13 +386,13 @@ TEST(InvScale, IsFloatOfDoubleReciprocal) {
 
 // ---- update_scale_ ----
 
-// SPEC section 3, restated: PyTorch >= 2.1's rule (factors are doubles, the product is formed in
-// double and rounded to float once; a non-finite growth is dropped) plus Megatron-LM's
-// hysteresis, min_scale floor on backoff and max_scale cap on growth. A growth never lowers the
-// scale (scale > max_scale only arises if the user starts there; these tests start below).
-// The hysteresis counter stops at 0 instead of going negative as Megatron's does (amp_math.h's
-// documented choice, against an int32 wrap): the scales are the same either way, since an overflow
-// backs off whenever the counter is <= 0 and only a growth refills it.
+// docs/reference.md's scaler rule ("Scaler"), restated: PyTorch >= 2.1's rule (factors are doubles,
+// the product is formed in double and rounded to float once; a non-finite growth is dropped) plus
+// Megatron-LM's hysteresis, min_scale floor on backoff and max_scale cap on growth. A growth never
+// lowers the scale (scale > max_scale only arises if the user starts there; these tests start
+// below). The hysteresis counter stops at 0 instead of going negative as Megatron's does
+// (amp_math.h's documented choice, against an int32 wrap): the scales are the same either way,
+// since an overflow backs off whenever the counter is <= 0 and only a growth refills it.
 struct ScalerState {
   float scale;
   int32_t growth;

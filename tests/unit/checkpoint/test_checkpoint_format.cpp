@@ -1,5 +1,6 @@
-// The checkpoint document: exact round trips, determinism, SPEC section 4's layout, and a corpus
-// of damaged checkpoints each refused with Error{input} naming the file and the problem.
+// The checkpoint document: exact round trips, determinism, the layout of docs/reference.md,
+// "Checkpoints", and a corpus of damaged checkpoints each refused with Error{input} naming the file
+// and the problem.
 #include <gtest/gtest.h>
 
 #include <functional>

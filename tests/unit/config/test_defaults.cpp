@@ -1,5 +1,5 @@
-// The defaults are SPEC section 2's values: written out here by hand from the SPEC (a second
-// source), not read from the field table.
+// The defaults are docs/reference.md's defaults ("Configuration keys"): written out here by hand
+// from the reference (a second source), not read from the field table.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -81,7 +81,8 @@ TEST(ConfigDefaults, MinimalDocumentTakesSpecDefaults) {
 }
 
 TEST(ConfigDefaults, SpecListingParsesToTheDefaults) {
-  // SPEC's own listing writes every key, adamw's inapplicable momentum included (at default).
+  // the listing in docs/reference.md writes every key, adamw's inapplicable momentum included (at
+  // default).
   const RunConfig c = load_config(configs_dir() / "good" / "spec_listing.yaml");
   EXPECT_EQ(c.name, "quickstart");
   expect_spec_defaults(c);

@@ -4,7 +4,8 @@
 //
 // One function serves three purposes:
 //   * exact:     every value in fp64 (the finite-difference reference and the "true" values);
-//   * emulation: the same math, rounded where SPEC section 5 rounds: L(.) at every lowp tensor
+//   * emulation: the same math, rounded where docs/reference.md, "Precision", rounds: L(.) at every
+//   lowp tensor
 //                (round_to_half / round_to_bf16) and F(.) at every fp32 result, each fp32
 //                accumulation emulated as an exact double sum rounded once to float;
 //   * bounds:    alongside every value, a first-order bound on how far another computation of
@@ -122,7 +123,7 @@ struct Layer {
   std::string name;  // "layers.<index>"
 };
 
-// The architecture rule of SPEC's model section, rebuilt independently of nn::make_mlp.
+// The architecture rule of docs/reference.md, "The MLP", rebuilt independently of nn::make_mlp.
 inline std::vector<Layer> mlp_layers(const config::ModelConfig& m, int64_t in, int64_t out) {
   std::vector<Layer> layers;
   auto add = [&](Kind k, int64_t a, int64_t b) {

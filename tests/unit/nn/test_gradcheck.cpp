@@ -1,5 +1,5 @@
-// Every backward, checked by finite differences in fp64 (DESIGN: explicit backward). The model
-// runs in fp32 precision; the reference forward is nn_reference.h's plain double loops.
+// Every backward, checked by finite differences in fp64 (docs/design.md: explicit backward). The
+// model runs in fp32 precision; the reference forward is nn_reference.h's plain double loops.
 //
 // For each parameter element p, the derivative of the fp64 loss is estimated by central
 // differences with steps h = 2^-17 and h/2 and Richardson extrapolation:

@@ -1,5 +1,5 @@
-// No heap allocation inside a step (DESIGN): after a warm-up call for each batch size, forward,
-// loss, backward and zero_grad allocate nothing. Counted with replacements of the global
+// No heap allocation inside a step (docs/design.md): after a warm-up call for each batch size,
+// forward, loss, backward and zero_grad allocate nothing. Counted with replacements of the global
 // operator new (this test directory is its own binary, so the replacement affects only it);
 // counting is switched on only around the measured calls.
 #include <gtest/gtest.h>

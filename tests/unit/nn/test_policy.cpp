@@ -1,4 +1,5 @@
-// The precision policy of SPEC section 5 on the CPU backend, against nn_reference.h.
+// The precision policy of docs/reference.md, "Precision" on the CPU backend, against
+// nn_reference.h.
 //
 // Emulation: the reference rounds with round_to_half / round_to_bf16 at the policy's points and
 // emulates each fp32 accumulation as an exact double sum rounded once to float. The model sums

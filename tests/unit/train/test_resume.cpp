@@ -1,8 +1,9 @@
-// Exact resume (SPEC section 4): a run stopped at step k, checkpointed and resumed to n ends
-// bitwise where one uninterrupted run to n ends (parameters, optimizer state, scaler state, and
-// metrics.jsonl lines except their time fields), on the CPU backend in fp16 with dropout,
-// shuffling, a onecycle schedule, clipping, periodic evaluation and injected overflows. Also:
-// the checkpoints training writes (every_steps, the end, keep_last) and the scaler block's keys.
+// Exact resume (docs/reference.md, "Exact resume"): a run stopped at step k, checkpointed and
+// resumed to n ends bitwise where one uninterrupted run to n ends (parameters, optimizer state,
+// scaler state, and metrics.jsonl lines except their time fields), on the CPU backend in fp16 with
+// dropout, shuffling, a onecycle schedule, clipping, periodic evaluation and injected overflows.
+// Also: the checkpoints training writes (every_steps, the end, keep_last) and the scaler block's
+// keys.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>

@@ -1,7 +1,7 @@
 // The training loop end to end on the CPU backend: the scaler's decisions recorded in
-// metrics.jsonl follow SPEC section 3 step by step (re-derived here independently), a skipped step
-// leaves parameters and optimizer state bitwise unchanged, a steady-state step allocates nothing,
-// and the quickstart's loss falls.
+// metrics.jsonl follow docs/reference.md, "Scaler" step by step (re-derived here independently), a
+// skipped step leaves parameters and optimizer state bitwise unchanged, a steady-state step
+// allocates nothing, and the quickstart's loss falls.
 #include "ampctl/train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -58,7 +58,8 @@ std::vector<nlohmann::json> read_lines(const fs::path& p, const std::string& kin
   return out;
 }
 
-// SPEC section 3, restated independently in double: the scale after one update.
+// docs/reference.md's scaler rule ("Scaler"), restated independently in double: the scale after one
+// update.
 struct SpecScaler {
   double scale, growth, backoff, min_scale, max_scale;
   int64_t interval, hysteresis;

@@ -1,5 +1,5 @@
 // GradScaler: dynamic loss scaling with the API and semantics of torch.amp.GradScaler
-// (SPEC section 3), plus Megatron-style hysteresis and min/max bounds.
+// (docs/reference.md, "Scaler"), plus Megatron-style hysteresis and min/max bounds.
 //
 // State lives in backend tensors: scale (f32[1]), growth tracker (i32[1]), hysteresis tracker
 // (i32[1]) and one found_inf (f32[1]) per optimizer. scale/unscale_/update never read them on

@@ -101,7 +101,7 @@ class Backend {
   // fixed order (deterministic), rounded once to float. out is f32[1].
   virtual void global_norm(std::span<const Tensor> tensors, const Tensor& out) = 0;
 
-  // ---- the amp ops (SPEC section 3) ----
+  // ---- the amp ops (docs/reference.md, "Scaler") ----
   // For every element of every tensor: found_inf[0] := 1 if it is inf or NaN (never cleared);
   // the element := round(float(x) * inv_scale[0]), untouched when inv_scale[0] == 1.
   // Attribution, optional and in the same pass (segment_starts and segment_found both undefined,

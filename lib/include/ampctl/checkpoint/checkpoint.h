@@ -1,4 +1,5 @@
-// The checkpoint document (SPEC section 4) and the checkpoints/ folder of a run directory.
+// The checkpoint document (docs/reference.md, "Checkpoints") and the checkpoints/ folder of a run
+// directory.
 //
 // A checkpoint is one JSON document: the format tag and version, the step, the resolved
 // configuration, the scaler's state_dict (PyTorch's keys and types, `{}` when disabled), the
@@ -8,9 +9,9 @@
 //
 // Invariants:
 //  - serialize is deterministic: the same CheckpointData gives byte-identical text. Top-level
-//    keys are in SPEC order, tensors in the order of the vectors, every other object's keys
-//    sorted (nlohmann::json's order); parse_checkpoint keeps the tensor order, so
-//    serialize(parse_checkpoint(serialize(d))) == serialize(d).
+//    keys are in the order of docs/reference.md, "Checkpoints", tensors in the order of the
+//    vectors, every other object's keys sorted (nlohmann::json's order); parse_checkpoint keeps the
+//    tensor order, so serialize(parse_checkpoint(serialize(d))) == serialize(d).
 //  - parse_checkpoint accepts only what serialize can produce (plus any JSON in the free-form
 //    sections) and throws Error{input} "ORIGIN: WHAT IS WRONG" for anything else.
 //  - In a run directory, checkpoints/latest names (file name + "\n") a complete checkpoint

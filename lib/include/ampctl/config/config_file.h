@@ -6,12 +6,12 @@
 #include <filesystem>
 #include <string>
 
+#include "ampctl/core/limits.h"
+
 namespace ampctl::config {
 
-// The most optimizer steps a run may take (training.max_steps, a checkpoint's step): far beyond
-// any real run, and far from int64's end, so step arithmetic (step + 1, step * accum) and the
-// double a schedule computes from a step stay exact.
-inline constexpr int64_t kMaxSteps = 1'000'000'000'000;
+// The most optimizer steps a run may take (core/limits.h).
+inline constexpr int64_t kMaxSteps = ampctl::kMaxSteps;
 
 // The most bytes a configuration file may hold.
 inline constexpr size_t kMaxConfigBytes = size_t{16} << 20;

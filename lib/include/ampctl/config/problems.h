@@ -29,7 +29,7 @@ struct Problem {
   std::string message;  // what is wrong, e.g. "must be > 1.0, got 0.5"
   std::string hint;     // how to fix it ("did you mean 'growth_interval'?"); may be empty
 
-  // "where: key: message" (SPEC section 1's form), without the hint.
+  // "where: key: message" (the form of docs/reference.md, "Errors and hints"), without the hint.
   std::string str() const;
 };
 

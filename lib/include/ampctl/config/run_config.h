@@ -1,4 +1,5 @@
-// RunConfig: SPEC section 2's configuration as typed values, and the ways in and out of it.
+// RunConfig: the configuration of docs/reference.md, "Configuration" as typed values, and the ways
+// in and out of it.
 //
 // Every key is declared once, in the field table of run_config.cpp (key path, type, default,
 // range or choices, help). Parsing, validation, --set overrides, the resolved YAML dump, the JSON
@@ -10,8 +11,8 @@
 // file's stem, `loss` from the training data's task, `scheduler.max_lr` from `optimizer.lr`);
 // keys that only apply to another choice (SGD's momentum under adamw, csv's path under a
 // synthetic source) hold their static defaults and are left out of the dump; a document may
-// still write them, at their default only (so SPEC's full listing is valid, and no setting is
-// silently ignored). A default-constructed RunConfig is zero-filled and NOT a valid
+// still write them, at their default only (so the listing in docs/reference.md is valid, and no
+// setting is silently ignored). A default-constructed RunConfig is zero-filled and NOT a valid
 // configuration.
 #pragma once
 
@@ -207,8 +208,8 @@ enum class YamlStyle {
   annotated  // each key followed by its help as a comment (ampctl validate)
 };
 
-// The resolved configuration as YAML, every applicable key in SPEC section 2's order.
-// parse_config(to_yaml(c), ...) == c.
+// The resolved configuration as YAML, every applicable key in the order of docs/reference.md's key
+// table. parse_config(to_yaml(c), ...) == c.
 std::string to_yaml(const RunConfig& config, YamlStyle style = YamlStyle::plain);
 
 // The same keys as JSON (for checkpoints). JSON has no infinity or NaN: such floats are written

@@ -627,7 +627,7 @@ void Schema<T>::parse(const Value& map, const std::string& prefix, T& out,
     const FieldInput in{entry.value, full, entry.key_where, state};
     if (applicable == false) {
       // Accepted only when it says what not using it means anyway (its default), so a listing
-      // of every key (SPEC section 2's) is valid and no setting is silently ignored.
+      // of every key (docs/reference.md's) is valid and no setting is silently ignored.
       T written = out, fallback = out;
       if (f.set_default) f.set_default(fallback);
       if (!f.read(in, written)) {

@@ -1,5 +1,6 @@
 // ampctl::Error is the one exception type the library throws. Its kind decides the process exit
-// code (SPEC section 1); only apps/ catches it and prints "error: ..." plus an optional hint.
+// code (docs/reference.md, "Exit codes"); only apps/ catches it and prints "error: ..." plus an
+// optional hint.
 #pragma once
 
 #include <stdexcept>

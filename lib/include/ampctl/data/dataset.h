@@ -1,5 +1,6 @@
 // Dataset: a whole data set in host memory, as the sources produce it and the DataLoader serves
-// it; load_data turns data.train / data.eval (SPEC section 2) into the normalised pair.
+// it; load_data turns data.train / data.eval (docs/reference.md, "Configuration") into the
+// normalised pair.
 //
 // Invariants of a Dataset returned by this module: features >= 1; x holds size() rows of
 // `features` floats, row-major; every value in x and y is finite.

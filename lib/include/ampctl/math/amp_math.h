@@ -1,7 +1,7 @@
 // Per-element math of the loss-scaling ops, shared by the CPU backend and the CUDA kernels
 // (kernels/amp.cu), so host tests exercise exactly the code the GPU runs.
 //
-// Semantics (SPEC section 3):
+// Semantics (docs/reference.md, "Scaler"):
 //   * unscale: x is widened to float, multiplied by inv_scale in float, rounded once to the
 //     tensor's dtype. When inv_scale == 1 nothing is multiplied (a check-only pass), as in
 //     PyTorch's _amp_foreach_non_finite_check_and_unscale_.

@@ -1,7 +1,7 @@
 // Per-element math of the neural-network ops, shared by the CPU backend and the CUDA kernels so
 // host tests run the code the GPU runs. Everything here is float32 ("opmath"); the callers widen
 // f16/bf16 inputs exactly and round each output once to its tensor's dtype, which is where
-// PyTorch autocast rounds (SPEC section 5).
+// PyTorch autocast rounds (docs/reference.md, "Precision").
 //
 // Transcendentals (erff, expf, tanhf, logf) are the platform's: the CPU's libm and CUDA's
 // device functions may differ by an ulp or two in float, so CPU-vs-GPU tests of activations and

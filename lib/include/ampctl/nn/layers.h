@@ -1,5 +1,5 @@
 // The layers of an MLP, each with PyTorch's parameter names, shapes, initialisation and
-// semantics, and autocast's precision (SPEC section 5):
+// semantics, and autocast's precision (docs/reference.md, "Precision"):
 //
 //   Linear     y = x W^T + b. lowp operands (the f16/bf16 weight copy, the input already in
 //              lowp), fp32 accumulation, lowp output; the LOWP bias is added in float before the

@@ -23,9 +23,9 @@
 // backward ADDS into the same gradient slot, as every backward here accumulates: the tied
 // tensor's gradient is the sum over its uses, as autograd's.
 //
-// Precision (SPEC section 5): a module computes in one activation dtype `act` (f16/bf16 under
-// autocast, f32 otherwise). Activations and activation gradients are `act` tensors; the f32
-// master parameters, their f32 gradients and the f16/bf16 weight copy live in the arenas
+// Precision (docs/reference.md, "Precision"): a module computes in one activation dtype `act`
+// (f16/bf16 under autocast, f32 otherwise). Activations and activation gradients are `act` tensors;
+// the f32 master parameters, their f32 gradients and the f16/bf16 weight copy live in the arenas
 // (ParamArenas) that the optimizer updates in one pass.
 #pragma once
 

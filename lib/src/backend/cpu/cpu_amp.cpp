@@ -1,5 +1,5 @@
-// The CPU backend's loss-scaling ops (SPEC section 3): amp_math.h's per-element and per-step
-// math, the reference the CUDA kernels are checked against.
+// The CPU backend's loss-scaling ops (docs/reference.md, "Scaler"): amp_math.h's per-element and
+// per-step math, the reference the CUDA kernels are checked against.
 //
 // non_finite_check_and_unscale_ is one pass over the gradients and memory-bound, so f32 pieces
 // (the gradient arena is f32) run through a vector kernel chosen once from the CPU's features:
