@@ -332,5 +332,44 @@ else
   fail "SIGUSR1: no checkpoint while the run goes on (exit $RC): $(tail -2 "$W/s4.err")"
 fi
 
+# --- S5: SIGQUIT stops with a checkpoint too (exit 131); a second one would dump core ---
+"$A" train --config "$S" --set checkpoint.every_steps=0 --run-dir "$W/s5" >"$W/s5.out" 2>"$W/s5.err" &
+P=$!
+wait_for "$W/s5/metrics.jsonl" 60
+sleep 0.5
+kill -QUIT $P
+wait_exit $P 20
+if [ $RC = 131 ] && grep -q "stopped by SIGQUIT" "$W/s5.err" && [ -e "$W/s5/checkpoints/latest" ]; then
+  ok "SIGQUIT: exit 131 with checkpoint step $(latest_step "$W/s5")"
+else
+  fail "SIGQUIT: exit $RC, checkpoint step $(latest_step "$W/s5"): $(tail -2 "$W/s5.err")"
+fi
+
+# --- S6: SIGTERM while the data loads (a 12-million-line CSV): honoured inside the reader's
+# loop within moments, exit 143, nothing trained and the new run directory removed ---
+yes "0.5,1.25,-3.0,2.5,1" | head -n 12000000 >"$W/big.csv"
+cat >"$W/big.yaml" <<YAML
+name: big
+device: cpu
+model: {type: mlp, hidden: [8]}
+data:
+  train: {source: csv, path: $W/big.csv, label_column: 4, header: false}
+  batch_size: 64
+training: {max_steps: 10}
+YAML
+"$A" train --config "$W/big.yaml" --run-dir "$W/s6" >"$W/s6.out" 2>"$W/s6.err" &
+P=$!
+sleep 0.3
+sent=$(date +%s%N)
+kill -TERM $P
+wait_exit $P 30
+ms=$(((($(date +%s%N) - sent)) / 1000000))
+if [ $RC = 143 ] && grep -q "stopped by SIGTERM while " "$W/s6.err" && [ ! -e "$W/s6" ]; then
+  ok "SIGTERM during data loading: exit 143 ${ms} ms after the signal ($(grep -o 'while [^;]*' "$W/s6.err"))"
+else
+  fail "SIGTERM during data loading: exit $RC after ${ms} ms, run dir $([ -e "$W/s6" ] && echo kept || echo removed): $(tail -2 "$W/s6.err")"
+fi
+rm -f "$W/big.csv"
+
 echo "$failures failure(s)"
 exit $failures

@@ -12,9 +12,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
+#include "ampctl/train/memory_plan.h"
 #include "ampctl/train/trainer.h"
 
 namespace ampctl::train {
@@ -140,6 +144,38 @@ TEST(CudaTraining, DivergesWhereTheCpuDoes) {
     EXPECT_EQ(cpu.at("overflow_counts"), gpu.at("overflow_counts")) << tag;
     EXPECT_EQ(cpu.at("skipped_steps"), gpu.at("skipped_steps")) << tag;
   }
+}
+
+}  // namespace
+}  // namespace ampctl::train
+
+namespace ampctl::train {
+namespace {
+
+// A CUDA run is held to the GPU's free memory: an MLP whose parameters alone exceed any GPU's
+// memory (but fit a 64-bit size) is refused naming model.hidden and the device; a small one
+// passes. cuda_free_memory itself must report something between 0 and the device's memory.
+TEST(CudaMemoryPlan, RefusesARunLargerThanTheGpu) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  const std::optional<uint64_t> free_bytes = cuda_free_memory(0);
+  ASSERT_TRUE(free_bytes.has_value());
+  EXPECT_GT(*free_bytes, uint64_t{0});
+  config::RunConfig cfg = config::parse_config(
+      "model: {type: mlp, hidden: [262144, 262144]}\n"
+      "data: {train: {source: synthetic, samples: 256, features: 32, classes: 10}}\n",
+      "gpu.yaml", {});
+  const Device gpu{DeviceType::cuda, 0};
+  try {
+    check_run_memory(cfg, 32, 10, 256, 0, gpu);
+    ADD_FAILURE() << "a 2^36-parameter MLP was accepted on the GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::config);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("model.hidden"), std::string::npos) << what;
+    EXPECT_NE(what.find("memory on cuda:0"), std::string::npos) << what;
+  }
+  cfg.model.hidden = {64};
+  EXPECT_NO_THROW(check_run_memory(cfg, 32, 10, 256, 0, gpu));
 }
 
 }  // namespace

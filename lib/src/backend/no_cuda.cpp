@@ -19,5 +19,8 @@ std::string cuda_architectures() {
 int cuda_device_count() {
   return 0;
 }
+std::optional<uint64_t> cuda_free_memory(int) {
+  return std::nullopt;
+}
 
 }  // namespace ampctl

@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 
 namespace ampctl {
 
@@ -96,6 +97,7 @@ std::string read_regular_file(const std::filesystem::path& path, size_t max_byte
   out.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   for (;;) {
+    check_stop("reading the input files");
     const ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n == 0) break;
     if (n < 0) {

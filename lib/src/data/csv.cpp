@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/data/gz_reader.h"
 
 namespace ampctl::data {
@@ -186,6 +187,7 @@ Dataset parse_csv(std::string_view text, const std::string& origin, Task task,
         text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
     pos = eol == std::string_view::npos ? text.size() : eol + 1;
     ++line_no;
+    if ((line_no & 1023) == 0) check_stop("parsing the CSV data");
     if (trim(line).empty()) continue;
     const auto& cells = splitter.split(line, line_no);
     // Built by appends: GCC 12 reports a false -Wrestrict for ":" + std::to_string(...).

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/data/csv.h"
 #include "ampctl/data/idx.h"
 #include "ampctl/data/random.h"
@@ -166,6 +167,7 @@ Normalization compute_normalization(const Dataset& train) {
   stats.mean.assign(f, 0.0);
   stats.std.assign(f, 0.0);
   for (int64_t i = 0; i < n; ++i) {
+    if ((i & 1023) == 0) check_stop("normalising the data");
     const float* row = train.x.data() + static_cast<size_t>(i) * f;
     for (size_t j = 0; j < f; ++j) stats.mean[j] += row[j] / pixel;
   }
@@ -193,6 +195,7 @@ void apply_normalization(const Normalization& stats, Dataset& data) {
   for (size_t j = 0; j < f; ++j) divisor[j] = stats.divisor(static_cast<int64_t>(j));
   const int64_t n = data.size();
   for (int64_t i = 0; i < n; ++i) {
+    if ((i & 1023) == 0) check_stop("normalising the data");
     float* row = data.x.data() + static_cast<size_t>(i) * f;
     for (size_t j = 0; j < f; ++j) {
       const double raw = row[j];

@@ -12,6 +12,7 @@
 
 #include "ampctl/core/error.h"
 #include "ampctl/core/input_file.h"
+#include "ampctl/core/interrupt.h"
 
 namespace ampctl::data {
 
@@ -71,6 +72,7 @@ size_t GzReader::read(void* out, size_t n) {
   size_t total = 0;
   auto* dst = static_cast<unsigned char*>(out);
   while (total < n) {
+    check_stop("reading the data");
     const auto want = static_cast<unsigned>(std::min(n - total, kMaxChunk));
     const int got = gzread(as_gz(m_file), dst + total, want);
     int errnum = Z_OK;

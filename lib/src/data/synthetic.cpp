@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/data/random.h"
 
 namespace ampctl::data {
@@ -34,6 +35,7 @@ void make_classification(Dataset& out, int64_t n, uint64_t seed, DataStream samp
   const auto per_sample = static_cast<uint64_t>(2 + d + f);
   std::vector<double> z(static_cast<size_t>(d));
   for (int64_t i = 0; i < n; ++i) {
+    if ((i & 1023) == 0) check_stop("generating the synthetic data");
     const uint64_t base = static_cast<uint64_t>(i) * per_sample;
     const auto label = static_cast<int64_t>(
         uniform_below(draw_u64(seed, samples, base), static_cast<uint64_t>(k)));

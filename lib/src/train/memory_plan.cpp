@@ -205,7 +205,9 @@ void check_run_memory(const config::RunConfig& config, int64_t features, int64_t
   if (device.type == DeviceType::cpu) {
     check_memory(config, shape, host_memory_available());
   } else {
-    plan_memory(config, shape);  // the sizes must still fit in 64 bits; the device reports the rest
+    // Everything the plan counts lives on the GPU for a CUDA run (the data sets are resident
+    // there too); its free memory is read after the backend made its context and workspaces.
+    check_memory(config, shape, cuda_free_memory(device.index), "memory on " + device.str());
   }
 }
 

@@ -5,21 +5,22 @@
 
 #include <csignal>
 
+#include "ampctl/core/interrupt.h"
+
 namespace ampctl::train {
 namespace {
 
-volatile std::sig_atomic_t g_stop_signal = 0;
 volatile std::sig_atomic_t g_checkpoint_request = 0;
 
 extern "C" void on_stop_signal(int signo) {
-  if (g_stop_signal != 0) {
+  if (stop_request() != 0) {
     // The second request: die now, by the signal itself (both calls are async-signal-safe).
     // The signal is blocked while this handler runs, so it is delivered as soon as we return.
     std::signal(signo, SIG_DFL);
     std::raise(signo);
     return;
   }
-  g_stop_signal = signo;
+  set_stop_request(signo);
 }
 
 extern "C" void on_checkpoint_signal(int) {
@@ -36,6 +37,7 @@ void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+  sigaction(SIGQUIT, &sa, nullptr);
   struct sigaction usr1 {};
   usr1.sa_handler = on_checkpoint_signal;
   sigemptyset(&usr1.sa_mask);
@@ -44,15 +46,15 @@ void install_stop_handlers() {
 }
 
 int stop_signal() {
-  return g_stop_signal;
+  return stop_request();
 }
 
 void request_stop(int signo) {
-  g_stop_signal = signo;
+  set_stop_request(signo);
 }
 
 void clear_stop_request() {
-  g_stop_signal = 0;
+  set_stop_request(0);
 }
 
 bool take_checkpoint_request() {
@@ -72,16 +74,7 @@ int stop_exit_code(int signo) {
 }
 
 const char* signal_name(int signo) {
-  switch (signo) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-    default:
-      return "a signal";
-  }
+  return stop_signal_name(signo);
 }
 
 }  // namespace ampctl::train

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstring>
 
+#include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
+#include "ampctl/data/csv.h"
 #include "ampctl/data/synthetic.h"
 #include "data_test_util.h"
 
@@ -155,6 +159,42 @@ TEST(Synthetic, TooLargeIsAConfigError) {
   testing::expect_error(
       [] { make_synthetic(synthetic(Task::regression, 1, 100000000), 0, Role::train); },
       ErrorKind::config, {"too large"});
+}
+
+}  // namespace
+}  // namespace ampctl::data
+
+namespace ampctl::data {
+namespace {
+
+// A stop request (what SIGINT / SIGTERM / SIGHUP / SIGQUIT record) ends data loading inside its
+// loops: generation and CSV parsing throw Error{interrupted} naming the signal and the stage,
+// instead of finishing work the run will never use; without a request the same loads succeed.
+TEST(StopDuringLoading, GenerationAndParsingGiveUp) {
+  const SourceOptions s = synthetic(Task::classification, 5000, 8, 3);
+  std::string csv;
+  for (int i = 0; i < 5000; ++i) csv += "0.5,1.5,2\n";
+  set_stop_request(SIGTERM);
+  try {
+    (void)make_synthetic(s, 1, Role::train);
+    ADD_FAILURE() << "generation finished despite the stop request";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::interrupted);
+    EXPECT_NE(std::string(e.what()).find("stopped by SIGTERM while generating"), std::string::npos)
+        << e.what();
+  }
+  set_stop_request(SIGQUIT);
+  try {
+    (void)parse_csv(csv, "x.csv", Task::classification, LabelColumn{"", 2}, false);
+    ADD_FAILURE() << "parsing finished despite the stop request";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::interrupted);
+    EXPECT_NE(std::string(e.what()).find("stopped by SIGQUIT while parsing"), std::string::npos)
+        << e.what();
+  }
+  set_stop_request(0);
+  EXPECT_EQ(make_synthetic(s, 1, Role::train).size(), 5000);
+  EXPECT_EQ(parse_csv(csv, "x.csv", Task::classification, LabelColumn{"", 2}, false).size(), 5000);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -212,5 +213,8 @@ std::unique_ptr<Backend> make_cuda_backend(int index = 0);
 bool cuda_compiled();
 std::string cuda_architectures();
 int cuda_device_count();
+// Free memory on GPU `index` in bytes (cudaMemGetInfo), or nullopt when CUDA is not compiled in
+// or the device cannot be asked (never throws). What a run may still allocate there.
+std::optional<uint64_t> cuda_free_memory(int index);
 
 }  // namespace ampctl

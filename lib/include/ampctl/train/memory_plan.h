@@ -57,8 +57,9 @@ DataShape data_shape_from_config(const config::RunConfig& config);
 void check_memory(const config::RunConfig& config, const DataShape& shape,
                   std::optional<uint64_t> available, const std::string& where = "host memory");
 
-// What the trainer calls once the data is loaded: the host's MemAvailable for cpu runs (a cuda
-// run's data and model also live on the device, whose memory the backend reports on allocation).
+// What the trainer calls once the data is loaded and the backend exists: against the host's
+// available memory for cpu runs, and against the GPU's free memory (cuda_free_memory) for cuda
+// runs, whose data sets and model all live on the device ("KEY: ... of memory on cuda:0").
 void check_run_memory(const config::RunConfig& config, int64_t features, int64_t outputs,
                       int64_t train_samples, int64_t eval_samples, const Device& device);
 

@@ -12,6 +12,12 @@
 // complete checkpoint). SIGHUP is a stop: a job scheduler or a closed session sends it, and the
 // run would otherwise be lost without a checkpoint.
 //
+// SIGQUIT (Ctrl-\\) is a stop as well (exit 131): the issue it fixes is a run lost without a
+// checkpoint; a second SIGQUIT still gives its default action, a core dump for debugging a hang.
+// The request itself is core's (core/interrupt.h), so data loading polls it too and stops
+// within moments (Error{interrupted} before anything was trained: no checkpoint, the new run
+// directory removed).
+//
 // SIGUSR1 records a checkpoint request (what Slurm's --signal sends before a time limit): the
 // Trainer writes a checkpoint at the next step boundary and training goes on.
 //
@@ -21,9 +27,9 @@
 
 namespace ampctl::train {
 
-// Installs the handlers for SIGINT, SIGTERM, SIGHUP and SIGUSR1 (idempotent).
+// Installs the handlers for SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 (idempotent).
 void install_stop_handlers();
-// SIGINT, SIGTERM or SIGHUP once one asked the run to stop, else 0.
+// SIGINT, SIGTERM, SIGHUP or SIGQUIT once one asked the run to stop, else 0.
 int stop_signal();
 // What a first signal does, for tests and tools: records `signo` as the stop request.
 void request_stop(int signo);
@@ -34,10 +40,10 @@ void clear_stop_request();
 bool take_checkpoint_request();
 // What SIGUSR1 does, for tests and tools.
 void request_checkpoint();
-// The exit code for a run stopped by `signo`: 129 for SIGHUP, 130 for SIGINT, 143 for SIGTERM
-// (128 + signo).
+// The exit code for a run stopped by `signo`: 129 for SIGHUP, 130 for SIGINT, 131 for SIGQUIT,
+// 143 for SIGTERM (128 + signo).
 int stop_exit_code(int signo);
-// "SIGINT", "SIGTERM", "SIGHUP", else "a signal".
+// "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", else "a signal".
 const char* signal_name(int signo);
 
 }  // namespace ampctl::train

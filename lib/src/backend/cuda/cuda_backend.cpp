@@ -613,4 +613,17 @@ int cuda_device_count() {
   return count;
 }
 
+std::optional<uint64_t> cuda_free_memory(int index) {
+  int current = 0;
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(index) != cudaSuccess ||
+      cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) {
+    (void)cudaGetLastError();
+    (void)cudaSetDevice(current);
+    return std::nullopt;
+  }
+  (void)cudaSetDevice(current);
+  return static_cast<uint64_t>(free_bytes);
+}
+
 }  // namespace ampctl

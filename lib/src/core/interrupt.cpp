@@ -1,0 +1,46 @@
+#include "ampctl/core/interrupt.h"
+
+#include <csignal>
+#include <string>
+
+#include "ampctl/core/error.h"
+
+namespace ampctl {
+namespace {
+
+volatile std::sig_atomic_t g_stop_request = 0;
+
+}  // namespace
+
+int stop_request() {
+  return g_stop_request;
+}
+
+void set_stop_request(int signo) {
+  g_stop_request = signo;
+}
+
+const char* stop_signal_name(int signo) {
+  switch (signo) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGQUIT:
+      return "SIGQUIT";
+    default:
+      return "a signal";
+  }
+}
+
+void check_stop(const char* what) {
+  const int signo = g_stop_request;
+  if (signo == 0) return;
+  throw Error{ErrorKind::interrupted, std::string("stopped by ") + stop_signal_name(signo) +
+                                          " while " + what +
+                                          "; nothing was trained, no checkpoint written"};
+}
+
+}  // namespace ampctl
