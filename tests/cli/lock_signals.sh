@@ -359,7 +359,9 @@ training: {max_steps: 10}
 YAML
 "$A" train --config "$W/big.yaml" --run-dir "$W/s6" >"$W/s6.out" 2>"$W/s6.err" &
 P=$!
-sleep 0.3
+# The run directory is made once the handlers are installed and before the data loads (a CUDA
+# build may take a while to start: a signal before that would find the default action).
+wait_for "$W/s6" 60
 sent=$(date +%s%N)
 kill -TERM $P
 wait_exit $P 30
