@@ -12,8 +12,17 @@ cd "$(dirname "$0")/.."
 
 start=$SECONDS
 bash scripts/setup.sh
+# ccache (installed by setup.sh) makes a second run of this script, or one on another clone of the
+# same sources, recompile only what changed; CCACHE_BASEDIR makes its keys independent of where
+# the clone lies. AMPCTL_CCACHE=0 builds without it (a cold build: what a first run costs).
+launcher=()
+if [[ "${AMPCTL_CCACHE:-1}" == 1 ]] && command -v ccache >/dev/null; then
+  export CCACHE_BASEDIR="$PWD"
+  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+    -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 BUILD_DIR=${BUILD_DIR:-build}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPCTL_CUDA=AUTO
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPCTL_CUDA=AUTO "${launcher[@]}"
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
 times=("tests:      $((SECONDS - start)) s")
@@ -29,7 +38,7 @@ fi
 step=$SECONDS
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build-asan}
 cmake -S . -B "$ASAN_BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DAMPCTL_SANITIZE=ON -DAMPCTL_CUDA=OFF
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DAMPCTL_SANITIZE=ON -DAMPCTL_CUDA=OFF "${launcher[@]}"
 cmake --build "$ASAN_BUILD_DIR" -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_init_order=1:exitcode=86 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=86 \
