@@ -182,6 +182,49 @@ class Backend {
   // a NaN norm gives a NaN coefficient, as there).
   virtual void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) = 0;
 
+  // ---- transformer ops (the GPT: docs/reference.md, "Precision", holds the op table) ----
+  // Shapes: B sequences of T positions, C = n_embd, H heads of hs = C / H. Row r = b * T + t.
+  //
+  // Token + position embedding (nanoGPT's wte(idx) + wpe(pos)), all f32:
+  // out[b*T + t, :] := wte[tokens[b, t], :] + wpe[t, :] (one float add). tokens i32 [B, T],
+  // wte f32 [V, C], wpe f32 [P, C] with P >= T, out f32 [B*T, C]. Ids outside [0, V) are an
+  // error on the CPU; the GPU clamps them (the data loader validated them).
+  virtual void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                 const Tensor& out);
+  // The backward, ADDED into f32 gradients: dwte[v, :] += the sum of dout[r, :] over the rows r
+  // whose token is v; dwpe[t, :] += sum_b dout[b*T + t, :]. Each sum is taken in float in
+  // ascending r and added once: the same bits on every run and on every backend (no float
+  // atomics in a varying order). dout f32 [B*T, C]; dwte may be undefined (not accumulated).
+  virtual void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                                  const Tensor& dwpe);
+  // `batch` independent gemm's (same rules as gemm: f32/f16/bf16 operands, fp32 accumulation,
+  // one rounding of C): C_i := alpha * op(A_i) @ op(B_i) + beta * C_i, where X_i is the i-th of
+  // `batch` equal, contiguous row-major matrices of X (a [batch, m, k] or [batch, k, m] as
+  // trans_a says, and so on; the rank of X may be 3 or higher, the last two dims being the
+  // matrix). q @ k^T and att @ v of every (b, h) at once (cublasGemmStridedBatchedEx on the GPU).
+  virtual void gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                            const Tensor& c, float alpha = 1.0f, float beta = 0.0f);
+  // Head layout copies (no rounding; src and dst share one dtype):
+  // heads_from_rows: dst[b, h, t, d] := src[b*T + t, column + h*hs + d], src [B*T, W] with
+  // column + H*hs <= W, dst [B, H, T, hs] (q, k, v out of c_attn's [B*T, 3C]: column 0, C, 2C).
+  virtual void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst);
+  // heads_to_rows: dst[b*T + t, column + h*hs + d] := src[b, h, t, d]; other columns untouched
+  // (the inverse: att @ v back to [B*T, C], and dq, dk, dv into dqkv).
+  virtual void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column);
+  // Causal softmax over the last dim of scores [N, T, T] (any float dtype): for row i,
+  // s_j = float(scores[n, i, j]) * scale, rounded to scores' dtype first when round_scaled
+  // (autocast's lowp `att * (1/sqrt(hs))` before the fp32 softmax), columns j > i masked;
+  // probs[n, i, j] := round_probs(exp(s_j - max) / sum) for j <= i and 0 for j > i. probs is f32
+  // or scores' dtype; max and sum in float32, summed in ascending j.
+  virtual void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
+                                      const Tensor& probs);
+  // Its backward: g_j = float(probs_j) * (float(dprobs_j) - sum_k float(dprobs_k) *
+  // float(probs_k)) (sum in float, ascending k, over k <= i), rounded to dscores' dtype first
+  // when round_scaled (the backward of autocast's cast to fp32); dscores[n, i, j] :=
+  // round(g_j * scale) for j <= i and 0 for j > i. dscores may alias neither input.
+  virtual void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
+                                       bool round_scaled, const Tensor& dscores);
+
   // ---- optimizers ----
   // One fused optimizer update (see OptimizerStepArgs); when found_inf is given and non-zero,
   // nothing is written (params, state buffers, step and lowp copy stay bitwise unchanged).
@@ -189,6 +232,41 @@ class Backend {
   virtual void optimizer_step(const OptimizerStepArgs& args) = 0;
 
  protected:
+  // What an op a backend does not implement throws: Error{state} naming the op and the backend.
+  [[noreturn]] void unsupported(const char* op) const;
+  // The transformer ops' argument checks, shared by the implementations so that both backends
+  // refuse the same calls: every tensor given is defined and on `device`, shapes and dtypes are
+  // the contract's above, and an output shares no byte with an input (causal_softmax_forward's
+  // probs may also be exactly scores, same dtype: in place). Each throws Error{invalid_argument}
+  // naming the op and the operand. Token ids are the implementations' to check (the GPU cannot
+  // without a sync).
+  struct EmbeddingDims {
+    int64_t batch, time, vocab, channels;  // B, T, V (0 when dwte is undefined), C
+  };
+  static EmbeddingDims check_embedding_forward(const Tensor& tokens, const Tensor& wte,
+                                               const Tensor& wpe, const Tensor& out,
+                                               const Device& device);
+  static EmbeddingDims check_embedding_backward(const Tensor& tokens, const Tensor& dout,
+                                                const Tensor& dwte, const Tensor& dwpe,
+                                                const Device& device);
+  struct GemmBatchedDims {
+    int64_t batch, m, n, k;
+  };
+  static GemmBatchedDims check_gemm_batched(const Tensor& a, bool trans_a, const Tensor& b,
+                                            bool trans_b, const Tensor& c, const Device& device);
+  struct HeadsDims {
+    int64_t batch, heads, time, head_size, width;  // B, H, T, hs, W (the rows' width)
+  };
+  // rows [B*T, W], heads [B, H, T, hs], one dtype, column + H*hs <= W; op names the caller.
+  static HeadsDims check_heads(const Tensor& rows, int64_t column, const Tensor& heads,
+                               const char* op, const Device& device);
+  struct SoftmaxDims {
+    int64_t count, time;  // N, T
+  };
+  static SoftmaxDims check_causal_softmax_forward(const Tensor& scores, const Tensor& probs,
+                                                  const Device& device);
+  static SoftmaxDims check_causal_softmax_backward(const Tensor& probs, const Tensor& dprobs,
+                                                   const Tensor& dscores, const Device& device);
   // gather_rows' argument checks, shared by the implementations; returns the row width W.
   static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                                    const Tensor& dst);

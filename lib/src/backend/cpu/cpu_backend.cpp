@@ -166,6 +166,8 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) {
   // Without the packed kernels the products run on OpenBLAS's own threads; a pool beside them
   // would spin while OpenBLAS works and steal its cores, so the passes stay on this thread.
   m_pool = std::make_unique<ThreadPool>(m_avx512 ? m_threads : 1);
+  m_serial_pool = std::make_unique<ThreadPool>(1);
+  m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
   // A fixed thread count keeps OpenBLAS's blocking, and so its summation order, the same from
   // run to run.
   openblas_set_num_threads(m_threads);
