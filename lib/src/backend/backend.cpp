@@ -154,6 +154,8 @@ void Backend::check_optimizer_step(const OptimizerStepArgs& args, const Device& 
   if (args.inv_scale.defined()) {
     check_scalar_operand(args.inv_scale, DType::f32, device, op, "inv_scale");
   }
+  if (args.decay_mask.defined())
+    check_buffer(args.decay_mask, args.params, device, op, "decay_mask");
   if (args.lowp_params.defined()) {
     check_on(args.lowp_params, device, op, "lowp_params");
     if (!is_floating(args.lowp_params.dtype())) {

@@ -42,6 +42,10 @@ struct OptimizerStepArgs {
   Tensor found_inf;    // f32[1] or undefined: when non-zero the whole update is skipped
   Tensor inv_scale;    // f32[1] or undefined: gradients are multiplied by it first
   Tensor lowp_params;  // f32/f16/bf16 copy of params written in the same pass, or undefined
+  // f32, params' numel, or undefined (weight decay on every element): the elements where it is
+  // 0 are updated with weight_decay = 0 (optimizer.decay_on: matrices, nanoGPT's no-decay
+  // group), bitwise as an update without decay would; elsewhere with the kind's weight_decay.
+  Tensor decay_mask;
 
   // SGD: f32, params' numel; read and written only when momentum != 0 (step 0 initialises it).
   Tensor momentum_buf;
