@@ -85,6 +85,12 @@ data::SourceOptions source_options(const config::DataSource& c) {
     case config::SourceKind::split:
       o.source = data::SourceKind::split;
       break;
+    case config::SourceKind::text:
+      o.source = data::SourceKind::text;
+      break;
+    case config::SourceKind::tokens:
+      o.source = data::SourceKind::tokens;
+      break;
   }
   o.task =
       c.task == config::Task::classification ? data::Task::classification : data::Task::regression;
@@ -100,6 +106,11 @@ data::SourceOptions source_options(const config::DataSource& c) {
   o.label_column = {c.label_column.name, c.label_column.index};
   o.header = c.header;
   o.split_fraction = c.split_fraction;
+  o.vocab = c.vocab == config::VocabKind::byte ? data::VocabKind::byte : data::VocabKind::character;
+  o.vocab_size = c.vocab_size;
+  o.token_format = c.token_format == config::TokenFormat::raw    ? data::TokenFormat::raw
+                   : c.token_format == config::TokenFormat::llmc ? data::TokenFormat::llmc
+                                                                 : data::TokenFormat::automatic;
   return o;
 }
 

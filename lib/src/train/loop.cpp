@@ -102,7 +102,7 @@ void Trainer::log_start() const {
   spdlog::info("backend {}, precision {}, loss scaling {}", r.backend->description(),
                config::to_string(m_cfg.precision), r.scaler->is_enabled() ? "on" : "off");
   spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
-               r.model->num_params(), r.data.train.size(), r.batcher->features(),
+               r.model->num_params(), r.data.train.size(), r.data.train.features,
                r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
   spdlog::info("schedule: {}", r.schedule->describe());
 }
@@ -154,9 +154,9 @@ void Trainer::step() {
   const int64_t max_steps = m_cfg.training.max_steps;
   m_monitor->step_started();
   // Where the step starts from: a stop between its micro-batches returns here (signals.h).
-  const int64_t epoch = m_run->loader->epoch(), position = m_run->loader->position();
+  const Batcher::Cursor cursor = m_run->batcher->cursor();
   const uint64_t dropout_calls = m_run->model->rng_position();
-  if (!m_step->run(step)) abandon_step(step, epoch, position, dropout_calls);
+  if (!m_step->run(step)) abandon_step(step, cursor, dropout_calls);
   m_monitor->step_finished(step);
   if (m_monitor->diverged() && !m_diverging) diverge();
   m_monitor->step_closed();
@@ -181,7 +181,7 @@ void Trainer::step() {
 }
 
 nlohmann::json Trainer::evaluate(int64_t step) {
-  DeviceBatcher& batcher = *m_run->batcher;
+  Batcher& batcher = *m_run->batcher;
   if (!batcher.has_eval()) return nullptr;
   const auto t0 = Clock::now();
   Backend& b = *m_run->backend;
@@ -217,11 +217,11 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   return m_monitor->record_eval(step, loss, accuracy, seconds_since(t0));
 }
 
-void Trainer::abandon_step(int64_t step, int64_t epoch, int64_t position, uint64_t dropout_calls) {
+void Trainer::abandon_step(int64_t step, Batcher::Cursor cursor, uint64_t dropout_calls) {
   // Nothing of the step reached the parameters, the optimizer or the scaler; its partial
   // gradients are dropped. Rewinding the data cursor and the dropout RNG makes the state exactly
   // the one after step - 1, so the checkpoint resumes bitwise to the uninterrupted run.
-  m_run->batcher->restore({{"epoch", epoch}, {"position", position}});
+  m_run->batcher->rewind(cursor);
   m_run->model->rewind_rng(dropout_calls);
   m_next_step = step;
   m_stopped_in_step = step;
