@@ -194,6 +194,11 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
   return out;
 }
 
+void check_lm_windows(const LmData& data, int64_t block_size) {
+  check_length(data.train, block_size, "training");
+  if (data.eval) check_length(*data.eval, block_size, "evaluation");
+}
+
 int64_t lm_train_count(int64_t n, double fraction) {
   return static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - fraction)));
 }
@@ -236,8 +241,7 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size) {
     }
     split_tail(out.train, fraction, out.eval);
   }
-  check_length(out.train, block_size, "training");
-  if (out.eval) check_length(*out.eval, block_size, "evaluation");
+  check_lm_windows(out, block_size);
   return out;
 }
 

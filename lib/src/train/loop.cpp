@@ -66,8 +66,10 @@ bool Trainer::is_root() const {
 void Trainer::setup() {
   m_run = build_run(m_cfg, m_comm_factory);
   RunObjects& r = *m_run;
-  m_monitor = std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(),
-                                        monitor_options(m_cfg, m_t0));
+  MonitorOptions monitor = monitor_options(m_cfg, m_t0);
+  monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
+  m_monitor =
+      std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(), monitor);
   m_monitor->set_writer(is_root());
   if (m_cfg.logging.profile) r.scaler->set_phase_hook([this] { m_monitor->phase_end(kUnscale); });
   m_step = std::make_unique<TrainStep>(StepParts{*r.backend, *r.model, *r.optimizer, *r.scaler,
@@ -90,6 +92,7 @@ void Trainer::begin() {
     throw;
   }
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
+  if (is_root() && m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
   m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/false);
   if (is_root()) log_start();
   m_next_step = 1;
@@ -101,9 +104,18 @@ void Trainer::log_start() const {
   spdlog::info("ampctl {}: run '{}' in {}", AMPCTL_VERSION, m_cfg.name, m_run_dir.string());
   spdlog::info("backend {}, precision {}, loss scaling {}", r.backend->description(),
                config::to_string(m_cfg.precision), r.scaler->is_enabled() ? "on" : "off");
-  spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
-               r.model->num_params(), r.data.train.size(), r.data.train.features,
-               r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
+  if (r.language_model) {
+    spdlog::info("model: {} parameters; data: {} training tokens, vocabulary {}{}; windows of {}",
+                 r.model->num_params(), r.lm.train.size(), r.lm.vocab_size,
+                 r.lm.eval ? fmt::format(", {} eval tokens ({} batches per evaluation)",
+                                         r.lm.eval->size(), m_cfg.training.eval_batches)
+                           : "",
+                 r.lm_block_size + 1);
+  } else {
+    spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
+                 r.model->num_params(), r.data.train.size(), r.data.train.features,
+                 r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
+  }
   spdlog::info("schedule: {}", r.schedule->describe());
 }
 
@@ -285,6 +297,7 @@ files::Summary Trainer::summary_of(const std::string& status) const {
                        static_cast<double>(t.steady_samples) /
                        static_cast<double>(m_cfg.training.grad_accum_steps);
   }
+  s.tokens_per_sample = m_run->lm_block_size;
   s.backend = m_run->backend->description();
   s.device = m_run->device;
   s.precision = config::to_string(m_cfg.precision);

@@ -70,6 +70,10 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
 // `block_size`: each part needs block_size + 1 tokens.
 LmData load_lm_data(const DataOptions& options, int64_t block_size);
 
+// Each part of `data` holds at least block_size + 1 tokens (one window), else Error{input}
+// naming it (load_lm_data checks this for the block_size it is given).
+void check_lm_windows(const LmData& data, int64_t block_size);
+
 // How many of n tokens train when the last `fraction` is held out: floor(n * (1 - fraction))
 // in double, as nanoGPT's int(n * 0.9).
 int64_t lm_train_count(int64_t n, double fraction);

@@ -57,6 +57,7 @@ struct RunObjects {
   std::unique_ptr<data::DataLoader> loader;  // feature data only
   data::LmData lm;                           // text / tokens data (empty otherwise)
   bool language_model = false;               // data.train is text or tokens
+  int64_t lm_block_size = 0;                 // its windows' length: the model's block_size
   std::unique_ptr<Batcher> batcher;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<optim::Optimizer> optimizer;
@@ -80,6 +81,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& config,
 nn::ModelOptions model_options(const config::ModelConfig& model, config::Precision precision,
                                config::LossType loss, int64_t in_features, int64_t out_features,
                                int64_t max_batch, uint64_t seed);
+// A language model's block_size: the rows of its position embedding (transformer.wpe.weight,
+// nanoGPT's name). Error{config} for a model without one (it cannot take token windows).
+int64_t lm_block_size(const nn::Model& model);
 // One group over the model's whole arenas (params, grads, lowp) with learning rate lr.
 std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr);
 
