@@ -8,6 +8,7 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libopenblas-dev zlib1g-dev
   dataset-fashion-mnist
+  fortunes                   # configs/gpt_fortunes.yaml's corpus (scripts/fortunes_corpus.sh)
   clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh)
   libbenchmark-dev           # op-level benchmarks (apps/bench)
   chromium                   # the report's headless-browser test

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   ampctl::app::register_validate(app, commands);
   ampctl::app::register_inspect(app, commands);
   ampctl::app::register_export(app, commands);
+  ampctl::app::register_sample(app, commands);
 
   try {
     try {

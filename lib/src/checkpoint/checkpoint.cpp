@@ -33,6 +33,9 @@ namespace {
 constexpr const char* kTopLevelKeys[] = {"format",    "version", "ampctl_version", "step",
                                          "config",    "scaler",  "model",          "optimizer",
                                          "scheduler", "rng",     "data",           "metrics"};
+// Keys a checkpoint may hold or not: the vocabulary of a language model on text data (older
+// checkpoints, and every other run's, have none).
+constexpr const char* kOptionalKeys[] = {"vocab"};
 constexpr const char* kTensorKeys[] = {"dtype", "shape", "data", "crc32"};
 const char* const kLatest = "latest";
 // `latest` holds one file name and a newline.
@@ -345,7 +348,7 @@ void check_top_level(const ojson& doc, const std::string& origin) {
     }
   }
   for (const auto& [key, v] : doc.items()) {
-    if (!is_one_of(key, kTopLevelKeys)) {
+    if (!is_one_of(key, kTopLevelKeys) && !is_one_of(key, kOptionalKeys)) {
       throw Error{ErrorKind::input, origin + ": unknown top-level key '" + key + "'"};
     }
   }
@@ -387,6 +390,20 @@ void check_top_level(const ojson& doc, const std::string& origin) {
                   origin + ": " + key + ": expected an object, got " + type_of(doc.at(key))};
     }
   }
+}
+
+// A vocabulary is null (none) or a non-empty array of strings (data/vocab.h reads it).
+std::optional<std::string> vocab_problem(const nlohmann::json& vocab) {
+  if (vocab.is_null()) return std::nullopt;
+  if (!vocab.is_array() || vocab.empty()) {
+    return "vocab: expected a non-empty array of strings, got " + std::string(vocab.type_name());
+  }
+  for (size_t i = 0; i < vocab.size(); ++i) {
+    if (!vocab[i].is_string()) {
+      return "vocab: entry " + std::to_string(i) + " is " + vocab[i].type_name() + ", not a string";
+    }
+  }
+  return std::nullopt;
 }
 
 nlohmann::json free_form(const ojson& v) {
@@ -592,6 +609,9 @@ std::string serialize(const CheckpointData& data) {
   if (std::optional<std::string> problem = scaler_problem(scaler)) {
     throw Error{ErrorKind::invalid_argument, "cannot serialize checkpoint: " + *problem};
   }
+  if (std::optional<std::string> problem = vocab_problem(data.vocab)) {
+    throw Error{ErrorKind::invalid_argument, "cannot serialize checkpoint: " + *problem};
+  }
 
   ojson doc = ojson::object();
   doc["format"] = kFormat;
@@ -609,6 +629,7 @@ std::string serialize(const CheckpointData& data) {
   doc["rng"] = ojson(data.rng);
   doc["data"] = ojson(data.data);
   doc["metrics"] = ojson(data.metrics);
+  if (!data.vocab.is_null()) doc["vocab"] = ojson(data.vocab);
   try {
     // Indented so a person can read the configuration and state; the tensors are one line each.
     return doc.dump(1, '\t') + "\n";
@@ -647,6 +668,12 @@ CheckpointData parse_checkpoint(std::string_view text, const std::string& origin
   data.rng = free_form(doc.at("rng"));
   data.data = free_form(doc.at("data"));
   data.metrics = free_form(doc.at("metrics"));
+  if (doc.contains("vocab")) {
+    data.vocab = free_form(doc.at("vocab"));
+    if (std::optional<std::string> problem = vocab_problem(data.vocab)) {
+      throw Error{ErrorKind::input, origin + ": " + *problem};
+    }
+  }
   return data;
 }
 

@@ -36,7 +36,12 @@ constexpr Names<SourceKind> kSource[] = {{SourceKind::synthetic, "synthetic"},
                                          {SourceKind::idx, "idx"},
                                          {SourceKind::fashion_mnist, "fashion_mnist"},
                                          {SourceKind::csv, "csv"},
-                                         {SourceKind::split, "split"}};
+                                         {SourceKind::split, "split"},
+                                         {SourceKind::text, "text"},
+                                         {SourceKind::tokens, "tokens"}};
+constexpr Names<VocabKind> kVocab[] = {{VocabKind::character, "char"}, {VocabKind::byte, "byte"}};
+constexpr Names<TokenFormat> kTokenFormat[] = {
+    {TokenFormat::automatic, "auto"}, {TokenFormat::raw, "raw"}, {TokenFormat::llmc, "llmc"}};
 constexpr Names<Task> kTask[] = {{Task::classification, "classification"},
                                  {Task::regression, "regression"}};
 constexpr Names<DatasetSplit> kSplit[] = {{DatasetSplit::train, "train"},
@@ -82,6 +87,12 @@ const char* to_string(LossType v) {
 const char* to_string(SourceKind v) {
   return name_in(kSource, v);
 }
+const char* to_string(VocabKind v) {
+  return name_in(kVocab, v);
+}
+const char* to_string(TokenFormat v) {
+  return name_in(kTokenFormat, v);
+}
 const char* to_string(Task v) {
   return name_in(kTask, v);
 }
@@ -112,6 +123,10 @@ Task task_of(const DataSource& source) {
     default:
       return Task::classification;
   }
+}
+
+bool is_language_model(const DataSource& source) {
+  return source.source == SourceKind::text || source.source == SourceKind::tokens;
 }
 
 bool scaler_enabled(const RunConfig& config) {
@@ -225,16 +240,19 @@ Field<DataSource> label_column_field(std::string help) {
 
 // ---- data sources ----
 
+// A language-model source's own hold-out (data.train.split_fraction), as nanoGPT's 90/10.
+constexpr double kLmSplitFraction = 0.1;
+
 enum class Role { train, eval };
 
 Schema<DataSource> make_source_schema(Role role) {
   using S = DataSource;
   const auto kSynthetic = std::vector<std::string>{"synthetic"};
   std::vector<Field<S>> fields = {
-      enum_field<S>(
-          AMPCTL_KEY(source), SourceKind::synthetic, kSource,
-          "synthetic | idx | fashion_mnist | csv",
-          {SourceKind::synthetic, SourceKind::idx, SourceKind::fashion_mnist, SourceKind::csv}),
+      enum_field<S>(AMPCTL_KEY(source), SourceKind::synthetic, kSource,
+                    "synthetic | idx | fashion_mnist | csv | text | tokens",
+                    {SourceKind::synthetic, SourceKind::idx, SourceKind::fashion_mnist,
+                     SourceKind::csv, SourceKind::text, SourceKind::tokens}),
       enum_field<S>(AMPCTL_KEY(task), Task::classification, kTask, "classification | regression")
           .when("source", {"synthetic", "csv"}),
       int_field<S>(AMPCTL_KEY(samples), 8192, {1, kInt32Max}, "examples generated")
@@ -257,14 +275,37 @@ Schema<DataSource> make_source_schema(Role role) {
       string_field<S>(AMPCTL_KEY(dir), "/usr/share/datasets/fashion-mnist", non_empty,
                       "folder with the four Fashion-MNIST idx files")
           .when("source", {"fashion_mnist"}),
-      string_field<S>(AMPCTL_KEY(path), "", non_empty, "CSV file: numeric features and a label")
-          .when("source", {"csv"})
+      string_field<S>(AMPCTL_KEY(path), "", non_empty,
+                      "csv: numeric features and a label; text: a UTF-8 (or any, with vocab: "
+                      "byte) text file; tokens: a token .bin file")
+          .when("source", {"csv", "text", "tokens"})
           .require(),
       label_column_field("header name, or index (negative from the end; -1 = last)")
           .when("source", {"csv"}),
       bool_field<S>(AMPCTL_KEY(header), true, "the first row names the columns")
           .when("source", {"csv"}),
+      enum_field<S>(AMPCTL_KEY(vocab), VocabKind::character, kVocab,
+                    "char (the file's distinct characters, sorted) | byte (the 256 byte values)")
+          .when("source", {"text"}),
+      int_field<S>(AMPCTL_KEY(vocab_size), 0, {1, kInt32Max},
+                   "token ids are < vocab_size (the model's vocabulary; GPT-2: 50257, padded "
+                   "50304)")
+          .when("source", {"tokens"})
+          .require(),
+      enum_field<S>(
+          "format", [](auto& c) -> auto& { return c.token_format; }, TokenFormat::automatic,
+          kTokenFormat,
+          "auto (llm.c's header when the file starts with its magic, else raw) | raw "
+          "(nanoGPT's little-endian uint16) | llmc (256 x int32 header)")
+          .when("source", {"tokens"}),
   };
+  if (role == Role::train) {
+    fields.push_back(float_field<S>(AMPCTL_KEY(split_fraction), kLmSplitFraction,
+                                    FloatRange::closed_open(0.0, 1.0),
+                                    "hold out the last part of the file for evaluation when "
+                                    "data.eval is null (0 = none)")
+                         .when("source", {"text", "tokens"}));
+  }
   std::vector<Check<S>> checks = {
       {{"label_column", "header"},
        [](const S& c) -> std::string {
@@ -530,6 +571,9 @@ Schema<RunConfig> make_run_schema() {
                               "null, or clip the global norm of the UNSCALED gradients"),
       int_field<C>(AMPCTL_KEY(training.eval_every), 0, {0, INT64_MAX},
                    "steps; 0 = once at the end"),
+      int_field<C>(AMPCTL_KEY(training.eval_batches), 50, {1, kInt32Max},
+                   "language models: validation batches per evaluation (fixed seed, the same "
+                   "batches every time)"),
       int_field<C>(AMPCTL_KEY(training.divergence_patience), 100, {0, INT64_MAX},
                    "stop (exit 1) after this many consecutive steps with a non-finite loss, or "
                    "overflowing at the scale floor; 0 = never"),
@@ -576,6 +620,52 @@ Schema<RunConfig> make_run_schema() {
          if (eval == train) return {};
          return std::string("is a ") + to_string(eval) + " source, and data.train is " +
                 to_string(train);
+       }},
+      {{"data.eval", "data.train"},
+       [](const C& c) -> std::string {
+         if (!c.data.eval || c.data.eval->source == SourceKind::split) return {};
+         const bool lm_train = is_language_model(c.data.train);
+         if (lm_train == is_language_model(*c.data.eval) &&
+             (!lm_train || c.data.eval->source == c.data.train.source)) {
+           return {};
+         }
+         return std::string("is a ") + to_string(c.data.eval->source) +
+                " source, and data.train is " + to_string(c.data.train.source) +
+                (lm_train ? " (a language model evaluates on data of its training kind)" : "");
+       }},
+      {{"data.eval.vocab", "data.train.vocab"},
+       [](const C& c) -> std::string {
+         if (!c.data.eval || c.data.eval->source != SourceKind::text ||
+             c.data.train.source != SourceKind::text || c.data.eval->vocab == c.data.train.vocab) {
+           return {};
+         }
+         return std::string("must equal data.train.vocab (") + to_string(c.data.train.vocab) +
+                "): the evaluation text is read with the training vocabulary";
+       }},
+      {{"data.eval.vocab_size", "data.train.vocab_size"},
+       [](const C& c) -> std::string {
+         if (!c.data.eval || c.data.eval->source != SourceKind::tokens ||
+             c.data.train.source != SourceKind::tokens ||
+             c.data.eval->vocab_size == c.data.train.vocab_size) {
+           return {};
+         }
+         return "must equal data.train.vocab_size (" + std::to_string(c.data.train.vocab_size) +
+                "), got " + std::to_string(c.data.eval->vocab_size);
+       }},
+      {{"data.train.split_fraction", "data.eval"},
+       [](const C& c) -> std::string {
+         if (!is_language_model(c.data.train) || !c.data.eval ||
+             c.data.train.split_fraction == kLmSplitFraction) {
+           return {};
+         }
+         return "applies only when data.eval is null; with data.eval set it is that key's to say "
+                "what is evaluated ({split_fraction: F}, or a file)";
+       }},
+      {{"model.type", "data.train"},
+       [](const C& c) -> std::string {
+         if (!is_language_model(c.data.train) || c.model.type != ModelType::mlp) return {};
+         return std::string("mlp takes rows of features; ") + to_string(c.data.train.source) +
+                " data (token windows) needs a language model (model.type: gpt)";
        }},
       {{"data.eval.features", "data.train.features", "data.eval"},
        [](const C& c) -> std::string {

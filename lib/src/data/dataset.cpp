@@ -99,6 +99,10 @@ Dataset load_source(const SourceOptions& source, uint64_t seed, Role role) {
     case SourceKind::split:
       throw Error{ErrorKind::invalid_argument,
                   "load_source: {split_fraction} is not a source (load_data applies it)"};
+    case SourceKind::text:
+    case SourceKind::tokens:
+      throw Error{ErrorKind::invalid_argument,
+                  "load_source: text and tokens are language-model data (data/lm.h)"};
   }
   check_dataset(out);
   return out;

@@ -19,6 +19,7 @@ constexpr const char* kLr = "lr";
 constexpr const char* kTimeS = "time_s";
 constexpr const char* kOverflowTensors = "overflow_tensors";
 constexpr const char* kAccuracy = "accuracy";
+constexpr const char* kPerplexity = "perplexity";
 constexpr const char* kTrain = "train";
 constexpr const char* kEval = "eval";
 
@@ -52,6 +53,7 @@ nlohmann::json to_json(const TrainLine& l) {
 nlohmann::json to_json(const EvalLine& l) {
   nlohmann::json j = {{kKind, kEval}, {kStep, l.step}, {kLoss, finite_or_null(l.loss)}};
   if (l.accuracy) j[kAccuracy] = *l.accuracy;
+  if (l.perplexity) j[kPerplexity] = finite_or_null(*l.perplexity);
   j[kTimeS] = l.time_s;
   return j;
 }

@@ -46,6 +46,12 @@ nlohmann::json to_json(const Summary& s) {
                       {k::kScalerEnabled, s.scaler_enabled},
                       {k::kPhaseMs, s.phase_ms},
                       {k::kAmpctlVersion, s.version}};
+  if (s.tokens_per_sample > 0) {
+    j[k::kTokensPerS] = t.train_seconds > 0
+                            ? static_cast<double>(t.samples) *
+                                  static_cast<double>(s.tokens_per_sample) / t.train_seconds
+                            : 0.0;
+  }
   if (s.divergence) {
     const SummaryDivergence& d = *s.divergence;
     j[k::kDivergence] = {

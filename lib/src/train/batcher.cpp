@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "ampctl/backend/backend.h"
+#include "ampctl/core/error.h"
 #include "ampctl/data/loader.h"
 
 namespace ampctl::train {
@@ -80,7 +81,7 @@ const Batch& DeviceBatcher::next() {
   return m_current;
 }
 
-Batch DeviceBatcher::eval_batch(int64_t first) const {
+Batch DeviceBatcher::eval_batch(int64_t first) {
   Batch out;
   out.rows = std::min(m_batch, m_eval_rows - first);
   out.input = m_eval.x.view(static_cast<size_t>(first * m_features), {out.rows, m_features});
@@ -97,6 +98,114 @@ nlohmann::json DeviceBatcher::state() const {
 void DeviceBatcher::restore(const nlohmann::json& state) {
   m_loader->restore(state);
   upload_order();
+}
+
+Batcher::Cursor DeviceBatcher::cursor() const {
+  return {m_loader->epoch(), m_loader->position()};
+}
+
+void DeviceBatcher::rewind(Cursor cursor) {
+  restore({{"epoch", cursor.a}, {"position", cursor.b}});
+}
+
+// ---- LmBatcher ----
+
+namespace {
+
+// A token array on the backend: on the CPU a view of the host vector (it outlives the batcher).
+Tensor resident_tokens(Backend& b, const std::vector<int32_t>& tokens) {
+  const Shape shape{static_cast<int64_t>(tokens.size())};
+  if (b.device().type == DeviceType::cpu) {
+    return Tensor{std::make_shared<Storage>(const_cast<int32_t*>(tokens.data()),
+                                            tokens.size() * sizeof(int32_t), Device{}, nullptr),
+                  0, shape, DType::i32};
+  }
+  return b.from_host(shape, DType::i32, tokens.data());
+}
+
+}  // namespace
+
+LmBatcher::LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_size,
+                     int64_t block_size, int64_t eval_batches, uint64_t seed)
+    : m_backend(&backend),
+      m_batch(batch_size),
+      m_block(block_size),
+      m_eval_batches(eval_batches),
+      m_seed(seed) {
+  Backend& b = backend;
+  if (batch_size < 1 || block_size < 1 || eval_batches < 1) {
+    throw Error{ErrorKind::invalid_argument, "LmBatcher: batch, block and eval sizes must be >= 1"};
+  }
+  const int64_t bt = batch_size * block_size;
+  m_train_n = data.train.size();
+  if (m_train_n <= block_size) {
+    throw Error{ErrorKind::invalid_argument, "LmBatcher: fewer than block_size + 1 tokens"};
+  }
+  m_train = resident_tokens(b, data.train.tokens);
+  m_train_next = m_train.view(1, {m_train_n - 1});
+  m_index_host.resize(static_cast<size_t>(bt));
+  m_index_dev = b.empty({bt}, DType::i32);
+  m_input = b.empty({batch_size, block_size}, DType::i32);
+  m_target = b.empty({bt}, DType::i32);
+  if (data.eval) {
+    m_eval_n = data.eval->size();
+    if (m_eval_n <= block_size) {
+      throw Error{ErrorKind::invalid_argument, "LmBatcher: eval set shorter than one window"};
+    }
+    m_eval = resident_tokens(b, data.eval->tokens);
+    m_eval_next = m_eval.view(1, {m_eval_n - 1});
+    // The evaluation windows are fixed: computed and uploaded once.
+    std::vector<int32_t> all(static_cast<size_t>(eval_batches * bt));
+    for (int64_t j = 0; j < eval_batches; ++j) {
+      data::window_indices(seed, /*eval=*/true, j, batch_size, m_eval_n, block_size,
+                           std::span<int32_t>(all.data() + j * bt, static_cast<size_t>(bt)));
+    }
+    m_eval_index = b.from_host({eval_batches * bt}, DType::i32, all.data());
+    m_eval_input = b.empty({batch_size, block_size}, DType::i32);
+    m_eval_target = b.empty({bt}, DType::i32);
+  }
+}
+
+const Batch& LmBatcher::next() {
+  Backend& b = *m_backend;
+  const int64_t bt = m_batch * m_block;
+  data::window_indices(m_seed, /*eval=*/false, m_drawn, m_batch, m_train_n, m_block, m_index_host);
+  ++m_drawn;
+  b.upload(m_index_dev, m_index_host.data(), m_index_dev.nbytes());
+  b.gather_rows(m_train, m_index_dev, 0, m_input.view(0, {bt}));
+  b.gather_rows(m_train_next, m_index_dev, 0, m_target);
+  m_current.input = m_input;
+  m_current.target = m_target;
+  m_current.rows = m_batch;
+  return m_current;
+}
+
+Batch LmBatcher::eval_batch(int64_t first) {
+  Backend& b = *m_backend;
+  const int64_t bt = m_batch * m_block;
+  const int64_t j = first / m_batch;
+  b.gather_rows(m_eval, m_eval_index, j * bt, m_eval_input.view(0, {bt}));
+  b.gather_rows(m_eval_next, m_eval_index, j * bt, m_eval_target);
+  Batch out;
+  out.input = m_eval_input;
+  out.target = m_eval_target;
+  out.rows = m_batch;
+  return out;
+}
+
+nlohmann::json LmBatcher::state() const {
+  return nlohmann::json{{"batches", m_drawn}};
+}
+
+void LmBatcher::restore(const nlohmann::json& state) {
+  if (!state.is_object() || state.size() != 1 || !state.contains("batches") ||
+      !state.at("batches").is_number_integer() || state.at("batches").get<int64_t>() < 0) {
+    throw Error{
+        ErrorKind::input,
+        "data cursor: a language model's must be {\"batches\": N >= 0}, got " + state.dump(),
+        "the checkpoint was not written for text or token data"};
+  }
+  m_drawn = state.at("batches").get<int64_t>();
 }
 
 }  // namespace ampctl::train

@@ -85,6 +85,12 @@ data::SourceOptions source_options(const config::DataSource& c) {
     case config::SourceKind::split:
       o.source = data::SourceKind::split;
       break;
+    case config::SourceKind::text:
+      o.source = data::SourceKind::text;
+      break;
+    case config::SourceKind::tokens:
+      o.source = data::SourceKind::tokens;
+      break;
   }
   o.task =
       c.task == config::Task::classification ? data::Task::classification : data::Task::regression;
@@ -100,6 +106,11 @@ data::SourceOptions source_options(const config::DataSource& c) {
   o.label_column = {c.label_column.name, c.label_column.index};
   o.header = c.header;
   o.split_fraction = c.split_fraction;
+  o.vocab = c.vocab == config::VocabKind::byte ? data::VocabKind::byte : data::VocabKind::character;
+  o.vocab_size = c.vocab_size;
+  o.token_format = c.token_format == config::TokenFormat::raw    ? data::TokenFormat::raw
+                   : c.token_format == config::TokenFormat::llmc ? data::TokenFormat::llmc
+                                                                 : data::TokenFormat::automatic;
   return o;
 }
 
@@ -216,6 +227,16 @@ Tensor matrix_decay_mask(const nn::Model& model) {
   return model.backend().from_host({static_cast<int64_t>(mask.size())}, DType::f32, mask.data());
 }
 
+int64_t lm_block_size(const nn::Model& model) {
+  for (const FlatLayout::Entry& e : model.layout().entries()) {
+    if (e.name == "transformer.wpe.weight" && e.shape.size() == 2) return e.shape[0];
+  }
+  throw Error{ErrorKind::config,
+              "model.type: " + model.type() + " has no position embedding " +
+                  "(transformer.wpe.weight): it cannot train on text or token windows",
+              "use model.type: gpt"};
+}
+
 std::string resolve_device(const std::string& device) {
   if (device == "cpu") return "cpu";
   if (device == "auto") return cuda_device_count() > 0 ? "cuda:0" : "cpu";
@@ -248,19 +269,32 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   Backend& b = *r.backend;
   r.comm = comm ? comm(b) : std::make_unique<dist::SingleProcess>(b);
 
-  r.data = data::load_data(data_options(cfg.data), seed);
   const int64_t batch = cfg.data.batch_size;
-  r.loader = std::make_unique<data::DataLoader>(r.data.train, batch, cfg.data.shuffle,
-                                                cfg.data.drop_last, seed);
   // What the model is (model.type) comes from the registry; its input and output widths from
-  // the data source.
-  const data::Dataset& train = r.data.train;
-  const int64_t outputs = train.task == data::Task::classification ? train.classes : train.targets;
-  // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
-  check_run_memory(cfg, train.features, outputs, train.size(),
-                   r.data.eval ? r.data.eval->size() : 0, b.device());
+  // the data source: features and classes, or a language model's vocabulary size (both).
+  int64_t inputs = 0, outputs = 0;
+  r.language_model = config::is_language_model(cfg.data.train);
+  if (r.language_model) {
+    // The windows' length is the model's: checked once it is built.
+    r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
+    inputs = outputs = r.lm.vocab_size;
+  } else {
+    r.data = data::load_data(data_options(cfg.data), seed);
+    r.loader = std::make_unique<data::DataLoader>(r.data.train, batch, cfg.data.shuffle,
+                                                  cfg.data.drop_last, seed);
+    const data::Dataset& train = r.data.train;
+    inputs = train.features;
+    outputs = train.task == data::Task::classification ? train.classes : train.targets;
+    // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
+    check_run_memory(cfg, train.features, outputs, train.size(),
+                     r.data.eval ? r.data.eval->size() : 0, b.device());
+  }
   r.model = nn::build_model(
-      b, model_options(cfg.model, cfg.precision, cfg.loss, train.features, outputs, batch, seed));
+      b, model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed));
+  if (r.language_model) {
+    r.lm_block_size = lm_block_size(*r.model);
+    data::check_lm_windows(r.lm, r.lm_block_size);
+  }
   r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
                                                    cfg.optimizer.lr, cfg.training.max_steps);
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
@@ -272,7 +306,12 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   r.optimizer = make_optimizer(b, cfg.optimizer, std::move(groups));
   r.scaler = std::make_unique<amp::GradScaler>(b, scaler_options(cfg));
   // The data sets go to the backend once, for the whole run.
-  r.batcher = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
+  if (r.language_model) {
+    r.batcher = std::make_unique<LmBatcher>(b, r.lm, batch, r.lm_block_size,
+                                            cfg.training.eval_batches, seed);
+  } else {
+    r.batcher = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
+  }
   return run;
 }
 

@@ -75,6 +75,7 @@ checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunCo
   d.scheduler = {{"type", sched_type}, {"last_step", d.step}};
   d.rng = objects.model->rng_state();
   d.data = objects.batcher->state();
+  if (objects.lm.vocab) d.vocab = objects.lm.vocab->to_json();
   run::CheckpointMetrics m;
   m.totals = mon.totals();
   m.wall_time_s = mon.elapsed();
@@ -100,6 +101,18 @@ void restore_checkpoint(const checkpoint::CheckpointData& ck, RunObjects& object
     throw Error{ErrorKind::input, "checkpoint scaler: holds a state but loss scaling is off"};
   }
   objects.batcher->restore(ck.data);
+  // The data was read again for the resumed run: a text file that changed since gives another
+  // vocabulary, and the ids would mean other characters. (Checkpoints before vocabularies were
+  // stored have none to compare.)
+  if (objects.lm.vocab && !ck.vocab.is_null() && ck.vocab != objects.lm.vocab->to_json()) {
+    throw Error{ErrorKind::input,
+                "checkpoint vocab: the training text now gives another vocabulary (" +
+                    std::to_string(objects.lm.vocab->size()) +
+                    " tokens) than the one the "
+                    "checkpoint was trained with (" +
+                    std::to_string(ck.vocab.size()) + ")",
+                "resume with the text file the run was trained on"};
+  }
   objects.model->set_rng_state(ck.rng);
 
   const run::CheckpointMetrics m = run::read_checkpoint_metrics(ck.metrics, mon.param_names());

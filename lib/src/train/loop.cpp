@@ -66,8 +66,10 @@ bool Trainer::is_root() const {
 void Trainer::setup() {
   m_run = build_run(m_cfg, m_comm_factory);
   RunObjects& r = *m_run;
-  m_monitor = std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(),
-                                        monitor_options(m_cfg, m_t0));
+  MonitorOptions monitor = monitor_options(m_cfg, m_t0);
+  monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
+  m_monitor =
+      std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(), monitor);
   m_monitor->set_writer(is_root());
   if (m_cfg.logging.profile) r.scaler->set_phase_hook([this] { m_monitor->phase_end(kUnscale); });
   m_step = std::make_unique<TrainStep>(StepParts{*r.backend, *r.model, *r.optimizer, *r.scaler,
@@ -90,6 +92,7 @@ void Trainer::begin() {
     throw;
   }
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
+  if (is_root() && m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
   m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/false);
   if (is_root()) log_start();
   m_next_step = 1;
@@ -101,9 +104,18 @@ void Trainer::log_start() const {
   spdlog::info("ampctl {}: run '{}' in {}", AMPCTL_VERSION, m_cfg.name, m_run_dir.string());
   spdlog::info("backend {}, precision {}, loss scaling {}", r.backend->description(),
                config::to_string(m_cfg.precision), r.scaler->is_enabled() ? "on" : "off");
-  spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
-               r.model->num_params(), r.data.train.size(), r.batcher->features(),
-               r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
+  if (r.language_model) {
+    spdlog::info("model: {} parameters; data: {} training tokens, vocabulary {}{}; windows of {}",
+                 r.model->num_params(), r.lm.train.size(), r.lm.vocab_size,
+                 r.lm.eval ? fmt::format(", {} eval tokens ({} batches per evaluation)",
+                                         r.lm.eval->size(), m_cfg.training.eval_batches)
+                           : "",
+                 r.lm_block_size + 1);
+  } else {
+    spdlog::info("model: {} parameters; data: {} training samples x {} features{}",
+                 r.model->num_params(), r.data.train.size(), r.data.train.features,
+                 r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
+  }
   spdlog::info("schedule: {}", r.schedule->describe());
 }
 
@@ -154,9 +166,9 @@ void Trainer::step() {
   const int64_t max_steps = m_cfg.training.max_steps;
   m_monitor->step_started();
   // Where the step starts from: a stop between its micro-batches returns here (signals.h).
-  const int64_t epoch = m_run->loader->epoch(), position = m_run->loader->position();
+  const Batcher::Cursor cursor = m_run->batcher->cursor();
   const uint64_t dropout_calls = m_run->model->rng_position();
-  if (!m_step->run(step)) abandon_step(step, epoch, position, dropout_calls);
+  if (!m_step->run(step)) abandon_step(step, cursor, dropout_calls);
   m_monitor->step_finished(step);
   if (m_monitor->diverged() && !m_diverging) diverge();
   m_monitor->step_closed();
@@ -181,7 +193,7 @@ void Trainer::step() {
 }
 
 nlohmann::json Trainer::evaluate(int64_t step) {
-  DeviceBatcher& batcher = *m_run->batcher;
+  Batcher& batcher = *m_run->batcher;
   if (!batcher.has_eval()) return nullptr;
   const auto t0 = Clock::now();
   Backend& b = *m_run->backend;
@@ -217,11 +229,11 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   return m_monitor->record_eval(step, loss, accuracy, seconds_since(t0));
 }
 
-void Trainer::abandon_step(int64_t step, int64_t epoch, int64_t position, uint64_t dropout_calls) {
+void Trainer::abandon_step(int64_t step, Batcher::Cursor cursor, uint64_t dropout_calls) {
   // Nothing of the step reached the parameters, the optimizer or the scaler; its partial
   // gradients are dropped. Rewinding the data cursor and the dropout RNG makes the state exactly
   // the one after step - 1, so the checkpoint resumes bitwise to the uninterrupted run.
-  m_run->batcher->restore({{"epoch", epoch}, {"position", position}});
+  m_run->batcher->rewind(cursor);
   m_run->model->rewind_rng(dropout_calls);
   m_next_step = step;
   m_stopped_in_step = step;
@@ -285,6 +297,7 @@ files::Summary Trainer::summary_of(const std::string& status) const {
                        static_cast<double>(t.steady_samples) /
                        static_cast<double>(m_cfg.training.grad_accum_steps);
   }
+  s.tokens_per_sample = m_run->lm_block_size;
   s.backend = m_run->backend->description();
   s.device = m_run->device;
   s.precision = config::to_string(m_cfg.precision);

@@ -260,11 +260,15 @@ void Monitor::flush() {
     overflowed = " overflow in " + join_names(names, 3);
   }
   if (m_writer) {
+    const std::string tokens =
+        m_opts.tokens_per_sample > 0
+            ? fmt::format(" {:.0f} tokens/s", rate * static_cast<double>(m_opts.tokens_per_sample))
+            : std::string();
     spdlog::info(
-        "step {:>6}/{} loss {:.5g} scale {:g} skipped {}{} lr {:.3g} {:.0f} samples/s ETA {} "
+        "step {:>6}/{} loss {:.5g} scale {:g} skipped {}{} lr {:.3g} {:.0f} samples/s{} ETA {} "
         "({:.1f}s)",
         last.step, m_opts.max_steps, m_ring.host_f[(m_ring.info.size() - 1) * StepRing::kF + 0],
-        scaling ? m_scaler->get_scale() : 1.0, t.skipped, overflowed, last.lr, rate,
+        scaling ? m_scaler->get_scale() : 1.0, t.skipped, overflowed, last.lr, rate, tokens,
         format_eta(eta), elapsed);
   }
   t.final_scale = scaling ? m_scaler->get_scale() : 1.0;
@@ -287,13 +291,16 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
   line.step = step;
   line.loss = loss;
   line.accuracy = accuracy;
+  if (m_opts.tokens_per_sample > 0) line.perplexity = std::exp(loss);
   line.time_s = seconds_since(m_t0);
   const nlohmann::json j = run::to_json(line);
   if (m_writer) {
     m_metrics << j.dump() << '\n';
     m_metrics.flush();
-    spdlog::info("eval  step {:>6} loss {:.5g}{}", step, loss,
-                 accuracy ? fmt::format(" accuracy {:.4f}", *accuracy) : std::string());
+    spdlog::info(
+        "eval  step {:>6} loss {:.5g}{}{}", step, loss,
+        accuracy ? fmt::format(" accuracy {:.4f}", *accuracy) : std::string(),
+        line.perplexity ? fmt::format(" perplexity {:.4g}", *line.perplexity) : std::string());
   }
   t.eval_seconds += seconds;
   return j;

@@ -93,6 +93,12 @@ void RunDir::write_config(const std::string& yaml) const {
   if (!out) throw Error{ErrorKind::runtime, "cannot write " + config_path().string()};
 }
 
+void RunDir::write_vocab(const std::string& json) const {
+  std::ofstream out(vocab_path());
+  out << json << '\n';
+  if (!out) throw Error{ErrorKind::runtime, "cannot write " + vocab_path().string()};
+}
+
 void RunDir::truncate_metrics(int64_t last_step) const {
   const fs::path path = metrics_path();
   std::string kept;

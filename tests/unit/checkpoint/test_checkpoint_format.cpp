@@ -380,3 +380,39 @@ TEST(CheckpointFormat, SummaryCountsParameters) {
 
 }  // namespace
 }  // namespace ampctl::checkpoint
+
+namespace ampctl::checkpoint {
+namespace {
+
+// A language model's vocabulary: the optional top-level "vocab", last; a checkpoint without one
+// (every older checkpoint, every other run's) still parses, and a malformed one is refused.
+TEST(CheckpointFormat, VocabIsOptionalAndChecked) {
+  CheckpointData d = make_sample(4, 10);
+  const std::string without = serialize(d);
+  EXPECT_EQ(without.find("\"vocab\""), std::string::npos);
+  EXPECT_TRUE(parse_checkpoint(without, kOrigin).vocab.is_null());
+  d.vocab = nlohmann::json::array({"\n", " ", "a", "\xc3\xa9"});
+  const std::string with = serialize(d);
+  const ojson doc = ojson::parse(with);
+  EXPECT_EQ(std::prev(doc.end()).key(), "vocab");
+  const CheckpointData back = parse_checkpoint(with, kOrigin);
+  EXPECT_EQ(back.vocab, d.vocab);
+  EXPECT_EQ(serialize(back), with);
+  for (const nlohmann::json& bad :
+       {nlohmann::json::object(), nlohmann::json::array(), nlohmann::json::array({"a", 3})}) {
+    ojson broken = doc;
+    broken["vocab"] = ojson(bad);
+    try {
+      parse_checkpoint(broken.dump(), kOrigin);
+      ADD_FAILURE() << "accepted vocab " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      EXPECT_NE(std::string(e.what()).find("vocab"), std::string::npos) << e.what();
+    }
+    d.vocab = bad;
+    EXPECT_THROW(serialize(d), Error);
+  }
+}
+
+}  // namespace
+}  // namespace ampctl::checkpoint

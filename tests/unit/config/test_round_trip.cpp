@@ -165,6 +165,8 @@ DataSource random_source(Random& r, bool eval, Task task) {
                                               : LabelColumn{"", r.integer(-5, 50)};
       break;
     case SourceKind::split:
+    case SourceKind::text:  // language-model data needs model.type: gpt, not picked here
+    case SourceKind::tokens:
       break;
   }
   return s;

@@ -65,6 +65,9 @@ struct CheckpointData {
   nlohmann::json rng = nlohmann::json::object();
   nlohmann::json data = nlohmann::json::object();
   nlohmann::json metrics = nlohmann::json::object();  // may hold "last_loss" (ampctl inspect)
+  // A language model's vocabulary on text data: the tokens' strings in id order (data/vocab.h),
+  // stored as the top-level "vocab" after "metrics"; null (the key left out) for other runs.
+  nlohmann::json vocab;
 
   bool operator==(const CheckpointData&) const = default;
 };

@@ -32,7 +32,9 @@ enum class ModelType { mlp, gpt };
 enum class DecayOn { all, matrices };  // optimizer.decay_on
 enum class Activation { relu, gelu, tanh };
 enum class LossType { cross_entropy, mse };
-enum class SourceKind { synthetic, idx, fashion_mnist, csv, split };
+enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens };
+enum class VocabKind { character, byte };         // YAML: char | byte
+enum class TokenFormat { automatic, raw, llmc };  // YAML: auto | raw | llmc
 enum class Task { classification, regression };
 enum class DatasetSplit { train, test };
 enum class OptimizerType { sgd, adam, adamw };
@@ -48,6 +50,8 @@ const char* to_string(DecayOn v);
 const char* to_string(Activation v);
 const char* to_string(LossType v);
 const char* to_string(SourceKind v);
+const char* to_string(VocabKind v);
+const char* to_string(TokenFormat v);
 const char* to_string(Task v);
 const char* to_string(DatasetSplit v);
 const char* to_string(OptimizerType v);
@@ -66,22 +70,29 @@ struct LabelColumn {
 // One data source. `source` says which members apply; the others hold their defaults.
 struct DataSource {
   SourceKind source{};
-  Task task{};                  // synthetic, csv (idx and fashion_mnist are classification)
-  int64_t samples = 0;          // synthetic
-  int64_t features = 0;         // synthetic
-  int64_t classes = 0;          // synthetic classification
-  std::string images, labels;   // idx: MNIST-format files (.gz accepted)
-  DatasetSplit split{};         // fashion_mnist
-  std::string dir;              // fashion_mnist
-  std::string path;             // csv
-  LabelColumn label_column;     // csv
-  bool header = false;          // csv: the first row names the columns
-  double split_fraction = 0.0;  // split (data.eval only): hold out this part of data.train
+  Task task{};                 // synthetic, csv (idx and fashion_mnist are classification)
+  int64_t samples = 0;         // synthetic
+  int64_t features = 0;        // synthetic
+  int64_t classes = 0;         // synthetic classification
+  std::string images, labels;  // idx: MNIST-format files (.gz accepted)
+  DatasetSplit split{};        // fashion_mnist
+  std::string dir;             // fashion_mnist
+  std::string path;            // csv, text, tokens
+  LabelColumn label_column;    // csv
+  bool header = false;         // csv: the first row names the columns
+  // split (data.eval only): hold out this part of data.train; text, tokens (data.train only):
+  // the last part of the file held out when data.eval is null.
+  double split_fraction = 0.0;
+  VocabKind vocab{};           // text
+  int64_t vocab_size = 0;      // tokens
+  TokenFormat token_format{};  // tokens (YAML key `format`)
   bool operator==(const DataSource&) const = default;
 };
 
 // idx and fashion_mnist hold classes; synthetic and csv say.
 Task task_of(const DataSource& source);
+// text and tokens: language-model data (token windows, not feature rows).
+bool is_language_model(const DataSource& source);
 
 struct ModelConfig {
   ModelType type{};
@@ -156,6 +167,7 @@ struct TrainingConfig {
   int64_t grad_accum_steps = 0;
   std::optional<double> grad_clip_norm;
   int64_t eval_every = 0;
+  int64_t eval_batches = 0;         // language models: validation batches per evaluation
   int64_t divergence_patience = 0;  // 0 = never stop (see train/trainer.h)
   bool operator==(const TrainingConfig&) const = default;
 };

@@ -10,7 +10,17 @@
 namespace ampctl::data {
 
 enum class Task { classification, regression };
-enum class SourceKind { synthetic, idx, fashion_mnist, csv, split };
+enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens };
+// text: how characters become token ids (data/vocab.h).
+enum class VocabKind { character, byte };
+// tokens: how the file is laid out (data/tokens.h). automatic: llm.c's header when the file
+// starts with one of its magic numbers, else raw uint16.
+enum class TokenFormat { automatic, raw, llmc };
+
+// The language-model sources (windows of tokens rather than rows of features).
+inline bool is_language_model(SourceKind kind) {
+  return kind == SourceKind::text || kind == SourceKind::tokens;
+}
 enum class DatasetSplit { train, test };
 
 // "classification" or "regression", for messages.
@@ -32,10 +42,15 @@ struct SourceOptions {
   std::string images, labels;        // idx: MNIST-format files (.gz accepted)
   DatasetSplit split = DatasetSplit::train;  // fashion_mnist
   std::string dir;                           // fashion_mnist
-  std::string path;                          // csv
+  std::string path;                          // csv, text, tokens
   LabelColumn label_column;                  // csv
   bool header = false;                       // csv: the first row names the columns
-  double split_fraction = 0.0;  // split (eval only): hold out this part of the training set
+  // split (eval only): hold out this part of the training set. text, tokens (train only): the
+  // last split_fraction of the tokens is the evaluation part when data.eval is null.
+  double split_fraction = 0.0;
+  VocabKind vocab = VocabKind::character;             // text
+  int64_t vocab_size = 0;                             // tokens: ids must be < vocab_size
+  TokenFormat token_format = TokenFormat::automatic;  // tokens
 };
 
 // The training source, the optional evaluation source (or SourceKind::split), and whether every

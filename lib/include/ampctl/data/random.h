@@ -23,6 +23,8 @@ enum class DataStream : uint32_t {
   synthetic_world = 3,  // class centres, projection, teacher weights (shared by train and eval)
   synthetic_train = 4,  // the training samples of a synthetic source
   synthetic_eval = 5,   // the evaluation samples of a synthetic source
+  lm_train = 6,         // language-model training windows; index = batch * B + row
+  lm_eval = 7,          // language-model evaluation windows (the same at every evaluation)
 };
 
 inline uint64_t stream_id(DataStream purpose) {

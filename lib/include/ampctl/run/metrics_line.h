@@ -35,6 +35,7 @@ struct EvalLine {
   int64_t step = 0;
   double loss = 0;
   std::optional<double> accuracy;
+  std::optional<double> perplexity;  // language models: exp(loss) (null when it overflows)
   double time_s = 0;
 };
 

@@ -37,6 +37,8 @@ inline constexpr const char* kTrainTimeS = "train_time_s";
 inline constexpr const char* kSamplesPerS = "samples_per_s";
 inline constexpr const char* kSteadySamplesPerS = "steady_samples_per_s";
 inline constexpr const char* kSteadyStepMs = "steady_step_ms";
+// Language models only: training tokens (batch windows x block_size) per second.
+inline constexpr const char* kTokensPerS = "tokens_per_s";
 inline constexpr const char* kBackend = "backend";
 inline constexpr const char* kDevice = "device";
 inline constexpr const char* kPrecision = "precision";
@@ -67,6 +69,7 @@ struct Summary {
   std::vector<std::string> most_overflowing;
   double wall_time_s = 0;
   std::optional<double> steady_step_ms;
+  int64_t tokens_per_sample = 0;  // language models: block_size (0: not a language model)
   std::string backend, device, precision;
   bool scaler_enabled = false;
   nlohmann::json phase_ms;  // null without logging.profile

@@ -1,5 +1,8 @@
-// DeviceBatcher: the training and evaluation batches of a run, on the backend.
+// Batcher: the training and evaluation batches of a run, on the backend, as the step and the
+// loop take them; two implementations: DeviceBatcher (rows of a feature table) and LmBatcher
+// (windows of a token array).
 //
+// DeviceBatcher:
 // The data sets live on the backend for the whole run (on the CPU the tensors view the data
 // set's own vectors; elsewhere they are copied once). A training batch is gathered there by the
 // DataLoader's permutation, which is uploaded once per epoch, so a step copies nothing from the
@@ -17,6 +20,7 @@
 
 #include "ampctl/core/tensor.h"
 #include "ampctl/data/dataset.h"
+#include "ampctl/data/lm.h"
 
 namespace ampctl {
 class Backend;
@@ -35,7 +39,32 @@ struct Batch {
   int64_t rows = 0;
 };
 
-class DeviceBatcher {
+// What the loop holds. The cursor is two integers (read at every step without allocating) so a
+// stop between micro-batches can rewind to where the step began.
+class Batcher {
+ public:
+  virtual ~Batcher() = default;
+  // The next training batch (the cursor advances), valid until the next call. Allocates
+  // nothing.
+  virtual const Batch& next() = 0;
+  // Classification batches: the loop counts correct rows (eval accuracy).
+  virtual bool classification() const = 0;
+  virtual bool has_eval() const = 0;
+  // The rows an evaluation covers, in eval_batch(first) calls for first = 0, rows, ...
+  virtual int64_t eval_size() const = 0;
+  // The evaluation batch starting at row `first`; valid until the next eval_batch or next.
+  virtual Batch eval_batch(int64_t first) = 0;
+  // The data cursor a checkpoint keeps, and its restore (Error{input} for a bad one).
+  virtual nlohmann::json state() const = 0;
+  virtual void restore(const nlohmann::json& state) = 0;
+  struct Cursor {
+    int64_t a = 0, b = 0;
+  };
+  virtual Cursor cursor() const = 0;
+  virtual void rewind(Cursor cursor) = 0;
+};
+
+class DeviceBatcher : public Batcher {
  public:
   // `data` and `loader` (which serves data.train) must outlive the batcher. Allocates every
   // buffer a batch needs.
@@ -44,23 +73,26 @@ class DeviceBatcher {
   DeviceBatcher(const DeviceBatcher&) = delete;
   DeviceBatcher& operator=(const DeviceBatcher&) = delete;
 
-  bool classification() const { return m_classification; }
+  bool classification() const override { return m_classification; }
   int64_t features() const { return m_features; }
   // Classes (classification) or target width (regression): the model's output width.
   int64_t outputs() const { return m_outputs; }
   int64_t batch_size() const { return m_batch; }
 
   // The next training batch (the loader's cursor advances), valid until the next call.
-  const Batch& next();
+  const Batch& next() override;
 
-  bool has_eval() const { return m_eval_rows > 0; }
-  int64_t eval_size() const { return m_eval_rows; }
-  // Rows [first, first + min(batch_size, eval_size - first)) of the eval set.
-  Batch eval_batch(int64_t first) const;
+  bool has_eval() const override { return m_eval_rows > 0; }
+  int64_t eval_size() const override { return m_eval_rows; }
+  // Rows [first, first + min(batch_size, eval_size - first)) of the eval set (views).
+  Batch eval_batch(int64_t first) override;
 
   // The loader's cursor ({"epoch", "position"}), and its restore (uploads the epoch's order).
-  nlohmann::json state() const;
-  void restore(const nlohmann::json& state);
+  nlohmann::json state() const override;
+  void restore(const nlohmann::json& state) override;
+  // {epoch, position}.
+  Cursor cursor() const override;
+  void rewind(Cursor cursor) override;
 
  private:
   struct Resident {
@@ -77,6 +109,52 @@ class DeviceBatcher {
   std::vector<int32_t> m_order_host;
   Tensor m_order_dev;
   Tensor m_x, m_labels, m_y;  // one batch, gathered
+  Batch m_current;
+};
+
+// LmBatcher: language-model batches (data/lm.h). The token arrays live on the backend for the
+// whole run (CPU: views of the host vectors). Training batch k is the windows
+// data::window_indices(seed, false, k, B, n, T) draws: the host computes their B * T element
+// indices into a buffer made once, uploads them (B * T int32, the step's only transfer, no
+// sync) and the backend gathers input i32 [B, T] = tokens[index] and target i32 [B * T] =
+// tokens[index + 1]. Evaluation: eval_batches batches from the eval stream, whose indices are
+// computed and uploaded once at construction; eval_batch(first) gathers batch first / B.
+// The cursor is the number of training batches drawn, {"batches": k}.
+class LmBatcher : public Batcher {
+ public:
+  // `data` must outlive the batcher. Allocates every buffer.
+  LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_size, int64_t block_size,
+            int64_t eval_batches, uint64_t seed);
+  LmBatcher(const LmBatcher&) = delete;
+  LmBatcher& operator=(const LmBatcher&) = delete;
+
+  const Batch& next() override;
+  bool classification() const override { return false; }
+  bool has_eval() const override { return m_eval_n > 0; }
+  int64_t eval_size() const override { return m_eval_batches * m_batch; }
+  Batch eval_batch(int64_t first) override;
+  nlohmann::json state() const override;
+  void restore(const nlohmann::json& state) override;
+  Cursor cursor() const override { return {m_drawn, 0}; }
+  void rewind(Cursor cursor) override { m_drawn = cursor.a; }
+
+  int64_t batch_size() const { return m_batch; }
+  int64_t block_size() const { return m_block; }
+  int64_t batches_drawn() const { return m_drawn; }
+
+ private:
+  Backend* m_backend;
+  int64_t m_batch, m_block, m_eval_batches;
+  uint64_t m_seed;
+  int64_t m_train_n = 0, m_eval_n = 0;
+  int64_t m_drawn = 0;
+  Tensor m_train, m_train_next;  // i32 [n, 1] and the same shifted by one token [n - 1, 1]
+  Tensor m_eval, m_eval_next;
+  std::vector<int32_t> m_index_host;  // B * T
+  Tensor m_index_dev;                 // i32 [B * T]
+  Tensor m_eval_index;                // i32 [eval_batches * B * T]
+  Tensor m_input, m_target;           // i32 [B, T], [B * T]
+  Tensor m_eval_input, m_eval_target;
   Batch m_current;
 };
 

@@ -10,6 +10,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/data/dataset.h"
+#include "ampctl/data/lm.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/train/monitor.h"
 #include "ampctl/train/step.h"
@@ -39,7 +40,7 @@ class LrSchedule;
 
 namespace ampctl::train {
 
-class DeviceBatcher;
+class Batcher;
 
 // Picks the backend for `device` ("auto", "cpu", "cuda", "cuda:N"): "cpu" or "cuda:N". Throws
 // Error{config} with a hint when CUDA is asked for and not compiled in or no such GPU is usable.
@@ -52,9 +53,12 @@ struct RunObjects {
   std::string device;  // resolve_device's answer
   std::unique_ptr<Backend> backend;
   std::unique_ptr<dist::Communicator> comm;
-  data::DataSplit data;
-  std::unique_ptr<data::DataLoader> loader;
-  std::unique_ptr<DeviceBatcher> batcher;
+  data::DataSplit data;                      // feature data (empty for a language model)
+  std::unique_ptr<data::DataLoader> loader;  // feature data only
+  data::LmData lm;                           // text / tokens data (empty otherwise)
+  bool language_model = false;               // data.train is text or tokens
+  int64_t lm_block_size = 0;                 // its windows' length: the model's block_size
+  std::unique_ptr<Batcher> batcher;
   std::unique_ptr<nn::Model> model;
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<amp::GradScaler> scaler;
@@ -77,6 +81,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& config,
 nn::ModelOptions model_options(const config::ModelConfig& model, config::Precision precision,
                                config::LossType loss, int64_t in_features, int64_t out_features,
                                int64_t max_batch, uint64_t seed);
+// A language model's block_size: the rows of its position embedding (transformer.wpe.weight,
+// nanoGPT's name). Error{config} for a model without one (it cannot take token windows).
+int64_t lm_block_size(const nn::Model& model);
 // One group over the model's whole arenas (params, grads, lowp) with learning rate lr.
 std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr);
 // optimizer.decay_on: matrices: an f32 mask over the model's parameter arena, 1 on the elements

@@ -52,6 +52,9 @@ struct MonitorOptions {
   int64_t divergence_patience = 0;  // 0: no divergence rule
   double min_scale = 0;             // scaler.min_scale (the floor; 0: 2^-126)
   bool profile = false;
+  // Language models: tokens per sample (block_size): the console adds tokens/s and eval lines
+  // perplexity. 0 for other data.
+  int64_t tokens_per_sample = 0;
   Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
 };
 

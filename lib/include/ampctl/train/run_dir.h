@@ -53,6 +53,9 @@ class RunDir {
 
   // config.yaml := `yaml` (Error{runtime} when it cannot be written).
   void write_config(const std::string& yaml) const;
+  // vocab.json: a language model's vocabulary on text data (data/vocab.h's JSON array).
+  std::filesystem::path vocab_path() const { return m_path / "vocab.json"; }
+  void write_vocab(const std::string& json) const;
   // Drops the lines of metrics.jsonl with a step > last_step and any torn line (a run that
   // died after its checkpoint), replacing the file atomically.
   void truncate_metrics(int64_t last_step) const;

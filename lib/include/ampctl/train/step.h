@@ -33,7 +33,7 @@ class LrSchedule;
 
 namespace ampctl::train {
 
-class DeviceBatcher;
+class Batcher;
 class Monitor;
 
 struct StepOptions {
@@ -53,7 +53,7 @@ struct StepParts {
   optim::Optimizer& optimizer;
   amp::GradScaler& scaler;
   const optim::LrSchedule& schedule;
-  DeviceBatcher& batcher;
+  Batcher& batcher;
   Monitor& monitor;
   dist::Communicator& comm;
 };

@@ -50,6 +50,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/tensor.h"
 #include "ampctl/dist/communicator.h"
+#include "ampctl/train/batcher.h"
 #include "ampctl/train/run_dir.h"
 
 namespace ampctl {
@@ -138,9 +139,8 @@ class Trainer {
   // Writes a checkpoint after the last step run and throws Error{interrupted} (signals.h).
   [[noreturn]] void stop(int signo);
   // A stop came between the micro-batches of `step`: rewinds the data cursor and dropout RNG to
-  // where the step started (`epoch`, `position`, `dropout_calls`), then stop().
-  [[noreturn]] void abandon_step(int64_t step, int64_t epoch, int64_t position,
-                                 uint64_t dropout_calls);
+  // where the step started (`cursor`, `dropout_calls`), then stop().
+  [[noreturn]] void abandon_step(int64_t step, Batcher::Cursor cursor, uint64_t dropout_calls);
   // The monitor's flush, then diverge() when a divergence rule has been met.
   void flush_and_check();
   // Stops a diverged run (see the top of this file): checkpoint when the state is good,

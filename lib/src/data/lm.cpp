@@ -1,0 +1,269 @@
+#include "ampctl/data/lm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
+#include "ampctl/core/interrupt.h"
+#include "ampctl/data/random.h"
+
+namespace ampctl::data {
+
+namespace {
+
+// Long loops poll the stop request about every million elements.
+constexpr size_t kStopPoll = size_t{1} << 20;
+
+std::string fmt(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+int32_t le_i32(const uint8_t* p) {
+  uint32_t v = 0;
+  std::memcpy(&v, p, 4);  // the host is little-endian (checked in checkpoint.cpp)
+  return static_cast<int32_t>(v);
+}
+
+// A token id is < vocab_size, else Error{input} naming the byte offset.
+void check_id(uint64_t id, int64_t vocab_size, const std::string& path, size_t offset) {
+  if (id >= static_cast<uint64_t>(vocab_size)) {
+    throw Error{ErrorKind::input,
+                path + ": byte " + std::to_string(offset) + ": token id " + std::to_string(id) +
+                    " is not below vocab_size " + std::to_string(vocab_size),
+                "data.train.vocab_size must exceed every id in the file (GPT-2's is 50257, "
+                "often padded to 50304)"};
+  }
+}
+
+void check_count(int64_t n, const std::string& path) {
+  if (n > kMaxTokens) {
+    throw Error{ErrorKind::input, path + ": holds " + std::to_string(n) +
+                                      " tokens, more than the " + std::to_string(kMaxTokens) +
+                                      " one set may hold (device indices are int32)"};
+  }
+}
+
+// Splits `all` into its first lm_train_count tokens and the rest.
+void split_tail(TokenSet& all, double fraction, std::optional<TokenSet>& eval) {
+  const int64_t n = all.size();
+  const int64_t keep = lm_train_count(n, fraction);
+  TokenSet held;
+  held.tokens.assign(all.tokens.begin() + keep, all.tokens.end());
+  held.origin = all.origin + " (the last " + fmt(fraction * 100.0) + "%)";
+  all.tokens.resize(static_cast<size_t>(keep));
+  all.tokens.shrink_to_fit();
+  eval = std::move(held);
+}
+
+void check_length(const TokenSet& set, int64_t block_size, const char* part) {
+  if (set.size() < block_size + 1) {
+    throw Error{ErrorKind::input,
+                set.origin + ": " + std::to_string(set.size()) + " tokens in the " + part +
+                    " part, fewer than block_size + 1 = " + std::to_string(block_size + 1) +
+                    " (one window)",
+                "use a longer file, a smaller model.block_size or a smaller split_fraction"};
+  }
+}
+
+}  // namespace
+
+TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
+  const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
+  if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
+  TokenSet out;
+  out.origin = path;
+  if (kind == VocabKind::byte) {
+    if (!vocab) vocab = Vocab::bytes();
+    out.tokens.resize(text.size());
+    for (size_t i = 0; i < text.size(); ++i) out.tokens[i] = static_cast<uint8_t>(text[i]);
+    check_count(out.size(), path);
+    return out;
+  }
+  // Character vocabulary: decode once into code points, then map to ids.
+  std::vector<int32_t> cps;
+  cps.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    if ((cps.size() & (kStopPoll - 1)) == 0) check_stop("reading the text data");
+    const size_t at = pos;
+    const int32_t cp = next_code_point(text, &pos);
+    if (cp < 0) {
+      throw Error{ErrorKind::input, path + ": byte " + std::to_string(at) + ": not valid UTF-8",
+                  "vocab: char reads UTF-8 text; use vocab: byte for any other bytes"};
+    }
+    cps.push_back(cp);
+  }
+  check_count(static_cast<int64_t>(cps.size()), path);
+  if (!vocab) {
+    std::vector<int32_t> distinct = cps;
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    vocab = Vocab::characters(std::move(distinct));
+  }
+  out.tokens.resize(cps.size());
+  size_t at = 0;
+  for (size_t i = 0; i < cps.size(); ++i) {
+    const int32_t id = vocab->id_of(cps[i]);
+    if (id < 0) {
+      throw Error{ErrorKind::input,
+                  path + ": byte " + std::to_string(at) + ": the character " +
+                      describe_code_point(cps[i]) + " is not in data.train's vocabulary",
+                  "the evaluation text may only use characters of the training text"};
+    }
+    out.tokens[i] = id;
+    at += utf8_of(cps[i]).size();
+  }
+  return out;
+}
+
+TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vocab_size) {
+  const std::string bytes_s = read_regular_file(path, kMaxTokenFileBytes, "token data");
+  const auto* bytes = reinterpret_cast<const uint8_t*>(bytes_s.data());
+  const size_t size = bytes_s.size();
+  if (size == 0) throw Error{ErrorKind::input, path + ": empty (no tokens)"};
+  bool llmc = format == TokenFormat::llmc;
+  if (format == TokenFormat::automatic && size >= 4) {
+    const int32_t magic = le_i32(bytes);
+    llmc = magic == kLlmcGpt2Magic || magic == kLlmcLlama3Magic;
+  }
+  TokenSet out;
+  out.origin = path;
+  size_t first = 0, width = 2;
+  if (llmc) {
+    if (size < kLlmcHeaderBytes) {
+      throw Error{ErrorKind::input, path + ": " + std::to_string(size) +
+                                        " bytes, shorter than llm.c's header of " +
+                                        std::to_string(kLlmcHeaderBytes) + " bytes"};
+    }
+    const int32_t magic = le_i32(bytes), version = le_i32(bytes + 4), count = le_i32(bytes + 8);
+    if (magic != kLlmcGpt2Magic && magic != kLlmcLlama3Magic) {
+      throw Error{ErrorKind::input,
+                  path + ": byte 0: wrong magic number " + std::to_string(magic) +
+                      " (llm.c's token files start with " + std::to_string(kLlmcGpt2Magic) +
+                      ", or " + std::to_string(kLlmcLlama3Magic) + " for Llama 3)",
+                  "for nanoGPT's raw uint16 files set format: raw"};
+    }
+    const int32_t want = magic == kLlmcGpt2Magic ? 1 : 7;
+    if (version != want) {
+      throw Error{ErrorKind::input, path + ": byte 4: unsupported version " +
+                                        std::to_string(version) + " for magic " +
+                                        std::to_string(magic) + " (llm.c writes version " +
+                                        std::to_string(want) + ")"};
+    }
+    width = magic == kLlmcGpt2Magic ? 2 : 4;
+    first = kLlmcHeaderBytes;
+    const size_t payload = size - first;
+    if (payload % width != 0) {
+      throw Error{ErrorKind::input, path + ": " + std::to_string(payload) +
+                                        " bytes after the header, not a whole number of " +
+                                        std::to_string(width) + "-byte tokens"};
+    }
+    if (count < 0 || static_cast<size_t>(count) != payload / width) {
+      throw Error{ErrorKind::input,
+                  path + ": byte 8: the header says " + std::to_string(count) +
+                      " tokens, the file holds " + std::to_string(payload / width),
+                  "the file is truncated or was not written by llm.c"};
+    }
+  } else if (size % 2 != 0) {
+    throw Error{ErrorKind::input, path + ": " + std::to_string(size) +
+                                      " bytes, an odd count: not a file of uint16 tokens (byte " +
+                                      std::to_string(size - 1) + " is half a token)"};
+  }
+  const size_t n = (size - first) / width;
+  if (n == 0) throw Error{ErrorKind::input, path + ": holds no tokens after the header"};
+  check_count(static_cast<int64_t>(n), path);
+  out.tokens.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    if ((i & (kStopPoll - 1)) == 0) check_stop("reading the token data");
+    const size_t at = first + i * width;
+    uint32_t id = 0;
+    if (width == 2) {
+      id = static_cast<uint32_t>(bytes[at]) | static_cast<uint32_t>(bytes[at + 1]) << 8;
+    } else {
+      std::memcpy(&id, bytes + at, 4);
+    }
+    check_id(id, vocab_size, path, at);
+    out.tokens[i] = static_cast<int32_t>(id);
+  }
+  return out;
+}
+
+void check_lm_windows(const LmData& data, int64_t block_size) {
+  check_length(data.train, block_size, "training");
+  if (data.eval) check_length(*data.eval, block_size, "evaluation");
+}
+
+int64_t lm_train_count(int64_t n, double fraction) {
+  return static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - fraction)));
+}
+
+LmData load_lm_data(const DataOptions& options, int64_t block_size) {
+  const SourceOptions& train = options.train;
+  if (!is_language_model(train.source)) {
+    throw Error{ErrorKind::invalid_argument, "load_lm_data: data.train is not text or tokens"};
+  }
+  LmData out;
+  if (train.source == SourceKind::text) {
+    out.train = load_text(train.path, train.vocab, out.vocab);
+    out.vocab_size = out.vocab->size();
+  } else {
+    out.train = load_token_file(train.path, train.token_format, train.vocab_size);
+    out.vocab_size = train.vocab_size;
+  }
+  double fraction = 0.0;
+  if (!options.eval) {
+    fraction = train.split_fraction;
+  } else if (options.eval->source == SourceKind::split) {
+    fraction = options.eval->split_fraction;
+  } else {
+    const SourceOptions& eval = *options.eval;
+    if (eval.source != train.source) {
+      throw Error{ErrorKind::config,
+                  "data.eval: a language model's evaluation source must be "
+                  "of data.train's kind (" +
+                      std::string(train.source == SourceKind::text ? "text" : "tokens") + ")"};
+    }
+    if (eval.source == SourceKind::text) {
+      out.eval = load_text(eval.path, train.vocab, out.vocab);
+    } else {
+      out.eval = load_token_file(eval.path, eval.token_format, train.vocab_size);
+    }
+  }
+  if (fraction > 0.0) {
+    if (!(fraction < 1.0)) {
+      throw Error{ErrorKind::config, "split_fraction must be in [0, 1), got " + fmt(fraction)};
+    }
+    split_tail(out.train, fraction, out.eval);
+  }
+  check_lm_windows(out, block_size);
+  return out;
+}
+
+int64_t window_start(uint64_t seed, bool eval, int64_t batch, int64_t batch_size, int64_t row,
+                     int64_t n, int64_t block_size) {
+  const DataStream stream = eval ? DataStream::lm_eval : DataStream::lm_train;
+  const auto index =
+      static_cast<uint64_t>(batch) * static_cast<uint64_t>(batch_size) + static_cast<uint64_t>(row);
+  const auto bound = static_cast<uint64_t>(n - block_size);
+  return static_cast<int64_t>(uniform_below(draw_u64(seed, stream, index), bound));
+}
+
+void window_indices(uint64_t seed, bool eval, int64_t batch, int64_t batch_size, int64_t n,
+                    int64_t block_size, std::span<int32_t> index) {
+  if (static_cast<int64_t>(index.size()) != batch_size * block_size || n <= block_size) {
+    throw Error{ErrorKind::invalid_argument, "window_indices: bad sizes"};
+  }
+  for (int64_t r = 0; r < batch_size; ++r) {
+    const int64_t start = window_start(seed, eval, batch, batch_size, r, n, block_size);
+    int32_t* row = index.data() + r * block_size;
+    for (int64_t t = 0; t < block_size; ++t) row[t] = static_cast<int32_t>(start + t);
+  }
+}
+
+}  // namespace ampctl::data
