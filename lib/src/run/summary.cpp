@@ -4,6 +4,7 @@
 
 #include "ampctl/core/error.h"
 #include "ampctl/run/numbers.h"
+#include "ampctl/run/numerics.h"
 
 namespace ampctl::run {
 
@@ -46,6 +47,9 @@ nlohmann::json to_json(const Summary& s) {
                       {k::kScalerEnabled, s.scaler_enabled},
                       {k::kPhaseMs, s.phase_ms},
                       {k::kAmpctlVersion, s.version}};
+  // logging.numerics_every (run/numerics.h): only when the run counted.
+  if (!s.numerics.is_null()) j[numerics_key::kSummaryNumerics] = s.numerics;
+  if (!s.scale_advice.is_null()) j[numerics_key::kScaleAdvice] = s.scale_advice;
   if (s.divergence) {
     const SummaryDivergence& d = *s.divergence;
     j[k::kDivergence] = {

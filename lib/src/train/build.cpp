@@ -237,8 +237,10 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
   check_run_memory(cfg, train.features, outputs, train.size(),
                    r.data.eval ? r.data.eval->size() : 0, b.device());
-  r.model = nn::build_model(
-      b, model_options(cfg.model, cfg.precision, cfg.loss, train.features, outputs, batch, seed));
+  nn::ModelOptions model_opts =
+      model_options(cfg.model, cfg.precision, cfg.loss, train.features, outputs, batch, seed);
+  model_opts.numerics = cfg.logging.numerics_every > 0;  // gradient numerics (nn/numerics.h)
+  r.model = nn::build_model(b, model_opts);
   r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
                                                    cfg.optimizer.lr, cfg.training.max_steps);
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
