@@ -325,9 +325,7 @@ void Trainer::record_numerics(int64_t step) {
   if (!is_root()) return;
   m_monitor->queue_line(numerics_line(s));
   if (files::EventWriter* tb = m_monitor->tensorboard()) {
-    const int64_t values = s.total(numerics::kValues);
-    tb->scalar(step, "amp/underflow_frac",
-               values > 0 ? static_cast<double>(s.total(numerics::kUnderflow)) / values : 0.0);
+    tb->scalar(step, "amp/underflow_frac", s.underflow_frac());
     for (size_t t = 0; t < s.names.size(); ++t) {
       if (const std::optional<double> h = s.headroom_log2(t)) {
         tb->scalar(step, "amp/headroom_log2/" + s.names[t], *h);

@@ -45,6 +45,22 @@ int64_t NumericsSample::total(numerics::Counter c) const {
   return sum;
 }
 
+int64_t NumericsSample::nonzero(size_t t) const {
+  int64_t sum = 0;
+  for (int b = 0; b < numerics::kBins; ++b) sum += row(t)[numerics::kHist0 + b];
+  return sum;
+}
+
+int64_t NumericsSample::nonzero() const {
+  int64_t sum = 0;
+  for (size_t t = 0; t < names.size(); ++t) sum += nonzero(t);
+  return sum;
+}
+
+double NumericsSample::underflow_frac() const {
+  return frac(total(numerics::kUnderflow), nonzero());
+}
+
 std::optional<double> NumericsSample::headroom_log2(size_t t) const {
   const auto bits = static_cast<uint32_t>(row(t)[numerics::kMaxBits]);
   if (bits == 0) return std::nullopt;  // every value zero (or non-finite): nothing to measure
@@ -75,7 +91,7 @@ int64_t NumericsSample::underflow_at_shift(int shift) const {
 }
 
 std::optional<NumericsSample::Shifts> NumericsSample::allowed_shifts() const {
-  const int64_t values = total(numerics::kValues);
+  const int64_t values = nonzero();
   if (values == 0) return std::nullopt;
   Shifts s;
   s.lo = kMaxShift;
@@ -103,6 +119,7 @@ nlohmann::json numerics_line(const NumericsSample& s) {
                            {k::kHeadroom, h ? nlohmann::json(*h) : nlohmann::json()}};
   }
   const int64_t values = s.total(numerics::kValues);
+  const int64_t nonzero = s.nonzero();
   const int64_t under = s.total(numerics::kUnderflow);
   const int64_t sub = s.total(numerics::kSubnormal);
   const std::optional<double> mh = s.min_headroom_log2();
@@ -113,8 +130,8 @@ nlohmann::json numerics_line(const NumericsSample& s) {
           {k::kValues, values},
           {k::kUnderflow, under},
           {k::kSubnormal, sub},
-          {k::kUnderflowFrac, frac(under, values)},
-          {k::kSubnormalFrac, frac(sub, values)},
+          {k::kUnderflowFrac, frac(under, nonzero)},
+          {k::kSubnormalFrac, frac(sub, nonzero)},
           {k::kMinHeadroom, mh ? nlohmann::json(*mh) : nlohmann::json()},
           {k::kTensors, std::move(tensors)}};
 }
@@ -123,16 +140,17 @@ void NumericsSummary::add(const NumericsSample& s) {
   if (m_names.empty()) {
     m_names = s.names;
     m_tensor_values.assign(s.names.size(), 0);
+    m_tensor_nonzero.assign(s.names.size(), 0);
     m_tensor_underflow.assign(s.names.size(), 0);
   }
   ++m_samples;
-  const int64_t values = s.total(numerics::kValues);
-  const int64_t under = s.total(numerics::kUnderflow);
-  m_values += values;
-  m_underflow += under;
-  m_frac_sum += frac(under, values);
+  m_values += s.total(numerics::kValues);
+  m_nonzero += s.nonzero();
+  m_underflow += s.total(numerics::kUnderflow);
+  m_frac_sum += s.underflow_frac();
   for (size_t t = 0; t < s.names.size() && t < m_names.size(); ++t) {
     m_tensor_values[t] += s.row(t)[numerics::kValues];
+    m_tensor_nonzero[t] += s.nonzero(t);
     m_tensor_underflow[t] += s.row(t)[numerics::kUnderflow];
   }
   if (const std::optional<double> h = s.min_headroom_log2()) {
@@ -157,8 +175,8 @@ nlohmann::json NumericsSummary::numerics_json() const {
     if (m_tensor_underflow[t] > 0) order.push_back(t);
   }
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return frac(m_tensor_underflow[a], m_tensor_values[a]) >
-           frac(m_tensor_underflow[b], m_tensor_values[b]);
+    return frac(m_tensor_underflow[a], m_tensor_nonzero[a]) >
+           frac(m_tensor_underflow[b], m_tensor_nonzero[b]);
   });
   if (order.size() > 5) order.resize(5);
   nlohmann::json worst = nlohmann::json::array();
@@ -166,13 +184,13 @@ nlohmann::json NumericsSummary::numerics_json() const {
     worst.push_back({{k::kTensor, m_names[t]},
                      {k::kUnderflow, m_tensor_underflow[t]},
                      {k::kValues, m_tensor_values[t]},
-                     {k::kUnderflowFrac, frac(m_tensor_underflow[t], m_tensor_values[t])}});
+                     {k::kUnderflowFrac, frac(m_tensor_underflow[t], m_tensor_nonzero[t])}});
   }
   return {
       {k::kSamples, m_samples},
       {k::kValues, m_values},
       {k::kUnderflow, m_underflow},
-      {k::kUnderflowFrac, frac(m_underflow, m_values)},
+      {k::kUnderflowFrac, frac(m_underflow, m_nonzero)},
       {k::kMeanUnderflowFrac, m_samples > 0 ? m_frac_sum / static_cast<double>(m_samples) : 0.0},
       {k::kMinHeadroom, m_min_headroom ? nlohmann::json(*m_min_headroom) : nlohmann::json()},
       {k::kWorstUnderflow, std::move(worst)}};
@@ -192,20 +210,19 @@ nlohmann::json NumericsSummary::advice_json() const {
 }
 
 std::string underflow_warning(const NumericsSample& s) {
-  const int64_t values = s.total(numerics::kValues);
-  const double f = frac(s.total(numerics::kUnderflow), values);
+  const double f = s.underflow_frac();
   if (!(f > kWarnUnderflowFrac)) return {};
   size_t worst = 0;
   double worst_frac = -1;
   for (size_t t = 0; t < s.names.size(); ++t) {
-    const double tf = frac(s.row(t)[numerics::kUnderflow], s.row(t)[numerics::kValues]);
+    const double tf = frac(s.row(t)[numerics::kUnderflow], s.nonzero(t));
     if (tf > worst_frac) {
       worst = t;
       worst_frac = tf;
     }
   }
   std::string msg = "numerics: step " + std::to_string(s.step) + ": " + sci(100.0 * f) +
-                    "% of the gradient values flushed to zero at scale " + sci(s.scale) +
+                    "% of the non-zero gradient values flushed to zero at scale " + sci(s.scale) +
                     " (most in " + s.names[worst] + ": " + sci(100.0 * worst_frac) + "%); ";
   const std::optional<NumericsSample::Shifts> shifts = s.allowed_shifts();
   if (shifts && (!shifts->hi || shifts->lo <= *shifts->hi)) {

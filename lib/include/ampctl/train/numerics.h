@@ -54,6 +54,12 @@ struct NumericsSample {
 
   const int64_t* row(size_t t) const { return counters.data() + t * numerics::kWidth; }
   int64_t total(numerics::Counter c) const;
+  // Values finite and non-zero before their rounding (the histogram's mass) of tensor t / all:
+  // the denominator of the underflow fractions (zeros before a rounding, the consequence of an
+  // underflow upstream or of a dead unit, cannot be lost).
+  int64_t nonzero(size_t t) const;
+  int64_t nonzero() const;
+  double underflow_frac() const;  // underflow / nonzero (0 when nothing was non-zero)
   // log2(max_finite / max |x|) of tensor t; nullopt when it had no finite non-zero value.
   std::optional<double> headroom_log2(size_t t) const;
   std::optional<double> min_headroom_log2() const;
@@ -83,11 +89,11 @@ class NumericsSummary {
   nlohmann::json advice_json() const;
 
  private:
-  int64_t m_samples = 0, m_values = 0, m_underflow = 0;
+  int64_t m_samples = 0, m_values = 0, m_nonzero = 0, m_underflow = 0;
   double m_frac_sum = 0;  // of the samples' underflow_frac
   std::optional<double> m_min_headroom;
   std::vector<std::string> m_names;
-  std::vector<int64_t> m_tensor_values, m_tensor_underflow;
+  std::vector<int64_t> m_tensor_values, m_tensor_nonzero, m_tensor_underflow;
   int64_t m_advised = 0;             // samples that constrained the advice
   std::optional<double> m_lo, m_hi;  // the intersection so far (hi nullopt: unbounded)
   bool m_empty = false;              // some sample admitted no scale, or the ranges do not meet
