@@ -191,6 +191,34 @@ details[-1]=$(tail -1 "$LOG_DIR/cpu_vs_gpu.log" | cut -c1-70)
 run_step gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpu" "$RUNS/gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpu_repeat.log" | cut -c1-70)
 
+# ---- gradient numerics and TensorBoard on the GPU (docs/reference.md) ----
+# Sampling every step must leave the run bitwise the one above (train lines, time aside); the
+# event file must read back through TensorBoard's own EventAccumulator where it is installed.
+run_step numerics_gpu 120 "$B/ampctl" train --config configs/quickstart.yaml --set device=cuda \
+  "${common[@]}" --set logging.numerics_every=1 --set logging.tensorboard=true \
+  --run-dir "$RUNS/gpu_numerics"
+run_step numerics_bitwise 30 python3 -c '
+import json, sys
+def train(run):
+    out = []
+    for line in open(run + "/metrics.jsonl"):
+        m = json.loads(line)
+        if m["kind"] == "train":
+            m.pop("time_s")
+            out.append(m)
+    return out
+a, b = train(sys.argv[1]), train(sys.argv[2])
+bad = sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+print(f"{len(a)} train lines, {bad} differ with numerics_every 1")
+sys.exit(1 if bad else 0)' "$RUNS/gpu" "$RUNS/gpu_numerics"
+details[-1]=$(tail -1 "$LOG_DIR/numerics_bitwise.log" | cut -c1-70)
+if python3 -c 'import tensorboard' 2>/dev/null; then
+  run_step tensorboard 60 python3 scripts/check_tensorboard.py "$RUNS/gpu_numerics"
+  details[-1]=$(tail -1 "$LOG_DIR/tensorboard.log" | cut -c1-70)
+else
+  echo "gpu-check: python3 cannot import tensorboard: the EventAccumulator check is skipped"
+fi
+
 # ---- benchmark: ampctl against PyTorch AMP on the same MLPs ----
 # name features hidden classes batch steps samples
 BENCH_ROWS=()

@@ -559,6 +559,33 @@ void add_sgd_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// round_counted (backend.h, "gradient numerics"): the rounded values and every counter (the
+// int64 words compared as i32 pairs, bit for bit) over values from f32's subnormals to past
+// 65504, with zeros, infinities and NaNs; two calls into one counters row (accumulation).
+void add_round_counted_cases(std::vector<OpCase>& cases) {
+  for (DType dst : {DType::f16, DType::bf16}) {
+    OpCase c;
+    c.name = std::string("round_counted_to_") + dtype_name(dst);
+    c.make_inputs = [](std::mt19937_64& rng) {
+      std::vector<float> v = random_with_specials(rng, 40000, -149, 127, 0.01);
+      for (size_t i = 0; i < v.size(); i += 17) v[i] = 0.0f;
+      for (size_t i = 5; i < v.size(); i += 29) v[i] = std::ldexp(v[i], -30);  // near 2^-25
+      return std::vector<HostInput>{from_values({static_cast<int64_t>(v.size())}, DType::f32, v)};
+    };
+    c.run = [dst](Backend& be, std::vector<Tensor>& in) {
+      const Tensor& src = in[0];
+      const auto n = static_cast<int64_t>(src.numel());
+      Tensor out = be.zeros({n}, dst);
+      Tensor counters = be.zeros({numerics::kWords}, DType::i32);
+      be.round_counted(src.view(0, {n / 2}), out.view(0, {n / 2}), counters);
+      be.round_counted(src.view(static_cast<size_t>(n / 2), {n - n / 2}),
+                       out.view(static_cast<size_t>(n / 2), {n - n / 2}), counters);
+      return std::vector<Tensor>{out, counters};
+    };
+    cases.push_back(std::move(c));
+  }
+}
+
 std::vector<OpCase> all_cases() {
   std::vector<OpCase> cases;
   add_cast_cases(cases);
@@ -570,6 +597,7 @@ std::vector<OpCase> all_cases() {
   add_inv_scale_case(cases);
   add_update_scale_cases(cases);
   add_sgd_cases(cases);
+  add_round_counted_cases(cases);
   return cases;
 }
 

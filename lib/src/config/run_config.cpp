@@ -587,6 +587,11 @@ Schema<RunConfig> make_run_schema() {
       bool_field<C>(AMPCTL_KEY(logging.profile), false,
                     "time each step by phase (summary.json phase_ms; on a GPU this waits for "
                     "the device at every phase boundary, so it slows the step)"),
+      int_field<C>(AMPCTL_KEY(logging.numerics_every), 0, {0, INT64_MAX},
+                   "count gradient underflow, subnormals and headroom per tensor every N steps "
+                   "(metrics.jsonl numerics lines, summary scale_advice; fp16/bf16); 0 = off"),
+      bool_field<C>(AMPCTL_KEY(logging.tensorboard), false,
+                    "also write TensorBoard scalars (events.out.tfevents.* in the run directory)"),
 
       int_list_field<C>(AMPCTL_KEY(debug.inject_nonfinite_at), {}, {1, INT64_MAX},
                         "steps (1-based) whose gradients get a non-finite value"),

@@ -1,4 +1,5 @@
 #include "ampctl/nn/layers.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 
@@ -23,11 +24,16 @@ std::string Activation::describe() const {
   return "Activation()";
 }
 
-void Activation::setup(Backend& backend, const FlatLayout&, const ParamArenas&, int64_t max_batch,
-                       DType act, bool input_grad) {
+void Activation::setup(Backend& backend, const FlatLayout&, const ParamArenas& arenas,
+                       int64_t max_batch, DType act, bool input_grad) {
   m_backend = &backend;
   m_y = RowViews(backend.zeros({max_batch, m_features}, act));
   if (input_grad) m_dx = RowViews(backend.zeros({max_batch, m_features}, act));
+  m_numerics = act != DType::f32 && input_grad ? arenas.numerics : nullptr;
+  if (m_numerics) {
+    m_dx_f32 = RowViews(m_numerics->workspace({max_batch, m_features}));
+    m_site = m_numerics->add_site();
+  }
 }
 
 const Tensor& Activation::forward(const Tensor& x, int64_t batch, bool) {
@@ -44,6 +50,12 @@ const Tensor& Activation::backward(const Tensor& dy, int64_t batch) {
     throw Error{ErrorKind::state, "activation backward: set up without an input gradient"};
   }
   const Tensor& dx = m_dx.rows(batch);
+  if (m_numerics && m_numerics->active()) {  // a sampled step: f32, then a counted rounding
+    const Tensor& dx_f32 = m_dx_f32.rows(batch);
+    m_backend->activation_backward(m_kind, m_x, m_y.rows(batch), dy, dx_f32);
+    m_numerics->round_site(dx_f32, dx, m_site);
+    return dx;
+  }
   m_backend->activation_backward(m_kind, m_x, m_y.rows(batch), dy, dx);
   return dx;
 }

@@ -1,6 +1,7 @@
 #include <sstream>
 
 #include "ampctl/nn/layers.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 
@@ -21,11 +22,16 @@ std::string Dropout::describe() const {
   return os.str();
 }
 
-void Dropout::setup(Backend& backend, const FlatLayout&, const ParamArenas&, int64_t max_batch,
-                    DType act, bool input_grad) {
+void Dropout::setup(Backend& backend, const FlatLayout&, const ParamArenas& arenas,
+                    int64_t max_batch, DType act, bool input_grad) {
   m_backend = &backend;
   m_y = RowViews(backend.zeros({max_batch, m_features}, act));
   if (input_grad) m_dx = RowViews(backend.zeros({max_batch, m_features}, act));
+  m_numerics = act != DType::f32 && input_grad ? arenas.numerics : nullptr;
+  if (m_numerics) {
+    m_dx_f32 = RowViews(m_numerics->workspace({max_batch, m_features}));
+    m_site = m_numerics->add_site();
+  }
 }
 
 const Tensor& Dropout::forward(const Tensor& x, int64_t batch, bool training) {
@@ -43,6 +49,12 @@ const Tensor& Dropout::backward(const Tensor& dy, int64_t batch) {
     throw Error{ErrorKind::state, "Dropout backward: set up without an input gradient"};
   }
   const Tensor& dx = m_dx.rows(batch);
+  if (m_numerics && m_numerics->active()) {  // a sampled step: f32, then a counted rounding
+    const Tensor& dx_f32 = m_dx_f32.rows(batch);
+    m_backend->dropout_backward(dy, dx_f32, m_p, m_rng->seed, m_stream);
+    m_numerics->round_site(dx_f32, dx, m_site);
+    return dx;
+  }
   m_backend->dropout_backward(dy, dx, m_p, m_rng->seed, m_stream);
   return dx;
 }

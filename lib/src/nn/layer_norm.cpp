@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "ampctl/nn/layers.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 
@@ -36,6 +37,11 @@ void LayerNorm::setup(Backend& backend, const FlatLayout& layout, const ParamAre
   if (input_grad) m_dx = RowViews(backend.zeros({max_batch, m_features}, act));
   m_mean = RowViews(backend.zeros({max_batch}, DType::f32));
   m_rstd = RowViews(backend.zeros({max_batch}, DType::f32));
+  m_numerics = act != DType::f32 ? arenas.numerics : nullptr;
+  if (m_numerics && input_grad) {
+    m_dx_f32 = RowViews(m_numerics->workspace({max_batch, m_features}));
+    m_site = m_numerics->add_site();
+  }
 }
 
 const Tensor& LayerNorm::forward(const Tensor& x, int64_t batch, bool) {
@@ -54,6 +60,15 @@ const Tensor& LayerNorm::backward(const Tensor& dy, int64_t batch) {
   // dgamma and dbeta are f32 sums accumulated straight into the f32 gradients: the fp32 op
   // has no lowp gradient to round.
   const Tensor& dx = m_dx.rows(batch);
+  if (m_numerics && m_numerics->active()) {
+    // A sampled step (nn/numerics.h): dy's roundings count for gamma; dx in f32, then rounded.
+    m_numerics->claim(m_gamma_entry);
+    const Tensor& dx_f32 = m_dx_f32.rows(batch);
+    m_backend->layer_norm_backward(m_x, m_gamma.param, m_mean.rows(batch), m_rstd.rows(batch), dy,
+                                   dx_f32, m_gamma.grad, m_beta.grad);
+    m_numerics->round_site(dx_f32, dx, m_site);
+    return dx;
+  }
   m_backend->layer_norm_backward(m_x, m_gamma.param, m_mean.rows(batch), m_rstd.rows(batch), dy, dx,
                                  m_gamma.grad, m_beta.grad);
   return dx;

@@ -7,6 +7,7 @@
 
 #include "ampctl/core/philox.h"
 #include "ampctl/nn/layers.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 namespace {
@@ -57,6 +58,15 @@ void Linear::setup(Backend& backend, const FlatLayout& layout, const ParamArenas
   if (input_grad) m_dx = RowViews(backend.zeros({max_batch, m_in}, act));
   if (act != DType::f32) m_dw_ws = backend.zeros({m_out, m_in}, act);
   m_db_ws = backend.zeros({m_out}, act);
+  m_numerics = act != DType::f32 ? arenas.numerics : nullptr;
+  if (m_numerics) {  // the f32 outputs of sampled steps (nn/numerics.h)
+    m_dw_f32 = m_numerics->workspace({m_out, m_in});
+    m_db_f32 = m_numerics->workspace({m_out});
+    if (input_grad) {
+      m_dx_f32 = RowViews(m_numerics->workspace({max_batch, m_in}));
+      m_dx_site = m_numerics->add_site();
+    }
+  }
 }
 
 const Tensor& Linear::forward(const Tensor& x, int64_t batch, bool) {
@@ -68,6 +78,7 @@ const Tensor& Linear::forward(const Tensor& x, int64_t batch, bool) {
 
 const Tensor& Linear::backward(const Tensor& dy, int64_t batch) {
   Backend& b = *m_backend;
+  if (m_numerics && m_numerics->active()) return backward_counted(dy, batch);
   if (m_dw_ws.defined()) {
     b.gemm(dy, /*trans_a=*/true, m_x, /*trans_b=*/false, m_dw_ws);
     b.add_(m_weight.grad, m_dw_ws);
@@ -80,6 +91,26 @@ const Tensor& Linear::backward(const Tensor& dy, int64_t batch) {
   if (!m_dx.defined()) return m_undefined;
   const Tensor& dx = m_dx.rows(batch);
   b.gemm(dy, /*trans_a=*/false, m_weight.compute(), /*trans_b=*/false, dx);
+  return dx;
+}
+
+// A sampled step: the same products written in f32 and rounded once each by the counting op,
+// which gives the lowp bits above (one rounding of the same float).
+const Tensor& Linear::backward_counted(const Tensor& dy, int64_t batch) {
+  Backend& b = *m_backend;
+  GradNumerics& n = *m_numerics;
+  n.claim(m_weight_entry);  // dy's roundings count for this layer's weight
+  b.gemm(dy, /*trans_a=*/true, m_x, /*trans_b=*/false, m_dw_f32);
+  n.round(m_dw_f32, m_dw_ws, m_weight_entry);
+  b.add_(m_weight.grad, m_dw_ws);
+  b.sum_rows(dy, m_db_f32);
+  n.round(m_db_f32, m_db_ws, m_bias_entry);
+  b.add_(m_bias.grad, m_db_ws);
+  if (!m_dx.defined()) return m_undefined;
+  const Tensor& dx = m_dx.rows(batch);
+  const Tensor& dx_f32 = m_dx_f32.rows(batch);
+  b.gemm(dy, /*trans_a=*/false, m_weight.compute(), /*trans_b=*/false, dx_f32);
+  n.round_site(dx_f32, dx, m_dx_site);
   return dx;
 }
 

@@ -1,5 +1,7 @@
 #include "ampctl/nn/loss.h"
 
+#include "ampctl/nn/numerics.h"
+
 namespace ampctl::nn {
 namespace {
 
@@ -18,9 +20,14 @@ Loss::Loss(LossKind type, int64_t outputs) : m_type(type), m_outputs(outputs) {
   }
 }
 
-void Loss::setup(Backend& backend, int64_t max_batch, DType act) {
+void Loss::setup(Backend& backend, int64_t max_batch, DType act, GradNumerics* numerics) {
   m_backend = &backend;
   m_dlogits = RowViews(backend.zeros({max_batch, m_outputs}, act));
+  m_numerics = numerics;
+  if (m_numerics) {
+    m_site = m_numerics->add_site();
+    m_dlogits_f32 = RowViews(m_numerics->workspace({max_batch, m_outputs}));
+  }
 }
 
 bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
@@ -30,6 +37,9 @@ bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
   check_scalar_arg(correct_out, DType::i32, "loss: correct_out");
   check_scalar_arg(grad_scale, DType::f32, "loss: grad_scale");
   const Tensor& dlogits = grad_scale.defined() ? m_dlogits.rows(batch) : m_undefined;
+  // A sampled step (nn/numerics.h): dlogits in f32, then one counted rounding to lowp.
+  const bool counted = m_numerics && m_numerics->active() && dlogits.defined();
+  const Tensor& grad_out = counted ? m_dlogits_f32.rows(batch) : dlogits;
   switch (m_type) {
     case LossKind::cross_entropy: {
       if (!targets.defined() || targets.rank() != 1 || targets.dtype() != DType::i32 ||
@@ -40,7 +50,7 @@ bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
                         (targets.defined() ? targets.describe() : std::string("none"))};
       }
       m_backend->softmax_cross_entropy(logits, m_targets.of(targets, batch), loss_out, correct_out,
-                                       dlogits, grad_scale);
+                                       grad_out, grad_scale);
       break;
     }
     case LossKind::mse: {
@@ -49,10 +59,11 @@ bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
                     "mse: correct_out is only defined for cross_entropy"};
       }
       check_matrix(targets, batch, m_outputs, DType::f32, /*exact=*/false, "mse targets");
-      m_backend->mse(logits, m_targets.of(targets, batch), loss_out, dlogits, grad_scale);
+      m_backend->mse(logits, m_targets.of(targets, batch), loss_out, grad_out, grad_scale);
       break;
     }
   }
+  if (counted) m_numerics->round_site(grad_out, dlogits, m_site);
   return grad_scale.defined();
 }
 

@@ -43,7 +43,8 @@ Model::Model(Backend& backend, const ModelOptions& o)
       m_loss_kind(o.loss),
       m_in(o.in_features),
       m_out(o.out_features),
-      m_max_batch(o.max_batch) {
+      m_max_batch(o.max_batch),
+      m_numerics_wanted(o.numerics) {
   check_size(o.in_features, "in_features");
   check_size(o.out_features, "out_features");
   check_size(o.max_batch, "max_batch");
@@ -61,6 +62,10 @@ void Model::allocate_params(const std::function<void(std::span<float>)>& init) {
   init(host);
   b.upload(m_arenas.params, host.data(), host.size() * sizeof(float));
   sync_lowp();
+  if (m_numerics_wanted && m_act != DType::f32) {
+    m_numerics = std::make_unique<GradNumerics>(b, m_layout.entries().size(), m_act);
+    m_arenas.numerics = m_numerics.get();
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>> Model::state_tensors() const {

@@ -4,6 +4,7 @@
 
 #include "ampctl/core/error.h"
 #include "ampctl/run/numbers.h"
+#include "ampctl/run/numerics.h"
 
 namespace ampctl::run {
 
@@ -52,6 +53,9 @@ nlohmann::json to_json(const Summary& s) {
                                   static_cast<double>(s.tokens_per_sample) / t.train_seconds
                             : 0.0;
   }
+  // logging.numerics_every (run/numerics.h): only when the run counted.
+  if (!s.numerics.is_null()) j[numerics_key::kSummaryNumerics] = s.numerics;
+  if (!s.scale_advice.is_null()) j[numerics_key::kScaleAdvice] = s.scale_advice;
   if (s.divergence) {
     const SummaryDivergence& d = *s.divergence;
     j[k::kDivergence] = {

@@ -23,6 +23,7 @@
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/run_lock.h"
+#include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
 
@@ -428,6 +429,14 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   return result;
 }
 
+// A number of summary.json's "numerics" object (logging.numerics_every), or null.
+static nlohmann::json numerics_field(const nlohmann::json& summary, const char* key) {
+  if (!summary.is_object() || !summary.contains(files::numerics_key::kSummaryNumerics)) return {};
+  const nlohmann::json& n = summary.at(files::numerics_key::kSummaryNumerics);
+  if (!n.is_object() || !n.contains(key) || !n.at(key).is_number()) return {};
+  return n.at(key);
+}
+
 nlohmann::json result_row(const RunResult& r) {
   const nlohmann::json& s = r.summary;
   auto field = [&](const char* k) { return files::summary_field(s, k); };
@@ -450,6 +459,8 @@ nlohmann::json result_row(const RunResult& r) {
           {"final_scale", field(sk::kFinalScale)},
           {"min_scale", field(sk::kMinScale)},
           {"max_scale", field(sk::kMaxScale)},
+          {"mean_underflow_frac", numerics_field(s, files::numerics_key::kMeanUnderflowFrac)},
+          {"min_headroom_log2", numerics_field(s, files::numerics_key::kMinHeadroom)},
           {"wall_time_s", field(sk::kWallTimeS)},
           {"samples_per_s", field(sk::kSamplesPerS)},
           {"run_dir", r.dir.string()}};
@@ -484,12 +495,25 @@ int best_run(const std::vector<RunResult>& results, const std::string& metric) {
 
 std::string write_report(const fs::path& out, const std::vector<RunResult>& results,
                          const std::string& metric) {
-  static const std::vector<std::string> columns = {
-      "name",      "overrides",     "status",         "error",
-      "exit_code", "final_loss",    "best_eval_loss", "best_eval_accuracy",
-      "steps",     "skipped_steps", "overflow_rate",  "final_scale",
-      "min_scale", "max_scale",     "wall_time_s",    "samples_per_s",
-      "run_dir"};
+  static const std::vector<std::string> columns = {"name",
+                                                   "overrides",
+                                                   "status",
+                                                   "error",
+                                                   "exit_code",
+                                                   "final_loss",
+                                                   "best_eval_loss",
+                                                   "best_eval_accuracy",
+                                                   "steps",
+                                                   "skipped_steps",
+                                                   "overflow_rate",
+                                                   "final_scale",
+                                                   "min_scale",
+                                                   "max_scale",
+                                                   "mean_underflow_frac",
+                                                   "min_headroom_log2",
+                                                   "wall_time_s",
+                                                   "samples_per_s",
+                                                   "run_dir"};
   std::string csv;
   for (size_t i = 0; i < columns.size(); ++i) csv += (i ? "," : "") + columns[i];
   csv += "\n";

@@ -15,6 +15,7 @@
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/core/error.h"
 #include "ampctl/run/metrics_line.h"
+#include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
 
@@ -40,6 +41,7 @@ struct RunData {
   json row;  // result_row()-shaped
   bool best = false;
   std::vector<Point> loss, eval, scale, skips;
+  std::vector<Point> underflow, headroom;  // numerics lines (logging.numerics_every)
 };
 
 std::string fmt(const char* format, double v) {
@@ -115,6 +117,14 @@ void read_metrics(const fs::path& file, RunData& run) {
     }
     if (!r->step) continue;
     const std::int64_t s = *r->step;
+    if (r->kind == files::numerics_key::kKind) {
+      const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (const std::optional<files::NumericsRecord> n = files::read_numerics_line(j)) {
+        run.underflow.push_back({s, n->underflow_frac});
+        if (n->min_headroom_log2) run.headroom.push_back({s, *n->min_headroom_log2});
+      }
+      continue;
+    }
     if (r->is_eval()) {
       if (r->loss) run.eval.push_back({s, *r->loss});
       continue;
@@ -318,6 +328,35 @@ std::string scale_plot(const std::vector<RunData>& runs, Frame f) {
   return s + "</g>\n</svg>\n";
 }
 
+// A linear plot of one numerics series of every run (underflow fraction, min headroom).
+std::string numerics_plot(const std::vector<RunData>& runs, Frame f, const char* id,
+                          const char* label, const char* y_label,
+                          std::vector<Point> RunData::*series, const char* what) {
+  bool any_step = false;
+  step_range(runs, f.x_lo, f.x_hi, any_step);
+  if (!any_step) f.x_lo = 0, f.x_hi = 1;
+  bool any = false;
+  for (const RunData& r : runs) {
+    for (const Point& p : r.*series) {
+      f.y_lo = any ? std::min(f.y_lo, p.value) : std::min(0.0, p.value);
+      f.y_hi = any ? std::max(f.y_hi, p.value) : std::max(0.0, p.value);
+      any = true;
+    }
+  }
+  if (!any || f.y_hi <= f.y_lo) f.y_hi = f.y_lo + 1;
+  const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
+  std::vector<std::pair<double, std::string>> y_ticks;
+  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.4g", v));
+  std::string s = svg_open(id, label);
+  s += svg_axes(f, x_ticks, y_ticks, y_label);
+  if (!any) s += no_data(what);
+  s += "<g class=\"series\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!(runs[i].*series).empty()) s += polyline(f, runs[i].*series, i, runs[i].name, what);
+  }
+  return s + "</g>\n</svg>\n";
+}
+
 std::string cell(const json& v, const char* format) {
   if (!v.is_number()) return "<td class=\"na\">&mdash;</td>";
   const double d = v.get<double>();
@@ -330,7 +369,8 @@ std::string runs_table(const std::vector<RunData>& runs) {
       "<table id=\"runs\">\n<thead><tr><th>run</th><th>overrides</th><th>status</th>"
       "<th>final loss</th><th>best eval loss</th><th>steps</th><th>skipped</th>"
       "<th>overflow rate</th><th>final scale</th><th>min scale</th><th>max scale</th>"
-      "<th>wall time (s)</th><th>samples/s</th></tr></thead>\n<tbody>\n";
+      "<th>mean underflow</th><th>min headroom (log2)</th><th>wall time "
+      "(s)</th><th>samples/s</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     const json& row = r.row;
@@ -355,6 +395,7 @@ std::string runs_table(const std::vector<RunData>& runs) {
          cell(field("steps"), nullptr) + cell(field("skipped_steps"), nullptr) +
          cell(field("overflow_rate"), "%.4f") + cell(field("final_scale"), "%.10g") +
          cell(field("min_scale"), "%.10g") + cell(field("max_scale"), "%.10g") +
+         cell(field("mean_underflow_frac"), "%.4g") + cell(field("min_headroom_log2"), "%.3g") +
          cell(field("wall_time_s"), "%.3f") + cell(field("samples_per_s"), "%.0f") + "</tr>\n";
   }
   return s + "</tbody>\n</table>\n";
@@ -417,6 +458,20 @@ std::string page(const std::string& title, const std::string& meta,
   s += "<h2>Loss scale</h2>\n" + scale_plot(runs, Frame{});
   s += "<p class=\"note\">The loss scale each logged step's backward pass used, on a log2 axis; "
        "red dots mark steps whose gradients overflowed (found_inf) and were skipped.</p>\n";
+  bool numerics = false;
+  for (const RunData& r : runs) numerics = numerics || !r.underflow.empty();
+  if (numerics) {
+    s += "<h2>Gradient numerics</h2>\n" +
+         numerics_plot(runs, Frame{}, "underflow", "fraction of gradient values flushed to zero",
+                       "underflow fraction", &RunData::underflow, "underflow fraction");
+    s += numerics_plot(runs, Frame{}, "headroom", "min headroom (log2) over the tensors",
+                       "headroom (log2)", &RunData::headroom, "headroom");
+    s += "<p class=\"note\">At each sampled step (logging.numerics_every): the fraction of the "
+         "gradient values that the roundings to 16 bits flushed to zero, and the smallest "
+         "headroom over the parameter tensors, log2(max finite / max |scaled gradient|): "
+         "negative where a rounding overflowed. Underflow falls and overflow rises as the scale "
+         "above grows.</p>\n";
+  }
   s += "<h2>Runs</h2>\n" + runs_table(runs);
   if (summary) s += "<h2>Summary</h2>\n" + summary_table(*summary);
   return s + "</body>\n</html>\n";

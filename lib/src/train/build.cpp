@@ -289,8 +289,10 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     check_run_memory(cfg, train.features, outputs, train.size(),
                      r.data.eval ? r.data.eval->size() : 0, b.device());
   }
-  r.model = nn::build_model(
-      b, model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed));
+  nn::ModelOptions model_opts =
+      model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
+  model_opts.numerics = cfg.logging.numerics_every > 0;  // gradient numerics (nn/numerics.h)
+  r.model = nn::build_model(b, model_opts);
   if (r.language_model) {
     r.lm_block_size = lm_block_size(*r.model);
     data::check_lm_windows(r.lm, r.lm_block_size);

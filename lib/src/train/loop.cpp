@@ -21,6 +21,7 @@
 #include "ampctl/train/build.h"
 #include "ampctl/train/checkpoint_state.h"
 #include "ampctl/train/monitor.h"
+#include "ampctl/train/numerics.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/step.h"
 #include "ampctl/train/trainer.h"
@@ -72,9 +73,15 @@ void Trainer::setup() {
       std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(), monitor);
   m_monitor->set_writer(is_root());
   if (m_cfg.logging.profile) r.scaler->set_phase_hook([this] { m_monitor->phase_end(kUnscale); });
-  m_step = std::make_unique<TrainStep>(StepParts{*r.backend, *r.model, *r.optimizer, *r.scaler,
-                                                 *r.schedule, *r.batcher, *m_monitor, *r.comm},
-                                       step_options(m_cfg, *r.model));
+  if (m_cfg.logging.numerics_every > 0 && r.model->numerics() != nullptr) {
+    m_numerics =
+        std::make_unique<NumericsRecorder>(*r.backend, *r.model->numerics(), *r.scaler,
+                                           m_monitor->param_names(), m_cfg.logging.numerics_every);
+  }
+  m_step = std::make_unique<TrainStep>(
+      StepParts{*r.backend, *r.model, *r.optimizer, *r.scaler, *r.schedule, *r.batcher, *m_monitor,
+                *r.comm, m_numerics.get()},
+      step_options(m_cfg, *r.model));
   m_eval_loss = r.backend->zeros({1}, DType::f32);
 }
 
@@ -94,6 +101,7 @@ void Trainer::begin() {
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
   if (is_root() && m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
   m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/false);
+  open_tensorboard();
   if (is_root()) log_start();
   m_next_step = 1;
   if (const int sig = stop_signal()) stop(sig);  // it came while the data loaded
@@ -135,6 +143,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
     m_dir->truncate_metrics(ck.step);
   }
   m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/true);
+  open_tensorboard();
   m_next_step = ck.step + 1;
   m_resumed_at = ck.step;
   m_last_checkpoint = ck.step;
@@ -169,6 +178,7 @@ void Trainer::step() {
   const Batcher::Cursor cursor = m_run->batcher->cursor();
   const uint64_t dropout_calls = m_run->model->rng_position();
   if (!m_step->run(step)) abandon_step(step, cursor, dropout_calls);
+  if (m_numerics && m_numerics->sampled(step)) record_numerics(step);
   m_monitor->step_finished(step);
   if (m_monitor->diverged() && !m_diverging) diverge();
   m_monitor->step_closed();
@@ -303,8 +313,42 @@ files::Summary Trainer::summary_of(const std::string& status) const {
   s.precision = config::to_string(m_cfg.precision);
   s.scaler_enabled = m_run->scaler->is_enabled();
   s.phase_ms = mon.phase_json();
+  if (m_numerics) {
+    s.numerics = m_numerics->summary().numerics_json();
+    s.scale_advice = m_numerics->summary().advice_json();
+  }
   s.version = AMPCTL_VERSION;
   return s;
+}
+
+void Trainer::open_tensorboard() {
+  if (m_cfg.logging.tensorboard && is_root()) {
+    m_monitor->set_tensorboard(std::make_unique<files::EventWriter>(m_dir->path()));
+  }
+  if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
+    spdlog::info(
+        "numerics: precision {} rounds no gradient to 16 bits: nothing to count, no "
+        "numerics lines",
+        config::to_string(m_cfg.precision));
+  }
+}
+
+void Trainer::record_numerics(int64_t step) {
+  const NumericsSample& s = m_numerics->read(step);
+  if (!is_root()) return;
+  m_monitor->queue_line(numerics_line(s));
+  if (files::EventWriter* tb = m_monitor->tensorboard()) {
+    tb->scalar(step, "amp/underflow_frac", s.underflow_frac());
+    for (size_t t = 0; t < s.names.size(); ++t) {
+      if (const std::optional<double> h = s.headroom_log2(t)) {
+        tb->scalar(step, "amp/headroom_log2/" + s.names[t], *h);
+      }
+    }
+  }
+  // Warned when a sample crosses the threshold, not again until one falls below it.
+  const std::string warning = underflow_warning(s);
+  if (!warning.empty() && !m_underflow_warned) spdlog::warn("{}", warning);
+  m_underflow_warned = !warning.empty();
 }
 
 void Trainer::write_summary(const nlohmann::json& summary) const {

@@ -244,12 +244,21 @@ void Monitor::flush() {
       line.time_s = info.time_s;
       if (found_inf && flags != nullptr) line.overflow_tensors = std::move(overflow_tensors);
       if (m_writer) m_metrics << run::to_json(line).dump() << '\n';
+      if (m_tb && m_writer) {
+        m_tb->scalar(info.step, "train/loss", loss);
+        m_tb->scalar(info.step, "train/lr", info.lr);
+        m_tb->scalar(info.step, "amp/scale", scale);
+        m_tb->scalar(info.step, "amp/skipped", found_inf ? 1.0 : 0.0);
+        m_tb->scalar(info.step, "amp/growth_tracker", line.growth_tracker);
+      }
     }
   }
   if (m_writer) {
+    for (const nlohmann::json& q : m_queued) m_metrics << q.dump() << '\n';
     m_metrics.flush();
     check_metrics_stream();
   }
+  m_queued.clear();
   const auto& last = m_ring.info.back();
   const double elapsed = seconds_since(m_t0);
   const double rate = t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0;
@@ -272,7 +281,15 @@ void Monitor::flush() {
         format_eta(eta), elapsed);
   }
   t.final_scale = scaling ? m_scaler->get_scale() : 1.0;
+  if (m_tb && m_writer) {
+    m_tb->scalar(last.step, "perf/samples_per_s", rate);
+    m_tb->flush();
+  }
   m_ring.info.clear();
+}
+
+void Monitor::queue_line(nlohmann::json line) {
+  m_queued.push_back(std::move(line));
 }
 
 void Monitor::check_metrics_stream() {
@@ -301,6 +318,12 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
         "eval  step {:>6} loss {:.5g}{}{}", step, loss,
         accuracy ? fmt::format(" accuracy {:.4f}", *accuracy) : std::string(),
         line.perplexity ? fmt::format(" perplexity {:.4g}", *line.perplexity) : std::string());
+    if (m_tb) {
+      m_tb->scalar(step, "eval/loss", loss);
+      if (accuracy) m_tb->scalar(step, "eval/accuracy", *accuracy);
+      if (line.perplexity) m_tb->scalar(step, "eval/perplexity", *line.perplexity);
+      m_tb->flush();
+    }
   }
   t.eval_seconds += seconds;
   return j;

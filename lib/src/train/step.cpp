@@ -10,6 +10,7 @@
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/monitor.h"
+#include "ampctl/train/numerics.h"
 #include "ampctl/train/signals.h"
 
 namespace ampctl::train {
@@ -45,10 +46,16 @@ bool TrainStep::run(int64_t step) {
 
   model.zero_grad();
   b.fill(m_loss_acc, 0.0);
+  // A sampled step counts its gradient roundings (train/numerics.h); the others cost nothing.
+  NumericsRecorder* numerics = m_p.numerics && m_p.numerics->sampled(step) ? m_p.numerics : nullptr;
+  if (numerics) numerics->begin();
   int64_t samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     // A host flag, no device sync; the step boundary checks before the first micro-batch.
-    if (micro > 0 && stop_signal() != 0) return false;
+    if (micro > 0 && stop_signal() != 0) {
+      if (numerics) numerics->end();
+      return false;
+    }
     const Batch& batch = m_p.batcher.next();
     mon.phase_end(kData);
     model.forward(batch.input, batch.rows, /*training=*/true);
@@ -59,6 +66,7 @@ bool TrainStep::run(int64_t step) {
     samples += batch.rows;
     mon.phase_end(kBackward);
   }
+  if (numerics) numerics->end();
   // Data parallel: every rank's gradients summed (identity for one process).
   m_p.comm.all_reduce(model.grads(), dist::ReduceOp::sum);
 

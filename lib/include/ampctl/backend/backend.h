@@ -24,6 +24,7 @@
 #include "ampctl/math/adam_math.h"
 #include "ampctl/math/amp_math.h"
 #include "ampctl/math/nn_math.h"
+#include "ampctl/math/numerics_math.h"
 #include "ampctl/math/sgd_math.h"
 
 namespace ampctl {
@@ -235,6 +236,16 @@ class Backend {
   // Arguments are checked by check_optimizer_step, the same on every backend.
   virtual void optimizer_step(const OptimizerStepArgs& args) = 0;
 
+  // ---- gradient numerics (docs/reference.md, "Gradient numerics"; math/numerics_math.h) ----
+  // dst := round_dst(src) for f32 src and f16/bf16 dst of equal numel (the same bits a direct
+  // lowp output of the op that wrote src would have: one rounding of the same float), and in
+  // the same pass counters accumulate this rounding's classification: an i32 tensor of
+  // numerics::kWords words (numerics::kWidth little-endian int64s; a row of a larger counters
+  // tensor) whose values, underflow, subnormal and nonfinite counts and histogram bins are
+  // added to and whose max_bits is raised to the largest finite |src| bits. Integer sums and
+  // an integer max: the result does not depend on thread order. No host sync on the GPU.
+  virtual void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) = 0;
+
  protected:
   // What an op a backend does not implement throws: Error{state} naming the op and the backend.
   [[noreturn]] void unsupported(const char* op) const;
@@ -281,6 +292,12 @@ class Backend {
   // bf16 of params' numel. Throws Error{invalid_argument} naming the update and the operand.
   static void check_optimizer_step(const OptimizerStepArgs& args, const Device& device);
 };
+
+// round_counted's argument checks, shared by the backends: every tensor on `device`, src f32,
+// dst f16 or bf16 of src's numel, counters i32 of numerics::kWords words with 8-byte aligned
+// data. Throws Error{invalid_argument} naming the operand.
+void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters,
+                         const Device& device);
 
 // The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a
 // sweep shares the cores among its jobs), else one per core.

@@ -182,6 +182,8 @@ struct LoggingConfig {
   int64_t every_steps = 0;
   int64_t metrics_every = 0;
   bool profile = false;
+  int64_t numerics_every = 0;  // gradient numerics sample interval; 0 = off
+  bool tensorboard = false;    // events.out.tfevents.* in the run directory
   bool operator==(const LoggingConfig&) const = default;
 };
 

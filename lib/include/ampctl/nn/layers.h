@@ -55,6 +55,12 @@ class Linear final : public Module {
   Tensor m_dw_ws;      // lowp [out, in]: dY^T X rounded before it is added (undefined in fp32)
   Tensor m_db_ws;      // act [out]: sum_rows(dY) rounded before it is added
   Tensor m_undefined;  // what backward returns without input_grad
+  // Gradient numerics (nn/numerics.h): the f32 outputs of sampled steps.
+  const Tensor& backward_counted(const Tensor& dy, int64_t batch);
+  GradNumerics* m_numerics = nullptr;
+  Tensor m_dw_f32, m_db_f32;
+  RowViews m_dx_f32;
+  size_t m_dx_site = 0;
 };
 
 class Activation final : public Module {
@@ -76,6 +82,9 @@ class Activation final : public Module {
   Backend* m_backend = nullptr;
   RowViews m_y, m_dx;
   Tensor m_x;
+  GradNumerics* m_numerics = nullptr;  // nn/numerics.h
+  RowViews m_dx_f32;
+  size_t m_site = 0;
 };
 
 class LayerNorm final : public Module {
@@ -102,6 +111,9 @@ class LayerNorm final : public Module {
   ParamSlot m_gamma, m_beta;
   RowViews m_y, m_dx, m_mean, m_rstd;
   Tensor m_x;
+  GradNumerics* m_numerics = nullptr;  // nn/numerics.h
+  RowViews m_dx_f32;
+  size_t m_site = 0;
 };
 
 class Dropout final : public Module {
@@ -125,8 +137,11 @@ class Dropout final : public Module {
   DropoutRng* m_rng;
   Backend* m_backend = nullptr;
   RowViews m_y, m_dx;
-  bool m_applied = false;  // whether the last forward drew a mask (training and p > 0)
-  uint64_t m_stream = 0;   // that mask's stream
+  bool m_applied = false;              // whether the last forward drew a mask (training and p > 0)
+  uint64_t m_stream = 0;               // that mask's stream
+  GradNumerics* m_numerics = nullptr;  // nn/numerics.h
+  RowViews m_dx_f32;
+  size_t m_site = 0;
 };
 
 class Sequential final : public Module {

@@ -18,8 +18,10 @@ class Loss {
   Loss(LossKind type, int64_t outputs);
 
   LossKind type() const { return m_type; }
-  // Allocates dlogits for max_batch rows of dtype act.
-  void setup(Backend& backend, int64_t max_batch, DType act);
+  // Allocates dlogits for max_batch rows of dtype act. numerics (nn/numerics.h), when given:
+  // on its sampled steps dlogits is written in f32 and rounded through it (counted for the
+  // layer that consumes it).
+  void setup(Backend& backend, int64_t max_batch, DType act, GradNumerics* numerics = nullptr);
 
   // logits: [batch, outputs]. targets: i32 [>= batch] or f32 [>= batch, outputs] (the first
   // batch rows are used). loss_out: f32[1]. correct_out: i32[1] or undefined (cross_entropy
@@ -36,6 +38,9 @@ class Loss {
   RowViews m_dlogits;
   LeadingRows m_targets;
   Tensor m_undefined;
+  GradNumerics* m_numerics = nullptr;
+  size_t m_site = 0;
+  RowViews m_dlogits_f32;  // the f32 dlogits of sampled steps
 };
 
 }  // namespace ampctl::nn

@@ -36,6 +36,7 @@
 
 #include "ampctl/nn/layers.h"
 #include "ampctl/nn/loss.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 
@@ -68,6 +69,7 @@ struct ModelOptions {
   int64_t out_features = 0;  // classes, or the regression target width
   int64_t max_batch = 0;     // rows of the largest batch
   uint64_t seed = 0;         // initialisation and dropout
+  bool numerics = false;     // gradient numerics hook (nn/numerics.h; fp16/bf16 only)
   MlpOptions mlp;
   GptOptions gpt;
 };
@@ -104,6 +106,8 @@ class Model {
   void sync_lowp();
   // grads := 0.
   void zero_grad();
+  // The gradient-numerics hook: null unless ModelOptions::numerics in fp16/bf16.
+  GradNumerics* numerics() const { return m_numerics.get(); }
 
   // ---- the step ----
   // input: what the data source makes for this model, with >= batch rows (the first `batch`
@@ -146,6 +150,8 @@ class Model {
   int64_t m_in, m_out, m_max_batch;
   FlatLayout m_layout;
   ParamArenas m_arenas;
+  bool m_numerics_wanted = false;
+  std::unique_ptr<GradNumerics> m_numerics;  // made by allocate_params; m_arenas.numerics
 };
 
 // ---- the model registry ----

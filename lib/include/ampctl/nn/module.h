@@ -41,6 +41,8 @@
 
 namespace ampctl::nn {
 
+class GradNumerics;  // nn/numerics.h
+
 // Philox streams of the nn module, keyed by the run's seed. The upper 32 bits are an ASCII tag
 // ("init", "drop") so they never meet each other or the data module's "data" streams.
 inline constexpr uint64_t kInitStreamTag = 0x696e6974u;
@@ -61,6 +63,9 @@ struct ParamArenas {
   Tensor params;
   Tensor grads;
   Tensor lowp;
+  // The gradient-numerics hook (nn/numerics.h) when logging.numerics_every is on in fp16/bf16,
+  // else null: layers that round gradients allocate its workspaces at setup and count through it.
+  GradNumerics* numerics = nullptr;
 };
 
 // One parameter tensor as views into the arenas.

@@ -73,6 +73,8 @@ struct Summary {
   std::string backend, device, precision;
   bool scaler_enabled = false;
   nlohmann::json phase_ms;  // null without logging.profile
+  // logging.numerics_every (run/numerics.h): "numerics" and "scale_advice", null when off.
+  nlohmann::json numerics, scale_advice;
   std::string version;
   std::optional<SummaryDivergence> divergence;
 };

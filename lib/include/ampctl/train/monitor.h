@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@
 
 #include "ampctl/core/tensor.h"
 #include "ampctl/run/checkpoint_metrics.h"
+#include "ampctl/run/tensorboard.h"
 #include "ampctl/run/totals.h"
 
 namespace ampctl {
@@ -153,6 +155,14 @@ class Monitor {
   // Whether this process writes metrics.jsonl and console lines (dist: rank 0 only).
   void set_writer(bool on) { m_writer = on; }
 
+  // ---- additions: numerics lines and TensorBoard (docs/reference.md) ----
+  // A line for metrics.jsonl written at the next flush, after that flush's train lines (the
+  // numerics line of a sampled step goes after its step's train line).
+  void queue_line(nlohmann::json line);
+  // logging.tensorboard: the event file the train and eval scalars also go to (rank 0 only).
+  void set_tensorboard(std::unique_ptr<run::EventWriter> writer) { m_tb = std::move(writer); }
+  run::EventWriter* tensorboard() const { return m_tb.get(); }
+
  private:
   struct StepRing {
     static constexpr int kF = 3;  // loss, scale used by the backward, found_inf
@@ -191,6 +201,8 @@ class Monitor {
   std::vector<int64_t> m_overflow_counts;  // overflowing steps per parameter tensor
   Streak m_floor_streak, m_loss_streak;
   std::optional<Divergence> m_divergence;
+  std::vector<nlohmann::json> m_queued;  // queue_line
+  std::unique_ptr<run::EventWriter> m_tb;
 
   // The step being timed.
   Clock::time_point m_step_t0;

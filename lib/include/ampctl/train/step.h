@@ -33,6 +33,8 @@ class LrSchedule;
 
 namespace ampctl::train {
 
+class NumericsRecorder;  // train/numerics.h
+
 class Batcher;
 class Monitor;
 
@@ -56,6 +58,7 @@ struct StepParts {
   Batcher& batcher;
   Monitor& monitor;
   dist::Communicator& comm;
+  NumericsRecorder* numerics = nullptr;  // logging.numerics_every (train/numerics.h), or null
 };
 
 class TrainStep {

@@ -79,6 +79,8 @@ struct Summary;
 
 namespace ampctl::train {
 
+class NumericsRecorder;  // train/numerics.h
+
 struct RunObjects;
 class Monitor;
 class TrainStep;
@@ -152,6 +154,10 @@ class Trainer {
   // lines (dist/communicator.h).
   bool is_root() const;
   void log_start() const;
+  // Gradient numerics and TensorBoard (train/numerics.h, run/tensorboard.h): after a sampled
+  // step, its line, scalars and warning; after metrics.jsonl is opened, the event file.
+  void record_numerics(int64_t step);
+  void open_tensorboard();
 
   const config::RunConfig m_cfg;  // a copy: the trainer outlives any caller temporary
   std::filesystem::path m_run_dir;
@@ -170,7 +176,9 @@ class Trainer {
   std::unique_ptr<RunObjects> m_run;
   std::unique_ptr<Monitor> m_monitor;
   std::unique_ptr<TrainStep> m_step;
-  Tensor m_eval_loss;  // f32[1]
+  Tensor m_eval_loss;                            // f32[1]
+  std::unique_ptr<NumericsRecorder> m_numerics;  // logging.numerics_every in fp16/bf16
+  bool m_underflow_warned = false;               // the last sample was above the warning threshold
 };
 
 // Trains `config` in `run_dir` (created; config.yaml, metrics.jsonl and summary.json written

@@ -34,7 +34,7 @@ Mlp::Mlp(Backend& backend, const ModelOptions& options)
   m_layers->declare(m_layout, "layers");
   allocate_params([&](std::span<float> host) { m_layers->init(host, m_layout, options.seed); });
   m_layers->setup(backend, m_layout, m_arenas, m_max_batch, m_act, /*input_grad=*/false);
-  m_loss.setup(backend, m_max_batch, m_act);
+  m_loss.setup(backend, m_max_batch, m_act, m_arenas.numerics);
   m_input = RowViews(backend.zeros({m_max_batch, m_in}, m_act));
 }
 

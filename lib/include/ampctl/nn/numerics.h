@@ -1,0 +1,85 @@
+// GradNumerics: the counting hook the layers call on sampled steps (logging.numerics_every;
+// docs/reference.md "Gradient numerics", docs/design.md "Gradient numerics").
+//
+// On a sampled step every layer that rounds a gradient to f16/bf16 writes it in f32 first (into
+// a workspace it allocated at setup through workspace()) and rounds it with round(), which calls
+// Backend::round_counted: the op writing an f32 output computes the same float it would round
+// directly (backend.h: one rounding per output), so the lowp bits, and the whole training run,
+// are unchanged; only the counters learn what the rounding did. On other steps active() is false
+// and the layers take their ordinary path: an unsampled step costs nothing.
+//
+// Attribution. A rounding is counted for one parameter tensor (a layout entry):
+//   * a layer's own gradient products (Linear's dW and db) count for that tensor: round(entry);
+//   * an activation gradient (the loss's dlogits, an activation's or dropout's dx, a Linear's
+//     dx, LayerNorm's dx) counts for the parameter tensor whose layer consumes it next in the
+//     backward: the producer rounds it into its own site (add_site() at setup, round_site()), the
+//     consumer claims every site rounded since the last claim (claim(entry), host bookkeeping
+//     only). A Linear claims for its weight, LayerNorm for its gamma. A site never claimed (the
+//     gradient of a model's input) is not counted.
+// A new layer type (GPT, CNN) follows the same two rules: round its own products with round(),
+// its activation gradients with round_site(), and claim() for its main tensor before it uses dy.
+//
+// Counters: one row of numerics::kWidth int64s per layout entry and per site, in one device
+// tensor allocated at setup (grown by add_site, never inside a step), zeroed by begin(), read back
+// once by read() after the step (the only host sync, on sampled steps only).
+// Invariants: in fp32 nothing rounds and no GradNumerics exists (Model::numerics() is null).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/core/tensor.h"
+
+namespace ampctl::nn {
+
+class GradNumerics {
+ public:
+  // entries: the model's parameter tensors (rows 0 .. entries - 1); lowp: the activation dtype.
+  GradNumerics(Backend& backend, size_t entries, DType lowp);
+  GradNumerics(const GradNumerics&) = delete;
+  GradNumerics& operator=(const GradNumerics&) = delete;
+
+  DType lowp() const { return m_lowp; }
+  size_t entries() const { return m_entries; }
+
+  // ---- at setup ----
+  // A rounding site for activation gradients; returns its id for round_site.
+  size_t add_site();
+  // An f32 workspace of `shape` (zeros), for the f32 outputs of sampled steps.
+  Tensor workspace(const Shape& shape);
+
+  // ---- around a sampled step ----
+  void begin();  // counters := 0, active
+  void end();    // inactive
+  bool active() const { return m_active; }
+
+  // ---- inside a sampled step (device ops only) ----
+  // dst := round(src), counted for layout entry `entry`.
+  void round(const Tensor& src, const Tensor& dst, size_t entry);
+  // dst := round(src), counted in `site` until a consumer claims it.
+  void round_site(const Tensor& src, const Tensor& dst, size_t site);
+  // The sites rounded since the last claim now count for `entry`.
+  void claim(size_t entry);
+
+  // ---- after the step ----
+  // Per layout entry, its kWidth counters with the claimed sites added (max_bits: the max), in
+  // `out` (resized to entries * kWidth). One download.
+  void read(std::vector<int64_t>& out);
+
+ private:
+  const Tensor& row(size_t r) const { return m_rows[r]; }
+  void allocate();  // the counters for the entries and the sites so far
+
+  Backend* m_backend;
+  size_t m_entries;
+  DType m_lowp;
+  bool m_active = false;
+  Tensor m_counters;              // i32 [entries + sites, kWords]
+  std::vector<Tensor> m_rows;     // a view per row
+  std::vector<size_t> m_owner;    // per site: the entry that claimed it (or kNone)
+  std::vector<size_t> m_pending;  // sites rounded since the last claim (capacity: sites)
+  std::vector<int64_t> m_host;    // the downloaded counters
+};
+
+}  // namespace ampctl::nn

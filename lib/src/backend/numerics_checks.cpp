@@ -1,0 +1,36 @@
+// round_counted's argument checks (backend.h, "gradient numerics"), shared by both backends.
+#include <cstdint>
+#include <string>
+
+#include "ampctl/backend/backend.h"
+
+namespace ampctl {
+
+void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters,
+                         const Device& device) {
+  auto fail = [](const std::string& what) {
+    throw Error{ErrorKind::invalid_argument, "round_counted: " + what};
+  };
+  if (!src.defined() || !dst.defined() || !counters.defined()) {
+    fail("src, dst and counters are required");
+  }
+  for (const Tensor* t : {&src, &dst, &counters}) {
+    if (t->device() != device) fail(t->describe() + " is not on " + device.str());
+  }
+  if (src.dtype() != DType::f32) fail("src must be f32, got " + src.describe());
+  if (dst.dtype() != DType::f16 && dst.dtype() != DType::bf16) {
+    fail("dst must be f16 or bf16, got " + dst.describe());
+  }
+  if (src.numel() != dst.numel()) {
+    fail("src " + src.describe() + " and dst " + dst.describe() + " differ in numel");
+  }
+  if (counters.dtype() != DType::i32 || counters.numel() != static_cast<size_t>(numerics::kWords)) {
+    fail("counters must be i32 with " + std::to_string(numerics::kWords) + " words, got " +
+         counters.describe());
+  }
+  if (reinterpret_cast<uintptr_t>(counters.data()) % 8 != 0) {
+    fail("counters' data must be 8-byte aligned (int64 counters)");
+  }
+}
+
+}  // namespace ampctl

@@ -1,0 +1,92 @@
+#include "ampctl/nn/numerics.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace ampctl::nn {
+namespace {
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+}  // namespace
+
+GradNumerics::GradNumerics(Backend& backend, size_t entries, DType lowp)
+    : m_backend(&backend), m_entries(entries), m_lowp(lowp) {
+  if (lowp != DType::f16 && lowp != DType::bf16) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string("gradient numerics: nothing rounds in ") + dtype_name(lowp)};
+  }
+  allocate();
+}
+
+void GradNumerics::allocate() {
+  // Setup time only: the whole tensor is reallocated when a site is added, so the rows stay one
+  // tensor (one fill and one download per sampled step).
+  const size_t rows = m_entries + m_owner.size();
+  m_counters = m_backend->zeros(
+      {static_cast<int64_t>(rows), static_cast<int64_t>(numerics::kWords)}, DType::i32);
+  m_rows.clear();
+  for (size_t r = 0; r < rows; ++r) {
+    m_rows.push_back(m_counters.view(r * numerics::kWords, {numerics::kWords}));
+  }
+  m_host.resize(rows * numerics::kWidth);
+  m_pending.reserve(m_owner.size());
+}
+
+size_t GradNumerics::add_site() {
+  const size_t site = m_owner.size();
+  m_owner.push_back(kNone);
+  allocate();
+  return site;
+}
+
+Tensor GradNumerics::workspace(const Shape& shape) {
+  return m_backend->zeros(shape, DType::f32);
+}
+
+void GradNumerics::begin() {
+  m_backend->fill(m_counters, 0.0);
+  m_pending.clear();
+  m_active = true;
+}
+
+void GradNumerics::end() {
+  m_active = false;
+}
+
+void GradNumerics::round(const Tensor& src, const Tensor& dst, size_t entry) {
+  m_backend->round_counted(src, dst, row(entry));
+}
+
+void GradNumerics::round_site(const Tensor& src, const Tensor& dst, size_t site) {
+  m_backend->round_counted(src, dst, row(m_entries + site));
+  // A site rounded twice before a claim (two micro-batches never are: each backward claims) is
+  // pending once.
+  if (std::find(m_pending.begin(), m_pending.end(), site) == m_pending.end()) {
+    m_pending.push_back(site);  // within the reserved capacity: no allocation
+  }
+}
+
+void GradNumerics::claim(size_t entry) {
+  for (size_t site : m_pending) m_owner[site] = entry;
+  m_pending.clear();
+}
+
+void GradNumerics::read(std::vector<int64_t>& out) {
+  const size_t rows = m_entries + m_owner.size();
+  m_host.resize(rows * numerics::kWidth);
+  m_backend->download(m_host.data(), m_counters);
+  out.assign(m_entries * numerics::kWidth, 0);
+  auto add_row = [&](size_t entry, size_t r) {
+    int64_t* dst = out.data() + entry * numerics::kWidth;
+    const int64_t* src = m_host.data() + r * numerics::kWidth;
+    for (int c = 0; c < numerics::kWidth; ++c) {
+      dst[c] = c == numerics::kMaxBits ? std::max(dst[c], src[c]) : dst[c] + src[c];
+    }
+  };
+  for (size_t e = 0; e < m_entries; ++e) add_row(e, e);
+  for (size_t s = 0; s < m_owner.size(); ++s) {
+    if (m_owner[s] != kNone) add_row(m_owner[s], m_entries + s);
+  }
+}
+
+}  // namespace ampctl::nn
