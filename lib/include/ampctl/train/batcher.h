@@ -50,12 +50,19 @@ class DeviceBatcher {
   int64_t outputs() const { return m_outputs; }
   int64_t batch_size() const { return m_batch; }
 
+  // Data parallel (docs/distributed.md): this process is rank `rank` of `world`. The loader then
+  // serves global batches (batch_size x world rows of one global shuffle) and next() gives
+  // shard `rank` of each (split as evenly as possible; rows [r * B, (r + 1) * B) of a full
+  // one); the evaluation walks this rank's contiguous shard of the eval set.
+  void set_shard(int rank, int world);
+
   // The next training batch (the loader's cursor advances), valid until the next call.
   const Batch& next();
 
-  bool has_eval() const { return m_eval_rows > 0; }
-  int64_t eval_size() const { return m_eval_rows; }
-  // Rows [first, first + min(batch_size, eval_size - first)) of the eval set.
+  bool has_eval() const { return m_eval_total > 0; }
+  int64_t eval_size() const { return m_eval_rows; }    // this rank's shard
+  int64_t eval_total() const { return m_eval_total; }  // every rank's
+  // Rows [first, first + min(batch_size, eval_size - first)) of this rank's eval shard.
   Batch eval_batch(int64_t first) const;
 
   // The loader's cursor ({"epoch", "position"}), and its restore (uploads the epoch's order).
@@ -72,7 +79,9 @@ class DeviceBatcher {
   Backend* m_backend;
   data::DataLoader* m_loader;
   bool m_classification = true;
-  int64_t m_features = 0, m_outputs = 0, m_batch = 0, m_eval_rows = 0;
+  int64_t m_features = 0, m_outputs = 0, m_batch = 0, m_eval_rows = 0, m_eval_total = 0;
+  int64_t m_eval_first = 0;
+  int m_rank = 0, m_world = 1;
   Resident m_train, m_eval;
   std::vector<int32_t> m_order_host;
   Tensor m_order_dev;
