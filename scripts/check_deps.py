@@ -28,7 +28,7 @@ are leaves that any module may include.
     config      core
     train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config
     sweep       core, config, run, checkpoint   (atomic files, owned output paths)
-    apps        core, backend, checkpoint, config, run, train, sweep
+    apps        core, backend, checkpoint, config, run, train, sweep, dist
     kernels     core, math
 
 What is scanned: every `#include "ampctl/<module>/..."` (or <...>) in lib/include/ampctl/<module>/
@@ -63,7 +63,7 @@ ALLOWED = {
     "train": {"core", "math", "backend", "amp", "optim", "nn", "data", "dist", "checkpoint",
               "run", "config"},
     "sweep": {"core", "config", "run", "checkpoint"},
-    "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep"},
+    "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "dist"},
     "kernels": {"core", "math"},
 }
 

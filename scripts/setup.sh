@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config ccache
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libopenblas-dev zlib1g-dev
+  libopenmpi-dev openmpi-bin # data-parallel training (mpirun; docs/distributed.md)
   dataset-fashion-mnist
   fortunes                   # configs/gpt_fortunes.yaml's corpus (scripts/fortunes_corpus.sh)
   clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh)

@@ -17,6 +17,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/run_lock.h"
+#include "ampctl/dist/process_group.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
@@ -32,8 +33,12 @@ namespace fs = std::filesystem;
 // other error is rethrown to main.
 int interrupted_exit(const Error& e) {
   if (e.kind() != ErrorKind::interrupted) throw;
-  std::fprintf(stderr, "%s\n", e.what());
-  if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  // Every rank stopped at the same step (the loop agrees on stops): rank 0 says so.
+  mark_exit_agreed();
+  if (dist::process_rank() == 0) {
+    std::fprintf(stderr, "%s\n", e.what());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  }
   const int signo = train::stop_signal();
   return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
 }
@@ -99,11 +104,12 @@ int run_resume(const ResumeOptions& options) {
   // One writer per run directory, for this process's whole life (run_lock.h); taken before the
   // checkpoint is chosen, so it is the newest one a previous writer left.
   std::optional<RunLock> lock;
-  if (!run_dir.empty()) lock.emplace(run_dir);
+  // Rank 0 is the run's writer: other ranks only read the checkpoint.
+  if (!run_dir.empty() && dist::process_rank() == 0) lock.emplace(run_dir);
   checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
   const config::RunConfig cfg =
       config::from_json(loaded.data.config, loaded.path.string() + ": config", options.sets);
-  if (const int signo = train::stop_signal()) {
+  if (const int signo = dist::process_world_size() == 1 ? train::stop_signal() : 0) {
     std::fprintf(stderr, "stopped by %s before training resumed; nothing was written\n",
                  train::signal_name(signo));
     return train::stop_exit_code(signo);

@@ -3,12 +3,14 @@
 // (runs/<name> by default, runs/<name>-2, -3, ... when that one already holds a run). It never
 // overwrites its input: a --config that is the run directory's own config.yaml is refused.
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <system_error>
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/dist/process_group.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
@@ -22,8 +24,12 @@ namespace {
 // other error is rethrown to main.
 int interrupted_exit(const Error& e) {
   if (e.kind() != ErrorKind::interrupted) throw;
-  std::fprintf(stderr, "%s\n", e.what());
-  if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  // Every rank stopped at the same step (the loop agrees on stops): rank 0 says so.
+  mark_exit_agreed();
+  if (dist::process_rank() == 0) {
+    std::fprintf(stderr, "%s\n", e.what());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  }
   const int signo = train::stop_signal();
   return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
 }
@@ -57,11 +63,43 @@ int run_train(const TrainOptions& options) {
   // Before any input is opened: a signal while the config or data is read is then recorded and
   // honoured, never the default action (signals.h).
   train::install_stop_handlers();
-  const config::RunConfig resolved = config::load_config(options.config, options.sets);
-  if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
-  const auto dir = train::choose_run_dir(resolved, options.run_dir);
-  refuse_config_in_run_dir(options.config, dir);
-  if (const int signo = train::stop_signal()) {
+  // Rank 0 alone reads and checks the configuration first, and alone chooses (and probes) the
+  // run directory; its verdict goes to every rank, so a configuration error is reported once and
+  // every rank exits 2 (one process: all of this is the plain sequence).
+  const bool root = dist::process_rank() == 0;
+  config::RunConfig resolved;
+  std::filesystem::path dir;
+  int status = 0;
+  std::exception_ptr failure;
+  if (root) {
+    try {
+      resolved = config::load_config(options.config, options.sets);
+      if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
+      dir = train::choose_run_dir(resolved, options.run_dir);
+      refuse_config_in_run_dir(options.config, dir);
+    } catch (const Error& e) {
+      status = e.exit_code();
+      failure = std::current_exception();
+    }
+  }
+  dist::broadcast_from_root(status);
+  if (failure) {
+    mark_exit_agreed();
+    std::rethrow_exception(failure);
+  }
+  if (status != 0) {
+    mark_exit_agreed();
+    throw SilentExit{status};
+  }
+  std::string dir_text = dir.string();
+  dist::broadcast_from_root(dir_text);
+  if (!root) {
+    resolved = config::load_config(options.config, options.sets);
+    dir = dir_text;
+  }
+  // With several ranks a stop is agreed inside the trainer (every rank checkpoints together).
+  const int signo = dist::process_world_size() == 1 ? train::stop_signal() : 0;
+  if (signo != 0) {
     std::fprintf(stderr, "stopped by %s before training started; nothing was written\n",
                  train::signal_name(signo));
     return train::stop_exit_code(signo);

@@ -19,6 +19,17 @@ struct Command {
 
 using Commands = std::vector<Command>;
 
+// Several ranks (dist/process_group.h): an outcome every rank reached together (rank 0's
+// configuration error, broadcast; a stop all ranks agreed on) is marked agreed, so main prints
+// it on rank 0 alone and every rank exits with its code; any other failure is that rank's own and
+// ends the job (dist::abort_job). SilentExit: a non-root rank's exit for an agreed error that
+// rank 0 prints.
+void mark_exit_agreed();
+bool exit_is_agreed();
+struct SilentExit {
+  int code;
+};
+
 // `--set KEY=VALUE`, repeatable, one KEY=VALUE per flag, kept in command-line order (later ones
 // win). The values are checked by the config module (config::parse_override), not here.
 inline CLI::Option* add_set_option(CLI::App& subcommand, std::vector<std::string>& sets) {

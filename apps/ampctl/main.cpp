@@ -11,7 +11,20 @@
 #include "ampctl/build_info.h"
 #include "ampctl/core/convert.h"
 #include "ampctl/core/error.h"
+#include "ampctl/dist/process_group.h"
 #include "commands.h"
+
+namespace ampctl::app {
+namespace {
+bool g_exit_agreed = false;
+}
+void mark_exit_agreed() {
+  g_exit_agreed = true;
+}
+bool exit_is_agreed() {
+  return g_exit_agreed;
+}
+}  // namespace ampctl::app
 
 namespace {
 
@@ -22,13 +35,25 @@ std::string version_text() {
   text += "build: " AMPCTL_BUILD_TYPE "\n";
   text += "backends: " + backends + "\n";
   text += std::string("cpu conversions: ") + ampctl::convert_fast_path_name() + "\n";
+  const std::string mpi = ampctl::dist::mpi_library_version();
+  text += "distributed: mpi " +
+          (ampctl::dist::mpi_compiled() ? "yes" + (mpi.empty() ? "" : " (" + mpi + ")")
+                                        : std::string("no")) +
+          ", nccl " + (ampctl::dist::nccl_compiled() ? "yes" : "no") + "\n";
   return text;
 }
 
 // A message may list several problems, one per line (a configuration's), each followed by its
 // own "hint: ..." line: every other line becomes one "error: ..." line.
 int print_error(const ampctl::Error& e) {
-  const std::string message = e.what();
+  // With several ranks, a rank's own failure names the rank (an agreed one, such as a
+  // configuration error, is printed by rank 0 alone and needs no name).
+  const int world = ampctl::dist::process_world_size();
+  const std::string who = world > 1 && !ampctl::app::exit_is_agreed()
+                              ? "rank " + std::to_string(ampctl::dist::process_rank()) + " of " +
+                                    std::to_string(world) + ": "
+                              : "";
+  const std::string message = who + e.what();
   for (size_t start = 0; start == 0 || start < message.size();) {
     const size_t end = std::min(message.find('\n', start), message.size());
     const std::string line = message.substr(start, end - start);
@@ -39,9 +64,32 @@ int print_error(const ampctl::Error& e) {
   return e.exit_code();
 }
 
+int run_command(int argc, char** argv);
+
+// A rank that fails on its own ends the whole job (the others may be waiting for it in a
+// collective); an agreed outcome (every rank reached it) ends each rank normally.
+int finish(int code) {
+  if (code != 0 && ampctl::dist::process_world_size() > 1 && !ampctl::app::exit_is_agreed()) {
+    ampctl::dist::abort_job(code);
+  }
+  ampctl::dist::finalize_process_group();
+  return code;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  try {
+    ampctl::dist::init_process_group(&argc, &argv);
+  } catch (const ampctl::Error& e) {
+    return print_error(e);
+  }
+  return finish(run_command(argc, argv));
+}
+
+namespace {
+
+int run_command(int argc, char** argv) {
   // A closed pipe (`ampctl train ... | head`) or a file-size limit must surface as a write error
   // the code reports, not as a signal that kills the run mid-checkpoint.
   std::signal(SIGPIPE, SIG_IGN);
@@ -77,6 +125,8 @@ int main(int argc, char** argv) {
     }
     std::fputs(app.help().c_str(), stdout);
     return 0;
+  } catch (const ampctl::app::SilentExit& e) {
+    return e.code;  // rank 0 printed why
   } catch (const ampctl::Error& e) {
     return print_error(e);
   } catch (const std::exception& e) {
@@ -84,3 +134,5 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+}  // namespace

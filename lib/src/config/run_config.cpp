@@ -58,6 +58,8 @@ constexpr Names<AnnealStrategy> kAnneal[] = {{AnnealStrategy::cos, "cos"},
 constexpr Names<Toggle> kToggle[] = {
     {Toggle::automatic, "auto"}, {Toggle::on, "true"}, {Toggle::off, "false"}};
 constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValue::nan, "nan"}};
+constexpr Names<DistBackend> kDistBackend[] = {
+    {DistBackend::automatic, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::mpi, "mpi"}};
 
 template <class E, size_t N>
 const char* name_in(const Names<E> (&names)[N], E v) {
@@ -113,6 +115,9 @@ const char* to_string(Toggle v) {
 }
 const char* to_string(InjectValue v) {
   return name_in(kInject, v);
+}
+const char* to_string(DistBackend v) {
+  return name_in(kDistBackend, v);
 }
 
 Task task_of(const DataSource& source) {
@@ -593,11 +598,20 @@ Schema<RunConfig> make_run_schema() {
       bool_field<C>(AMPCTL_KEY(logging.tensorboard), false,
                     "also write TensorBoard scalars (events.out.tfevents.* in the run directory)"),
 
+      enum_field<C>(AMPCTL_KEY(distributed.backend), DistBackend::automatic, kDistBackend,
+                    "collectives with several ranks: auto (nccl on cuda, mpi on cpu) | nccl | "
+                    "mpi"),
+      float_field<C>(AMPCTL_KEY(distributed.bucket_mb), 25.0, FloatRange::above(0.0),
+                     "gradient all-reduce bucket size in MiB"),
+
       int_list_field<C>(AMPCTL_KEY(debug.inject_nonfinite_at), {}, {1, INT64_MAX},
                         "steps (1-based) whose gradients get a non-finite value"),
       enum_field<C>(AMPCTL_KEY(debug.inject_value), InjectValue::inf, kInject, "inf | nan"),
       string_field<C>(AMPCTL_KEY(debug.inject_tensor), "", nullptr,
                       "the parameter whose gradient gets the value (\"\" = layers.0.weight)"),
+      int_field<C>(AMPCTL_KEY(debug.inject_rank), -1, {-1, INT64_MAX},
+                   "with several ranks: only this rank's gradients get the value (-1 = every "
+                   "rank)"),
   };
 
   std::vector<Check<C>> checks = {

@@ -1,5 +1,6 @@
 #include "ampctl/dist/communicator.h"
 
+#include <algorithm>
 #include <string>
 
 #include "ampctl/backend/backend.h"
@@ -7,22 +8,43 @@
 namespace ampctl::dist {
 
 const char* to_string(ReduceOp op) {
-  return op == ReduceOp::sum ? "sum" : "max";
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+  }
+  return "?";
 }
 
-void SingleProcess::check(const Tensor& t, const char* what) const {
+Communicator::Range Communicator::shard_range(size_t n, int rank, int world) {
+  const auto w = static_cast<size_t>(world), r = static_cast<size_t>(rank);
+  const size_t base = n / w, extra = n % w;
+  Range out;
+  out.begin = r * base + std::min(r, extra);
+  out.end = out.begin + base + (r < extra ? 1 : 0);
+  return out;
+}
+
+void check_tensor(const Tensor& t, const Device& device, const char* what) {
   if (!t.defined()) {
     throw Error{ErrorKind::invalid_argument, std::string(what) + ": undefined tensor"};
   }
-  if (t.device() != m_backend->device()) {
-    throw Error{ErrorKind::invalid_argument, std::string(what) + ": " + t.describe() +
-                                                 " is not on " + m_backend->device().str()};
+  if (t.device() != device) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(what) + ": " + t.describe() + " is not on " + device.str()};
   }
+}
+
+void SingleProcess::check(const Tensor& t, const char* what) const {
+  check_tensor(t, m_backend->device(), what);
 }
 
 void SingleProcess::all_reduce(const Tensor& t, ReduceOp op) {
   check(t, "all_reduce");
-  if (op != ReduceOp::sum && op != ReduceOp::max) {
+  if (op != ReduceOp::sum && op != ReduceOp::mean && op != ReduceOp::max) {
     throw Error{ErrorKind::invalid_argument, "all_reduce: unknown reduce op"};
   }
   // One rank: the reduction of a single contribution is that contribution.
@@ -48,5 +70,17 @@ void SingleProcess::all_gather(const Tensor& in, const Tensor& out) {
 }
 
 void SingleProcess::barrier() {}
+
+void SingleProcess::reduce_scatter(const Tensor& t, ReduceOp op) {
+  all_reduce(t, op);  // the one shard is the whole buffer
+}
+
+void SingleProcess::all_gather_shards(const Tensor& t) {
+  check(t, "all_gather_shards");
+}
+
+int64_t SingleProcess::all_reduce_host(int64_t value, ReduceOp) {
+  return value;
+}
 
 }  // namespace ampctl::dist

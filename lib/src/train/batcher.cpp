@@ -43,6 +43,7 @@ DeviceBatcher::DeviceBatcher(Backend& backend, const data::DataSplit& data,
   if (data.eval) {
     m_eval = resident(b, *data.eval);
     m_eval_rows = data.eval->size();
+    m_eval_total = m_eval_rows;
   }
   m_order_host.resize(static_cast<size_t>(train.size()));
   m_order_dev = b.empty({train.size()}, DType::i32);
@@ -61,11 +62,23 @@ void DeviceBatcher::upload_order() {
   m_backend->upload(m_order_dev, m_order_host.data(), m_order_dev.nbytes());
 }
 
+void DeviceBatcher::set_shard(int rank, int world) {
+  m_rank = rank;
+  m_world = world;
+  const int64_t base = m_eval_total / world, extra = m_eval_total % world;
+  m_eval_first = rank * base + std::min<int64_t>(rank, extra);
+  m_eval_rows = base + (rank < extra ? 1 : 0);
+}
+
 const Batch& DeviceBatcher::next() {
   Backend& b = *m_backend;
   int64_t first = 0;
   bool epoch_ended = false;
-  const int64_t rows = m_loader->take(&first, &epoch_ended);
+  const int64_t global_rows = m_loader->take(&first, &epoch_ended);
+  // This rank's shard of the global batch (the whole of it with one rank).
+  const int64_t base = global_rows / m_world, extra = global_rows % m_world;
+  first += m_rank * base + std::min<int64_t>(m_rank, extra);
+  const int64_t rows = base + (m_rank < extra ? 1 : 0);
   m_current.rows = rows;
   m_current.input = m_x.view(0, {rows, m_features});
   b.gather_rows(m_train.x, m_order_dev, first, m_current.input);
@@ -81,9 +94,10 @@ const Batch& DeviceBatcher::next() {
   return m_current;
 }
 
-Batch DeviceBatcher::eval_batch(int64_t first) {
+Batch DeviceBatcher::eval_batch(int64_t local_first) {
+  const int64_t first = m_eval_first + local_first;
   Batch out;
-  out.rows = std::min(m_batch, m_eval_rows - first);
+  out.rows = std::min(m_batch, m_eval_rows - local_first);
   out.input = m_eval.x.view(static_cast<size_t>(first * m_features), {out.rows, m_features});
   out.target = m_classification
                    ? m_eval.labels.view(static_cast<size_t>(first), {out.rows})

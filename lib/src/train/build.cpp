@@ -9,6 +9,7 @@
 #include "ampctl/config/problems.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
+#include "ampctl/dist/process_group.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/scheduler.h"
@@ -171,6 +172,29 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   return o;
 }
 
+dist::CommunicatorOptions communicator_options(const config::DistributedConfig& c) {
+  dist::CommunicatorOptions o;
+  o.backend = c.backend == config::DistBackend::nccl  ? dist::CommBackend::nccl
+              : c.backend == config::DistBackend::mpi ? dist::CommBackend::mpi
+                                                      : dist::CommBackend::automatic;
+  o.bucket_bytes = static_cast<size_t>(std::max(1.0, c.bucket_mb * 1024.0 * 1024.0));
+  return o;
+}
+
+// Every rank's shard of every global batch holds at least one row: a short last batch (without
+// drop_last) is split as evenly as the ranks allow, and must not leave one rank empty.
+void check_shards(const data::Dataset& train, int64_t batch, int world, bool drop_last) {
+  if (world == 1 || drop_last) return;
+  const int64_t global = batch * world, rest = train.size() % global;
+  if (rest != 0 && rest < world) {
+    throw Error{ErrorKind::config,
+                "data.drop_last: false leaves a last batch of " + std::to_string(rest) +
+                    " samples of " + train.origin + " for " + std::to_string(world) +
+                    " ranks: some rank would get none",
+                "set data.drop_last: true, or change data.batch_size"};
+  }
+}
+
 }  // namespace
 
 RunObjects::RunObjects() = default;
@@ -265,22 +289,36 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   RunObjects& r = *run;
   const auto seed = static_cast<uint64_t>(cfg.seed);
   r.device = resolve_device(cfg.device);
+  // Several ranks on a host: one GPU each, picked by the local rank (docs/distributed.md).
+  if (dist::process_world_size() > 1 && r.device != "cpu" && cfg.device.rfind("cuda:", 0) != 0) {
+    r.device = "cuda:" + std::to_string(dist::process_local_rank() % cuda_device_count());
+  }
   r.backend = make_backend(r.device);
   Backend& b = *r.backend;
-  r.comm = comm ? comm(b) : std::make_unique<dist::SingleProcess>(b);
+  r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
 
+  // data.batch_size is per rank: the loader serves the global batch of one global shuffle
+  // (the same for every world size) and the batcher takes this rank's shard of it.
   const int64_t batch = cfg.data.batch_size;
+  const int world = r.comm->world_size();
   // What the model is (model.type) comes from the registry; its input and output widths from
   // the data source: features and classes, or a language model's vocabulary size (both).
   int64_t inputs = 0, outputs = 0;
   r.language_model = config::is_language_model(cfg.data.train);
   if (r.language_model) {
+    if (world > 1) {
+      throw Error{ErrorKind::config,
+                  "data.train.source: language-model data is trained by one rank for now, got " +
+                      std::to_string(world) + " ranks",
+                  "run it without mpirun (or with -np 1)"};
+    }
     // The windows' length is the model's: checked once it is built.
     r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
     inputs = outputs = r.lm.vocab_size;
   } else {
     r.data = data::load_data(data_options(cfg.data), seed);
-    r.loader = std::make_unique<data::DataLoader>(r.data.train, batch, cfg.data.shuffle,
+    check_shards(r.data.train, batch, world, cfg.data.drop_last);
+    r.loader = std::make_unique<data::DataLoader>(r.data.train, batch * world, cfg.data.shuffle,
                                                   cfg.data.drop_last, seed);
     const data::Dataset& train = r.data.train;
     inputs = train.features;
@@ -312,7 +350,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     r.batcher = std::make_unique<LmBatcher>(b, r.lm, batch, r.lm_block_size,
                                             cfg.training.eval_batches, seed);
   } else {
-    r.batcher = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
+    auto table = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
+    table->set_shard(r.comm->rank(), world);
+    r.batcher = std::move(table);
   }
   return run;
 }
@@ -322,6 +362,7 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.grad_accum_steps = cfg.training.grad_accum_steps;
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.inject_at.insert(cfg.debug.inject_nonfinite_at.begin(), cfg.debug.inject_nonfinite_at.end());
+  o.inject_rank = cfg.debug.inject_rank;
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()
                        : std::numeric_limits<double>::quiet_NaN();

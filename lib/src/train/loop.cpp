@@ -11,8 +11,10 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/build_info.h"
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/checkpoint/encoding.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
+#include "ampctl/dist/process_group.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/optim/scheduler.h"
@@ -88,23 +90,25 @@ void Trainer::setup() {
 void Trainer::begin() {
   // Refuse an unusable device or run directory before anything is loaded or written.
   resolve_device(m_cfg.device);
-  m_dir = std::make_unique<RunDir>(m_run_dir);
+  // Other ranks of a job never create or probe the run directory (rank 0 writes it).
+  if (dist::process_rank() == 0) m_dir = std::make_unique<RunDir>(m_run_dir);
   try {
     setup();
     // The writer locks the run directory before it writes anything (run_dir.h); a command may
     // hold the lock already (resume), which is then shared.
     if (is_root()) m_dir->lock();
   } catch (...) {
-    m_dir->remove_if_unused();  // bad data, an unknown debug.inject_tensor: leave nothing
+    if (m_dir)
+      m_dir->remove_if_unused();  // bad data, an unknown debug.inject_tensor: leave nothing
     throw;
   }
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
   if (is_root() && m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
-  m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/false);
+  m_monitor->open_metrics(m_run_dir / files::kMetricsFile, /*append=*/false);
   open_tensorboard();
   if (is_root()) log_start();
   m_next_step = 1;
-  if (const int sig = stop_signal()) stop(sig);  // it came while the data loaded
+  if (const int sig = agreed_stop()) stop(sig);  // it came while the data loaded
 }
 
 void Trainer::log_start() const {
@@ -134,7 +138,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
                     " is below the checkpoint's step " + std::to_string(ck.step),
                 "resume with --set training.max_steps=N for N >= " + std::to_string(ck.step)};
   }
-  m_dir = std::make_unique<RunDir>(m_run_dir);
+  if (dist::process_rank() == 0) m_dir = std::make_unique<RunDir>(m_run_dir);
   setup();
   if (is_root()) m_dir->lock();
   restore(ck);
@@ -142,7 +146,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
     m_dir->write_config(config::to_yaml(m_cfg));
     m_dir->truncate_metrics(ck.step);
   }
-  m_monitor->open_metrics(m_dir->metrics_path(), /*append=*/true);
+  m_monitor->open_metrics(m_run_dir / files::kMetricsFile, /*append=*/true);
   open_tensorboard();
   m_next_step = ck.step + 1;
   m_resumed_at = ck.step;
@@ -151,7 +155,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
     m_eval_pending = false;
     m_monitor->totals().last_eval = evaluate(ck.step);
   }
-  if (const int sig = stop_signal()) stop(sig);
+  if (const int sig = agreed_stop()) stop(sig);
   if (!is_root()) return;
   spdlog::info("ampctl {}: resuming run '{}' in {} from step {} to {}", AMPCTL_VERSION, m_cfg.name,
                m_run_dir.string(), ck.step, m_cfg.training.max_steps);
@@ -198,8 +202,39 @@ void Trainer::step() {
   }
   // After the last step finish() comes next: it honours a stop request in its evaluation.
   if (step != max_steps) {
-    if (const int sig = stop_signal()) stop(sig);
+    if (const int sig = agreed_stop()) stop(sig);
   }
+}
+
+void Trainer::check_replicas() const {
+  // Several ranks: every replica must hold the same parameters, bit for bit (the averaged
+  // gradients are identical on every rank, so are the updates). Checked once, at the end.
+  dist::Communicator& comm = *m_run->comm;
+  if (comm.world_size() == 1) return;
+  const Tensor& params = m_run->model->params();
+  std::vector<unsigned char> host(params.nbytes());
+  m_run->backend->download(host.data(), params);
+  const auto crc = static_cast<int64_t>(checkpoint::crc32(host.data(), host.size()));
+  const int64_t most = comm.all_reduce_host(crc, dist::ReduceOp::max);
+  const int64_t least = -comm.all_reduce_host(-crc, dist::ReduceOp::max);
+  if (most != least) {
+    throw Error{ErrorKind::runtime, "the ranks' parameters differ at the end of training (crc32 " +
+                                        fmt::format("{:08x}", static_cast<uint32_t>(crc)) +
+                                        " on rank " + std::to_string(comm.rank()) + ")"};
+  }
+  if (is_root()) {
+    spdlog::info("parameters bitwise identical on all {} ranks (crc32 {:08x})", comm.world_size(),
+                 static_cast<uint32_t>(crc));
+  }
+}
+
+int Trainer::agreed_stop() const {
+  // Several ranks: a signal seen by any rank stops all of them after the same step (one host
+  // all-reduce per step, no device work), so they checkpoint together and none waits alone in
+  // the next collective.
+  const int sig = stop_signal();
+  if (m_run->comm->world_size() == 1) return sig;
+  return static_cast<int>(m_run->comm->all_reduce_host(sig, dist::ReduceOp::max));
 }
 
 nlohmann::json Trainer::evaluate(int64_t step) {
@@ -213,9 +248,11 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   Tensor correct = b.zeros({1}, DType::i32);
   Tensor correct_sum = b.zeros({1}, DType::f32);
   Tensor correct_f = b.zeros({1}, DType::f32);
-  const int64_t n = batcher.eval_size();
+  const int64_t n = batcher.eval_size();  // this rank's shard
+  dist::Communicator& comm = *m_run->comm;
   for (int64_t done = 0; done < n;) {
-    if (stop_signal() != 0) {
+    // With several ranks the evaluation runs to its end (its sums are reduced over the ranks).
+    if (comm.world_size() == 1 && stop_signal() != 0) {
       // A long evaluation must not hold a stop request up: the caller checkpoints, and the
       // resumed run evaluates this step again from the start.
       m_eval_pending = true;
@@ -233,9 +270,13 @@ nlohmann::json Trainer::evaluate(int64_t step) {
     }
     done += batch.rows;
   }
-  const double loss = b.read_scalar_f32(loss_sum) / static_cast<double>(n);
+  // The ranks' shards' sums added in rank order (the identity for one process).
+  comm.all_reduce(loss_sum, dist::ReduceOp::sum);
+  if (classification) comm.all_reduce(correct_sum, dist::ReduceOp::sum);
+  const auto total = static_cast<double>(batcher.eval_total());
+  const double loss = b.read_scalar_f32(loss_sum) / total;
   std::optional<double> accuracy;
-  if (classification) accuracy = b.read_scalar_f32(correct_sum) / static_cast<double>(n);
+  if (classification) accuracy = b.read_scalar_f32(correct_sum) / total;
   return m_monitor->record_eval(step, loss, accuracy, seconds_since(t0));
 }
 
@@ -280,6 +321,7 @@ TrainOutcome Trainer::finish() {
   // that came after it lets the run finish: only the checkpoint and summary are left to write.
   if (m_eval_pending) stop(stop_signal());
   if (m_last_checkpoint != m_next_step - 1) write_checkpoint();
+  check_replicas();
 
   const nlohmann::json summary = files::to_json(summary_of(files::kStatusOk));
   write_summary(summary);

@@ -26,6 +26,7 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
   m_norm = b.zeros({1}, DType::f32);
   m_coef = b.zeros({1}, DType::f32);
   m_inject_at = parts.model.grads().view(options.inject_offset, {1});
+  m_inject_here = options.inject_rank < 0 || options.inject_rank == parts.comm.rank();
   // The scaler's state exists before the first step, so no step allocates it.
   parts.scaler.init_state();
 }
@@ -51,8 +52,9 @@ bool TrainStep::run(int64_t step) {
   if (numerics) numerics->begin();
   int64_t samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
-    // A host flag, no device sync; the step boundary checks before the first micro-batch.
-    if (micro > 0 && stop_signal() != 0) {
+    // A host flag, no device sync; the step boundary checks before the first micro-batch. With
+    // several ranks only the boundary's agreed check stops (every rank must reach the sync).
+    if (micro > 0 && m_p.comm.world_size() == 1 && stop_signal() != 0) {
       if (numerics) numerics->end();
       return false;
     }
@@ -67,10 +69,13 @@ bool TrainStep::run(int64_t step) {
     mon.phase_end(kBackward);
   }
   if (numerics) numerics->end();
-  // Data parallel: every rank's gradients summed (identity for one process).
-  m_p.comm.all_reduce(model.grads(), dist::ReduceOp::sum);
+  if (m_inject_here && m_opts.inject_at.count(step)) b.fill(m_inject_at, m_opts.inject_value);
 
-  if (m_opts.inject_at.count(step)) b.fill(m_inject_at, m_opts.inject_value);
+  // Data parallel: the gradients (and the logged loss) become the mean over the ranks, taken in
+  // f32 in rank order (dist/communicator.h), so every rank holds the same bits and reaches the
+  // same found_inf; the identity for one process.
+  m_p.comm.all_reduce(model.grads(), dist::ReduceOp::mean);
+  m_p.comm.all_reduce(m_loss_acc, dist::ReduceOp::mean);
 
   if (m_opts.grad_clip_norm) {
     // PyTorch's recipe: unscale first so the norm and the threshold are in real units.

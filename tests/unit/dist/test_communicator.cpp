@@ -104,5 +104,43 @@ TEST(SingleProcess, RefusesBadArguments) {
   }
 }
 
+// The shards of every size up to 100 over 1..9 ranks, against a count by hand: contiguous, in
+// rank order, covering [0, n) exactly once, sizes n / N or n / N + 1 with the longer ones first.
+TEST(Communicator, ShardRangesTileTheBuffer) {
+  for (int world = 1; world <= 9; ++world) {
+    for (size_t n = 0; n <= 100; ++n) {
+      size_t next = 0;
+      for (int r = 0; r < world; ++r) {
+        const Communicator::Range s = Communicator::shard_range(n, r, world);
+        ASSERT_EQ(s.begin, next) << n << " " << world << " " << r;
+        const size_t want = n / static_cast<size_t>(world) +
+                            (static_cast<size_t>(r) < n % static_cast<size_t>(world) ? 1 : 0);
+        ASSERT_EQ(s.size(), want) << n << " " << world << " " << r;
+        next = s.end;
+      }
+      ASSERT_EQ(next, n);
+    }
+  }
+}
+
+// One rank: reduce_scatter (sum, mean, max) and all_gather_shards leave the buffer's bits as they
+// were (its one shard is all of it), and a host value reduces to itself.
+TEST(SingleProcess, ShardCollectivesAreTheIdentity) {
+  std::unique_ptr<Backend> be = make_cpu_backend(1);
+  SingleProcess comm(*be);
+  const std::vector<float> v = values();
+  Tensor t = be->from_host({static_cast<int64_t>(v.size())}, DType::f32, v.data());
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
+    comm.reduce_scatter(t, op);
+    comm.all_reduce(t, op);
+  }
+  comm.all_gather_shards(t);
+  EXPECT_EQ(bits(read(*be, t)), bits(v));
+  EXPECT_EQ(comm.all_reduce_host(-7, ReduceOp::max), -7);
+  EXPECT_EQ(comm.own_shard(10).size(), 10u);
+  EXPECT_EQ(kind_of([&] { comm.reduce_scatter(Tensor{}, ReduceOp::sum); }),
+            ErrorKind::invalid_argument);
+}
+
 }  // namespace
 }  // namespace ampctl::dist

@@ -1,8 +1,9 @@
 // The training step's gradient-sync hook (dist/communicator.h): it is called once per step on
 // the model's whole gradient arena, after the last micro-batch's backward and before the
 // optimizer reads the gradients, so what a communicator makes of the gradients is what the
-// optimizer applies. A stand-in "two identical ranks" communicator doubles the gradients: its
-// step must equal, bit for bit, a one-process step with twice the learning rate.
+// optimizer applies. A stand-in two-rank communicator whose other rank holds three times our
+// gradients doubles them (the mean of g and 3g): its step must equal, bit for bit, a
+// one-process step with twice the learning rate.
 #include "ampctl/train/step.h"
 
 #include <gtest/gtest.h>
@@ -38,7 +39,8 @@ scheduler: {type: constant}
 training: {max_steps: 3, grad_accum_steps: 2}
 )";
 
-// Sums over two ranks that hold the same gradients: doubles them, and records each call.
+// Averages over two ranks, the other one holding 3x our gradients: doubles them, and records
+// each call on the gradients (the step also averages its one-element loss: left alone).
 class TwoIdenticalRanks final : public dist::Communicator {
  public:
   explicit TwoIdenticalRanks(Backend& b) : m_b(&b), m_two(b.empty({1}, DType::f32)) {
@@ -47,13 +49,17 @@ class TwoIdenticalRanks final : public dist::Communicator {
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
   void all_reduce(const Tensor& t, dist::ReduceOp op) override {
-    ASSERT_EQ(op, dist::ReduceOp::sum);
+    ASSERT_EQ(op, dist::ReduceOp::mean);
+    if (t.numel() == 1) return;  // the loss
     m_b->mul_scalar_tensor(t, m_two, t);
     seen.push_back(t);
   }
   void broadcast(const Tensor&, int) override {}
   void all_gather(const Tensor&, const Tensor&) override {}
   void barrier() override {}
+  void reduce_scatter(const Tensor&, dist::ReduceOp) override {}
+  void all_gather_shards(const Tensor&) override {}
+  int64_t all_reduce_host(int64_t v, dist::ReduceOp) override { return v; }
   std::vector<Tensor> seen;
 
  private:
@@ -116,8 +122,8 @@ TEST(TrainStep, TheGradientSyncFeedsTheOptimizer) {
   EXPECT_NE(single.params, doubled.params);
 }
 
-// The second process of a two-process group whose collectives are identities (both ranks see
-// the same data here): it trains exactly as rank 0 but writes nothing.
+// The second process of a two-process group whose collectives are identities: it trains (on
+// its shard of the data) but writes nothing.
 class SecondRank final : public dist::Communicator {
  public:
   int rank() const override { return 1; }
@@ -126,6 +132,9 @@ class SecondRank final : public dist::Communicator {
   void broadcast(const Tensor&, int) override {}
   void all_gather(const Tensor&, const Tensor&) override {}
   void barrier() override {}
+  void reduce_scatter(const Tensor&, dist::ReduceOp) override {}
+  void all_gather_shards(const Tensor&) override {}
+  int64_t all_reduce_host(int64_t v, dist::ReduceOp) override { return v; }
 };
 
 TEST(Trainer, OnlyRankZeroWritesTheRunDirectory) {
@@ -155,13 +164,13 @@ checkpoint: {every_steps: 5}
   EXPECT_TRUE(fs::exists(base / "rank0" / "config.yaml"));
   EXPECT_TRUE(fs::exists(base / "rank0" / "checkpoints"));
   EXPECT_FALSE(fs::is_empty(base / "rank0" / "metrics.jsonl"));
-  // The directory exists (every rank probes it) and holds nothing.
+  // This process is rank 0 of its (one-process) job, so it made and probed the directory; the
+  // rank-1 trainer wrote nothing into it. (In a real job other ranks never create it.)
   EXPECT_TRUE(fs::is_empty(base / "rank1"));
-  for (const char* key : {"steps", "final_loss", "best_loss", "final_scale", "skipped_steps",
-                          "best_eval_loss", "best_eval_accuracy"}) {
-    EXPECT_EQ(other.summary.at(key), root.summary.at(key)) << key;
-  }
-  EXPECT_EQ(other.summary.at("eval").at("loss"), root.summary.at("eval").at("loss"));
+  // Rank 1 trains its own shard of each global batch (data.batch_size is per rank), so only the
+  // cadence matches rank 0's; its summary is computed and not written.
+  EXPECT_EQ(other.summary.at("skipped_steps"), root.summary.at("skipped_steps"));
+  EXPECT_NE(other.summary.at("final_loss"), root.summary.at("final_loss"));
   EXPECT_EQ(other.summary.at("steps"), 12);
   fs::remove_all(base);
 }

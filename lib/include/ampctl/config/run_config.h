@@ -42,6 +42,7 @@ enum class SchedulerType { constant, linear, cosine, step, onecycle };
 enum class AnnealStrategy { cos, linear };
 enum class Toggle { automatic, on, off };  // YAML: auto | true | false
 enum class InjectValue { inf, nan };
+enum class DistBackend { automatic, nccl, mpi };
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -59,6 +60,7 @@ const char* to_string(SchedulerType v);
 const char* to_string(AnnealStrategy v);
 const char* to_string(Toggle v);
 const char* to_string(InjectValue v);
+const char* to_string(DistBackend v);
 
 // A csv label column: a header name, or an index (negative counts from the end; -1 = last).
 struct LabelColumn {
@@ -191,7 +193,15 @@ struct DebugConfig {
   std::vector<int64_t> inject_nonfinite_at;
   InjectValue inject_value{};
   std::string inject_tensor;  // a parameter name; "" = the first element of the gradient arena
+  int64_t inject_rank = -1;   // with several ranks: only this rank injects (-1 = every rank)
   bool operator==(const DebugConfig&) const = default;
+};
+
+// distributed.*: data-parallel training over several ranks (docs/distributed.md).
+struct DistributedConfig {
+  DistBackend backend{};
+  double bucket_mb = 25;  // gradient all-reduce bucket size
+  bool operator==(const DistributedConfig&) const = default;
 };
 
 struct RunConfig {
@@ -208,6 +218,7 @@ struct RunConfig {
   TrainingConfig training;
   CheckpointConfig checkpoint;
   LoggingConfig logging;
+  DistributedConfig distributed;
   DebugConfig debug;
   bool operator==(const RunConfig&) const = default;
 };

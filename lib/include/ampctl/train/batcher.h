@@ -50,8 +50,10 @@ class Batcher {
   // Classification batches: the loop counts correct rows (eval accuracy).
   virtual bool classification() const = 0;
   virtual bool has_eval() const = 0;
-  // The rows an evaluation covers, in eval_batch(first) calls for first = 0, rows, ...
+  // The rows an evaluation covers on this rank, in eval_batch(first) calls for first = 0,
+  // rows, ...; eval_total() those of every rank (the same with one rank).
   virtual int64_t eval_size() const = 0;
+  virtual int64_t eval_total() const { return eval_size(); }
   // The evaluation batch starting at row `first`; valid until the next eval_batch or next.
   virtual Batch eval_batch(int64_t first) = 0;
   // The data cursor a checkpoint keeps, and its restore (Error{input} for a bad one).
@@ -79,12 +81,19 @@ class DeviceBatcher : public Batcher {
   int64_t outputs() const { return m_outputs; }
   int64_t batch_size() const { return m_batch; }
 
+  // Data parallel (docs/distributed.md): this process is rank `rank` of `world`. The loader then
+  // serves global batches (batch_size x world rows of one global shuffle) and next() gives
+  // shard `rank` of each (split as evenly as possible; rows [r * B, (r + 1) * B) of a full
+  // one); the evaluation walks this rank's contiguous shard of the eval set.
+  void set_shard(int rank, int world);
+
   // The next training batch (the loader's cursor advances), valid until the next call.
   const Batch& next() override;
 
-  bool has_eval() const override { return m_eval_rows > 0; }
-  int64_t eval_size() const override { return m_eval_rows; }
-  // Rows [first, first + min(batch_size, eval_size - first)) of the eval set (views).
+  bool has_eval() const override { return m_eval_total > 0; }
+  int64_t eval_size() const override { return m_eval_rows; }    // this rank's shard
+  int64_t eval_total() const override { return m_eval_total; }  // every rank's
+  // Rows [first, first + min(batch_size, eval_size - first)) of this rank's eval shard (views).
   Batch eval_batch(int64_t first) override;
 
   // The loader's cursor ({"epoch", "position"}), and its restore (uploads the epoch's order).
@@ -104,7 +113,9 @@ class DeviceBatcher : public Batcher {
   Backend* m_backend;
   data::DataLoader* m_loader;
   bool m_classification = true;
-  int64_t m_features = 0, m_outputs = 0, m_batch = 0, m_eval_rows = 0;
+  int64_t m_features = 0, m_outputs = 0, m_batch = 0, m_eval_rows = 0, m_eval_total = 0;
+  int64_t m_eval_first = 0;
+  int m_rank = 0, m_world = 1;
   Resident m_train, m_eval;
   std::vector<int32_t> m_order_host;
   Tensor m_order_dev;

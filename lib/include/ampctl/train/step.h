@@ -1,7 +1,11 @@
 // TrainStep: one optimizer iteration, in PyTorch's order:
 //   lr of this iteration -> zero_grad -> for each micro-batch: batch, forward, loss (seeded with
-//   the loss scale: the scaled loss's backward), backward -> gradient sync (dist) ->
-//   [debug injection] -> [unscale_, clip_grad_norm_] -> scaler.step -> scaler.update.
+//   the loss scale: the scaled loss's backward), backward -> [debug injection] -> gradient
+//   sync (dist: the mean over the ranks; the loss too) -> [unscale_, clip_grad_norm_] ->
+//   scaler.step -> scaler.update.
+// The injection comes before the sync, as a rank's own overflow would: an inf on one rank
+// reaches every rank's averaged gradients, so every rank skips (one process: the sync is the
+// identity and the order does not matter).
 //
 // Everything it touches is allocated at construction (and by the objects it drives before the
 // first step), so a step allocates nothing and, on a GPU, never waits for the device: what the
@@ -46,6 +50,7 @@ struct StepOptions {
   std::set<int64_t> inject_at;
   double inject_value = 0;
   size_t inject_offset = 0;
+  int64_t inject_rank = -1;  // debug.inject_rank: only this rank injects (-1: every rank)
 };
 
 // The objects a step drives; they outlive it.
@@ -82,6 +87,7 @@ class TrainStep {
   Tensor m_seed;              // f32[1]: the backward seed, loss scale / grad_accum_steps
   Tensor m_norm, m_coef;      // f32[1]: the gradient norm and the clip coefficient
   Tensor m_inject_at;         // the gradient element debug injection poisons
+  bool m_inject_here = true;  // this rank injects (debug.inject_rank)
 };
 
 }  // namespace ampctl::train

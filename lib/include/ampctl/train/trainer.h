@@ -153,6 +153,10 @@ class Trainer {
   // Only rank 0 writes files (config.yaml, metrics.jsonl, summary.json, checkpoints) and console
   // lines (dist/communicator.h).
   bool is_root() const;
+  // stop_signal() (signals.h), agreed over the ranks: the same on every rank.
+  int agreed_stop() const;
+  // Several ranks: Error{runtime} unless every rank's parameters have the same bits.
+  void check_replicas() const;
   void log_start() const;
   // Gradient numerics and TensorBoard (train/numerics.h, run/tensorboard.h): after a sampled
   // step, its line, scalars and warning; after metrics.jsonl is opened, the event file.

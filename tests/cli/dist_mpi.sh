@@ -1,0 +1,266 @@
+#!/usr/bin/env bash
+# Data-parallel training through mpirun (docs/distributed.md), end to end on the CPU:
+#   dist_mpi.sh AMPCTL MPIRUN WORK CASE
+# CASE is one of: equivalence, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
+# config_error, sigterm. Each case takes a few seconds; ctest runs each as cli.dist_<case>.
+set -uo pipefail
+
+AMPCTL=$1
+MPIRUN=$2
+WORK=$3
+CASE=$4
+DIR="$WORK/dist_$CASE"
+rm -rf "$DIR"
+mkdir -p "$DIR"
+cd "$DIR" || exit 1
+# As root in CI containers; oversubscribed on a 2-core machine; one thread per rank.
+MPI=("$MPIRUN" --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1
+  -x OPENBLAS_NUM_THREADS=1)
+export OPENBLAS_NUM_THREADS=1
+
+fail() {
+  echo "FAIL [$CASE]: $*" >&2
+  exit 1
+}
+
+# A small classification run; every step's metrics are logged.
+cat >base.yaml <<'EOF'
+name: dist
+seed: 3
+device: cpu
+precision: fp16
+model: {type: mlp, hidden: [32], activation: relu}
+data:
+  train: {source: synthetic, task: classification, samples: 512, features: 16, classes: 4}
+  eval: {split_fraction: 0.25}
+  batch_size: 16
+optimizer: {type: sgd, lr: 0.05, momentum: 0.9}
+scaler: {init_scale: 1024.0, growth_interval: 2}
+training: {max_steps: 8}
+logging: {every_steps: 4, metrics_every: 1}
+EOF
+
+# The per-step decisions of a run: "step found_inf skipped scale" lines.
+decisions() {
+  python3 - "$1" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if "step" in m and "scale" in m:
+        print(m["step"], json.dumps(m.get("found_inf")), json.dumps(m.get("skipped")), m["scale"])
+EOF
+}
+
+# The checkpoint's model tensors ({name: crc32}) of a run directory's newest checkpoint.
+param_crcs() {
+  python3 - "$1" <<'EOF'
+import json, os, sys
+d = os.path.join(sys.argv[1], "checkpoints")
+names = sorted(f for f in os.listdir(d) if f.endswith(".json") or f.startswith("step"))
+ck = json.load(open(os.path.join(d, names[-1])))
+def walk(o, path=""):
+    if isinstance(o, dict):
+        if "crc32" in o and "data" in o:
+            print(path, o["crc32"])
+            return
+        for k in sorted(o):
+            walk(o[k], path + "/" + k)
+    elif isinstance(o, list):
+        for i, v in enumerate(o):
+            walk(v, path + "/" + str(i))
+for section in ("model", "params", "optimizer"):
+    if section in ck:
+        walk(ck[section], section)
+EOF
+}
+
+case "$CASE" in
+equivalence)
+  # 2 ranks x batch 16 against 1 rank x batch 32: the same global batches (one global shuffle,
+  # rank r taking rows [16 r, 16 r + 16) of each), so the same decisions at every step; losses
+  # agree within the tolerance derived below. fp32 arithmetic (with the scaler on, so that the
+  # scale moves) leaves summation order as the only difference between the two runs.
+  sets=(--set precision=fp32 --set scaler.enabled=true --set debug.inject_nonfinite_at=[4])
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" "${sets[@]}" \
+    >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/one" "${sets[@]}" \
+    --set data.batch_size=32 >one.out 2>one.err || fail "1-rank run: $(cat one.err)"
+  diff <(decisions two/metrics.jsonl) <(decisions one/metrics.jsonl) ||
+    fail "found_inf / skipped / scale differ"
+  [ "$(decisions one/metrics.jsonl | wc -l)" = 8 ] || fail "expected 8 metrics lines"
+  decisions one/metrics.jsonl | awk '$1 == 4 && $3 != "true" { exit 1 }' ||
+    fail "the injected step 4 was not skipped"
+  grep -q "parameters bitwise identical on all 2 ranks" two.out two.err ||
+    fail "no replica agreement line"
+  # Tolerance. Step 1 sees identical parameters: the 1-rank loss is the f32 mean of 32 per-sample
+  # losses in one order, the 2-rank loss the mean of two f32 means of 16; two orders of n = 32
+  # additions differ by at most 2 * gamma_n * sum|l_i| with gamma_n = n u / (1 - n u), u = 2^-24,
+  # i.e. relative 2 * 32 * 2^-24 = 3.8e-6 of the mean loss (losses are positive). Later steps
+  # add the parameters' drift: each gradient element is a sum over the 32 rows taken in two
+  # orders (one gemm over 32 rows, or two over 16 and an f32 mean), again within relative
+  # 3.8e-6 of the sum of |terms|; SGD with momentum 0.9 applies lr * (1 + 0.9 + ...) < 10 lr of
+  # each gradient, so after k <= 8 steps every parameter moved by at most 8 * 10 * 0.05 *
+  # 3.8e-6 * max|g| and, with |dL/dtheta|_1 * max|g| below 1 for this model at init (measured
+  # 0.2), the loss by at most 1.5e-5 relative. Tolerance: 2e-5 relative at every step.
+  python3 - two/metrics.jsonl one/metrics.jsonl <<'EOF' || fail "losses differ beyond the tolerance"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+worst = 0.0
+for x, y in zip(a, b):
+    if x.get("loss") is None or y.get("loss") is None:
+        continue
+    rel = abs(x["loss"] - y["loss"]) / abs(y["loss"])
+    worst = max(worst, rel)
+    if rel > 2e-5:
+        print("step", x["step"], x["loss"], y["loss"], rel, file=sys.stderr)
+        sys.exit(1)
+print("worst relative loss difference", worst)
+EOF
+  ;;
+one_rank)
+  # One rank under mpirun is the single-process program, bitwise.
+  "${MPI[@]}" -np 1 "$AMPCTL" train --config base.yaml --run-dir "$DIR/mpi" >/dev/null 2>mpi.err ||
+    fail "mpirun -np 1: $(cat mpi.err)"
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/plain" >/dev/null 2>plain.err ||
+    fail "plain run: $(cat plain.err)"
+  [ -n "$(param_crcs mpi)" ] || fail "no tensors found in the checkpoint"
+  diff <(param_crcs mpi) <(param_crcs plain) || fail "1-rank mpirun parameters differ"
+  diff <(decisions mpi/metrics.jsonl) <(decisions plain/metrics.jsonl) || fail "decisions differ"
+  python3 - mpi/metrics.jsonl plain/metrics.jsonl <<'EOF' || fail "losses differ"
+import json, sys
+a = [json.loads(l).get("loss") for l in open(sys.argv[1])]
+b = [json.loads(l).get("loss") for l in open(sys.argv[2])]
+sys.exit(a != b)
+EOF
+  ;;
+inject_rank)
+  # An overflow on rank 1 only: the averaged gradients of both ranks hold it, both skip step 3
+  # and back off, and the run goes on (as the 1-rank run with the overflow at step 3 does).
+  sets=(--set debug.inject_nonfinite_at=[3] --set debug.inject_rank=1)
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" "${sets[@]}" \
+    >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/one" --set debug.inject_nonfinite_at=[3] \
+    --set data.batch_size=32 >/dev/null 2>one.err || fail "1-rank run: $(cat one.err)"
+  decisions two/metrics.jsonl | awk '$1 == 3 { found = ($3 == "true") } END { exit !found }' ||
+    fail "step 3 not skipped"
+  # A line's scale is the one its step used: the backoff shows at step 4.
+  decisions two/metrics.jsonl | awk '$1 == 3 { s3 = $4 } $1 == 4 { s4 = $4 } END { exit !(s4 < s3) }' ||
+    fail "no backoff after step 3"
+  diff <(decisions two/metrics.jsonl) <(decisions one/metrics.jsonl) || fail "decisions differ"
+  grep -q '"status": *"ok"' two/summary.json || fail "the run did not finish"
+  grep -q "parameters bitwise identical on all 2 ranks" two.out two.err ||
+    fail "no replica agreement line"
+  # The same with the overflow on rank 0, and buckets of 26 floats (13 per rank: most shards
+  # span several buckets, the last one partial): the same decisions and, since the poisoned
+  # step is skipped whichever rank overflowed and every element is still summed once in rank
+  # order, bitwise the same parameters.
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/zero" \
+    --set debug.inject_nonfinite_at=[3] --set debug.inject_rank=0 \
+    --set distributed.bucket_mb=0.0001 >/dev/null 2>zero.err || fail "inject_rank=0: $(cat zero.err)"
+  diff <(decisions zero/metrics.jsonl) <(decisions two/metrics.jsonl) || fail "rank 0 vs rank 1"
+  diff <(param_crcs zero) <(param_crcs two) || fail "rank 0 vs rank 1 (or the bucket size): parameters"
+  ;;
+resume)
+  # 4 steps, a checkpoint, resumed to 8 on 2 ranks: bitwise the straight 8-step run.
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/straight" >/dev/null \
+    2>s.err || fail "straight run: $(cat s.err)"
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/split" \
+    --set training.max_steps=4 >/dev/null 2>a.err || fail "first half: $(cat a.err)"
+  "${MPI[@]}" -np 2 "$AMPCTL" resume --checkpoint "$DIR/split" --set training.max_steps=8 \
+    >/dev/null 2>b.err || fail "resume: $(cat b.err)"
+  diff <(param_crcs straight) <(param_crcs split) || fail "resumed parameters differ"
+  diff <(decisions straight/metrics.jsonl) <(decisions split/metrics.jsonl) ||
+    fail "resumed decisions differ"
+  ;;
+kill_rank)
+  # SIGKILL to rank 1 mid-run: the job ends within 30 s, non-zero, and says which rank died.
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
+    --set training.max_steps=1000000 --set logging.every_steps=1000 >out 2>err &
+  launcher=$!
+  rank1=""
+  for _ in $(seq 1 200); do
+    for pid in $(pgrep -P "$launcher" 2>/dev/null); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then
+        rank1=$pid
+      fi
+    done
+    [ -n "$rank1" ] && [ -f "$DIR/run/metrics.jsonl" ] && break
+    sleep 0.05
+  done
+  [ -n "$rank1" ] || fail "rank 1 not found"
+  sleep 0.5
+  start=$(date +%s)
+  kill -9 "$rank1"
+  wait "$launcher"
+  rc=$?
+  took=$(($(date +%s) - start))
+  [ "$rc" != 0 ] || fail "exit 0 after a rank was killed"
+  [ "$took" -le 30 ] || fail "the job took ${took}s to end"
+  grep -qi "rank 1" err || fail "the launcher does not name rank 1: $(cat err)"
+  ;;
+bad_data_rank)
+  # Rank 1 reads a malformed CSV (its own working directory, MPMD launch): the job ends with
+  # rank 1's error naming the file and line.
+  mkdir -p good bad
+  python3 -c "
+import random
+random.seed(1)
+print('a,b,label')
+for i in range(64): print(f'{random.random():.4f},{random.random():.4f},{i % 2}')" >good/data.csv
+  cp good/data.csv bad/data.csv
+  sed -i '10s/.*/0.5,oops,1/' bad/data.csv
+  cat >csv.yaml <<'EOF'
+name: csv
+device: cpu
+model: {type: mlp, hidden: [8]}
+data:
+  train: {source: csv, path: data.csv, label_column: label}
+  batch_size: 8
+training: {max_steps: 4}
+EOF
+  start=$(date +%s)
+  "${MPI[@]}" -np 1 -wdir "$DIR/good" "$AMPCTL" train --config "$DIR/csv.yaml" --run-dir "$DIR/run" \
+    : -np 1 -wdir "$DIR/bad" "$AMPCTL" train --config "$DIR/csv.yaml" --run-dir "$DIR/run" \
+    >out 2>err
+  rc=$?
+  [ "$rc" != 0 ] || fail "exit 0 with a bad data file on rank 1"
+  [ $(($(date +%s) - start)) -le 30 ] || fail "took longer than 30 s"
+  grep -q "error: rank 1 of 2: .*data.csv.*10" err || fail "rank 1's error missing: $(cat err)"
+  ;;
+config_error)
+  # A configuration error is reported once (by rank 0) and every rank exits 2.
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
+    --set optimizer.lr=-1 >out 2>err
+  rc=$?
+  [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"
+  [ "$(grep -c '^error: ' err)" = 1 ] || fail "expected one error line: $(cat err)"
+  grep -q "optimizer.lr" err || fail "the error does not name the key"
+  [ ! -e "$DIR/run" ] || fail "a run directory was left"
+  ;;
+sigterm)
+  # SIGTERM to mpirun: Open MPI sends SIGTERM to the ranks, which agree on the step, write one
+  # checkpoint (rank 0), print one stop message and exit 143 each; Open MPI 4.1's mpirun then
+  # exits 1 itself when it was signalled (its own status, not the ranks'), so any non-zero
+  # status is accepted here (docs/distributed.md).
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
+    --set training.max_steps=1000000 --set logging.every_steps=1000 >out 2>err &
+  launcher=$!
+  for _ in $(seq 1 200); do
+    [ -f "$DIR/run/metrics.jsonl" ] && break
+    sleep 0.05
+  done
+  sleep 0.5
+  kill -TERM "$launcher"
+  wait "$launcher"
+  rc=$?
+  [ "$rc" != 0 ] || fail "exit 0 after SIGTERM: $(cat err)"
+  [ "$(ls "$DIR/run/checkpoints" | grep -c '^step')" = 1 ] ||
+    fail "expected one checkpoint: $(ls "$DIR/run/checkpoints")"
+  [ "$(grep -c 'stopped by SIGTERM' err)" = 1 ] || fail "expected one stop message: $(cat err)"
+  ;;
+*)
+  fail "unknown case"
+  ;;
+esac
+echo "ok [$CASE]"
