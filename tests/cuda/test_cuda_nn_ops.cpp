@@ -346,7 +346,17 @@ void add_sum_rows_cases(std::vector<NnCase>& cases) {
 // ---- activations and dropout ----
 
 const char* kind_name(nn::ActivationKind k) {
-  return k == nn::ActivationKind::relu ? "relu" : k == nn::ActivationKind::gelu ? "gelu" : "tanh";
+  switch (k) {
+    case nn::ActivationKind::relu:
+      return "relu";
+    case nn::ActivationKind::gelu:
+      return "gelu";
+    case nn::ActivationKind::tanh:
+      return "tanh";
+    case nn::ActivationKind::gelu_tanh:
+      return "gelu_tanh";
+  }
+  return "unknown";
 }
 
 // gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) with erff's result differing: first order through the
@@ -372,6 +382,32 @@ double gelu_grad_delta(double x, double dy) {
   return std::fabs(dy) * d_g + ulp_near(dy * (cdf + x * pdf));
 }
 
+// gelu_tanh(x) = (0.5 x)(1 + t), t = tanhf(inner) with inner the same float operations on both
+// sides (bitwise): t differs by tanhf's ulps, then one ulp per later operation.
+constexpr double kGeluTanhBeta = 0.79788456080286535588, kGeluTanhKappa = 0.044715;
+double gelu_tanh_t(double x) {
+  return std::tanh(kGeluTanhBeta * (x + kGeluTanhKappa * x * x * x));
+}
+double gelu_tanh_delta(double x) {
+  const double t = gelu_tanh_t(x);
+  return std::fabs(0.5 * x) * (kTranscendentalUlps * ulp_near(t) + ulp_near(1.0 + t)) +
+         ulp_near(0.5 * x * (1.0 + t));
+}
+
+// gelu_tanh'(x) dy = dy (0.5 (1 + t) + (0.5 x)(1 - t t) inner'), inner' bitwise on both sides.
+double gelu_tanh_grad_delta(double x, double dy) {
+  const double t = gelu_tanh_t(x);
+  const double dt = kTranscendentalUlps * ulp_near(t);
+  const double inner_d = kGeluTanhBeta * (1.0 + 3.0 * kGeluTanhKappa * x * x);
+  const double left = 0.5 * (1.0 + t), td = 1.0 - t * t, right = 0.5 * x * td * inner_d;
+  const double d_left = 0.5 * (dt + ulp_near(1.0 + t)) + ulp_near(left);
+  const double d_td = 2.0 * std::fabs(t) * dt + ulp_near(t * t) + ulp_near(td);
+  const double d_right =
+      std::fabs(0.5 * x * inner_d) * d_td + ulp_near(0.5 * x * td) + ulp_near(right);
+  const double g = left + right;
+  return std::fabs(dy) * (d_left + d_right + ulp_near(g)) + ulp_near(dy * g);
+}
+
 void add_activation_cases(std::vector<NnCase>& cases) {
   const std::vector<std::pair<DType, DType>> type_pairs = {{DType::f32, DType::f32},
                                                            {DType::f16, DType::f16},
@@ -379,8 +415,8 @@ void add_activation_cases(std::vector<NnCase>& cases) {
                                                            {DType::f32, DType::f16},
                                                            {DType::bf16, DType::f32}};
   constexpr int64_t n = 10007;
-  for (nn::ActivationKind kind :
-       {nn::ActivationKind::relu, nn::ActivationKind::gelu, nn::ActivationKind::tanh}) {
+  for (nn::ActivationKind kind : {nn::ActivationKind::relu, nn::ActivationKind::gelu,
+                                  nn::ActivationKind::tanh, nn::ActivationKind::gelu_tanh}) {
     const bool transcendental = kind != nn::ActivationKind::relu;
     for (const auto& [in_type, out_type] : type_pairs) {
       NnCase f;
@@ -400,8 +436,9 @@ void add_activation_cases(std::vector<NnCase>& cases) {
           const std::vector<double> x = in[0].values();
           std::vector<double> delta(x.size());
           for (size_t i = 0; i < x.size(); ++i) {
-            delta[i] = kind == nn::ActivationKind::gelu
-                           ? gelu_delta(x[i])
+            delta[i] = kind == nn::ActivationKind::gelu ? gelu_delta(x[i])
+                       : kind == nn::ActivationKind::gelu_tanh
+                           ? gelu_tanh_delta(x[i])
                            : kTranscendentalUlps * ulp_near(std::tanh(x[i]));
           }
           return std::vector<Spec>{within(delta)};
@@ -424,11 +461,15 @@ void add_activation_cases(std::vector<NnCase>& cases) {
         be.activation_backward(kind, in[0], in[1], in[2], dx);
         return std::vector<Tensor>{dx};
       };
-      if (kind == nn::ActivationKind::gelu) {  // tanh's and relu's read only y: bitwise
-        b.specs = [](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
+      if (nn::activation_reads_input(kind)) {  // tanh's and relu's read only y: bitwise
+        b.specs = [kind](const std::vector<HostInput>& in,
+                         const std::vector<std::vector<double>>&) {
           const std::vector<double> x = in[0].values(), dy = in[2].values();
           std::vector<double> delta(x.size());
-          for (size_t i = 0; i < x.size(); ++i) delta[i] = gelu_grad_delta(x[i], dy[i]);
+          for (size_t i = 0; i < x.size(); ++i) {
+            delta[i] = kind == nn::ActivationKind::gelu ? gelu_grad_delta(x[i], dy[i])
+                                                        : gelu_tanh_grad_delta(x[i], dy[i]);
+          }
           return std::vector<Spec>{within(delta)};
         };
       }
@@ -459,6 +500,10 @@ void add_activation_cases(std::vector<NnCase>& cases) {
           if (kind == nn::ActivationKind::gelu) {
             dfwd[i] = gelu_delta(x[i]);
             dbwd[i] = gelu_grad_delta(x[i], dy[i]);
+          } else if (kind == nn::ActivationKind::gelu_tanh) {
+            // The backward reads the saved input, not the forward's output.
+            dfwd[i] = gelu_tanh_delta(x[i]);
+            dbwd[i] = gelu_tanh_grad_delta(x[i], dy[i]);
           } else {
             const double y = std::tanh(x[i]);
             dfwd[i] = kTranscendentalUlps * ulp_near(y);
@@ -1086,6 +1131,271 @@ void add_unscale_alignment_cases(std::vector<NnCase>& cases) {
   }
 }
 
+// ---- the transformer ops ----
+
+// Token ids in [0, vocab) with a share of repeats of a few ids (the embedding backward's groups).
+std::vector<int32_t> token_ids(std::mt19937_64& rng, size_t n, int64_t vocab) {
+  std::vector<int32_t> ids(n);
+  for (int32_t& id : ids) {
+    id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    if (rng() % 4 == 0) id = static_cast<int32_t>(rng() % 3 % vocab);
+  }
+  return ids;
+}
+
+void add_embedding_cases(std::vector<NnCase>& cases) {
+  struct Variant {
+    int64_t batch, time, vocab, positions, channels;
+    bool token_grad;
+  };
+  // 4 x 300 = 1200 rows span two of the GPU sort's 1024-row chunks; 3000 ids exceed its block.
+  const Variant variants[] = {{3, 17, 50, 20, 40, true},
+                              {4, 300, 7, 300, 33, true},
+                              {2, 1100, 3000, 1100, 8, true},
+                              {1, 1, 1, 1, 1, true},
+                              {5, 9, 11, 12, 16, false}};
+  for (const Variant& v : variants) {
+    const std::string dims = std::to_string(v.batch) + "x" + std::to_string(v.time) + "_V" +
+                             std::to_string(v.vocab) + "_C" + std::to_string(v.channels);
+    const int64_t rows = v.batch * v.time;
+    // Forward: one float add on both sides: bitwise.
+    NnCase f;
+    f.name = "embedding_forward_" + dims;
+    f.make_inputs = [v, rows](std::mt19937_64& rng) {
+      return std::vector<HostInput>{
+          from_i32({v.batch, v.time}, token_ids(rng, static_cast<size_t>(rows), v.vocab)),
+          from_values({v.vocab, v.channels}, DType::f32,
+                      random_values(rng, numel_of({v.vocab, v.channels}), -8, 2)),
+          from_values({v.positions, v.channels}, DType::f32,
+                      random_values(rng, numel_of({v.positions, v.channels}), -8, 2))};
+    };
+    f.run = [rows, v](Backend& be, std::vector<Tensor>& in) {
+      Tensor out = be.empty({rows, v.channels}, DType::f32);
+      be.embedding_forward(in[0], in[1], in[2], out);
+      return std::vector<Tensor>{out};
+    };
+    cases.push_back(f);
+    // Backward: the same float sums in the same (ascending row) order: bitwise, repeats included.
+    NnCase b;
+    b.name = std::string("embedding_backward_") + (v.token_grad ? "" : "positions_only_") + dims;
+    b.make_inputs = [v, rows](std::mt19937_64& rng) {
+      return std::vector<HostInput>{
+          from_i32({v.batch, v.time}, token_ids(rng, static_cast<size_t>(rows), v.vocab)),
+          from_values({rows, v.channels}, DType::f32,
+                      random_values(rng, numel_of({rows, v.channels}), -10, 4)),
+          from_values({v.vocab, v.channels}, DType::f32,
+                      random_values(rng, numel_of({v.vocab, v.channels}), -4, 0)),
+          from_values({v.positions, v.channels}, DType::f32,
+                      random_values(rng, numel_of({v.positions, v.channels}), -4, 0))};
+    };
+    b.run = [v](Backend& be, std::vector<Tensor>& in) {
+      be.embedding_backward(in[0], in[1], v.token_grad ? in[2] : Tensor{}, in[3]);
+      return std::vector<Tensor>{in[2], in[3]};
+    };
+    cases.push_back(b);
+  }
+}
+
+void add_gemm_batched_cases(std::vector<NnCase>& cases) {
+  struct Variant {
+    DType a, b, c;
+    int64_t batch, m, n, k;
+    bool ta, tb;
+    float alpha, beta;
+    bool integers;  // small integers, exact partial sums: bitwise
+  };
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  const std::vector<Variant> variants = {
+      // q @ k^T and att @ v as the GPT issues them, then the other layouts and type paths.
+      {f16, f16, f16, 12, 37, 37, 16, false, true, 1.0f, 0.0f, false},
+      {f16, f16, f16, 12, 37, 16, 37, false, false, 1.0f, 0.0f, false},
+      {bf16, bf16, bf16, 6, 20, 24, 32, true, false, 1.0f, 0.0f, false},
+      {f32, f32, f32, 5, 9, 13, 7, true, true, 0.5f, 1.0f, false},
+      {f16, f16, f32, 4, 33, 17, 64, false, true, 1.0f, 1.0f, false},
+      {f16, f32, f16, 3, 8, 9, 10, false, false, 1.0f, 0.0f, false},    // mixed inputs: widened
+      {bf16, bf16, f16, 3, 8, 9, 10, false, false, 1.0f, 0.5f, false},  // C through f32
+      {f16, f16, f16, 3, 4, 5, 0, false, false, 1.0f, 0.5f, false},     // k = 0: C = beta C
+      {f16, f16, f16, 8, 32, 32, 64, false, true, 1.0f, 0.0f, true},
+      {bf16, bf16, f32, 8, 16, 48, 64, true, false, 1.0f, 0.0f, true},
+  };
+  for (const Variant& v : variants) {
+    NnCase c;
+    c.name = "gemm_batched_" + tag(v.a) + "x" + tag(v.b) + "_to_" + tag(v.c) + "_" +
+             std::to_string(v.batch) + "x" + std::to_string(v.m) + "x" + std::to_string(v.n) + "x" +
+             std::to_string(v.k) + (v.ta ? "_At" : "") + (v.tb ? "_Bt" : "") +
+             (v.beta != 0.0f ? "_beta" : "") + (v.integers ? "_exact" : "");
+    const Shape as = v.ta ? Shape{v.batch, v.k, v.m} : Shape{v.batch, v.m, v.k};
+    const Shape bs = v.tb ? Shape{v.batch, v.n, v.k} : Shape{v.batch, v.k, v.n};
+    const Shape cs{v.batch, v.m, v.n};
+    c.make_inputs = [v, as, bs, cs](std::mt19937_64& rng) {
+      if (v.integers) {
+        return std::vector<HostInput>{
+            from_values(as, v.a, small_integers(rng, numel_of(as), -8, 8)),
+            from_values(bs, v.b, small_integers(rng, numel_of(bs), -8, 8)),
+            from_values(cs, v.c, small_integers(rng, numel_of(cs), -8, 8))};
+      }
+      return std::vector<HostInput>{from_values(as, v.a, random_values(rng, numel_of(as), -3, 2)),
+                                    from_values(bs, v.b, random_values(rng, numel_of(bs), -3, 2)),
+                                    from_values(cs, v.c, random_values(rng, numel_of(cs), -3, 2))};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      be.gemm_batched(in[0], v.ta, in[1], v.tb, in[2], v.alpha, v.beta);
+      return std::vector<Tensor>{in[2]};
+    };
+    if (!v.integers) {
+      c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
+        // As linear_forward: each side within gamma_{k+2}(2^-23) W of the exact value, W =
+        // |alpha| sum |a b| + |beta c| (any order, tensor cores possibly truncating): twice that.
+        const std::vector<double> a = in[0].values(), b = in[1].values(), c0 = in[2].values();
+        const double g = gamma_n(static_cast<double>(v.k + 2), 0x1p-23);
+        std::vector<double> delta(c0.size());
+        for (int64_t i = 0; i < v.batch; ++i) {
+          for (int64_t r = 0; r < v.m; ++r) {
+            for (int64_t q = 0; q < v.n; ++q) {
+              double w = 0.0;
+              for (int64_t l = 0; l < v.k; ++l) {
+                const double x = v.ta ? a[static_cast<size_t>((i * v.k + l) * v.m + r)]
+                                      : a[static_cast<size_t>((i * v.m + r) * v.k + l)];
+                const double y = v.tb ? b[static_cast<size_t>((i * v.n + q) * v.k + l)]
+                                      : b[static_cast<size_t>((i * v.k + l) * v.n + q)];
+                w += std::fabs(x * y);
+              }
+              const size_t o = static_cast<size_t>((i * v.m + r) * v.n + q);
+              w = std::fabs(v.alpha) * w + std::fabs(v.beta * c0[o]);
+              delta[o] = 2.0 * g * w;
+            }
+          }
+        }
+        return std::vector<Spec>{within(delta)};
+      };
+    }
+    cases.push_back(c);
+  }
+}
+
+void add_heads_cases(std::vector<NnCase>& cases) {
+  for (DType d : {DType::f16, DType::f32}) {
+    const int64_t B = 3, T = 11, H = 4, hs = 6, C = H * hs;
+    for (int64_t column : {int64_t{0}, C, 2 * C}) {
+      NnCase c;
+      c.name = "heads_copies_" + tag(d) + "_column" + std::to_string(column);
+      c.make_inputs = [d](std::mt19937_64& rng) {
+        return std::vector<HostInput>{
+            from_values({B * T, 3 * C}, d, random_values(rng, numel_of({B * T, 3 * C}), -6, 6)),
+            from_values({B * T, 3 * C}, d, random_values(rng, numel_of({B * T, 3 * C}), -6, 6))};
+      };
+      c.run = [d, column](Backend& be, std::vector<Tensor>& in) {
+        Tensor heads = be.empty({B, H, T, hs}, d);
+        be.heads_from_rows(in[0], column, heads);
+        be.heads_to_rows(heads, in[1], column);  // into the other rows: the rest kept
+        return std::vector<Tensor>{heads, in[1]};
+      };
+      cases.push_back(c);
+    }
+  }
+}
+
+// The causal softmax's scaled score as both backends form it.
+double softmax_score(double x, float scale, bool round_scaled, DType d) {
+  const float s = static_cast<float>(x * static_cast<double>(scale));
+  return round_scaled ? static_cast<double>(decode(encode(s, d), d)) : static_cast<double>(s);
+}
+
+void add_causal_softmax_cases(std::vector<NnCase>& cases) {
+  struct Variant {
+    DType scores, probs;
+    bool round_scaled, in_place;
+    int64_t count, time;
+  };
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  // 2 x 130 rows: a full 128-row block and a partial one; 1 x 1: a single unmasked element.
+  const Variant variants[] = {{f32, f32, false, false, 6, 37},  {f16, f32, true, false, 6, 37},
+                              {bf16, f32, true, false, 2, 130}, {f16, f16, false, false, 3, 64},
+                              {bf16, bf16, true, false, 4, 17}, {f32, f32, false, true, 3, 29},
+                              {f16, f32, false, false, 1, 1}};
+  for (const Variant& v : variants) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(v.time));
+    const std::string dims = std::to_string(v.count) + "x" + std::to_string(v.time);
+    const Shape shape{v.count, v.time, v.time};
+    NnCase f;
+    f.name = "causal_softmax_forward_" + tag(v.scores) + "_to_" + tag(v.probs) +
+             (v.round_scaled ? "_round_scaled" : "") + (v.in_place ? "_in_place" : "") + "_" + dims;
+    f.make_inputs = [v, shape](std::mt19937_64& rng) {
+      std::vector<float> x = random_values(rng, numel_of(shape), -2, 4);
+      for (float& e : x) e += 20.0f;  // a common offset: the max shift matters
+      return std::vector<HostInput>{from_values(shape, v.scores, x)};
+    };
+    f.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
+      Tensor p = v.in_place ? in[0] : be.empty(shape, v.probs);
+      be.causal_softmax_forward(in[0], scale, v.round_scaled, p);
+      return std::vector<Tensor>{p};
+    };
+    f.specs = [v, scale](const std::vector<HostInput>& in,
+                         const std::vector<std::vector<double>>&) {
+      // The same float operations in the same order, but expf's: each e_k differs by up to
+      // kTranscendentalUlps ulps; the sum of i + 1 of them by those plus one ulp of the sum per
+      // addition; p_j = e_j / sum by its operands' relative differences plus one ulp. Masked
+      // elements: 0 on both sides (delta 0).
+      const std::vector<double> x = in[0].values();
+      const int64_t T = v.time;
+      std::vector<double> delta(x.size(), 0.0);
+      std::vector<double> e(static_cast<size_t>(T));
+      for (int64_t r = 0; r < v.count * T; ++r) {
+        const int64_t i = r % T;
+        const size_t row = static_cast<size_t>(r * T);
+        double mx = -kInf;
+        for (int64_t j = 0; j <= i; ++j) {
+          mx = std::max(mx, softmax_score(x[row + j], scale, v.round_scaled, v.scores));
+        }
+        double sum = 0.0, dsum = 0.0;
+        for (int64_t j = 0; j <= i; ++j) {
+          e[j] = std::exp(softmax_score(x[row + j], scale, v.round_scaled, v.scores) - mx);
+          sum += e[j];
+          dsum += kTranscendentalUlps * ulp_near(e[j]);
+        }
+        dsum += static_cast<double>(i + 1) * ulp_near(sum);
+        for (int64_t j = 0; j <= i; ++j) {
+          const double p = e[j] / sum;
+          delta[row + j] =
+              p * (kTranscendentalUlps * ulp_near(e[j]) / e[j] + dsum / sum) + ulp_near(p);
+        }
+      }
+      return std::vector<Spec>{within(delta)};
+    };
+    cases.push_back(f);
+  }
+  // The backward: no transcendental, the same float operations in the same order: bitwise.
+  struct BackwardVariant {
+    DType probs, dprobs, dscores;
+    bool round_scaled;
+    int64_t count, time;
+  };
+  const BackwardVariant backward[] = {{f32, f32, f32, false, 6, 37},
+                                      {f32, f16, f16, true, 6, 37},
+                                      {f32, bf16, bf16, true, 2, 130},
+                                      {f16, f16, f16, false, 3, 64},
+                                      {f32, f32, f16, true, 1, 1}};
+  for (const BackwardVariant& v : backward) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(v.time));
+    const Shape shape{v.count, v.time, v.time};
+    NnCase b;
+    b.name = "causal_softmax_backward_" + tag(v.probs) + "_" + tag(v.dprobs) + "_to_" +
+             tag(v.dscores) + (v.round_scaled ? "_round_scaled" : "") + "_" +
+             std::to_string(v.count) + "x" + std::to_string(v.time);
+    b.make_inputs = [v, shape](std::mt19937_64& rng) {
+      return std::vector<HostInput>{
+          from_values(shape, v.probs, uniform_values(rng, numel_of(shape), 0.0f, 0.2f)),
+          from_values(shape, v.dprobs, random_values(rng, numel_of(shape), -8, 4))};
+    };
+    b.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
+      Tensor ds = be.empty(shape, v.dscores);
+      be.causal_softmax_backward(in[0], in[1], scale, v.round_scaled, ds);
+      return std::vector<Tensor>{ds};
+    };
+    cases.push_back(b);
+  }
+}
+
 std::vector<NnCase> all_cases() {
   std::vector<NnCase> cases;
   add_linear_cases(cases);
@@ -1100,6 +1410,10 @@ std::vector<NnCase> all_cases() {
   add_sgd_alignment_cases(cases);
   add_decay_mask_cases(cases);
   add_unscale_alignment_cases(cases);
+  add_embedding_cases(cases);
+  add_gemm_batched_cases(cases);
+  add_heads_cases(cases);
+  add_causal_softmax_cases(cases);
   return cases;
 }
 
@@ -1326,6 +1640,45 @@ TEST(CudaNnOps, RejectWrongArguments) {
   Tensor host = Tensor::host({4}, DType::f32);
   expect_invalid_argument([&] { be.activation_forward(nn::ActivationKind::relu, host, host); },
                           "activation_forward with host tensors");
+  // The transformer ops share the CPU backend's checks (Backend::check_*).
+  expect_invalid_argument(
+      [&] {
+        be.embedding_forward(be.empty({2, 3}, DType::f32), be.empty({5, 4}, DType::f32),
+                             be.empty({3, 4}, DType::f32), be.empty({6, 4}, DType::f32));
+      },
+      "embedding_forward, f32 tokens");
+  expect_invalid_argument(
+      [&] {
+        be.embedding_backward(be.empty({2, 3}, DType::i32), be.empty({6, 4}, DType::f32),
+                              be.empty({5, 4}, DType::f32), be.empty({2, 4}, DType::f32));
+      },
+      "embedding_backward, wpe shorter than T");
+  expect_invalid_argument(
+      [&] {
+        be.gemm_batched(be.empty({2, 3, 4}, DType::f16), false, be.empty({3, 4, 5}, DType::f16),
+                        false, be.empty({2, 3, 5}, DType::f16));
+      },
+      "gemm_batched, batch counts");
+  expect_invalid_argument(
+      [&] {
+        be.heads_from_rows(be.empty({6, 8}, DType::f16), 4, be.empty({2, 2, 3, 4}, DType::f16));
+      },
+      "heads_from_rows, columns past the width");
+  expect_invalid_argument(
+      [&] {
+        be.causal_softmax_forward(be.empty({2, 3, 4}, DType::f16), 1.0f, false,
+                                  be.empty({2, 3, 4}, DType::f32));
+      },
+      "causal_softmax_forward, not square");
+  Tensor p = be.empty({2, 4, 4}, DType::f32);
+  expect_invalid_argument([&] { be.causal_softmax_backward(p, p, 1.0f, false, p); },
+                          "causal_softmax_backward, dscores aliasing");
+  expect_invalid_argument(
+      [&] {
+        be.embedding_forward(Tensor::host({1, 1}, DType::i32), be.empty({1, 1}, DType::f32),
+                             be.empty({1, 1}, DType::f32), be.empty({1, 1}, DType::f32));
+      },
+      "embedding_forward with host tokens");
 }
 
 }  // namespace

@@ -2,32 +2,6 @@
 
 namespace ampctl {
 
-void Backend::embedding_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  unsupported("embedding_forward");
-}
-void Backend::embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-  unsupported("embedding_backward");
-}
-void Backend::gemm_batched(const Tensor&, bool, const Tensor&, bool, const Tensor&, float, float) {
-  unsupported("gemm_batched");
-}
-void Backend::heads_from_rows(const Tensor&, int64_t, const Tensor&) {
-  unsupported("heads_from_rows");
-}
-void Backend::heads_to_rows(const Tensor&, const Tensor&, int64_t) {
-  unsupported("heads_to_rows");
-}
-void Backend::causal_softmax_forward(const Tensor&, float, bool, const Tensor&) {
-  unsupported("causal_softmax_forward");
-}
-void Backend::causal_softmax_backward(const Tensor&, const Tensor&, float, bool, const Tensor&) {
-  unsupported("causal_softmax_backward");
-}
-
-void Backend::unsupported(const char* op) const {
-  throw Error{ErrorKind::state, std::string{op} + ": not implemented on " + description()};
-}
-
 Tensor Backend::zeros(const Shape& shape, DType dtype) {
   Tensor t = empty(shape, dtype);
   fill(t, 0.0);

@@ -195,40 +195,43 @@ class Backend {
   // wte f32 [V, C], wpe f32 [P, C] with P >= T, out f32 [B*T, C]. Ids outside [0, V) are an
   // error on the CPU; the GPU clamps them (the data loader validated them).
   virtual void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
-                                 const Tensor& out);
+                                 const Tensor& out) = 0;
   // The backward, ADDED into f32 gradients: dwte[v, :] += the sum of dout[r, :] over the rows r
   // whose token is v; dwpe[t, :] += sum_b dout[b*T + t, :]. Each sum is taken in float in
-  // ascending r and added once: the same bits on every run and on every backend (no float
-  // atomics in a varying order). dout f32 [B*T, C]; dwte may be undefined (not accumulated).
+  // ascending r, starting from 0, and added once: the same bits on every run and on every
+  // backend (no float atomics in a varying order). Rows of dwte whose token is absent from the
+  // batch, and rows t >= T of dwpe, are not written. dout f32 [B*T, C]; dwte may be undefined
+  // (not accumulated; the ids are then not read).
   virtual void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
-                                  const Tensor& dwpe);
+                                  const Tensor& dwpe) = 0;
   // `batch` independent gemm's (same rules as gemm: f32/f16/bf16 operands, fp32 accumulation,
   // one rounding of C): C_i := alpha * op(A_i) @ op(B_i) + beta * C_i, where X_i is the i-th of
   // `batch` equal, contiguous row-major matrices of X (a [batch, m, k] or [batch, k, m] as
   // trans_a says, and so on; the rank of X may be 3 or higher, the last two dims being the
   // matrix). q @ k^T and att @ v of every (b, h) at once (cublasGemmStridedBatchedEx on the GPU).
   virtual void gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                            const Tensor& c, float alpha = 1.0f, float beta = 0.0f);
+                            const Tensor& c, float alpha = 1.0f, float beta = 0.0f) = 0;
   // Head layout copies (no rounding; src and dst share one dtype):
   // heads_from_rows: dst[b, h, t, d] := src[b*T + t, column + h*hs + d], src [B*T, W] with
   // column + H*hs <= W, dst [B, H, T, hs] (q, k, v out of c_attn's [B*T, 3C]: column 0, C, 2C).
-  virtual void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst);
+  virtual void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) = 0;
   // heads_to_rows: dst[b*T + t, column + h*hs + d] := src[b, h, t, d]; other columns untouched
   // (the inverse: att @ v back to [B*T, C], and dq, dk, dv into dqkv).
-  virtual void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column);
+  virtual void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) = 0;
   // Causal softmax over the last dim of scores [N, T, T] (any float dtype): for row i,
   // s_j = float(scores[n, i, j]) * scale, rounded to scores' dtype first when round_scaled
   // (autocast's lowp `att * (1/sqrt(hs))` before the fp32 softmax), columns j > i masked;
   // probs[n, i, j] := round_probs(exp(s_j - max) / sum) for j <= i and 0 for j > i. probs is f32
-  // or scores' dtype; max and sum in float32, summed in ascending j.
+  // or scores' dtype (or scores itself: in place); max and sum in float32, summed from 0 in
+  // ascending j (the GPU's differs from the CPU's only by its expf).
   virtual void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
-                                      const Tensor& probs);
+                                      const Tensor& probs) = 0;
   // Its backward: g_j = float(probs_j) * (float(dprobs_j) - sum_k float(dprobs_k) *
   // float(probs_k)) (sum in float, ascending k, over k <= i), rounded to dscores' dtype first
   // when round_scaled (the backward of autocast's cast to fp32); dscores[n, i, j] :=
   // round(g_j * scale) for j <= i and 0 for j > i. dscores may alias neither input.
   virtual void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
-                                       bool round_scaled, const Tensor& dscores);
+                                       bool round_scaled, const Tensor& dscores) = 0;
 
   // ---- optimizers ----
   // One fused optimizer update (see OptimizerStepArgs); when found_inf is given and non-zero,
@@ -247,8 +250,6 @@ class Backend {
   virtual void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) = 0;
 
  protected:
-  // What an op a backend does not implement throws: Error{state} naming the op and the backend.
-  [[noreturn]] void unsupported(const char* op) const;
   // The transformer ops' argument checks, shared by the implementations so that both backends
   // refuse the same calls: every tensor given is defined and on `device`, shapes and dtypes are
   // the contract's above, and an output shares no byte with an input (causal_softmax_forward's

@@ -1,7 +1,8 @@
-// The CUDA backend's host side, shared by its two translation units: cuda_backend.cpp (memory,
-// casts, gemm, the amp ops, SGD) and cuda_nn.cpp (the neural-network ops through cuBLASLt and
-// kernels/, and Adam). C++20 host code: kernels are reached only through the launchers of
-// kernels/*.cuh, which take raw pointers and ElemType.
+// The CUDA backend's host side, shared by its translation units: cuda_backend.cpp (memory,
+// casts, gemm, the amp ops, SGD), cuda_nn.cpp (the neural-network ops through cuBLASLt and
+// kernels/, and Adam) and cuda_transformer.cpp (the GPT's ops: kernels/transformer.cu and
+// cuBLAS's strided-batched gemm). C++20 host code: kernels are reached only through the launchers
+// of kernels/*.cuh, which take raw pointers and ElemType.
 //
 // Ownership: every resource has one owner, with RAII. Tensor storage is cudaMalloc'd and freed by
 // the Storage's deleter; the stream, the cuBLAS and cuBLASLt handles, cuBLAS's workspace, the
@@ -259,6 +260,20 @@ class CudaBackend final : public Backend {
                            const Tensor& dgamma, const Tensor& dbeta) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
 
+  // cuda_transformer.cpp
+  void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                         const Tensor& out) override;
+  void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                          const Tensor& dwpe) override;
+  void gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                    float alpha, float beta) override;
+  void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) override;
+  void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) override;
+  void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
+                              const Tensor& probs) override;
+  void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
+                               bool round_scaled, const Tensor& dscores) override;
+
  private:
   // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
   void check_here(const Tensor& t, const char* op, const char* name) const;
@@ -285,8 +300,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer m_cublas_workspace;
   DeviceBuffer m_gemm_workspace;
   DeviceBuffer m_norm_partials;
-  DeviceBuffer m_linear_workspace;  // widened operands and the f32 product of linear_forward
-  DeviceBuffer m_reduce_workspace;  // partial sums of sum_rows, the losses, LayerNorm backward
+  DeviceBuffer m_linear_workspace;     // widened operands and the f32 product of linear_forward
+  DeviceBuffer m_reduce_workspace;     // partial sums of sum_rows, the losses, LayerNorm backward
+  DeviceBuffer m_embedding_workspace;  // embedding_backward's sort of the rows by token
   CublasHandle m_cublas;
   CublasLtHandle m_cublas_lt;
   std::map<LinearPlanKey, LinearPlan> m_linear_plans;  // after the handle: destroyed before it

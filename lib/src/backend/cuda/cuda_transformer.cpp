@@ -1,0 +1,151 @@
+// The CUDA backend's transformer ops (backend.h, "transformer ops"): argument checks shared with
+// the CPU backend (Backend::check_*), then the kernels of kernels/transformer.cu, or cuBLAS's
+// strided-batched gemm for gemm_batched. No op allocates after its first call (the grow-only
+// workspaces) and none waits for the device.
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "cast.cuh"
+#include "cuda_backend.h"
+#include "elementwise.cuh"
+#include "transformer.cuh"
+
+namespace ampctl::cuda_detail {
+namespace {
+
+void check_int_range(int64_t v, const char* op, const char* what) {
+  if (v > INT_MAX) {
+    invalid(std::string(op) + ": " + what + " " + std::to_string(v) + " exceeds the int range");
+  }
+}
+
+}  // namespace
+
+void CudaBackend::embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                    const Tensor& out) {
+  const EmbeddingDims d = check_embedding_forward(tokens, wte, wpe, out, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_embedding_forward(tokens.data_as<int32_t>(), wte.data_as<float>(), d.vocab,
+                                    wpe.data_as<float>(), out.data_as<float>(), d.batch * d.time,
+                                    d.time, d.channels, stream());
+}
+
+void CudaBackend::embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                                     const Tensor& dwpe) {
+  const EmbeddingDims d = check_embedding_backward(tokens, dout, dwte, dwpe, m_device);
+  // The sort's positions are 32-bit.
+  check_int_range(d.batch * d.time, "embedding_backward", "the row count B*T");
+  DeviceScope scope(m_device.index);
+  const size_t words =
+      dwte.defined() ? kernels::embedding_backward_workspace_words(d.batch * d.time, d.vocab) : 0;
+  auto* ws = words > 0 ? reinterpret_cast<uint32_t*>(grow_workspace(
+                             m_embedding_workspace, words, "the embedding_backward workspace"))
+                       : nullptr;
+  kernels::launch_embedding_backward(tokens.data_as<int32_t>(), dout.data_as<float>(),
+                                     dwte.defined() ? dwte.data_as<float>() : nullptr, d.vocab,
+                                     dwpe.data_as<float>(), d.batch, d.time, d.channels, ws,
+                                     stream());
+}
+
+void CudaBackend::gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c, float alpha, float beta) {
+  const GemmBatchedDims d = check_gemm_batched(a, trans_a, b, trans_b, c, m_device);
+  const int64_t m = d.m, n = d.n, k = d.k;
+  check_int_range(m, "gemm_batched", "dimension");
+  check_int_range(n, "gemm_batched", "dimension");
+  check_int_range(k, "gemm_batched", "dimension");
+  check_int_range(d.batch, "gemm_batched", "batch count");
+  if (d.batch == 0 || m == 0 || n == 0) return;
+  DeviceScope scope(m_device.index);
+  if (k == 0) {
+    // No products: C := beta * C, as gemm.
+    kernels::launch_scale_in_place(c.data(), elem_type(c.dtype()), beta, c.numel(), stream());
+    return;
+  }
+  // As gemm: cuBLAS's 32-bit compute takes equal input types and an output of f32 or the inputs'
+  // type; mixed inputs are widened exactly to f32 in a workspace, and another output type is
+  // computed in f32 and rounded once by a cast.
+  const bool mixed_inputs = a.dtype() != b.dtype();
+  const DType input_type = mixed_inputs ? DType::f32 : a.dtype();
+  const bool widen_a = mixed_inputs && a.dtype() != DType::f32;
+  const bool widen_b = mixed_inputs && b.dtype() != DType::f32;
+  const bool c_via_workspace = c.dtype() != DType::f32 && c.dtype() != input_type;
+  auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256-byte regions
+  const size_t a_floats = widen_a ? aligned(a.numel()) : 0;
+  const size_t b_floats = widen_b ? aligned(b.numel()) : 0;
+  const size_t c_floats = c_via_workspace ? aligned(c.numel()) : 0;
+  float* workspace =
+      a_floats + b_floats + c_floats > 0 ? gemm_workspace(a_floats + b_floats + c_floats) : nullptr;
+  const void* a_ptr = a.data();
+  const void* b_ptr = b.data();
+  void* c_ptr = c.data();
+  if (widen_a) {
+    kernels::launch_cast(a.data(), elem_type(a.dtype()), workspace, ElemType::f32, a.numel(),
+                         stream());
+    a_ptr = workspace;
+  }
+  if (widen_b) {
+    float* b_ws = workspace + a_floats;
+    kernels::launch_cast(b.data(), elem_type(b.dtype()), b_ws, ElemType::f32, b.numel(), stream());
+    b_ptr = b_ws;
+  }
+  if (c_via_workspace) {
+    float* c_ws = workspace + a_floats + b_floats;
+    if (beta != 0.0f) {
+      kernels::launch_cast(c.data(), elem_type(c.dtype()), c_ws, ElemType::f32, c.numel(),
+                           stream());
+    }
+    c_ptr = c_ws;
+  }
+  const cudaDataType ab_type = cuda_data_type(input_type);
+  const cudaDataType c_type = c_via_workspace ? CUDA_R_32F : cuda_data_type(c.dtype());
+  // Row-major C_i = op(A_i) op(B_i) is column-major C_i^T = op(B_i)^T op(A_i)^T (see gemm).
+  const int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));
+  const int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
+  const int ldc = static_cast<int>(n);
+  AMPCTL_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      m_cublas.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b_ptr, ab_type, ldb,
+      static_cast<long long>(k * n), a_ptr, ab_type, lda, static_cast<long long>(m * k), &beta,
+      c_ptr, c_type, ldc, static_cast<long long>(m * n), static_cast<int>(d.batch),
+      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (c_via_workspace) {
+    kernels::launch_cast(c_ptr, ElemType::f32, c.data(), elem_type(c.dtype()), c.numel(), stream());
+  }
+}
+
+void CudaBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) {
+  const HeadsDims d = check_heads(src, column, dst, "heads_from_rows", m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_heads_copy(false, src.data(), dst.data(), dtype_size(src.dtype()), d.batch,
+                             d.heads, d.time, d.head_size, d.width, column, stream());
+}
+
+void CudaBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) {
+  const HeadsDims d = check_heads(dst, column, src, "heads_to_rows", m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_heads_copy(true, src.data(), dst.data(), dtype_size(src.dtype()), d.batch,
+                             d.heads, d.time, d.head_size, d.width, column, stream());
+}
+
+void CudaBackend::causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
+                                         const Tensor& probs) {
+  const SoftmaxDims d = check_causal_softmax_forward(scores, probs, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_causal_softmax_forward(scores.data(), elem_type(scores.dtype()), scale,
+                                         round_scaled, probs.data(), elem_type(probs.dtype()),
+                                         d.count, d.time, stream());
+}
+
+void CudaBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
+                                          bool round_scaled, const Tensor& dscores) {
+  const SoftmaxDims d = check_causal_softmax_backward(probs, dprobs, dscores, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_causal_softmax_backward(
+      probs.data(), elem_type(probs.dtype()), dprobs.data(), elem_type(dprobs.dtype()), scale,
+      round_scaled, dscores.data(), elem_type(dscores.dtype()), d.count, d.time, stream());
+}
+
+}  // namespace ampctl::cuda_detail
