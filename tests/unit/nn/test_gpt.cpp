@@ -6,13 +6,17 @@
 // the compute dtype, a possible one-ulp flip where the model's fp32 summation order puts a value
 // on the other side of a rounding boundary; op = u32 per fp32 operation). And, since a flip
 // needs the fp32 difference to straddle a boundary (probability about K u32 / u_lowp per
-// element), most elements must also be within 2 D0, D0 the same bound with lo = 0 (fp32 order
-// alone: for a tensor of the compute dtype, bitwise equality): were a rounding point missing,
-// added or moved, nearly every element would be off by up to half an ulp of the compute dtype.
-// The share required is 3/4 for the logits and the loss; the gradients mix every position (a
-// flip anywhere in the forward moves every weight gradient a little), so for them 1/2 in
-// fp16/bf16 (3/4 in fp32, where flips are at fp32's level). On this tiny model no flip happens
-// at all today: every tensor is within 2 D0 everywhere (the printed shares).
+// element), most elements must also be within min(2 D0, 64 u32 max|tensor|), D0 the same bound
+// with lo = 0 (fp32 order alone; the second term caps it at fp32-order agreement, since the
+// first-order D0 of a deep stack is loose): for a tensor of the compute dtype that is bitwise
+// equality. Were a rounding point missing, added or moved, nearly every element would be off by
+// up to half an ulp of the compute dtype.
+// The share required is 3/4 for the logits. The gradients mix every position (one flip in the
+// forward moves every weight gradient a little, and with order-1 parameters fp16 flips a few
+// percent of the logits), so in fp16/bf16 they are held to 2 D alone; in fp32, where flips are
+// at fp32's level, to the 3/4 share as well. Checked: moving one rounding point (the scaled
+// scores' second rounding, round_scaled = false) drops the fp16 logits to ~53% within the tight
+// bound, against ~93% for the model as it is.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -104,12 +108,18 @@ Check compare(const std::string& what, const std::vector<double>& model, const g
   EXPECT_EQ(model.size(), emu.size()) << what;
   Check c;
   size_t ok0 = 0;
+  // fp32-order agreement: 64 u32 of the tensor's largest magnitude (a K <= 64-term sum's order
+  // moves a value by at most K u32 sum |terms|). A value of the compute dtype that agrees this
+  // well is bitwise equal unless tiny; a misplaced rounding moves it by ~u_lowp |v|.
+  double scale = 0.0;
+  for (const E& e : emu) scale = std::max(scale, std::abs(e.v));
+  const double tight = 64.0 * 0x1p-24 * scale;
   for (size_t i = 0; i < model.size() && i < emu.size(); ++i) {
     const double diff = std::abs(model[i] - emu[i].v);
     const double budget = 2.0 * emu[i].d;
     const double ratio = budget > 0.0 ? diff / budget : (diff == 0.0 ? 0.0 : INFINITY);
     if (ratio > c.worst_ratio) c.worst_ratio = ratio, c.worst = i;
-    if (diff <= 2.0 * emu0[i].d) ++ok0;
+    if (diff <= std::min(2.0 * emu0[i].d, tight)) ++ok0;
     if (!(diff <= budget)) {
       ADD_FAILURE() << what << "[" << i << "]: model " << model[i] << ", emulation " << emu[i].v
                     << ", |diff| " << diff << " > 2 D = " << budget;
@@ -135,6 +145,25 @@ void check_against_emulation(const gptref::Config& cfg, const PrecisionCase& pc,
                              int64_t B, int64_t T, bool training) {
   auto be = make_cpu_backend(1);
   Gpt model(*be, gpt_options(cfg, pc.dtype, max_batch));
+  // Parameters of order 1 instead of GPT-2's 0.02 (matrices N(0, 0.35), biases N(0, 0.2),
+  // LayerNorm weights 1 + N(0, 0.2)): at the initial scale the attention scores are ~1e-4 and
+  // a misplaced rounding of them would vanish in the next one; here every rounding point shows.
+  {
+    std::mt19937_64 rng(cfg.seed + 101);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> host(model.layout().total(), 0.0f);
+    for (const auto& e : model.layout().entries()) {
+      const bool norm = e.name.find(".ln_") != std::string::npos;
+      for (size_t i = 0; i < e.numel; ++i) {
+        const float z = nd(rng);
+        host[e.offset + i] = e.shape.size() >= 2                   ? 0.35f * z
+                             : norm && e.name.ends_with(".weight") ? 1.0f + 0.2f * z
+                                                                   : 0.2f * z;
+      }
+    }
+    be->upload(model.params(), host.data(), host.size() * sizeof(float));
+    model.sync_lowp();
+  }
   const auto params = params_of(model);
   const Batch batch = make_batch(max_batch, cfg.block_size, cfg.vocab, cfg.seed + 17);
   Batch used;
@@ -167,7 +196,9 @@ void check_against_emulation(const gptref::Config& cfg, const PrecisionCase& pc,
   ASSERT_EQ(got.grads.size(), want.grads.size());
   for (const auto& [name, g] : got.grads) {
     const Check gc = compare("grad " + name, g, want.grads.at(name), want0.grads.at(name));
-    EXPECT_GE(gc.within_d0, pc.dtype == DType::f32 ? 0.75 : 0.5) << name;
+    if (pc.dtype == DType::f32) {
+      EXPECT_GE(gc.within_d0, 0.75) << name;
+    }
   }
 }
 
