@@ -282,6 +282,44 @@ TEST(GradNumerics, ACountedBackwardGivesTheSameGradientBitsAsAnUncountedOne) {
   }
 }
 
+TEST(GradNumerics, CountersDoNotDependOnTheThreadCount) {
+  // A pass split over threads (cpu_numerics.cpp) counts what one thread counts, checked here
+  // against a plain loop over the same values.
+  std::vector<float> v(3 << 16);  // 3 x kParallelGrain: up to 3 parts
+  uint32_t state = 12345;
+  for (float& x : v) {
+    state = state * 1664525u + 1013904223u;
+    const uint32_t bits = (state & ~(0xffu << 23)) | (((state >> 24) % 160u) << 23);  // all binades
+    std::memcpy(&x, &bits, sizeof x);
+  }
+  for (DType lowp : {DType::f16, DType::bf16}) {
+    std::vector<int64_t> want(numerics::kWidth, 0);
+    numerics::Partial p;
+    for (float x : v) {
+      const uint16_t b = lowp == DType::f16 ? float_to_half_bits(x) : float_to_bf16_bits(x);
+      const int bin = numerics::classify(x, b, lowp == DType::f16, p);
+      if (bin >= 0) ++want[numerics::kHist0 + bin];
+    }
+    want[numerics::kValues] = p.values;
+    want[numerics::kUnderflow] = p.underflow;
+    want[numerics::kSubnormal] = p.subnormal;
+    want[numerics::kNonfinite] = p.nonfinite;
+    want[numerics::kMaxBits] = p.max_bits;
+    EXPECT_GT(p.underflow, 0);
+    EXPECT_GT(p.subnormal, 0);
+    for (int threads : {1, 2, 3}) {
+      auto be = make_cpu_backend(threads);
+      Tensor src = be->from_host({static_cast<int64_t>(v.size())}, DType::f32, v.data());
+      Tensor dst = be->zeros({static_cast<int64_t>(v.size())}, lowp);
+      Tensor counters = be->zeros({numerics::kWords}, DType::i32);
+      be->round_counted(src, dst, counters);
+      std::vector<int64_t> got(numerics::kWidth);
+      be->download(got.data(), counters);
+      EXPECT_EQ(got, want) << threads << " threads, " << dtype_name(lowp);
+    }
+  }
+}
+
 TEST(GradNumerics, Fp32HasNoHookAndBadCountersAreRefused) {
   auto be = make_cpu_backend(1);
   ModelOptions o;
