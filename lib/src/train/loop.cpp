@@ -98,8 +98,8 @@ void Trainer::begin() {
     // hold the lock already (resume), which is then shared.
     if (is_root()) m_dir->lock();
   } catch (...) {
-    if (m_dir)
-      m_dir->remove_if_unused();  // bad data, an unknown debug.inject_tensor: leave nothing
+    // Bad data, an unknown debug.inject_tensor: leave nothing.
+    if (m_dir) m_dir->remove_if_unused();
     throw;
   }
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
