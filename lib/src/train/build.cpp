@@ -182,6 +182,14 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
   o.mlp.activation = activation_kind(model.activation);
   o.mlp.dropout = model.dropout;
   o.mlp.layer_norm = model.layer_norm;
+  if (model.type == config::ModelType::cnn) {
+    o.cnn.conv = model.conv;
+    o.cnn.pool = model.pool;
+    o.cnn.batch_norm = model.batch_norm;
+    o.cnn.hidden = model.hidden;
+    o.cnn.activation = activation_kind(model.activation);
+    o.cnn.dropout = model.dropout;
+  }
   return o;
 }
 
@@ -237,8 +245,23 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
   check_run_memory(cfg, train.features, outputs, train.size(),
                    r.data.eval ? r.data.eval->size() : 0, b.device());
-  r.model = nn::build_model(
-      b, model_options(cfg.model, cfg.precision, cfg.loss, train.features, outputs, batch, seed));
+  nn::ModelOptions mo =
+      model_options(cfg.model, cfg.precision, cfg.loss, train.features, outputs, batch, seed);
+  const bool images = cfg.model.type == config::ModelType::cnn;
+  if (images) {
+    // A cnn reads the data set's image shape; feature rows are a config error naming the key.
+    if (train.image.size() != 3) {
+      throw Error{ErrorKind::config,
+                  "model.type: cnn needs image data [N, C, H, W] (data.train.source idx or "
+                  "fashion_mnist), but " +
+                      train.origin + " holds feature rows",
+                  "use model.type: mlp for feature data"};
+    }
+    mo.cnn.channels = train.image[0];
+    mo.cnn.height = train.image[1];
+    mo.cnn.width = train.image[2];
+  }
+  r.model = nn::build_model(b, mo);
   r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
                                                    cfg.optimizer.lr, cfg.training.max_steps);
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
@@ -247,7 +270,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   r.optimizer = make_optimizer(b, cfg.optimizer, std::move(groups));
   r.scaler = std::make_unique<amp::GradScaler>(b, scaler_options(cfg));
   // The data sets go to the backend once, for the whole run.
-  r.batcher = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
+  r.batcher = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch, images);
   return run;
 }
 

@@ -28,7 +28,7 @@
 namespace ampctl::config {
 
 enum class Precision { fp16, bf16, fp32 };
-enum class ModelType { mlp };
+enum class ModelType { mlp, cnn };
 enum class Activation { relu, gelu, tanh };
 enum class LossType { cross_entropy, mse };
 enum class SourceKind { synthetic, idx, fashion_mnist, csv, split };
@@ -87,6 +87,11 @@ struct ModelConfig {
   Activation activation{};
   double dropout = 0.0;
   bool layer_norm = false;
+  // cnn (docs/reference.md, "The CNN"): conv blocks [channels, kernel], max-pool size after
+  // each (1 = none), BatchNorm2d after each conv.
+  std::vector<std::array<int64_t, 2>> conv;
+  int64_t pool = 2;
+  bool batch_norm = false;
   bool operator==(const ModelConfig&) const = default;
 };
 
