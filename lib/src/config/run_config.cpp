@@ -423,7 +423,8 @@ Schema<RunConfig> make_run_schema() {
 
       enum_field<C>(AMPCTL_KEY(model.type), ModelType::mlp, kModelType, "mlp | cnn"),
       int_list_field<C>(AMPCTL_KEY(model.hidden), {256, 256}, {1, kInt32Max},
-                        "hidden layer widths; input/output sizes come from the data")
+                        "hidden layer widths (default: [256, 256]; [128] for a cnn); input/output "
+                        "sizes come from the data")
           .derive([](C& c, const ParseState&) {
             // The cnn's head defaults to one hidden layer of 128 (docs/reference.md, "The CNN").
             if (c.model.type == ModelType::cnn) c.model.hidden = {128};
