@@ -26,7 +26,8 @@ using Names = std::pair<E, const char*>;
 
 constexpr Names<Precision> kPrecision[] = {
     {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}};
-constexpr Names<ModelType> kModelType[] = {{ModelType::mlp, "mlp"}, {ModelType::gpt, "gpt"}};
+constexpr Names<ModelType> kModelType[] = {
+    {ModelType::mlp, "mlp"}, {ModelType::gpt, "gpt"}, {ModelType::cnn, "cnn"}};
 constexpr Names<DecayOn> kDecayOn[] = {{DecayOn::all, "all"}, {DecayOn::matrices, "matrices"}};
 constexpr Names<Activation> kActivation[] = {
     {Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::tanh, "tanh"}};
@@ -421,6 +422,40 @@ Field<RunConfig> eval_source_field(std::string help) {
   return f;
 }
 
+// model.conv: a list of [channels, kernel] pairs, each value in `range`, at least one pair.
+template <class T, class Get>
+Field<T> conv_blocks_field(std::string path, Get get, std::vector<std::array<int64_t, 2>> def,
+                           IntRange range, std::string help) {
+  auto f = detail::base_field<T>(std::move(path), get, std::move(def), std::move(help));
+  f.read = [get, range](const FieldInput& in, T& c) {
+    if (!in.value.is_list() || in.value.items.empty()) {
+      in.fail("expected a non-empty list of [channels, kernel] pairs, got " + describe(in.value),
+              "e.g. [[32, 3], [64, 3]]");
+      return false;
+    }
+    std::vector<std::array<int64_t, 2>> values(in.value.items.size());
+    bool ok = true;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Value& item = in.value.items[i];
+      if (!item.is_list() || item.items.size() != 2) {
+        in.fail_item(item, i, "expected a [channels, kernel] pair, got " + describe(item),
+                     "e.g. [32, 3]");
+        ok = false;
+        continue;
+      }
+      for (size_t j = 0; j < 2; ++j) {
+        ok = detail::read_int_value(in, item.items[j], range, values[i][j], i) && ok;
+      }
+    }
+    if (ok) get(c) = std::move(values);
+    return ok;
+  };
+  detail::emit_as_json(f, get);
+  f.type = "list of [int, int]";
+  f.range = "each " + range.describe();
+  return f;
+}
+
 // ---- the table, in the order of docs/reference.md's listing ("Configuration") ----
 
 Schema<RunConfig> make_run_schema() {
@@ -430,6 +465,7 @@ Schema<RunConfig> make_run_schema() {
   const auto kOneCycle = std::vector<std::string>{"onecycle"};
   const auto kMlp = std::vector<std::string>{"mlp"};
   const auto kGpt = std::vector<std::string>{"gpt"};
+  const auto kMlpCnn = std::vector<std::string>{"mlp", "cnn"};
   std::vector<Field<C>> fields = {
       string_field<C>(AMPCTL_KEY(name), "", check_name,
                       "run name (default: the config file's stem); runs/<name>")
@@ -440,16 +476,21 @@ Schema<RunConfig> make_run_schema() {
       enum_field<C>(AMPCTL_KEY(precision), Precision::fp16, kPrecision, "fp16 | bf16 | fp32"),
 
       enum_field<C>(AMPCTL_KEY(model.type), ModelType::mlp, kModelType,
-                    "mlp | gpt (GPT-2 as nanoGPT writes it)"),
+                    "mlp | gpt (GPT-2 as nanoGPT writes it) | cnn"),
       int_list_field<C>(AMPCTL_KEY(model.hidden), {256, 256}, {1, kInt32Max},
-                        "hidden layer widths; input/output sizes come from the data")
-          .when("model.type", kMlp),
+                        "hidden layer widths (default: [256, 256]; [128] for a cnn); input/output "
+                        "sizes come from the data")
+          .when("model.type", kMlpCnn)
+          .derive([](C& c, const ParseState&) {
+            // The cnn's head defaults to one hidden layer of 128 (docs/reference.md, "The CNN").
+            if (c.model.type == ModelType::cnn) c.model.hidden = {128};
+          }),
       enum_field<C>(AMPCTL_KEY(model.activation), Activation::relu, kActivation,
                     "relu | gelu | tanh")
-          .when("model.type", kMlp),
+          .when("model.type", kMlpCnn),
       float_field<C>(AMPCTL_KEY(model.dropout), 0.0, FloatRange::closed_open(0.0, 1.0),
-                     "dropout probability, in [0, 1): after each hidden activation (mlp); on the "
-                     "embeddings, attention weights and both residual branches (gpt)"),
+                     "dropout probability, in [0, 1): after each hidden activation (mlp, cnn); on "
+                     "the embeddings, attention weights and both residual branches (gpt)"),
       bool_field<C>(AMPCTL_KEY(model.layer_norm), false, "LayerNorm after each hidden Linear")
           .when("model.type", kMlp),
       int_field<C>(AMPCTL_KEY(model.n_layer), 12, {1, 1024}, "transformer blocks")
@@ -466,6 +507,15 @@ Schema<RunConfig> make_run_schema() {
       bool_field<C>(AMPCTL_KEY(model.tie_embeddings), true,
                     "the LM head reads transformer.wte.weight (false: its own lm_head.weight)")
           .when("model.type", kGpt),
+      conv_blocks_field<C>(AMPCTL_KEY(model.conv), {{32, 3}, {64, 3}}, {1, 65536},
+                           "cnn: conv blocks [channels, kernel] (padding kernel // 2, stride 1)")
+          .when("model.type", {"cnn"}),
+      int_field<C>(AMPCTL_KEY(model.pool), 2, {1, 65536},
+                   "cnn: MaxPool2d(pool) after each conv block; 1 = no pooling")
+          .when("model.type", {"cnn"}),
+      bool_field<C>(AMPCTL_KEY(model.batch_norm), false,
+                    "cnn: BatchNorm2d after each conv (the conv then has no bias)")
+          .when("model.type", {"cnn"}),
 
       enum_field<C>(AMPCTL_KEY(loss), LossType::cross_entropy, kLoss,
                     "cross_entropy | mse (default follows data.train's task)")

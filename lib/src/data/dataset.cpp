@@ -36,6 +36,7 @@ Dataset subset(const Dataset& all, const std::vector<int64_t>& rows, std::string
   out.classes = all.classes;
   out.targets = all.targets;
   out.pixels = all.pixels;
+  out.image = all.image;
   out.origin = std::move(origin);
   const auto n = static_cast<int64_t>(rows.size());
   out.x.resize(static_cast<size_t>(n * all.features));

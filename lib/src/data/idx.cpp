@@ -156,6 +156,7 @@ Dataset load_idx(const std::filesystem::path& images_file, const std::filesystem
   out.task = Task::classification;
   out.features = images.rows * images.cols;
   out.pixels = true;
+  out.image = {1, images.rows, images.cols};  // IDX images are single-channel
   out.origin = images_file.string();
   out.labels.resize(labels.size());
   int64_t max_label = 0;

@@ -58,6 +58,8 @@ void Module::declare(FlatLayout&, const std::string&) {}
 
 void Module::init(std::span<float>, const FlatLayout&, uint64_t) const {}
 
+void Module::collect_buffers(std::vector<std::pair<std::string, Tensor>>&) const {}
+
 size_t Module::declare_param(FlatLayout& layout, const std::string& name, const Shape& shape) {
   layout.add(name, shape);
   const size_t entry = layout.entries().size() - 1;

@@ -60,4 +60,8 @@ const Tensor& Sequential::backward(const Tensor& dy, int64_t batch) {
   return *g;
 }
 
+void Sequential::collect_buffers(std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& m : m_modules) m->collect_buffers(out);
+}
+
 }  // namespace ampctl::nn

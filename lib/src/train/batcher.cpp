@@ -32,8 +32,17 @@ DeviceBatcher::Resident DeviceBatcher::resident(Backend& b, const data::Dataset&
 }
 
 DeviceBatcher::DeviceBatcher(Backend& backend, const data::DataSplit& data,
-                             data::DataLoader& loader, int64_t batch_size)
+                             data::DataLoader& loader, int64_t batch_size, bool images)
     : m_backend(&backend), m_loader(&loader), m_batch(batch_size) {
+  if (images) {
+    if (data.train.image.size() != 3) {
+      throw Error{ErrorKind::config,
+                  "model.type: cnn needs image data [N, C, H, W] (data.train.source idx or "
+                  "fashion_mnist), but " +
+                      data.train.origin + " holds feature rows"};
+    }
+    m_image = data.train.image;
+  }
   Backend& b = backend;
   const data::Dataset& train = data.train;
   m_classification = train.task == data::Task::classification;
@@ -80,8 +89,9 @@ const Batch& DeviceBatcher::next() {
   first += m_rank * base + std::min<int64_t>(m_rank, extra);
   const int64_t rows = base + (m_rank < extra ? 1 : 0);
   m_current.rows = rows;
-  m_current.input = m_x.view(0, {rows, m_features});
-  b.gather_rows(m_train.x, m_order_dev, first, m_current.input);
+  const Tensor rows_view = m_x.view(0, {rows, m_features});
+  b.gather_rows(m_train.x, m_order_dev, first, rows_view);
+  m_current.input = input_view(m_x, 0, rows);
   if (m_classification) {
     m_current.target = m_labels.view(0, {rows});
     b.gather_rows(m_train.labels, m_order_dev, first, m_current.target);
@@ -98,11 +108,16 @@ Batch DeviceBatcher::eval_batch(int64_t local_first) {
   const int64_t first = m_eval_first + local_first;
   Batch out;
   out.rows = std::min(m_batch, m_eval_rows - local_first);
-  out.input = m_eval.x.view(static_cast<size_t>(first * m_features), {out.rows, m_features});
+  out.input = input_view(m_eval.x, static_cast<size_t>(first * m_features), out.rows);
   out.target = m_classification
                    ? m_eval.labels.view(static_cast<size_t>(first), {out.rows})
                    : m_eval.y.view(static_cast<size_t>(first * m_outputs), {out.rows, m_outputs});
   return out;
+}
+
+Tensor DeviceBatcher::input_view(const Tensor& x, size_t offset, int64_t rows) const {
+  if (m_image.empty()) return x.view(offset, {rows, m_features});
+  return x.view(offset, {rows, m_image[0], m_image[1], m_image[2]});
 }
 
 nlohmann::json DeviceBatcher::state() const {

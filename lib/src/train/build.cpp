@@ -229,6 +229,14 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
     o.gpt.bias = model.bias;
     o.gpt.tie_embeddings = model.tie_embeddings;
   }
+  if (model.type == config::ModelType::cnn) {
+    o.cnn.conv = model.conv;
+    o.cnn.pool = model.pool;
+    o.cnn.batch_norm = model.batch_norm;
+    o.cnn.hidden = model.hidden;
+    o.cnn.activation = activation_kind(model.activation);
+    o.cnn.dropout = model.dropout;
+  }
   return o;
 }
 
@@ -330,6 +338,22 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
   model_opts.numerics = cfg.logging.numerics_every > 0;  // gradient numerics (nn/numerics.h)
+  const bool images = cfg.model.type == config::ModelType::cnn;
+  if (images) {
+    // A cnn reads the data set's image shape; feature rows are a config error naming the key.
+    const data::Dataset& train = r.data.train;
+    if (r.language_model || train.image.size() != 3) {
+      throw Error{ErrorKind::config,
+                  "model.type: cnn needs image data [N, C, H, W] (data.train.source idx or "
+                  "fashion_mnist), but " +
+                      (r.language_model ? std::string{"the language-model data"} : train.origin) +
+                      " holds " + (r.language_model ? "token windows" : "feature rows"),
+                  "use model.type: mlp for feature data"};
+    }
+    model_opts.cnn.channels = train.image[0];
+    model_opts.cnn.height = train.image[1];
+    model_opts.cnn.width = train.image[2];
+  }
   r.model = nn::build_model(b, model_opts);
   if (r.language_model) {
     r.lm_block_size = lm_block_size(*r.model);
@@ -350,7 +374,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     r.batcher = std::make_unique<LmBatcher>(b, r.lm, batch, r.lm_block_size,
                                             cfg.training.eval_batches, seed);
   } else {
-    auto table = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch);
+    auto table = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch, images);
     table->set_shard(r.comm->rank(), world);
     r.batcher = std::move(table);
   }

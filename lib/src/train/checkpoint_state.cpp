@@ -55,6 +55,14 @@ void upload_all(Backend& b, const std::vector<std::pair<std::string, Tensor>>& t
   }
 }
 
+// The model's checkpointed tensors: its parameters, then its buffers (none for the MLP, so its
+// checkpoints are unchanged).
+std::vector<std::pair<std::string, Tensor>> model_tensors(const nn::Model& model) {
+  std::vector<std::pair<std::string, Tensor>> all = model.state_tensors();
+  for (auto& buffer : model.state_buffers()) all.push_back(std::move(buffer));
+  return all;
+}
+
 }  // namespace
 
 checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunConfig& cfg,
@@ -65,7 +73,7 @@ checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunCo
   d.step = step;
   d.config = config::to_json(cfg);
   d.scaler = objects.scaler->state_dict();
-  d.model = download_all(b, objects.model->state_tensors());
+  d.model = download_all(b, model_tensors(*objects.model));
   d.optimizer = objects.optimizer->state_dict();
   d.optimizer_tensors = download_all(b, objects.optimizer->state_tensors());
   nlohmann::json sched_type = nullptr;
@@ -90,7 +98,7 @@ checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunCo
 void restore_checkpoint(const checkpoint::CheckpointData& ck, RunObjects& objects, Monitor& mon,
                         bool& eval_pending) {
   Backend& b = *objects.backend;
-  upload_all(b, objects.model->state_tensors(), ck.model, "model");
+  upload_all(b, model_tensors(*objects.model), ck.model, "model");
   objects.model->sync_lowp();
   objects.optimizer->load_state_dict(ck.optimizer);
   upload_all(b, objects.optimizer->state_tensors(), ck.optimizer_tensors, "optimizer");

@@ -131,6 +131,29 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape) 
     }
     act = checked_add(act, widths[i + 1], key, kKind);
   }
+  if (config.model.type == config::ModelType::cnn) {
+    // The conv blocks (docs/reference.md, "The CNN") on single-channel images of `features`
+    // pixels (idx / fashion_mnist): per block its weights, and per sample about eight buffers of
+    // its output size (conv y and dx, BatchNorm y and dx, activation y and dx, pool y and dx)
+    // plus the im2col workspace of one image. The head above was counted from the input width,
+    // which over-counts its first Linear (the pools shrink it): a safe side for a refusal.
+    int64_t channels = 1, pixels = std::max<int64_t>(shape.features, 1);
+    for (size_t i = 0; i < config.model.conv.size(); ++i) {
+      const std::string key = "model.conv[" + std::to_string(i) + "]";
+      const int64_t c = config.model.conv[i][0], k = config.model.conv[i][1];
+      const int64_t kk = checked_mul(checked_mul(channels, k, key, kKind), k, key, kKind);
+      params = checked_add(params, aligned(checked_mul(kk, c, key, kKind), key), key, kKind);
+      params =
+          checked_add(params, checked_mul(aligned(c, key), int64_t{4}, key, kKind), key, kKind);
+      const int64_t out = checked_mul(c, pixels, key, kKind);
+      act = checked_add(act, checked_mul(out, int64_t{8}, key, kKind), key, kKind);
+      act = checked_add(act, checked_mul(kk, pixels, key, kKind) / config.data.batch_size, key,
+                        kKind);
+      channels = c;
+      if (config.model.pool > 1)
+        pixels = std::max<int64_t>(pixels / (config.model.pool * config.model.pool), 1);
+    }
+  }
   MemoryPlan plan;
   std::string pkey = key_of(widths.size() - 2) + " (bytes)";
   int64_t gpt_activations = -1;

@@ -13,6 +13,8 @@
 //     are the only points that wait.
 #pragma once
 
+#include <array>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -61,6 +63,32 @@ struct OptimizerStepArgs {
 
 // The name of an update kind in messages: "sgd_step", "adam_step".
 const char* update_name(const OptimizerStepArgs& args);
+
+// ---- convolution ops: geometry ----
+// The spatial arguments of a 2-d convolution (nn.Conv2d: dilation 1, groups 1).
+struct Conv2dGeometry {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;  // zeros on each side
+};
+// The spatial arguments of a 2-d pooling: nn.MaxPool2d / nn.AvgPool2d with ceil_mode=False
+// (avg: count_include_pad=True), or, when adaptive, nn.AdaptiveAvgPool2d / AdaptiveMaxPool2d,
+// whose windows come from the input and output sizes alone (start = floor(i * H / OH), end =
+// ceil((i + 1) * H / OH)); kernel, stride and padding are then unused.
+struct Pool2dGeometry {
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  bool adaptive = false;
+};
+// An output size of a convolution or pooling window sweep: floor((in + 2 pad - k) / stride) + 1,
+// or 0 when the window does not fit.
+int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad);
+// BatchNorm2d's mode and constants (PyTorch's defaults).
+struct BatchNormParams {
+  bool training = true;
+  float momentum = 0.1f;
+  float eps = 1e-5f;
+};
 
 class Backend {
  public:
@@ -233,6 +261,79 @@ class Backend {
   virtual void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                        bool round_scaled, const Tensor& dscores) = 0;
 
+  // ---- convolution ops (docs/reference.md, "Precision": conv, pooling, batch_norm) ----
+  // Images are [N, C, H, W] row-major. A convolution is per image an im2col packing of the
+  // input and one matrix product with the weight viewed as [O, C*kh*kw] (this backend's gemm:
+  // lowp operands, fp32 accumulation, one rounding), so both backends share its structure; the
+  // primitives below are what each backend implements, the three conv2d_* ops are written once
+  // on top of them (backend.cpp).
+  //
+  // col[(c*kh + i)*kw + j, oh*OW + ow] := x[c, oh*sh - ph + i, ow*sw - pw + j] (0 outside): x is
+  // one image [C, H, W], col [C*kh*kw, OH*OW] of x's dtype (a copy: no rounding).
+  virtual void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
+                      const Conv2dGeometry& g) = 0;
+  // The adjoint: x[c, h, w] := round_x(sum of the col entries im2col would read from (c, h, w)),
+  // summed in float32 in the order (i, j) = (0, 0), (0, 1), ...; col f32 [C*kh*kw, OH*OW].
+  virtual void col2im(const Tensor& col, const Tensor& x, int64_t kernel_h, int64_t kernel_w,
+                      const Conv2dGeometry& g) = 0;
+  // y[n, c, p] := b[c] converted to y's dtype (b [C] of any float dtype, y [N, C, ...]).
+  virtual void broadcast_channels(const Tensor& b, const Tensor& y) = 0;
+  // out[c] := round_out(sum over n, then p, of x[n, c, p]) in float32, x [N, C, ...], out [C].
+  virtual void channel_sum(const Tensor& x, const Tensor& out) = 0;
+
+  // y := conv2d(x, w) + b: x [N, C, H, W], w [O, C, kh, kw], b [O] or undefined, y [N, O, OH,
+  // OW], all float (autocast: lowp x, w, b, y). col: x's dtype, >= C*kh*kw*OH*OW elements.
+  void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y,
+                      const Conv2dGeometry& g, const Tensor& col);
+  // dx := round_dx(the input gradient of conv2d for dy): per image dcol = w^T dy in float32,
+  // then col2im. dcol: f32, >= C*kh*kw*OH*OW elements.
+  void conv2d_backward_input(const Tensor& dy, const Tensor& w, const Tensor& dx,
+                             const Conv2dGeometry& g, const Tensor& dcol);
+  // dw := round_dw(sum over images of dy[n] col(x[n])^T), accumulated in float32 in acc (f32,
+  // >= O*C*kh*kw elements) and rounded once; db (when defined) := channel_sum(dy). Both are
+  // written, not accumulated (the caller adds them to the f32 gradients, as autograd adds a
+  // fresh .grad). col: x's dtype, as for forward.
+  void conv2d_backward_weight(const Tensor& x, const Tensor& dy, const Tensor& dw, const Tensor& db,
+                              const Conv2dGeometry& g, const Tensor& col, const Tensor& acc);
+
+  // Max pooling: y[n, c, oh, ow] := the maximum of its window (padding never wins), indices
+  // (i32, y's shape) := h * W + w of the FIRST maximum in row-major window order (PyTorch's
+  // tie rule); a NaN is the maximum (it propagates, as in PyTorch). y has x's dtype (exact).
+  virtual void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices,
+                                  const Pool2dGeometry& g) = 0;
+  // dx := round_dx(sum of dy over the windows whose maximum each input was), float32 sums in
+  // output order.
+  virtual void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                                   const Pool2dGeometry& g) = 0;
+  // Average pooling: y := round_y(window sum / window count) (fixed windows: kh*kw, padding
+  // included; adaptive: the window's own size), sums in float32 in row-major window order.
+  virtual void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dGeometry& g) = 0;
+  // dx := round_dx(sum over the windows containing each input of dy / count), in output order.
+  virtual void avg_pool2d_backward(const Tensor& dy, const Tensor& dx, const Pool2dGeometry& g) = 0;
+
+  // BatchNorm2d over x [N, C, ...] (any float dtype; autocast leaves it in its input's dtype)
+  // with f32 gamma, beta [C]. training: per channel the batch mean and the biased variance of
+  // the centred values (two passes, float32: each image's plane summed in order, then the
+  // planes), save_mean := mean, save_invstd := 1 / sqrt(var + eps); running_mean := (1 - m) *
+  // running_mean + m * mean and running_var := (1 - m) * running_var + m * var * M / (M - 1)
+  // (the unbiased variance, M = N * H * W; training needs M >= 2, as PyTorch's "Expected more
+  // than 1 value per channel"); num_batches_tracked (i32, one element, may be
+  // undefined) += 1. eval: the running statistics normalise and nothing is updated
+  // (save_mean/save_invstd are still written from them). y := round_y((x - mean) * invstd *
+  // gamma + beta), computed in float32.
+  virtual void batch_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& y, const Tensor& save_mean,
+                                  const Tensor& save_invstd, const Tensor& running_mean,
+                                  const Tensor& running_var, const Tensor& num_batches_tracked,
+                                  const BatchNormParams& params) = 0;
+  // The training-mode gradients (the batch statistics depend on x): with xhat = (x - mean) *
+  // invstd and M = N * H * W, dx := round_dx(gamma * invstd * (dy - mean(dy) - xhat *
+  // mean(dy * xhat))); dgamma += sum dy * xhat and dbeta += sum dy (f32 [C], added to the
+  // existing gradients; either may be undefined, as may dx).
+  virtual void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                                   const Tensor& save_invstd, const Tensor& dy, const Tensor& dx,
+                                   const Tensor& dgamma, const Tensor& dbeta) = 0;
+
   // ---- optimizers ----
   // One fused optimizer update (see OptimizerStepArgs); when found_inf is given and non-zero,
   // nothing is written (params, state buffers, step and lowp copy stay bitwise unchanged).
@@ -292,6 +393,19 @@ class Backend {
   // found_inf and inv_scale, when given, are f32[1]; lowp_params, when given, is f32, f16 or
   // bf16 of params' numel. Throws Error{invalid_argument} naming the update and the operand.
   static void check_optimizer_step(const OptimizerStepArgs& args, const Device& device);
+  // The convolution ops' shared argument checks (Error{invalid_argument} naming op and operand).
+  // A 4-d float image tensor [N, C, H, W]: returns its dims.
+  static std::array<int64_t, 4> check_image(const Tensor& t, const char* what);
+  // Pooling of x into y: both images with equal N and C and y's spatial size the one g gives
+  // (fixed windows) or >= 1 (adaptive).
+  static void check_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g,
+                           const char* what);
+  // im2col / col2im: x one image [C, H, W], col [C*kh*kw, OH*OW].
+  static void check_im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
+                           const Conv2dGeometry& g, const char* what);
+  // batch_norm_*: x [N, C, ...] (rank >= 2) of a float dtype; the others f32 [C] when defined.
+  static int64_t check_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> per_channel,
+                                  const char* what);
 };
 
 // round_counted's argument checks, shared by the backends: every tensor on `device`, src f32,

@@ -28,7 +28,7 @@
 namespace ampctl::config {
 
 enum class Precision { fp16, bf16, fp32 };
-enum class ModelType { mlp, gpt };
+enum class ModelType { mlp, gpt, cnn };
 enum class DecayOn { all, matrices };  // optimizer.decay_on
 enum class Activation { relu, gelu, tanh };
 enum class LossType { cross_entropy, mse };
@@ -98,9 +98,9 @@ bool is_language_model(const DataSource& source);
 
 struct ModelConfig {
   ModelType type{};
-  std::vector<int64_t> hidden;  // mlp
-  Activation activation{};      // mlp
-  double dropout = 0.0;         // both
+  std::vector<int64_t> hidden;  // mlp, cnn (its head)
+  Activation activation{};      // mlp, cnn
+  double dropout = 0.0;         // every type
   bool layer_norm = false;      // mlp
   int64_t n_layer = 0;          // gpt (n_head divides n_embd)
   int64_t n_head = 0;           // gpt
@@ -108,6 +108,11 @@ struct ModelConfig {
   int64_t block_size = 0;       // gpt
   bool bias = false;            // gpt
   bool tie_embeddings = false;  // gpt
+  // cnn (docs/reference.md, "The CNN"): conv blocks [channels, kernel], max-pool size after
+  // each (1 = none), BatchNorm2d after each conv.
+  std::vector<std::array<int64_t, 2>> conv;
+  int64_t pool = 2;
+  bool batch_norm = false;
   bool operator==(const ModelConfig&) const = default;
 };
 

@@ -31,6 +31,9 @@ struct Dataset {
   bool pixels = false;  // x holds 0..255 intensities (idx, fashion_mnist): normalising divides
                         // by 255 first
   std::string origin;   // where the samples came from, for messages ("data.csv", "synthetic")
+  // Image sources (idx, fashion_mnist): each row is one image [C, H, W] (row-major, C*H*W ==
+  // features); empty for feature rows. What a cnn needs; an MLP reads the same rows flat.
+  std::vector<int64_t> image;
 
   int64_t size() const { return features > 0 ? static_cast<int64_t>(x.size()) / features : 0; }
 };

@@ -163,6 +163,7 @@ class Sequential final : public Module {
              int64_t max_batch, DType act, bool input_grad) override;
   const Tensor& forward(const Tensor& x, int64_t batch, bool training) override;
   const Tensor& backward(const Tensor& dy, int64_t batch) override;
+  void collect_buffers(std::vector<std::pair<std::string, Tensor>>& out) const override;
 
  private:
   std::vector<std::unique_ptr<Module>> m_modules;

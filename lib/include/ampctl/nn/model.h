@@ -25,6 +25,7 @@
 // training loop changes.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,6 +61,19 @@ struct GptOptions {
   bool tie_embeddings = true;  // lm_head reads transformer.wte.weight
 };
 
+// The options of the CNN (model.type: cnn; models/cnn.h).
+struct CnnOptions {
+  std::vector<std::array<int64_t, 2>> conv;  // [channels, kernel] per conv block, each >= 1
+  int64_t pool = 2;                          // MaxPool2d(pool) after each block; 1 = none
+  bool batch_norm = false;
+  std::vector<int64_t> hidden;  // the head's hidden widths
+  ActivationKind activation = ActivationKind::relu;
+  double dropout = 0.0;  // in [0, 1), in the head
+  // The input image [channels, height, width] (from the data source); in_features is their
+  // product.
+  int64_t channels = 0, height = 0, width = 0;
+};
+
 struct ModelOptions {
   std::string type = "mlp";        // the registry key
   DType compute = DType::f32;      // the activation dtype: f16 / bf16 under autocast, or f32
@@ -72,6 +86,7 @@ struct ModelOptions {
   bool numerics = false;     // gradient numerics hook (nn/numerics.h; fp16/bf16 only)
   MlpOptions mlp;
   GptOptions gpt;
+  CnnOptions cnn;
 };
 
 class Model {
@@ -100,6 +115,11 @@ class Model {
   // name -> f32 view of the master (on the backend's device), in layout order: what a
   // checkpoint saves and loads (call sync_lowp() after loading).
   std::vector<std::pair<std::string, Tensor>> state_tensors() const;
+  // name -> buffer (on the backend's device): tensors a checkpoint saves and an export writes
+  // beside the parameters but the optimizer never sees (BatchNorm's running_mean, running_var,
+  // num_batches_tracked), in the model's order. Empty for a model without buffers (the MLP), so
+  // its checkpoints hold exactly state_tensors().
+  virtual std::vector<std::pair<std::string, Tensor>> state_buffers() const { return {}; }
   // Parameters in the model (the arena's alignment padding is not counted).
   int64_t num_params() const;
   // lowp := params rounded to the lowp dtype (no-op in fp32).

@@ -148,6 +148,11 @@ class Module {
   // input_grad = false).
   virtual const Tensor& backward(const Tensor& dy, int64_t batch) = 0;
 
+  // Appends this module's buffers (tensors saved in checkpoints and exports but not optimised,
+  // as BatchNorm's running statistics) as (state_dict name, tensor on the backend), in
+  // PyTorch's order. Valid after setup.
+  virtual void collect_buffers(std::vector<std::pair<std::string, Tensor>>& out) const;
+
   // Indices into the layout of this module's parameters (empty for parameter-free modules).
   const std::vector<size_t>& param_entries() const { return m_entries; }
 

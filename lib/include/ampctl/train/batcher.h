@@ -34,7 +34,7 @@ namespace ampctl::train {
 // One batch as the model takes it (nn::Model::forward and loss): the loop passes it on and
 // looks at nothing but its row count.
 struct Batch {
-  Tensor input;   // here f32 [rows, features]
+  Tensor input;   // here f32 [rows, features], or images [rows, C, H, W] (a cnn)
   Tensor target;  // here i32 [rows] labels, or f32 [rows, targets]
   int64_t rows = 0;
 };
@@ -69,9 +69,11 @@ class Batcher {
 class DeviceBatcher : public Batcher {
  public:
   // `data` and `loader` (which serves data.train) must outlive the batcher. Allocates every
-  // buffer a batch needs.
+  // buffer a batch needs. images: hand the model image batches [rows, C, H, W] (the same rows,
+  // viewed with the data set's image shape; a cnn) instead of feature rows [rows, features];
+  // Error{config} naming model.type when the data set has no image shape.
   DeviceBatcher(Backend& backend, const data::DataSplit& data, data::DataLoader& loader,
-                int64_t batch_size);
+                int64_t batch_size, bool images = false);
   DeviceBatcher(const DeviceBatcher&) = delete;
   DeviceBatcher& operator=(const DeviceBatcher&) = delete;
 
@@ -121,6 +123,9 @@ class DeviceBatcher : public Batcher {
   Tensor m_order_dev;
   Tensor m_x, m_labels, m_y;  // one batch, gathered
   Batch m_current;
+  std::vector<int64_t> m_image;  // [C, H, W] when batches are images, else empty
+  // The input of `rows` rows starting at element `offset` of x, as the model takes it.
+  Tensor input_view(const Tensor& x, size_t offset, int64_t rows) const;
 };
 
 // LmBatcher: language-model batches (data/lm.h). The token arrays live on the backend for the

@@ -273,6 +273,27 @@ class CudaBackend final : public Backend {
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
+  // cuda_conv.cpp (the convolution ops; kernels/conv.cu)
+  void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
+              const Conv2dGeometry& g) override;
+  void col2im(const Tensor& col, const Tensor& x, int64_t kernel_h, int64_t kernel_w,
+              const Conv2dGeometry& g) override;
+  void broadcast_channels(const Tensor& b, const Tensor& y) override;
+  void channel_sum(const Tensor& x, const Tensor& out) override;
+  void max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices,
+                          const Pool2dGeometry& g) override;
+  void max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
+                           const Pool2dGeometry& g) override;
+  void avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dGeometry& g) override;
+  void avg_pool2d_backward(const Tensor& dy, const Tensor& dx, const Pool2dGeometry& g) override;
+  void batch_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                          const Tensor& save_mean, const Tensor& save_invstd,
+                          const Tensor& running_mean, const Tensor& running_var,
+                          const Tensor& num_batches_tracked,
+                          const BatchNormParams& params) override;
+  void batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
+                           const Tensor& save_invstd, const Tensor& dy, const Tensor& dx,
+                           const Tensor& dgamma, const Tensor& dbeta) override;
 
  private:
   // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.

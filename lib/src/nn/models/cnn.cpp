@@ -1,0 +1,201 @@
+#include "ampctl/nn/models/cnn.h"
+
+#include <sstream>
+
+namespace ampctl::nn {
+namespace {
+
+[[noreturn]] void config_error(const std::string& key, const std::string& problem) {
+  throw Error{ErrorKind::config, key + ": " + problem};
+}
+
+// The output shape a module gives, for the next one's construction.
+ImageShape shape_after(const Module& m, const ImageShape& in) {
+  if (const auto* conv = dynamic_cast<const Conv2d*>(&m)) return conv->out_shape();
+  if (const auto* pool = dynamic_cast<const Pool2d*>(&m)) return pool->out_shape();
+  return in;
+}
+
+void summarise(std::ostringstream& os, const Sequential& seq, const char* name,
+               const FlatLayout& layout) {
+  for (size_t i = 0; i < seq.size(); ++i) {
+    const Module& m = seq.at(i);
+    os << name << '.' << i << "  " << m.describe();
+    int64_t count = 0;
+    const char* sep = "  ";
+    for (size_t entry : m.param_entries()) {
+      const FlatLayout::Entry& e = layout.entries()[entry];
+      os << sep << e.name.substr(e.name.rfind('.') + 1) << ' ' << shape_str(e.shape);
+      sep = ", ";
+      count += static_cast<int64_t>(e.numel);
+    }
+    os << "  params " << count << '\n';
+  }
+}
+
+}  // namespace
+
+Cnn::Cnn(Backend& backend, const ModelOptions& options)
+    : Model(backend, options),
+      m_precision(options.precision),
+      m_image{options.cnn.channels, options.cnn.height, options.cnn.width},
+      m_rng{options.seed, 0},
+      m_loss(options.loss, options.out_features) {
+  const CnnOptions& o = options.cnn;
+  if (m_image.c < 1 || m_image.h < 1 || m_image.w < 1 || m_image.numel() != m_in) {
+    config_error("model.type",
+                 "cnn needs image data [N, C, H, W] (data.train.source idx or "
+                 "fashion_mnist); the data has rows of " +
+                     std::to_string(m_in) + " features");
+  }
+  if (o.conv.empty()) config_error("model.conv", "at least one [channels, kernel] block is needed");
+  if (!(o.dropout >= 0.0 && o.dropout < 1.0)) {
+    config_error("model.dropout", "must be in [0, 1), got " + std::to_string(o.dropout));
+  }
+  m_features = std::make_unique<Sequential>();
+  ImageShape shape = m_image;
+  for (size_t i = 0; i < o.conv.size(); ++i) {
+    const int64_t channels = o.conv[i][0], kernel = o.conv[i][1];
+    const std::string key = "model.conv[" + std::to_string(i) + "]";
+    if (channels < 1 || kernel < 1) config_error(key, "channels and kernel must be >= 1");
+    if (kernel > shape.h + 2 * (kernel / 2) || kernel > shape.w + 2 * (kernel / 2)) {
+      config_error(key, "a " + std::to_string(kernel) + "x" + std::to_string(kernel) +
+                            " kernel does not fit the " + std::to_string(shape.h) + "x" +
+                            std::to_string(shape.w) + " image it gets");
+    }
+    auto conv = std::make_unique<Conv2d>(shape, channels, kernel, 1, kernel / 2, !o.batch_norm);
+    shape = conv->out_shape();
+    m_features->append(std::move(conv));
+    if (o.batch_norm) m_features->append(std::make_unique<BatchNorm2d>(shape));
+    m_features->append(std::make_unique<Activation>(o.activation, shape.numel()));
+    if (o.pool > 1) {
+      if (shape.h < o.pool || shape.w < o.pool) {
+        config_error("model.pool", "a " + std::to_string(o.pool) + "x" + std::to_string(o.pool) +
+                                       " pool does not fit the " + std::to_string(shape.h) + "x" +
+                                       std::to_string(shape.w) + " output of " + key);
+      }
+      auto pool = std::make_unique<Pool2d>(Pool2d::Kind::max, shape, o.pool, o.pool);
+      shape = shape_after(*pool, shape);
+      m_features->append(std::move(pool));
+    }
+  }
+  m_classifier = std::make_unique<Sequential>();
+  m_classifier->append(std::make_unique<Flatten>(shape));
+  int64_t width = shape.numel();
+  for (int64_t h : o.hidden) {
+    if (h < 1) config_error("model.hidden", "widths must be >= 1");
+    m_classifier->append(std::make_unique<Linear>(width, h));
+    m_classifier->append(std::make_unique<Activation>(o.activation, h));
+    if (o.dropout > 0.0) {
+      m_classifier->append(std::make_unique<Dropout>(static_cast<float>(o.dropout), h, &m_rng));
+    }
+    width = h;
+  }
+  m_classifier->append(std::make_unique<Linear>(width, m_out));
+
+  m_features->declare(m_layout, "features");
+  m_classifier->declare(m_layout, "classifier");
+  allocate_params([&](std::span<float> host) {
+    m_features->init(host, m_layout, options.seed);
+    m_classifier->init(host, m_layout, options.seed);
+  });
+  m_features->setup(backend, m_layout, m_arenas, m_max_batch, m_act, /*input_grad=*/false);
+  m_classifier->setup(backend, m_layout, m_arenas, m_max_batch, m_act, /*input_grad=*/true);
+  m_loss.setup(backend, m_max_batch, m_act);
+  m_input = RowViews(backend.zeros({m_max_batch, m_image.c, m_image.h, m_image.w}, m_act));
+}
+
+std::string Cnn::summary() const {
+  std::ostringstream os;
+  summarise(os, *m_features, "features", m_layout);
+  summarise(os, *m_classifier, "classifier", m_layout);
+  os << "total params " << num_params() << " (" << m_precision << ": " << dtype_name(m_act)
+     << " activations, f32 master weights)\n";
+  return os.str();
+}
+
+std::vector<std::pair<std::string, Tensor>> Cnn::state_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  m_features->collect_buffers(out);
+  m_classifier->collect_buffers(out);
+  return out;
+}
+
+const Tensor& Cnn::forward(const Tensor& input, int64_t batch, bool training) {
+  if (batch < 1 || batch > m_max_batch) {
+    throw Error{ErrorKind::invalid_argument, "model forward: batch " + std::to_string(batch) +
+                                                 " outside [1, " + std::to_string(m_max_batch) +
+                                                 "]"};
+  }
+  if (!input.defined() || input.dtype() != DType::f32 || input.rank() < 2 || input.dim(0) < batch ||
+      static_cast<int64_t>(input.numel()) != input.dim(0) * m_in) {
+    throw Error{ErrorKind::invalid_argument,
+                "model forward input: expected f32 images [>= " + std::to_string(batch) + ", " +
+                    std::to_string(m_image.c) + ", " + std::to_string(m_image.h) + ", " +
+                    std::to_string(m_image.w) + "], got " +
+                    (input.defined() ? input.describe() : std::string("none"))};
+  }
+  if (input.device() != m_backend->device()) {
+    throw Error{ErrorKind::invalid_argument, "model forward input " + input.describe() +
+                                                 " is not on " + m_backend->device().str()};
+  }
+  m_seeded = false;
+  m_forward_batch = 0;
+  // autocast casts the f32 batch once, before the first conv (fp32: a copy).
+  const Tensor& in = m_input.rows(batch);
+  m_backend->cast(m_x_rows.of(input, batch), in);
+  const Tensor& features = m_features->forward(in, batch, training);
+  m_logits = &m_classifier->forward(features, batch, training);
+  m_forward_batch = batch;
+  return *m_logits;
+}
+
+void Cnn::loss(const Tensor& targets, int64_t batch, const Tensor& loss_out,
+               const Tensor& correct_out, const Tensor& grad_scale) {
+  if (m_forward_batch == 0 || batch != m_forward_batch) {
+    throw Error{ErrorKind::state, "model loss: batch " + std::to_string(batch) +
+                                      " does not match the last forward (" +
+                                      std::to_string(m_forward_batch) + " rows)"};
+  }
+  m_seeded = false;
+  m_seeded = m_loss.forward(*m_logits, targets, batch, loss_out, correct_out, grad_scale);
+}
+
+void Cnn::backward(int64_t batch) {
+  if (!m_seeded || batch != m_forward_batch) {
+    throw Error{ErrorKind::state,
+                "model backward: needs loss() with a grad_scale after a forward of the same "
+                "batch (" +
+                    std::to_string(batch) + " rows asked, last forward " +
+                    std::to_string(m_forward_batch) + ")"};
+  }
+  m_seeded = false;
+  const Tensor& dfeatures = m_classifier->backward(m_loss.grad(batch), batch);
+  m_features->backward(dfeatures, batch);
+}
+
+nlohmann::json Cnn::rng_state() const {
+  return {{"seed", m_rng.seed}, {"dropout_offset", m_rng.calls}};
+}
+
+void Cnn::set_rng_state(const nlohmann::json& state) {
+  auto read = [&](const char* key) -> uint64_t {
+    if (!state.is_object() || !state.contains(key) || !state.at(key).is_number_unsigned()) {
+      throw Error{ErrorKind::input, std::string("model rng state: missing or mistyped key '") +
+                                        key + "' (expected a non-negative integer)"};
+    }
+    return state.at(key).get<uint64_t>();
+  };
+  const uint64_t seed = read("seed");
+  const uint64_t calls = read("dropout_offset");
+  m_rng.seed = seed;
+  m_rng.calls = calls;
+}
+
+void register_cnn() {
+  register_model("cnn", [](Backend& backend, const ModelOptions& options) {
+    return std::make_unique<Cnn>(backend, options);
+  });
+}
+
+}  // namespace ampctl::nn
