@@ -1,9 +1,10 @@
-// Activations (relu, gelu, tanh) forward and backward: one grid-stride pass, each element widened
-// exactly to float, put through nn::activation_forward / nn::activation_backward (the functions
-// the CPU backend calls) and rounded once to the output's dtype.
+// Activations (relu, gelu, tanh, gelu_tanh) forward and backward: one grid-stride pass, each
+// element widened exactly to float, put through nn::activation_forward / nn::activation_backward
+// (the functions the CPU backend calls) and rounded once to the output's dtype.
 //
-// relu is exact, so it matches the CPU bit for bit; gelu and tanh call CUDA's erff / expf / tanhf,
-// which may differ from the host's libm by an ulp or two before the rounding (nn_math.h).
+// relu is exact, so it matches the CPU bit for bit; gelu, gelu_tanh and tanh call CUDA's erff /
+// expf / tanhf, which may differ from the host's libm by an ulp or two before the rounding
+// (nn_math.h).
 //
 // Invariants: element i of the output depends only on element i of the inputs, so y may alias x
 // and dx may alias dy (same index, same thread); no __restrict__.

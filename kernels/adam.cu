@@ -37,9 +37,11 @@ constexpr unsigned kAdamBlocksPerSm = 4;
 template <typename L>
 static __device__ __forceinline__ void adam_element(const AdamStepPointers& ptr, L* lowp, size_t i,
                                                     float inv, const optim::AdamHyper& h,
-                                                    const optim::AdamStepConsts& c) {
+                                                    const optim::AdamStepConsts& c,
+                                                    const optim::AdamStepConsts& plain) {
   float p = ptr.params[i], m = ptr.exp_avg[i], v = ptr.exp_avg_sq[i];
-  optim::adam_update(&p, ptr.grads[i], &m, &v, inv, h.decoupled, h.maximize, c);
+  const bool decay = ptr.decay_mask == nullptr || ptr.decay_mask[i] != 0.0f;
+  optim::adam_update(&p, ptr.grads[i], &m, &v, inv, h.decoupled, h.maximize, decay ? c : plain);
   ptr.params[i] = p;
   ptr.exp_avg[i] = m;
   ptr.exp_avg_sq[i] = v;
@@ -52,12 +54,17 @@ static __global__ void __launch_bounds__(kBlockSize, kAdamBlocksPerSm)
                      bool vectorised) {
   if (ptr.found_inf != nullptr && *ptr.found_inf != 0.0f) return;
   const optim::AdamStepConsts c = optim::adam_consts(hyper, *ptr.step + 1);
+  // decay_on: matrices: the constants of the same update without weight decay.
+  optim::AdamHyper no_decay = hyper;
+  no_decay.weight_decay = 0.0;
+  const optim::AdamStepConsts plain =
+      ptr.decay_mask != nullptr ? optim::adam_consts(no_decay, *ptr.step + 1) : c;
   const float inv = ptr.inv_scale != nullptr ? *ptr.inv_scale : 1.0f;
   L* lowp = static_cast<L*>(ptr.lowp_params);
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   if (!vectorised) {
-    for (size_t i = tid; i < n; i += stride) adam_element(ptr, lowp, i, inv, hyper, c);
+    for (size_t i = tid; i < n; i += stride) adam_element(ptr, lowp, i, inv, hyper, c, plain);
     return;
   }
   const size_t groups = n / 4;
@@ -68,8 +75,9 @@ static __global__ void __launch_bounds__(kBlockSize, kAdamBlocksPerSm)
     Vec<float, 4> m = load_vec<4>(ptr.exp_avg + i);
     Vec<float, 4> v = load_vec<4>(ptr.exp_avg_sq + i);
     for (int k = 0; k < 4; ++k) {
+      const bool decay = ptr.decay_mask == nullptr || ptr.decay_mask[i + k] != 0.0f;
       optim::adam_update(&p.v[k], g.v[k], &m.v[k], &v.v[k], inv, hyper.decoupled, hyper.maximize,
-                         c);
+                         decay ? c : plain);
     }
     store_vec(ptr.params + i, p);
     store_vec(ptr.exp_avg + i, m);
@@ -80,7 +88,7 @@ static __global__ void __launch_bounds__(kBlockSize, kAdamBlocksPerSm)
       store_vec(lowp + i, l);
     }
   }
-  if (tid < n - 4 * groups) adam_element(ptr, lowp, 4 * groups + tid, inv, hyper, c);
+  if (tid < n - 4 * groups) adam_element(ptr, lowp, 4 * groups + tid, inv, hyper, c, plain);
 }
 
 static __global__ void adam_count_step_kernel(int32_t* step, const float* found_inf) {

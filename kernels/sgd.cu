@@ -36,10 +36,13 @@ template <typename L>
 static __device__ __forceinline__ void sgd_element(float* params, const float* grads,
                                                    float* momentum_buf, L* lowp, size_t i,
                                                    float inv, bool first,
-                                                   const optim::SgdHyper& hyper) {
+                                                   const optim::SgdHyper& hyper,
+                                                   const float* decay_mask) {
   float p = params[i];
   float b = momentum_buf != nullptr ? momentum_buf[i] : 0.0f;
-  optim::sgd_update(&p, grads[i], &b, inv, first, hyper);
+  optim::SgdHyper h = hyper;
+  if (decay_mask != nullptr && decay_mask[i] == 0.0f) h.weight_decay = 0.0f;
+  optim::sgd_update(&p, grads[i], &b, inv, first, h);
   params[i] = p;
   if (momentum_buf != nullptr) momentum_buf[i] = b;
   if constexpr (!std::is_same_v<L, NoLowp>) lowp[i] = L(p);
@@ -53,7 +56,8 @@ template <typename L>
 static __global__ void __launch_bounds__(kBlockSize, kSgdBlocksPerSm)
     sgd_step_kernel(float* params, const float* grads, float* momentum_buf, const int32_t* step,
                     const float* found_inf, const float* inv_scale, L* lowp,
-                    const optim::SgdHyper hyper, size_t n, bool vectorised) {
+                    const float* decay_mask, const optim::SgdHyper hyper, size_t n,
+                    bool vectorised) {
   if (found_inf != nullptr && *found_inf != 0.0f) return;
   const bool first = *step == 0;
   const float inv = inv_scale != nullptr ? *inv_scale : 1.0f;
@@ -61,7 +65,7 @@ static __global__ void __launch_bounds__(kBlockSize, kSgdBlocksPerSm)
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   if (!vectorised) {
     for (size_t i = tid; i < n; i += stride) {
-      sgd_element(params, grads, momentum_buf, lowp, i, inv, first, hyper);
+      sgd_element(params, grads, momentum_buf, lowp, i, inv, first, hyper, decay_mask);
     }
     return;
   }
@@ -72,7 +76,11 @@ static __global__ void __launch_bounds__(kBlockSize, kSgdBlocksPerSm)
     const Vec<float, 4> g = load_vec<4>(grads + i);
     Vec<float, 4> b{};
     if (momentum_buf != nullptr) b = load_vec<4>(momentum_buf + i);
-    for (int k = 0; k < 4; ++k) optim::sgd_update(&p.v[k], g.v[k], &b.v[k], inv, first, hyper);
+    for (int k = 0; k < 4; ++k) {
+      optim::SgdHyper h = hyper;
+      if (decay_mask != nullptr && decay_mask[i + k] == 0.0f) h.weight_decay = 0.0f;
+      optim::sgd_update(&p.v[k], g.v[k], &b.v[k], inv, first, h);
+    }
     store_vec(params + i, p);
     if (momentum_buf != nullptr) store_vec(momentum_buf + i, b);
     if constexpr (!std::is_same_v<L, NoLowp>) {
@@ -82,7 +90,7 @@ static __global__ void __launch_bounds__(kBlockSize, kSgdBlocksPerSm)
     }
   }
   if (tid < n - 4 * groups) {
-    sgd_element(params, grads, momentum_buf, lowp, 4 * groups + tid, inv, first, hyper);
+    sgd_element(params, grads, momentum_buf, lowp, 4 * groups + tid, inv, first, hyper, decay_mask);
   }
 }
 
@@ -107,7 +115,7 @@ void launch_update(const SgdStepPointers& p, size_t n, const optim::SgdHyper& hy
   const unsigned blocks = resident_grid_size(vectorised ? (n + 3) / 4 : n, kSgdBlocksPerSm);
   sgd_step_kernel<L><<<blocks, kBlockSize, 0, stream>>>(
       p.params, p.grads, p.momentum_buf, p.step, p.found_inf, p.inv_scale,
-      static_cast<L*>(p.lowp_params), hyper, n, vectorised);
+      static_cast<L*>(p.lowp_params), p.decay_mask, hyper, n, vectorised);
 }
 
 }  // namespace

@@ -998,6 +998,58 @@ void add_sgd_alignment_cases(std::vector<NnCase>& cases) {
   }
 }
 
+// optimizer.decay_on: matrices: a decay mask (runs of 0 and 1, odd lengths, so vectorised
+// groups mix both) on AdamW, Adam's L2 and SGD, aligned and not.
+void add_decay_mask_cases(std::vector<NnCase>& cases) {
+  constexpr int64_t n = 4099;
+  for (int kind = 0; kind < 3; ++kind) {
+    for (size_t offset : {size_t{0}, size_t{1}}) {
+      NnCase c;
+      c.name = std::string("decay_mask_") +
+               (kind == 0   ? "adamw"
+                : kind == 1 ? "adam"
+                            : "sgd") +
+               "_offset" + std::to_string(offset);
+      c.make_inputs = [offset](std::mt19937_64& rng) {
+        const auto m = static_cast<int64_t>(n + offset);
+        std::vector<float> v_sq = random_values(rng, static_cast<size_t>(m), -20, -4);
+        for (float& e : v_sq) e = std::fabs(e);
+        std::vector<float> mask(static_cast<size_t>(m));
+        for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i / 7) % 3 == 0 ? 0.0f : 1.0f;
+        return std::vector<HostInput>{
+            from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -4, 1)),
+            from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -14, -2)),
+            from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -12, -4)),
+            from_values({m}, DType::f32, v_sq),
+            from_i32({1}, {2}),
+            from_values({m}, DType::f32, mask),
+            from_values({m}, DType::f16, random_values(rng, static_cast<size_t>(m), -4, 1))};
+      };
+      c.run = [kind, offset](Backend& be, std::vector<Tensor>& in) {
+        for (int s = 0; s < 2; ++s) {
+          OptimizerStepArgs args;
+          args.params = in[0].view(offset, {n});
+          args.grads = in[1].view(offset, {n});
+          args.step = in[4];
+          args.decay_mask = in[5].view(offset, {n});
+          args.lowp_params = in[6].view(offset, {n});
+          if (kind == 2) {
+            args.momentum_buf = in[2].view(offset, {n});
+            args.hyper = optim::SgdHyper{0.05f, 0.9f, 0.0f, 0.1f, false, false};
+          } else {
+            args.exp_avg = in[2].view(offset, {n});
+            args.exp_avg_sq = in[3].view(offset, {n});
+            args.hyper = optim::AdamHyper{1e-2, 0.9, 0.99, 1e-8, 0.1, kind == 0, false};
+          }
+          be.optimizer_step(args);
+        }
+        return std::vector<Tensor>{in[0], in[2], in[3], in[4], in[6]};
+      };
+      cases.push_back(c);
+    }
+  }
+}
+
 // Unscale over views that start 0..7 elements past a 16-byte boundary and end anywhere: the
 // vectorised pass's scalar head and tail, and a body of 16-byte words.
 void add_unscale_alignment_cases(std::vector<NnCase>& cases) {
@@ -1046,6 +1098,7 @@ std::vector<NnCase> all_cases() {
   add_clip_cases(cases);
   add_adam_cases(cases);
   add_sgd_alignment_cases(cases);
+  add_decay_mask_cases(cases);
   add_unscale_alignment_cases(cases);
   return cases;
 }

@@ -1,6 +1,7 @@
 // safetensors export of a checkpoint's model tensors; see safetensors.h.
 #include "ampctl/checkpoint/safetensors.h"
 
+#include <algorithm>
 #include <set>
 
 #include "ampctl/build_info.h"
@@ -74,9 +75,40 @@ std::string encode_safetensors(const std::vector<NamedTensor>& tensors,
   return out;
 }
 
+namespace {
+
+// A GPT with a tied head keeps one tensor (transformer.wte.weight); nanoGPT's state_dict has the
+// tied parameter under both keys, so the export writes it twice and GPT.load_state_dict accepts
+// the file strictly (on torch < 2.0 its attention masks, buffers, are missing: strict=False).
+bool tied_gpt(const CheckpointData& data) {
+  const nlohmann::json& m =
+      data.config.is_object() ? data.config.value("model", nlohmann::json{}) : nlohmann::json{};
+  if (!m.is_object() || m.value("type", std::string()) != "gpt") return false;
+  const auto tie = m.find("tie_embeddings");
+  return tie == m.end() || (tie->is_boolean() && tie->get<bool>());
+}
+
+}  // namespace
+
 std::string export_safetensors_bytes(const CheckpointData& data) {
   const std::map<std::string, std::string> metadata = {
       {"format", "pt"}, {"ampctl_version", AMPCTL_VERSION}, {"step", std::to_string(data.step)}};
+  if (tied_gpt(data)) {
+    std::vector<NamedTensor> tensors = data.model;
+    const auto has = [&](const char* name) {
+      return std::any_of(tensors.begin(), tensors.end(),
+                         [&](const NamedTensor& t) { return t.name == name; });
+    };
+    if (has("transformer.wte.weight") && !has("lm_head.weight")) {
+      for (const NamedTensor& t : data.model) {
+        if (t.name != "transformer.wte.weight") continue;
+        NamedTensor head = t;
+        head.name = "lm_head.weight";
+        tensors.push_back(std::move(head));
+      }
+    }
+    return encode_safetensors(tensors, metadata);
+  }
   return encode_safetensors(data.model, metadata);
 }
 

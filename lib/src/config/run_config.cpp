@@ -26,7 +26,8 @@ using Names = std::pair<E, const char*>;
 
 constexpr Names<Precision> kPrecision[] = {
     {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}};
-constexpr Names<ModelType> kModelType[] = {{ModelType::mlp, "mlp"}};
+constexpr Names<ModelType> kModelType[] = {{ModelType::mlp, "mlp"}, {ModelType::gpt, "gpt"}};
+constexpr Names<DecayOn> kDecayOn[] = {{DecayOn::all, "all"}, {DecayOn::matrices, "matrices"}};
 constexpr Names<Activation> kActivation[] = {
     {Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::tanh, "tanh"}};
 constexpr Names<LossType> kLoss[] = {{LossType::cross_entropy, "cross_entropy"},
@@ -73,6 +74,9 @@ const char* to_string(Precision v) {
 }
 const char* to_string(ModelType v) {
   return name_in(kModelType, v);
+}
+const char* to_string(DecayOn v) {
+  return name_in(kDecayOn, v);
 }
 const char* to_string(Activation v) {
   return name_in(kActivation, v);
@@ -419,6 +423,8 @@ Schema<RunConfig> make_run_schema() {
   const auto kAdam = std::vector<std::string>{"adam", "adamw"};
   const auto kSgd = std::vector<std::string>{"sgd"};
   const auto kOneCycle = std::vector<std::string>{"onecycle"};
+  const auto kMlp = std::vector<std::string>{"mlp"};
+  const auto kGpt = std::vector<std::string>{"gpt"};
   std::vector<Field<C>> fields = {
       string_field<C>(AMPCTL_KEY(name), "", check_name,
                       "run name (default: the config file's stem); runs/<name>")
@@ -428,14 +434,33 @@ Schema<RunConfig> make_run_schema() {
                       "auto | cpu | cuda | cuda:N (auto: a usable GPU, else cpu)"),
       enum_field<C>(AMPCTL_KEY(precision), Precision::fp16, kPrecision, "fp16 | bf16 | fp32"),
 
-      enum_field<C>(AMPCTL_KEY(model.type), ModelType::mlp, kModelType, "mlp"),
+      enum_field<C>(AMPCTL_KEY(model.type), ModelType::mlp, kModelType,
+                    "mlp | gpt (GPT-2 as nanoGPT writes it)"),
       int_list_field<C>(AMPCTL_KEY(model.hidden), {256, 256}, {1, kInt32Max},
-                        "hidden layer widths; input/output sizes come from the data"),
+                        "hidden layer widths; input/output sizes come from the data")
+          .when("model.type", kMlp),
       enum_field<C>(AMPCTL_KEY(model.activation), Activation::relu, kActivation,
-                    "relu | gelu | tanh"),
+                    "relu | gelu | tanh")
+          .when("model.type", kMlp),
       float_field<C>(AMPCTL_KEY(model.dropout), 0.0, FloatRange::closed_open(0.0, 1.0),
-                     "dropout probability after each hidden activation, in [0, 1)"),
-      bool_field<C>(AMPCTL_KEY(model.layer_norm), false, "LayerNorm after each hidden Linear"),
+                     "dropout probability, in [0, 1): after each hidden activation (mlp); on the "
+                     "embeddings, attention weights and both residual branches (gpt)"),
+      bool_field<C>(AMPCTL_KEY(model.layer_norm), false, "LayerNorm after each hidden Linear")
+          .when("model.type", kMlp),
+      int_field<C>(AMPCTL_KEY(model.n_layer), 12, {1, 1024}, "transformer blocks")
+          .when("model.type", kGpt),
+      int_field<C>(AMPCTL_KEY(model.n_head), 12, {1, 1024}, "attention heads; must divide n_embd")
+          .when("model.type", kGpt),
+      int_field<C>(AMPCTL_KEY(model.n_embd), 768, {1, 65536}, "the residual stream's width")
+          .when("model.type", kGpt),
+      int_field<C>(AMPCTL_KEY(model.block_size), 1024, {1, 65536},
+                   "context length: the longest sequence, and the training windows' length")
+          .when("model.type", kGpt),
+      bool_field<C>(AMPCTL_KEY(model.bias), true, "biases in every Linear and LayerNorm")
+          .when("model.type", kGpt),
+      bool_field<C>(AMPCTL_KEY(model.tie_embeddings), true,
+                    "the LM head reads transformer.wte.weight (false: its own lm_head.weight)")
+          .when("model.type", kGpt),
 
       enum_field<C>(AMPCTL_KEY(loss), LossType::cross_entropy, kLoss,
                     "cross_entropy | mse (default follows data.train's task)")
@@ -461,6 +486,9 @@ Schema<RunConfig> make_run_schema() {
           .derive([](C& c, const ParseState&) {
             c.optimizer.weight_decay = c.optimizer.type == OptimizerType::adamw ? 0.01 : 0.0;
           }),
+      enum_field<C>(AMPCTL_KEY(optimizer.decay_on), DecayOn::all, kDecayOn,
+                    "all | matrices (weight decay only on tensors of >= 2 dims: nanoGPT's "
+                    "groups, no decay on biases and LayerNorm weights)"),
       float_pair_field<C>(AMPCTL_KEY(optimizer.betas), {0.9, 0.999},
                           FloatRange::closed_open(0.0, 1.0), "each in [0, 1)")
           .when("optimizer.type", kAdam),
@@ -568,6 +596,12 @@ Schema<RunConfig> make_run_schema() {
   };
 
   std::vector<Check<C>> checks = {
+      {{"model.n_head", "model.n_embd"},
+       [](const C& c) -> std::string {
+         if (c.model.type != ModelType::gpt || c.model.n_embd % c.model.n_head == 0) return {};
+         return "must divide model.n_embd (" + std::to_string(c.model.n_embd) + "), got " +
+                std::to_string(c.model.n_head);
+       }},
       {{"loss", "data.train"},
        [](const C& c) -> std::string {
          const Task task = task_of(c.data.train);

@@ -17,6 +17,8 @@ std::string Activation::describe() const {
       return "GELU(approximate='none')";
     case ActivationKind::tanh:
       return "Tanh()";
+    case ActivationKind::gelu_tanh:
+      return "GELU(approximate='tanh')";
   }
   return "Activation()";
 }

@@ -57,6 +57,7 @@ void Adam::run(const Tensor& found_inf, const Tensor& inv_scale) {
     a.found_inf = found_inf;
     a.inv_scale = inv_scale;
     a.lowp_params = groups[i].lowp_params;
+    a.decay_mask = groups[i].decay_mask;
     // A scheduler's per-step beta1 (OneCycleLR's cycle_momentum) replaces the option.
     const double beta1 = groups[i].momentum ? *groups[i].momentum : m_options.beta1;
     a.hyper = AdamHyper{groups[i].lr,           beta1,

@@ -52,6 +52,7 @@ void Sgd::run(const Tensor& found_inf, const Tensor& inv_scale) {
     a.found_inf = found_inf;
     a.inv_scale = inv_scale;
     a.lowp_params = groups[i].lowp_params;
+    a.decay_mask = groups[i].decay_mask;
     // A scheduler's per-step momentum (OneCycleLR's cycle_momentum) replaces the option, rounded
     // to float as PyTorch's buf.mul_(momentum) rounds its Python float.
     const float momentum =

@@ -193,6 +193,18 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
   o.mlp.activation = activation_kind(model.activation);
   o.mlp.dropout = model.dropout;
   o.mlp.layer_norm = model.layer_norm;
+  if (model.type == config::ModelType::gpt) {
+    // A language model: ids in, next-id logits out, both over the vocabulary (out_features);
+    // max_batch counts sequences of block_size.
+    o.in_features = out_features;
+    o.gpt.n_layer = model.n_layer;
+    o.gpt.n_head = model.n_head;
+    o.gpt.n_embd = model.n_embd;
+    o.gpt.block_size = model.block_size;
+    o.gpt.dropout = model.dropout;
+    o.gpt.bias = model.bias;
+    o.gpt.tie_embeddings = model.tie_embeddings;
+  }
   return o;
 }
 
@@ -213,6 +225,16 @@ int64_t lm_block_size(const nn::Model& model) {
               "model.type: " + model.type() + " has no position embedding " +
                   "(transformer.wpe.weight): it cannot train on text or token windows",
               "use model.type: gpt"};
+}
+
+Tensor matrix_decay_mask(const nn::Model& model) {
+  // Built once at setup, on the host, over the layout: the padding between tensors is 0 too.
+  std::vector<float> mask(model.layout().total(), 0.0f);
+  for (const FlatLayout::Entry& e : model.layout().entries()) {
+    if (e.shape.size() >= 2)
+      std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(e.offset), e.numel, 1.0f);
+  }
+  return model.backend().from_host({static_cast<int64_t>(mask.size())}, DType::f32, mask.data());
 }
 
 std::string resolve_device(const std::string& device) {
@@ -277,6 +299,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
                                                    cfg.optimizer.lr, cfg.training.max_steps);
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
   std::vector<optim::ParamGroup> groups = param_groups(*r.model, cfg.optimizer.lr);
+  if (cfg.optimizer.decay_on == config::DecayOn::matrices) {
+    groups[0].decay_mask = matrix_decay_mask(*r.model);
+  }
   r.schedule->apply(0, groups);
   r.optimizer = make_optimizer(b, cfg.optimizer, std::move(groups));
   r.scaler = std::make_unique<amp::GradScaler>(b, scaler_options(cfg));

@@ -41,6 +41,62 @@ int64_t data_bytes(int64_t samples, int64_t features, int64_t outputs, bool clas
   return checked_mul(samples, per_row, key, kKind);
 }
 
+// The GPT (nn/models/gpt.h): its parameter count, and the bytes of its activation buffers,
+// which the model allocates for data.batch_size sequences of model.block_size positions.
+struct GptEstimate {
+  int64_t params = 0;
+  int64_t activations = 0;
+};
+
+GptEstimate estimate_gpt(const config::RunConfig& config, int64_t vocab) {
+  const config::ModelConfig& m = config.model;
+  const std::string ckey = "model.n_embd";
+  const int64_t C = m.n_embd, L = m.n_layer, T = m.block_size, H = m.n_head;
+  const int64_t V = std::max<int64_t>(vocab, 1);
+  const int64_t bias = m.bias ? 1 : 0;
+  auto mul = [&](int64_t a, int64_t b, const std::string& key) {
+    return checked_mul(a, b, key, kKind);
+  };
+  auto add = [&](int64_t a, int64_t b, const std::string& key) {
+    return checked_add(a, b, key, kKind);
+  };
+  GptEstimate e;
+  // One block: c_attn [3C, C], attn.c_proj [C, C], mlp.c_fc [4C, C], mlp.c_proj [C, 4C], two
+  // LayerNorms, and the biases when model.bias; every tensor aligned as the arena lays it out.
+  int64_t block = 0;
+  for (int64_t k : {int64_t{3}, int64_t{1}, int64_t{4}, int64_t{4}}) {
+    block = add(block, aligned(mul(mul(k, C, ckey), C, ckey), ckey), ckey);
+  }
+  block = add(block, mul(aligned(C, ckey), 2 + 2 * bias, ckey), ckey);
+  if (m.bias) {
+    for (int64_t k : {int64_t{3}, int64_t{1}, int64_t{4}, int64_t{1}}) {
+      block = add(block, aligned(mul(k, C, ckey), ckey), ckey);
+    }
+  }
+  e.params = mul(block, L, "model.n_layer");
+  e.params = add(e.params, aligned(mul(V, C, ckey), ckey), ckey);                         // wte
+  e.params = add(e.params, aligned(mul(T, C, "model.block_size"), ckey), ckey);           // wpe
+  e.params = add(e.params, mul(aligned(C, ckey), 1 + bias, ckey), ckey);                  // ln_f
+  if (!m.tie_embeddings) e.params = add(e.params, aligned(mul(V, C, ckey), ckey), ckey);  // head
+  // Activations per position (bytes): per block the f32 stream before and after attention, the
+  // compute-dtype LayerNorm outputs, q, k, v, the heads' output, c_fc's and GELU's outputs; the
+  // fp32 softmax output and the copy att @ v reads (H x T per position); and the buffers the
+  // blocks share: the f32 embedding/stream gradient, branch and gradient scratch, logits and
+  // their gradient.
+  const int64_t lo = config.precision == config::Precision::fp32 ? 4 : 2;
+  const std::string tkey = "model.block_size";
+  const int64_t ht = mul(H, T, tkey);
+  int64_t per_block = add(mul(8, C, ckey), mul(lo, mul(14, C, ckey), ckey), ckey);
+  per_block = add(per_block, mul(ht, 4 + lo, tkey), tkey);
+  int64_t shared = add(mul(12, C, ckey), mul(lo, mul(22, C, ckey), ckey), ckey);
+  shared = add(shared, mul(mul(2, lo, ckey), V, "data.train (vocabulary)"), ckey);
+  shared = add(shared, mul(ht, 2 * lo + (m.dropout > 0.0 ? 4 : 0), tkey), tkey);
+  const int64_t per_position = add(mul(per_block, L, "model.n_layer"), shared, tkey);
+  const std::string bkey = "data.batch_size";
+  e.activations = mul(mul(per_position, T, tkey), config.data.batch_size, bkey);
+  return e;
+}
+
 }  // namespace
 
 std::string MemoryPlan::str() const {
@@ -76,8 +132,15 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape) 
     act = checked_add(act, widths[i + 1], key, kKind);
   }
   MemoryPlan plan;
+  std::string pkey = key_of(widths.size() - 2) + " (bytes)";
+  int64_t gpt_activations = -1;
+  if (config.model.type == config::ModelType::gpt) {
+    const GptEstimate g = estimate_gpt(config, shape.outputs);
+    params = g.params;
+    gpt_activations = g.activations;
+    pkey = "model.n_embd (bytes)";
+  }
   plan.parameter_count = params;
-  const std::string pkey = key_of(widths.size() - 2) + " (bytes)";
   const int64_t fp32 = checked_mul(params, int64_t{4}, pkey, kKind);
   plan.parameters = u(fp32);
   plan.gradients = u(fp32);
@@ -95,8 +158,10 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape) 
   }
   const std::string bkey = "data.batch_size";
   act = checked_add(act, widths.front(), bkey, kKind);
-  plan.activations = u(checked_mul(checked_mul(act, config.data.batch_size, bkey, kKind),
-                                   kActivationBytes, bkey, kKind));
+  plan.activations = gpt_activations >= 0
+                         ? u(gpt_activations)
+                         : u(checked_mul(checked_mul(act, config.data.batch_size, bkey, kKind),
+                                         kActivationBytes, bkey, kKind));
   const bool classification = config::task_of(config.data.train) == config::Task::classification;
   plan.data = u(checked_add(
       data_bytes(shape.train_samples, shape.features, shape.outputs, classification, "data.train"),
@@ -188,7 +253,14 @@ void check_memory(const config::RunConfig& config, const DataShape& shape,
   int64_t widths = std::max<int64_t>(shape.features, 1) + std::max<int64_t>(shape.outputs, 1);
   for (const int64_t h : config.model.hidden) widths += h;
   const char* activation_key = widths > config.data.batch_size ? "model.hidden" : "data.batch_size";
-  const char* key = model >= plan.activations && model >= plan.data ? "model.hidden"
+  const char* model_key = "model.hidden";
+  if (config.model.type == config::ModelType::gpt) {
+    // A GPT's activations grow with batch x block_size x (widths + heads x block_size).
+    model_key = "model.n_embd";
+    activation_key =
+        config.data.batch_size > config.model.block_size ? "data.batch_size" : "model.block_size";
+  }
+  const char* key = model >= plan.activations && model >= plan.data ? model_key
                     : plan.activations >= plan.data                 ? activation_key
                                                                     : "data.train";
   throw Error{kKind,

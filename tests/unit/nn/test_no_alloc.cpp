@@ -9,6 +9,7 @@
 #include <new>
 
 #include "alloc_counter.h"
+#include "ampctl/nn/models/gpt.h"
 #include "nn_reference.h"
 
 namespace ampctl::nn {
@@ -76,6 +77,50 @@ TEST_P(NoAllocation, StepAllocatesNothingAfterTheFirstCallPerBatchSize) {
   const Tensor v = be->empty({3}, DType::f32);
   g_counting = false;
   EXPECT_GT(g_allocations.load(), 0u);
+}
+
+// The GPT: training micro-batches, evaluation, a shorter context (sampling) and a partial batch,
+// each warmed up once, then allocation-free.
+TEST(NoAllocationGpt, StepAllocatesNothingAfterTheFirstCallPerShape) {
+  for (DType dt : {DType::f16, DType::f32}) {
+    auto be = make_cpu_backend(1);
+    ModelOptions o;
+    o.type = "gpt";
+    o.compute = dt;
+    o.in_features = o.out_features = 11;
+    o.max_batch = 3;
+    o.seed = 2;
+    o.gpt = {2, 2, 16, 8, 0.1, true, true};
+    Gpt model(*be, o);
+    std::vector<int32_t> ids(3 * 8);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % 11);
+    const Tensor x = be->from_host({3, 8}, DType::i32, ids.data());
+    const Tensor x5 = be->from_host({3, 5}, DType::i32, ids.data());
+    const Tensor y = be->from_host({24}, DType::i32, ids.data());
+    Tensor loss = be->zeros({1}, DType::f32);
+    Tensor scale = be->zeros({1}, DType::f32);
+    be->fill(scale, 64.0);
+    auto iteration = [&](int64_t rows) {
+      model.zero_grad();
+      for (int micro = 0; micro < 2; ++micro) {
+        model.forward(x, rows, true);
+        model.loss(y, rows, loss, Tensor{}, scale);
+        model.backward(rows);
+      }
+      model.forward(x, rows, false);
+      model.loss(y, rows, loss, Tensor{}, Tensor{});
+      model.forward(x5, 1, false);
+    };
+    for (int64_t rows : {3, 2}) iteration(rows);
+    g_allocations = 0;
+    g_counting = true;
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      for (int64_t rows : {3, 2}) iteration(rows);
+    }
+    g_counting = false;
+    EXPECT_EQ(g_allocations.load(), 0u) << dtype_name(dt);
+    EXPECT_TRUE(std::isfinite(be->read_scalar_f32(loss)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

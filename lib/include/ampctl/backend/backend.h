@@ -42,6 +42,10 @@ struct OptimizerStepArgs {
   Tensor found_inf;    // f32[1] or undefined: when non-zero the whole update is skipped
   Tensor inv_scale;    // f32[1] or undefined: gradients are multiplied by it first
   Tensor lowp_params;  // f32/f16/bf16 copy of params written in the same pass, or undefined
+  // f32, params' numel, or undefined (weight decay on every element): the elements where it is
+  // 0 are updated with weight_decay = 0 (optimizer.decay_on: matrices, nanoGPT's no-decay
+  // group), bitwise as an update without decay would; elsewhere with the kind's weight_decay.
+  Tensor decay_mask;
 
   // SGD: f32, params' numel; read and written only when momentum != 0 (step 0 initialises it).
   Tensor momentum_buf;
@@ -234,6 +238,39 @@ class Backend {
  protected:
   // What an op a backend does not implement throws: Error{state} naming the op and the backend.
   [[noreturn]] void unsupported(const char* op) const;
+  // The transformer ops' argument checks, shared by the implementations so that both backends
+  // refuse the same calls: every tensor given is defined and on `device`, shapes and dtypes are
+  // the contract's above, and an output shares no byte with an input (causal_softmax_forward's
+  // probs may also be exactly scores, same dtype: in place). Each throws Error{invalid_argument}
+  // naming the op and the operand. Token ids are the implementations' to check (the GPU cannot
+  // without a sync).
+  struct EmbeddingDims {
+    int64_t batch, time, vocab, channels;  // B, T, V (0 when dwte is undefined), C
+  };
+  static EmbeddingDims check_embedding_forward(const Tensor& tokens, const Tensor& wte,
+                                               const Tensor& wpe, const Tensor& out,
+                                               const Device& device);
+  static EmbeddingDims check_embedding_backward(const Tensor& tokens, const Tensor& dout,
+                                                const Tensor& dwte, const Tensor& dwpe,
+                                                const Device& device);
+  struct GemmBatchedDims {
+    int64_t batch, m, n, k;
+  };
+  static GemmBatchedDims check_gemm_batched(const Tensor& a, bool trans_a, const Tensor& b,
+                                            bool trans_b, const Tensor& c, const Device& device);
+  struct HeadsDims {
+    int64_t batch, heads, time, head_size, width;  // B, H, T, hs, W (the rows' width)
+  };
+  // rows [B*T, W], heads [B, H, T, hs], one dtype, column + H*hs <= W; op names the caller.
+  static HeadsDims check_heads(const Tensor& rows, int64_t column, const Tensor& heads,
+                               const char* op, const Device& device);
+  struct SoftmaxDims {
+    int64_t count, time;  // N, T
+  };
+  static SoftmaxDims check_causal_softmax_forward(const Tensor& scores, const Tensor& probs,
+                                                  const Device& device);
+  static SoftmaxDims check_causal_softmax_backward(const Tensor& probs, const Tensor& dprobs,
+                                                   const Tensor& dscores, const Device& device);
   // gather_rows' argument checks, shared by the implementations; returns the row width W.
   static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                                    const Tensor& dst);

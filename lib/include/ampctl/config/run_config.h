@@ -28,7 +28,8 @@
 namespace ampctl::config {
 
 enum class Precision { fp16, bf16, fp32 };
-enum class ModelType { mlp };
+enum class ModelType { mlp, gpt };
+enum class DecayOn { all, matrices };  // optimizer.decay_on
 enum class Activation { relu, gelu, tanh };
 enum class LossType { cross_entropy, mse };
 enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens };
@@ -45,6 +46,7 @@ enum class InjectValue { inf, nan };
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
 const char* to_string(ModelType v);
+const char* to_string(DecayOn v);
 const char* to_string(Activation v);
 const char* to_string(LossType v);
 const char* to_string(SourceKind v);
@@ -94,10 +96,16 @@ bool is_language_model(const DataSource& source);
 
 struct ModelConfig {
   ModelType type{};
-  std::vector<int64_t> hidden;
-  Activation activation{};
-  double dropout = 0.0;
-  bool layer_norm = false;
+  std::vector<int64_t> hidden;  // mlp
+  Activation activation{};      // mlp
+  double dropout = 0.0;         // both
+  bool layer_norm = false;      // mlp
+  int64_t n_layer = 0;          // gpt (n_head divides n_embd)
+  int64_t n_head = 0;           // gpt
+  int64_t n_embd = 0;           // gpt
+  int64_t block_size = 0;       // gpt
+  bool bias = false;            // gpt
+  bool tie_embeddings = false;  // gpt
   bool operator==(const ModelConfig&) const = default;
 };
 
@@ -115,6 +123,7 @@ struct OptimizerConfig {
   OptimizerType type{};
   double lr = 0.0;
   double weight_decay = 0.0;
+  DecayOn decay_on{};
   std::array<double, 2> betas{};  // adam, adamw
   double eps = 0.0;               // adam, adamw
   double momentum = 0.0;          // sgd

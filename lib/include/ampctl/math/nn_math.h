@@ -16,7 +16,8 @@
 
 namespace ampctl::nn {
 
-enum class ActivationKind : int32_t { relu = 0, gelu = 1, tanh = 2 };
+// gelu_tanh is PyTorch's GELU(approximate='tanh'), GPT-2's activation.
+enum class ActivationKind : int32_t { relu = 0, gelu = 1, tanh = 2, gelu_tanh = 3 };
 
 // GELU, erf form (PyTorch's default approximate='none'): 0.5 * x * (1 + erf(x / sqrt(2))).
 AMPCTL_HD float gelu(float x) {
@@ -30,6 +31,36 @@ AMPCTL_HD float gelu_grad(float x) {
   return cdf + x * pdf;
 }
 
+// GELU, tanh form (PyTorch's approximate='tanh', GeluKernel.cpp's scalar and vector paths in
+// float, left to right): inner = kBeta * (x + kKappa * x^3) with x^3 = (x * x) * x and
+// kBeta = sqrt(2 / pi) (M_SQRT2 * M_2_SQRTPI * 0.5 in double, rounded to float);
+// 0.5 * x * (1 + tanh(inner)).
+inline constexpr float kGeluTanhBeta =
+    static_cast<float>(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+inline constexpr float kGeluTanhKappa = 0.044715f;
+AMPCTL_HD float gelu_tanh(float x) {
+  const float x_cube = x * x * x;
+  const float inner = kGeluTanhBeta * (x + kGeluTanhKappa * x_cube);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+// d/dx of gelu_tanh as PyTorch's GeluBackward (tanh): with t = tanh(inner),
+// 0.5 * (1 + t) + (0.5 * x) * (1 - t * t) * (kBeta * (1 + 3 * kKappa * x^2)), each factor
+// rounded in that order (3 * kKappa is one float product, as there).
+AMPCTL_HD float gelu_tanh_grad(float x) {
+  const float x_sq = x * x;
+  const float x_cube = x_sq * x;
+  const float inner = kGeluTanhBeta * (x + kGeluTanhKappa * x_cube);
+  const float t = tanhf(inner);
+  const float left = 0.5f * x;
+  const float right = 1.0f + t;
+  const float left_derivative = 0.5f * right;
+  const float tanh_derivative = 1.0f - t * t;
+  const float inner_derivative = kGeluTanhBeta * (1.0f + 3.0f * kGeluTanhKappa * x_sq);
+  const float right_derivative = left * tanh_derivative * inner_derivative;
+  return left_derivative + right_derivative;
+}
+
 AMPCTL_HD float activation_forward(ActivationKind k, float x) {
   switch (k) {
     // NaN propagates (as PyTorch's relu), so an overflow upstream is still detected.
@@ -39,12 +70,19 @@ AMPCTL_HD float activation_forward(ActivationKind k, float x) {
       return gelu(x);
     case ActivationKind::tanh:
       return tanhf(x);
+    case ActivationKind::gelu_tanh:
+      return gelu_tanh(x);
   }
   return x;
 }
 
+// Whether activation_backward reads the forward input x (else it reads the output y).
+AMPCTL_HD bool activation_reads_input(ActivationKind k) {
+  return k == ActivationKind::gelu || k == ActivationKind::gelu_tanh;
+}
+
 // The gradient of the activation given its input x and output y (relu and tanh use the output,
-// as PyTorch's threshold_backward and tanh_backward do; gelu uses the input).
+// as PyTorch's threshold_backward and tanh_backward do; gelu and gelu_tanh use the input).
 AMPCTL_HD float activation_backward(ActivationKind k, float x, float y, float dy) {
   switch (k) {
     case ActivationKind::relu:
@@ -53,6 +91,8 @@ AMPCTL_HD float activation_backward(ActivationKind k, float x, float y, float dy
       return dy * gelu_grad(x);
     case ActivationKind::tanh:
       return dy * (1.0f - y * y);
+    case ActivationKind::gelu_tanh:
+      return dy * gelu_tanh_grad(x);
   }
   return dy;
 }

@@ -47,6 +47,18 @@ struct MlpOptions {
   bool layer_norm = false;
 };
 
+// The options of the GPT (model.type: gpt, nn/models/gpt.h). The vocabulary size is
+// ModelOptions::out_features (= in_features); max_batch counts sequences of up to block_size.
+struct GptOptions {
+  int64_t n_layer = 0;
+  int64_t n_head = 0;  // divides n_embd
+  int64_t n_embd = 0;
+  int64_t block_size = 0;      // the longest sequence (positions of wpe)
+  double dropout = 0.0;        // in [0, 1): embeddings, attention weights, both residual branches
+  bool bias = true;            // Linear and LayerNorm biases
+  bool tie_embeddings = true;  // lm_head reads transformer.wte.weight
+};
+
 struct ModelOptions {
   std::string type = "mlp";        // the registry key
   DType compute = DType::f32;      // the activation dtype: f16 / bf16 under autocast, or f32
@@ -57,6 +69,7 @@ struct ModelOptions {
   int64_t max_batch = 0;     // rows of the largest batch
   uint64_t seed = 0;         // initialisation and dropout
   MlpOptions mlp;
+  GptOptions gpt;
 };
 
 class Model {

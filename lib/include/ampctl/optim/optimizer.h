@@ -21,6 +21,9 @@ struct ParamGroup {
   // with cycle_momentum writes group['momentum'] or group['betas'][0]); unset: the optimizer's
   // option. A host value passed with the update, like lr: changing it needs no device sync.
   std::optional<double> momentum = std::nullopt;
+  // f32 with params' numel, or undefined: where 0 the update takes no weight decay
+  // (optimizer.decay_on: matrices; OptimizerStepArgs::decay_mask).
+  Tensor decay_mask = Tensor{};
 };
 
 class Optimizer {

@@ -86,6 +86,10 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
 int64_t lm_block_size(const nn::Model& model);
 // One group over the model's whole arenas (params, grads, lowp) with learning rate lr.
 std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr);
+// optimizer.decay_on: matrices: an f32 mask over the model's parameter arena, 1 on the elements
+// of tensors with >= 2 dimensions (weight matrices, embeddings) and 0 on vectors (biases,
+// LayerNorm weights) and padding: nanoGPT's two AdamW groups over one flat arena.
+Tensor matrix_decay_mask(const nn::Model& model);
 
 // The step's options; resolves debug.inject_tensor against the model's parameters (Error{config}
 // with the closest name when it has none of that name).

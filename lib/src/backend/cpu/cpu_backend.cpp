@@ -166,6 +166,8 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) {
   // Without the packed kernels the products run on OpenBLAS's own threads; a pool beside them
   // would spin while OpenBLAS works and steal its cores, so the passes stay on this thread.
   m_pool = std::make_unique<ThreadPool>(m_avx512 ? m_threads : 1);
+  m_serial_pool = std::make_unique<ThreadPool>(1);
+  m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
   // A fixed thread count keeps OpenBLAS's blocking, and so its summation order, the same from
   // run to run.
   openblas_set_num_threads(m_threads);
@@ -387,6 +389,21 @@ void CpuBackend::sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& 
   const float* g = args.grads.data_as<float>();
   float* buf = momentum ? args.momentum_buf.data_as<float>() : nullptr;
   const size_t n = args.params.numel();
+  if (args.decay_mask.defined()) {
+    // decay_on: matrices: the masked-out elements take the update without weight decay.
+    optim::SgdHyper plain = hyper;
+    plain.weight_decay = 0.0f;
+    const float* mask = args.decay_mask.data_as<float>();
+    parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+      float dummy = 0.0f;
+      for (size_t i = b; i < e; ++i) {
+        optim::sgd_update(&p[i], g[i], buf ? &buf[i] : &dummy, inv, first,
+                          mask[i] != 0.0f ? hyper : plain);
+      }
+    });
+    if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
+    return;
+  }
   if (m_avx512 && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.momentum_buf})) {
     void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
     const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
@@ -414,6 +431,23 @@ void CpuBackend::adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper
   float* m = args.exp_avg.data_as<float>();
   float* v = args.exp_avg_sq.data_as<float>();
   const size_t n = args.params.numel();
+  if (args.decay_mask.defined()) {
+    // decay_on: matrices: the masked-out elements take the constants of weight_decay = 0
+    // (AdamW's factor 1 - lr * 0 is exactly 1: the same bits as no decay).
+    optim::AdamHyper plain = hyper;
+    plain.weight_decay = 0.0;
+    const optim::AdamStepConsts plain_consts =
+        optim::adam_consts(plain, *args.step.data_as<int32_t>() + 1);
+    const float* mask = args.decay_mask.data_as<float>();
+    parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, hyper.decoupled, hyper.maximize,
+                           mask[i] != 0.0f ? consts : plain_consts);
+      }
+    });
+    if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
+    return;
+  }
   if (m_avx512 && lowp_fusable(args.lowp_params,
                                {&args.params, &args.grads, &args.exp_avg, &args.exp_avg_sq})) {
     // One pass: the update and the rounded low-precision copy of each parameter.

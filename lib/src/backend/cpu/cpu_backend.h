@@ -1,5 +1,6 @@
 // The CPU backend's class, shared by its source files: cpu_backend.cpp (memory, casts, gemm and
-// the optimizers), cpu_amp.cpp (the amp ops) and cpu_nn.cpp (the neural-network ops), with the
+// the optimizers), cpu_amp.cpp (the amp ops), cpu_nn.cpp (the neural-network ops) and
+// cpu_transformer.cpp (embedding, batched gemm, head layouts, causal softmax), with the
 // AVX-512 kernels in cpu_gemm.cpp (matrix products) and cpu_vector.cpp (elementwise passes).
 // Internal to lib/src; users get it through make_cpu_backend().
 //
@@ -113,6 +114,20 @@ class CpuBackend final : public Backend {
                            const Tensor& dgamma, const Tensor& dbeta) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
 
+  // cpu_transformer.cpp
+  void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                         const Tensor& out) override;
+  void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                          const Tensor& dwpe) override;
+  void gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
+                    float alpha, float beta) override;
+  void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) override;
+  void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) override;
+  void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
+                              const Tensor& probs) override;
+  void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
+                               bool round_scaled, const Tensor& dscores) override;
+
   void optimizer_step(const OptimizerStepArgs& args) override;
 
  private:
@@ -120,6 +135,8 @@ class CpuBackend final : public Backend {
   void sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv);
   void adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper, float inv);
   void cast_integer(const Tensor& src, const Tensor& dst);
+  // The embedding ops' token checks: every id in [0, vocab), else Error{invalid_argument}.
+  static void check_token_ids(const Tensor& tokens, int64_t vocab, const char* what);
   // dropout_forward and dropout_backward: out := keep ? round(in * scale) : 0.
   void dropout_apply(const Tensor& in, const Tensor& out, float p, uint64_t seed, uint64_t offset,
                      const char* what);
@@ -134,6 +151,12 @@ class CpuBackend final : public Backend {
   // Grow-only float workspaces: widened operands (a, b, c) and float results before their one
   // rounding (d, e).
   std::vector<float> m_ws_a, m_ws_b, m_ws_c, m_ws_d, m_ws_e;
+  // Grow-only index workspace (embedding_backward's rows grouped by token).
+  std::vector<int32_t> m_ws_idx;
+  // gemm_batched: one packed engine per pool thread, each running its matrices whole on the
+  // calling thread (m_serial_pool has no workers), so the batch is what is split.
+  std::vector<GemmEngine> m_batch_gemm;
+  std::unique_ptr<ThreadPool> m_serial_pool;
 };
 
 }  // namespace ampctl::cpu

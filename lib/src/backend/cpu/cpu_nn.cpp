@@ -35,6 +35,7 @@ void check_activation(nn::ActivationKind kind, const char* what) {
     case nn::ActivationKind::relu:
     case nn::ActivationKind::gelu:
     case nn::ActivationKind::tanh:
+    case nn::ActivationKind::gelu_tanh:
       return;
   }
   throw Error{ErrorKind::invalid_argument, std::string(what) + ": unknown activation kind " +
@@ -168,9 +169,9 @@ void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, c
   check_activation(kind, "activation_backward");
   check_float(dy, "activation_backward dy");
   check_float_like(dx, dy, "activation_backward dx");
-  // relu and tanh read only the output and gelu only the input (nn_math.h), so the operand the
+  // relu and tanh read only the output and the gelus only the input (nn_math.h), so the operand the
   // kind does not read may be undefined; a defined one is still checked.
-  const bool reads_input = kind == nn::ActivationKind::gelu;
+  const bool reads_input = nn::activation_reads_input(kind);
   const Tensor& used = reads_input ? x : y;
   check_float_like(used, dy, reads_input ? "activation_backward x" : "activation_backward y");
   const Tensor& unused = reads_input ? y : x;

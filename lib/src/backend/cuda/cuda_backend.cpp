@@ -504,6 +504,8 @@ void CudaBackend::optimizer_step(const OptimizerStepArgs& args) {
   const float* inv_scale =
       args.inv_scale.defined() ? static_cast<const float*>(args.inv_scale.data()) : nullptr;
   void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+  const float* decay_mask =
+      args.decay_mask.defined() ? static_cast<const float*>(args.decay_mask.data()) : nullptr;
   const ElemType lowp_type =
       args.lowp_params.defined() ? elem_type(args.lowp_params.dtype()) : ElemType::f16;
   DeviceScope scope(m_device.index);
@@ -519,6 +521,7 @@ void CudaBackend::optimizer_step(const OptimizerStepArgs& args) {
     p.inv_scale = inv_scale;
     p.lowp_params = lowp;
     p.lowp_type = lowp_type;
+    p.decay_mask = decay_mask;
     kernels::launch_sgd_step(p, args.params.numel(), *sgd, stream());
     return;
   }
@@ -532,6 +535,7 @@ void CudaBackend::optimizer_step(const OptimizerStepArgs& args) {
   p.inv_scale = inv_scale;
   p.lowp_params = lowp;
   p.lowp_type = lowp_type;
+  p.decay_mask = decay_mask;
   kernels::launch_adam_step(p, args.params.numel(), std::get<optim::AdamHyper>(args.hyper),
                             stream());
 }

@@ -86,6 +86,7 @@ void check_activation_kind(nn::ActivationKind kind, const char* op) {
     case nn::ActivationKind::relu:
     case nn::ActivationKind::gelu:
     case nn::ActivationKind::tanh:
+    case nn::ActivationKind::gelu_tanh:
       return;
   }
   invalid(std::string(op) + ": unknown activation kind " +
@@ -322,7 +323,7 @@ void CudaBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, 
   check_same_numel(dy, "dy", dx, "dx", op);
   // relu and tanh read only the forward output, gelu only the input (nn_math.h): the other one
   // may be undefined, and is not read even when given.
-  const bool reads_input = kind == nn::ActivationKind::gelu;
+  const bool reads_input = nn::activation_reads_input(kind);
   const Tensor& used = reads_input ? x : y;
   const char* used_name = reads_input ? "x" : "y";
   check_here(used, op, used_name);

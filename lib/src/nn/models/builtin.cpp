@@ -1,11 +1,13 @@
 #include "ampctl/nn/models/builtin.h"
 
+#include "ampctl/nn/models/gpt.h"
 #include "ampctl/nn/models/mlp.h"
 
 namespace ampctl::nn {
 
 void register_builtin_models() {
   register_mlp();
+  register_gpt();
 }
 
 }  // namespace ampctl::nn

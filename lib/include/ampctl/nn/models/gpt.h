@@ -1,0 +1,161 @@
+// Gpt: the GPT-2 language model (model.type: gpt) as nanoGPT's model.py writes it.
+//
+// Architecture (C = n_embd, H = n_head, hs = C / H, V = the vocabulary, L = n_layer):
+//   x = drop(wte[idx] + wpe[pos])                                        f32 residual stream
+//   L blocks:  x = x + resid_drop(c_proj(attn_drop(causal_softmax(q k^T / sqrt(hs))) v))
+//                  with q, k, v = split(c_attn(ln_1(x)))
+//              x = x + drop(mlp.c_proj(gelu_tanh(mlp.c_fc(ln_2(x)))))
+//   logits = lm_head(ln_f(x)), lm_head.weight = transformer.wte.weight when tie_embeddings.
+// `bias` switches the biases of every Linear and LayerNorm (the LM head never has one).
+//
+// Parameter names are nanoGPT's state_dict keys, in its order: transformer.wte.weight,
+// transformer.wpe.weight, transformer.h.<i>.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+// mlp.c_proj}.{weight, bias}, transformer.ln_f.{weight, bias}, and lm_head.weight only when the
+// head is untied. A tied head is one tensor in the layout (the checkpoint holds it once, as
+// transformer.wte.weight); its gradient is the sum of the embedding's and the head's.
+//
+// Initialisation (GPT-2 / nanoGPT's _init_weights): Linear and Embedding weights N(0, 0.02),
+// every `c_proj.weight` N(0, 0.02 / sqrt(2 L)), biases 0, LayerNorm weight 1 and bias 0. Each
+// tensor draws from its own Philox stream init_stream(entry) of the run's seed; element j is
+// Box-Muller on draws 2j and 2j + 1, in double, rounded once to float (gpt_normal below).
+//
+// Its batch: input i32 [>= B', T'] token ids (the first B' rows are used), 1 <= B' <= max_batch,
+// 1 <= T' <= block_size (read from the input's shape: sampling runs shorter contexts); forward
+// returns logits [B' * T', V] in the compute dtype, row b * T' + t. loss takes i32
+// [>= B' * T'] next-token targets and averages the cross-entropy over the B' * T' rows.
+// Everything is allocated at construction for max_batch x block_size; forward, loss and
+// backward allocate nothing.
+//
+// Precision: autocast's op-by-op rule, docs/reference.md "Precision" (the GPT table), in short:
+// embeddings, the residual stream, LayerNorm statistics, softmax and the loss in fp32; matrix
+// products in the compute dtype with fp32 accumulation; GELU and dropout in their input's dtype;
+// x + branch in fp32 (type promotion), the branch's gradient rounded to the compute dtype.
+//
+// Dropout: each training-mode application (embedding, then per block attention weights,
+// attention residual, MLP residual) takes the next dropout_stream of the model's counter, so
+// rng_position / rewind_rng / rng_state make a resumed run draw the same masks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ampctl/nn/model.h"
+
+namespace ampctl::nn {
+
+// The standard normal of draw pair j of a Philox stream: Box-Muller's cosine branch in double,
+// z = sqrt(-2 ln(1 - u1)) cos(2 pi u2), u1 and u2 the 24-bit uniforms of draws 2j and 2j + 1
+// (1 - u1 is in (0, 1], so the log is finite; |z| < 5.8).
+double gpt_normal(uint64_t seed, uint64_t stream, uint64_t j);
+
+class Gpt : public Model {
+ public:
+  // Builds, initialises and allocates for max_batch sequences of block_size. Throws
+  // Error{invalid_argument} for sizes < 1, n_head not dividing n_embd, a dropout outside
+  // [0, 1) or a loss other than cross_entropy.
+  Gpt(Backend& backend, const ModelOptions& options);
+
+  std::string type() const override { return "gpt"; }
+  std::string summary() const override;
+  const GptOptions& options() const { return m_opt; }
+
+  const Tensor& forward(const Tensor& input, int64_t batch, bool training) override;
+  void loss(const Tensor& targets, int64_t batch, const Tensor& loss_out, const Tensor& correct_out,
+            const Tensor& grad_scale) override;
+  void backward(int64_t batch) override;
+
+  // {"seed": s, "dropout_offset": n}, as the MLP's.
+  nlohmann::json rng_state() const override;
+  void set_rng_state(const nlohmann::json& state) override;
+  uint64_t rng_position() const override { return m_rng.calls; }
+  void rewind_rng(uint64_t position) override { m_rng.calls = position; }
+
+ private:
+  // A Linear's parameters (bias undefined when the model has none) and the lowp workspaces its
+  // backward rounds the weight and bias gradients in (shared by every Linear of that shape).
+  struct Proj {
+    size_t w_entry = 0, b_entry = 0;
+    bool has_bias = false;
+    ParamSlot w, b;
+  };
+  struct Norm {
+    size_t w_entry = 0, b_entry = 0;
+    bool has_bias = false;
+    ParamSlot w, b;
+  };
+  struct Layer {
+    Norm ln_1, ln_2;
+    Proj c_attn, attn_proj, c_fc, mlp_proj;
+    // Saved for backward, each [max rows] flat: the block's input (f32), ln_1's output and
+    // statistics, q/k/v by head, the softmax output (f32) and what att @ v reads, the heads'
+    // output as rows, the stream after attention (f32), ln_2's, c_fc's and GELU's outputs.
+    Tensor x_in, ln1, mean1, rstd1, q, k, v, probs, att, yrows, x_mid, ln2, mean2, rstd2, fc, gelu;
+    uint64_t s_attn = 0, s_resid1 = 0, s_resid2 = 0;  // dropout streams of the last forward
+  };
+
+  Proj declare_proj(const std::string& name, int64_t out, int64_t in, bool bias);
+  Norm declare_norm(const std::string& name);
+  void bind(Proj& p);
+  void bind(Norm& n);
+  void init_params(std::span<float> host, uint64_t seed) const;
+  void allocate_buffers();
+  // y := x W^T + b (linear_forward). Backward: the weight and bias gradients (rounded to lowp
+  // first under autocast) added to the f32 gradients; dx := dy W when defined.
+  void proj_forward(const Proj& p, const Tensor& x, const Tensor& y);
+  void proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const Tensor& dx);
+  void norm_forward(const Norm& n, const Tensor& x, const Tensor& y, const Tensor& mean,
+                    const Tensor& rstd);
+  void norm_backward(const Norm& n, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                     const Tensor& dy, const Tensor& dx);
+  // Dropout of the next stream when applied (training and p > 0): y := drop(x), else y := x
+  // (a copy, or nothing when y is x).
+  bool dropout_fwd(const Tensor& x, const Tensor& y, bool training, uint64_t& stream);
+
+  std::string m_precision;
+  GptOptions m_opt;
+  int64_t m_head_size = 0;
+  float m_scale = 0.0f;  // float(1 / sqrt(hs)), as PyTorch turns the Python scalar into opmath
+  DropoutRng m_rng;
+  Loss m_loss;
+
+  size_t m_wte_entry = 0, m_wpe_entry = 0, m_head_entry = 0;
+  ParamSlot m_wte, m_wpe, m_head;  // m_head is m_wte when tied
+  std::vector<Layer> m_layers;
+  Norm m_ln_f;
+
+  // Shared buffers (flat, sized for max_batch * block_size rows).
+  Tensor m_token_buf;  // i32 [rows]: the last forward's ids
+  Tensor m_tokens;     // its [B', T'] view
+  Tensor m_emb;        // f32 [rows, C]: wte + wpe before dropout
+  Tensor m_lnf;        // act [rows, C]
+  Tensor m_meanf, m_rstdf;
+  Tensor m_logits_buf;   // act [rows, V]
+  Tensor m_logits;       // its view for the last forward
+  Tensor m_branch;       // act [rows, C]: a branch's output before dropout
+  Tensor m_branch_drop;  // act [rows, C]: after it
+  Tensor m_yheads;       // act [B, H, T, hs]: att @ v
+  // backward
+  Tensor m_g, m_t;                 // f32 [rows, C]: the stream's gradient; a LayerNorm's dx
+  Tensor m_dc, m_dc2;              // act [rows, C]
+  Tensor m_d4a, m_d4b;             // act [rows, 4C]
+  Tensor m_dqkv;                   // act [rows, 3C]
+  Tensor m_dyh, m_dq, m_dk, m_dv;  // act [B, H, T, hs]
+  Tensor m_datt, m_dscores;        // act [B, H, T, T]
+  Tensor m_dprobs;                 // f32 [B, H, T, T] (dropout only)
+  Tensor m_zero_c, m_dbeta_sink;   // f32 [C]: LayerNorm's absent bias and its unused gradient
+  // lowp gradient workspaces by shape (undefined in fp32 for the weights)
+  Tensor m_ws_attn, m_ws_proj, m_ws_fc, m_ws_mproj, m_ws_head;
+  Tensor m_wsb_3c, m_wsb_c, m_wsb_4c;
+
+  uint64_t m_s_emb = 0;
+  int64_t m_B = 0, m_T = 0;  // the last forward's sequences and positions (0: none)
+  bool m_seeded = false;
+  bool m_dropped = false;  // the last forward drew dropout masks (training and p > 0)
+};
+
+// Adds the GPT's builder to the model registry under "gpt" (models/builtin.cpp calls it).
+void register_gpt();
+
+}  // namespace ampctl::nn

@@ -1,0 +1,358 @@
+// The CPU backend's transformer ops (backend.h, "transformer ops"): the reference the CUDA
+// kernels are checked against.
+//
+//   * embedding_forward: one float add per element, rows split over the pool's threads.
+//   * embedding_backward: the rows are grouped by token with a counting sort (ascending row order
+//     inside each group, in a grow-only index workspace); each vocabulary row present sums its
+//     rows' gradients in float in ascending row order, starting from 0, and adds that sum to
+//     dwte once; the position gradient likewise over b. Threads split the vocabulary (and the
+//     positions) into fixed ranges, so no element's summation order depends on the thread count.
+//     Vocabulary rows of tokens absent from the batch are left untouched (not even + 0).
+//   * gemm_batched: each matrix of the batch on the packed kernels of cpu_gemm.cpp, run whole on
+//     one thread (its own engine, a workerless pool), the pool's threads claiming matrices (or,
+//     with fewer matrices than threads, each split over the pool as gemm splits it); the packed
+//     kernels never split k, so each output has the same bits as gemm would give it.
+//     Without AVX-512, OpenBLAS's sgemm per matrix on widened copies, as gemm does.
+//   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements).
+//   * causal_softmax_forward: one pass over each row's unmasked prefix j <= i forms s_j (rounded
+//     to the scores' dtype first when round_scaled) and the max in a per-thread row buffer, a
+//     second the exponentials and their float sum in ascending j, a third the one rounding of
+//     e_j / sum; masked entries are stored as exact zeros.
+//   * causal_softmax_backward: the float dot sum_k dp_k * p_k in ascending k, then
+//     round(round?(p_j * (dp_j - dot)) * scale) per element.
+// Rows are independent in both softmax passes, so splitting them over threads changes no bit.
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/backend/dtype_dispatch.h"
+#include "cpu_backend.h"
+#include "cpu_parallel.h"
+
+namespace ampctl::cpu {
+namespace {
+
+// Runs fn(begin, end, thread) over [0, rows) in a few contiguous ranges per thread when the work
+// (rows * cost element operations) is worth waking threads for. Range boundaries depend only on
+// the problem and the pool's size; callers keep every row's arithmetic independent of them.
+template <typename F>
+void for_rows(ThreadPool& pool, int64_t rows, int64_t cost, F&& fn) {
+  if (rows <= 0) return;
+  const double work = static_cast<double>(rows) * static_cast<double>(std::max<int64_t>(cost, 1));
+  int64_t parts = std::min<int64_t>(
+      4 * pool.threads(), static_cast<int64_t>(work / static_cast<double>(kParallelGrain)));
+  parts = std::clamp<int64_t>(parts, 1, rows);
+  if (parts == 1) {
+    fn(int64_t{0}, rows, 0);
+    return;
+  }
+  pool.run(parts, [&](int64_t p, int thread) {
+    const int64_t lo = rows * p / parts, hi = rows * (p + 1) / parts;
+    if (lo < hi) fn(lo, hi, thread);
+  });
+}
+
+template <typename T>
+float round_as(float v) {
+  return to_f32(from_f32<T>(v));
+}
+
+}  // namespace
+
+void CpuBackend::check_token_ids(const Tensor& tokens, int64_t vocab, const char* what) {
+  const int32_t* ids = tokens.data_as<int32_t>();
+  const int64_t t = tokens.dim(1);
+  for (size_t i = 0; i < tokens.numel(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      const int64_t r = static_cast<int64_t>(i);
+      throw Error{ErrorKind::invalid_argument,
+                  std::string(what) + ": token id " + std::to_string(ids[i]) + " at [" +
+                      std::to_string(r / t) + ", " + std::to_string(r % t) + "] is outside [0, " +
+                      std::to_string(vocab) + ")"};
+    }
+  }
+}
+
+void CpuBackend::embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
+                                   const Tensor& out) {
+  const EmbeddingDims d = check_embedding_forward(tokens, wte, wpe, out, device());
+  check_token_ids(tokens, d.vocab, "embedding_forward");
+  const int32_t* ids = tokens.data_as<int32_t>();
+  const float* te = wte.data_as<float>();
+  const float* pe = wpe.data_as<float>();
+  float* o = out.data_as<float>();
+  const int64_t c = d.channels;
+  for_rows(*m_pool, d.batch * d.time, c, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* tr = te + static_cast<int64_t>(ids[r]) * c;
+      const float* pr = pe + (r % d.time) * c;
+      float* orow = o + r * c;
+      for (int64_t j = 0; j < c; ++j) orow[j] = tr[j] + pr[j];
+    }
+  });
+}
+
+void CpuBackend::embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
+                                    const Tensor& dwpe) {
+  const EmbeddingDims d = check_embedding_backward(tokens, dout, dwte, dwpe, device());
+  if (dwte.defined()) check_token_ids(tokens, d.vocab, "embedding_backward");
+  const int64_t rows = d.batch * d.time, c = d.channels;
+  const float* g = dout.data_as<float>();
+  // One row of float sums per thread.
+  const size_t threads = static_cast<size_t>(m_pool->threads());
+  if (m_ws_e.size() < threads * static_cast<size_t>(c)) m_ws_e.resize(threads * c);
+
+  // Positions: dwpe[t] += sum over b ascending (rows b*T + t).
+  float* dp = dwpe.data_as<float>();
+  for_rows(*m_pool, d.time, d.batch * c, [&](int64_t t0, int64_t t1, int thread) {
+    float* acc = m_ws_e.data() + static_cast<size_t>(thread) * c;
+    for (int64_t t = t0; t < t1; ++t) {
+      std::fill_n(acc, c, 0.0f);
+      for (int64_t b = 0; b < d.batch; ++b) {
+        const float* gr = g + (b * d.time + t) * c;
+        for (int64_t j = 0; j < c; ++j) acc[j] = acc[j] + gr[j];
+      }
+      float* drow = dp + t * c;
+      for (int64_t j = 0; j < c; ++j) drow[j] = drow[j] + acc[j];
+    }
+  });
+  if (!dwte.defined() || rows == 0) return;
+
+  // Tokens: a stable counting sort of the rows by id (start[v] .. start[v + 1] in `order`).
+  const int32_t* ids = tokens.data_as<int32_t>();
+  const size_t v_count = static_cast<size_t>(d.vocab);
+  m_ws_idx.resize(v_count + 1 + static_cast<size_t>(rows));
+  int32_t* start = m_ws_idx.data();
+  int32_t* order = start + v_count + 1;
+  std::fill_n(start, v_count + 1, 0);
+  for (int64_t r = 0; r < rows; ++r) ++start[ids[r] + 1];
+  for (size_t v = 0; v < v_count; ++v) start[v + 1] += start[v];
+  // Placing row r at the running end of its group keeps each group in ascending r; the running
+  // ends end up where the next group starts, so `start` is shifted back afterwards.
+  for (int64_t r = 0; r < rows; ++r) order[start[ids[r]]++] = static_cast<int32_t>(r);
+  for (size_t v = v_count; v > 0; --v) start[v] = start[v - 1];
+  start[0] = 0;
+
+  float* dw = dwte.data_as<float>();
+  // Split the vocabulary evenly; the cost per vocabulary row is on average rows / V rows of C.
+  for_rows(*m_pool, d.vocab, std::max<int64_t>(1, rows * c / std::max<int64_t>(d.vocab, 1)),
+           [&](int64_t v0, int64_t v1, int thread) {
+             float* acc = m_ws_e.data() + static_cast<size_t>(thread) * c;
+             for (int64_t v = v0; v < v1; ++v) {
+               const int32_t b = start[v], e = start[v + 1];
+               if (b == e) continue;
+               std::fill_n(acc, c, 0.0f);
+               for (int32_t i = b; i < e; ++i) {
+                 const float* gr = g + static_cast<int64_t>(order[i]) * c;
+                 for (int64_t j = 0; j < c; ++j) acc[j] = acc[j] + gr[j];
+               }
+               float* drow = dw + v * c;
+               for (int64_t j = 0; j < c; ++j) drow[j] = drow[j] + acc[j];
+             }
+           });
+}
+
+void CpuBackend::gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                              const Tensor& c, float alpha, float beta) {
+  const GemmBatchedDims d = check_gemm_batched(a, trans_a, b, trans_b, c, device());
+  const int64_t m = d.m, n = d.n, k = d.k;
+  if (d.batch == 0 || m == 0 || n == 0) return;
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  const size_t a_elems = static_cast<size_t>(m * k), b_elems = static_cast<size_t>(k * n),
+               c_elems = static_cast<size_t>(m * n);
+  if (k == 0) {
+    // No products: C := beta * C (0 when beta == 0, as gemm), one rounding.
+    const float* cp = as_f32(c, m_ws_c);
+    m_ws_d.resize(c.numel());
+    for (size_t i = 0; i < c.numel(); ++i) m_ws_d[i] = beta == 0.0f ? 0.0f : beta * cp[i];
+    store_f32(m_ws_d.data(), c);
+    return;
+  }
+  if (m_avx512) {
+    const size_t as = dtype_size(a.dtype()), bs = dtype_size(b.dtype()), cs = dtype_size(c.dtype());
+    const auto* ap = static_cast<const char*>(a.data());
+    const auto* bp = static_cast<const char*>(b.data());
+    auto* cp = static_cast<char*>(c.data());
+    const auto operands = [&](int64_t i, GemmOperand& ga, GemmOperand& gb, GemmOutput& gc) {
+      ga = GemmOperand{ap + static_cast<size_t>(i) * a_elems * as, a.dtype(), lda, trans_a};
+      gb = GemmOperand{bp + static_cast<size_t>(i) * b_elems * bs, b.dtype(), ldb, trans_b};
+      gc = GemmOutput{cp + static_cast<size_t>(i) * c_elems * cs,
+                      c.dtype(),
+                      n,
+                      alpha,
+                      beta,
+                      nullptr,
+                      DType::f32};
+    };
+    // run() declines only without AVX-512, for an i32 output or an empty product, all excluded
+    // above, so a decline is a broken invariant, reported rather than half-computed.
+    std::atomic<bool> declined{false};
+    if (d.batch < m_pool->threads()) {
+      // Fewer matrices than threads: each one split over the pool, as gemm does.
+      for (int64_t i = 0; i < d.batch; ++i) {
+        GemmOperand ga{}, gb{};
+        GemmOutput gc{};
+        operands(i, ga, gb, gc);
+        if (!m_gemm.run(m, n, k, ga, gb, gc, *m_pool, m_bf16_dot)) declined = true;
+      }
+    } else {
+      // Claimed one matrix at a time, each whole on the thread that claimed it.
+      if (m_batch_gemm.size() < static_cast<size_t>(m_pool->threads())) {
+        m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
+      }
+      m_pool->run(d.batch, [&](int64_t i, int thread) {
+        GemmOperand ga{}, gb{};
+        GemmOutput gc{};
+        operands(i, ga, gb, gc);
+        if (!m_batch_gemm[static_cast<size_t>(thread)].run(m, n, k, ga, gb, gc, *m_serial_pool,
+                                                           m_bf16_dot)) {
+          declined = true;
+        }
+      });
+    }
+    if (!declined) return;
+    throw Error{ErrorKind::runtime, "gemm_batched: the packed kernels declined a float product"};
+  }
+  // Portable: OpenBLAS per matrix on widened operands, C widened when it is read or not f32.
+  const float* af = as_f32(a, m_ws_a);
+  const float* bf = as_f32(b, m_ws_b);
+  float* cf;
+  if (c.dtype() == DType::f32) {
+    cf = c.data_as<float>();
+  } else {
+    if (beta != 0.0f) {
+      as_f32(c, m_ws_c);
+    } else {
+      m_ws_c.resize(c.numel());
+    }
+    cf = m_ws_c.data();
+  }
+  for (int64_t i = 0; i < d.batch; ++i) {
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(n), static_cast<blasint>(k), alpha,
+                af + static_cast<size_t>(i) * a_elems, static_cast<blasint>(lda),
+                bf + static_cast<size_t>(i) * b_elems, static_cast<blasint>(ldb), beta,
+                cf + static_cast<size_t>(i) * c_elems, static_cast<blasint>(n));
+  }
+  if (c.dtype() != DType::f32) store_f32(cf, c);
+}
+
+void CpuBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) {
+  const HeadsDims d = check_heads(src, column, dst, "heads_from_rows", device());
+  const size_t es = dtype_size(src.dtype());
+  const auto* s = static_cast<const char*>(src.data());
+  auto* o = static_cast<char*>(dst.data());
+  const size_t row_bytes = static_cast<size_t>(d.head_size) * es;
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = 0; h < d.heads; ++h) {
+      for (int64_t t = 0; t < d.time; ++t) {
+        const int64_t from = (b * d.time + t) * d.width + column + h * d.head_size;
+        const int64_t to = ((b * d.heads + h) * d.time + t) * d.head_size;
+        std::memcpy(o + static_cast<size_t>(to) * es, s + static_cast<size_t>(from) * es,
+                    row_bytes);
+      }
+    }
+  }
+}
+
+void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) {
+  const HeadsDims d = check_heads(dst, column, src, "heads_to_rows", device());
+  const size_t es = dtype_size(src.dtype());
+  const auto* s = static_cast<const char*>(src.data());
+  auto* o = static_cast<char*>(dst.data());
+  const size_t row_bytes = static_cast<size_t>(d.head_size) * es;
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t h = 0; h < d.heads; ++h) {
+      for (int64_t t = 0; t < d.time; ++t) {
+        const int64_t to = (b * d.time + t) * d.width + column + h * d.head_size;
+        const int64_t from = ((b * d.heads + h) * d.time + t) * d.head_size;
+        std::memcpy(o + static_cast<size_t>(to) * es, s + static_cast<size_t>(from) * es,
+                    row_bytes);
+      }
+    }
+  }
+}
+
+void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
+                                        const Tensor& probs) {
+  const SoftmaxDims d = check_causal_softmax_forward(scores, probs, device());
+  const int64_t t = d.time;
+  const size_t threads = static_cast<size_t>(m_pool->threads());
+  if (m_ws_e.size() < threads * static_cast<size_t>(t)) m_ws_e.resize(threads * t);
+  dispatch_float(scores.dtype(), [&](auto stag) {
+    using S = decltype(stag);
+    dispatch_float(probs.dtype(), [&](auto ptag) {
+      using P = decltype(ptag);
+      const S* x = static_cast<const S*>(scores.data());
+      P* y = static_cast<P*>(probs.data());
+      for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int thread) {
+        float* e = m_ws_e.data() + static_cast<size_t>(thread) * t;
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t i = r % t;
+          const S* xr = x + r * t;
+          P* yr = y + r * t;
+          // The row is read whole before it is written, so probs may be scores (in place).
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j <= i; ++j) {
+            float s = to_f32(xr[j]) * scale;
+            if (round_scaled) s = round_as<S>(s);
+            e[j] = s;
+            mx = s > mx ? s : mx;
+          }
+          float sum = 0.0f;
+          for (int64_t j = 0; j <= i; ++j) {
+            e[j] = expf(e[j] - mx);
+            sum = sum + e[j];
+          }
+          for (int64_t j = 0; j <= i; ++j) yr[j] = from_f32<P>(e[j] / sum);
+          for (int64_t j = i + 1; j < t; ++j) yr[j] = from_f32<P>(0.0f);
+        }
+      });
+    });
+  });
+}
+
+void CpuBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
+                                         bool round_scaled, const Tensor& dscores) {
+  const SoftmaxDims d = check_causal_softmax_backward(probs, dprobs, dscores, device());
+  const int64_t t = d.time;
+  dispatch_float(probs.dtype(), [&](auto ptag) {
+    using P = decltype(ptag);
+    dispatch_float(dprobs.dtype(), [&](auto gtag) {
+      using G = decltype(gtag);
+      dispatch_float(dscores.dtype(), [&](auto otag) {
+        using O = decltype(otag);
+        const P* p = static_cast<const P*>(probs.data());
+        const G* g = static_cast<const G*>(dprobs.data());
+        O* o = static_cast<O*>(dscores.data());
+        for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int) {
+          for (int64_t r = r0; r < r1; ++r) {
+            const int64_t i = r % t;
+            const P* pr = p + r * t;
+            const G* gr = g + r * t;
+            O* orow = o + r * t;
+            float dot = 0.0f;
+            for (int64_t k = 0; k <= i; ++k) dot = dot + to_f32(gr[k]) * to_f32(pr[k]);
+            for (int64_t j = 0; j <= i; ++j) {
+              float v = to_f32(pr[j]) * (to_f32(gr[j]) - dot);
+              if (round_scaled) v = round_as<O>(v);
+              orow[j] = from_f32<O>(v * scale);
+            }
+            for (int64_t j = i + 1; j < t; ++j) orow[j] = from_f32<O>(0.0f);
+          }
+        });
+      });
+    });
+  });
+}
+
+}  // namespace ampctl::cpu

@@ -1,0 +1,547 @@
+// Gpt: forward and backward written out op by op (no autograd), each op where autocast runs it
+// (docs/reference.md, "Precision", the GPT table). The comments name the nanoGPT line an op
+// stands for; the roundings are the ops' own (backend.h).
+#include "ampctl/nn/models/gpt.h"
+
+#include <cmath>
+#include <numbers>
+#include <sstream>
+
+#include "ampctl/core/philox.h"
+
+namespace ampctl::nn {
+namespace {
+
+constexpr double kInitStd = 0.02;
+
+void check_positive(int64_t v, const char* what) {
+  if (v < 1) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string("gpt: ") + what + " must be >= 1, got " + std::to_string(v)};
+  }
+}
+
+// Views of layout entry `entry` in the arenas (Module::bind's, for a model that is no Module).
+ParamSlot slot_of(const FlatLayout& layout, const ParamArenas& arenas, size_t entry) {
+  const FlatLayout::Entry& e = layout.entries().at(entry);
+  ParamSlot slot;
+  slot.entry = entry;
+  slot.param = arenas.params.view(e.offset, e.shape);
+  slot.grad = arenas.grads.view(e.offset, e.shape);
+  if (arenas.lowp.defined()) slot.lowp = arenas.lowp.view(e.offset, e.shape);
+  return slot;
+}
+
+// The leading elements of a flat buffer viewed as `shape`.
+Tensor lead(const Tensor& flat, const Shape& shape) {
+  return flat.view(0, shape);
+}
+
+}  // namespace
+
+double gpt_normal(uint64_t seed, uint64_t stream, uint64_t j) {
+  const double u1 = philox_uniform(philox_u32(seed, stream, 2 * j));
+  const double u2 = philox_uniform(philox_u32(seed, stream, 2 * j + 1));
+  return std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+Gpt::Gpt(Backend& backend, const ModelOptions& options)
+    : Model(backend, options),
+      m_precision(options.precision),
+      m_opt(options.gpt),
+      m_rng{options.seed, 0},
+      m_loss(LossKind::cross_entropy, options.out_features) {
+  check_positive(m_opt.n_layer, "n_layer");
+  check_positive(m_opt.n_head, "n_head");
+  check_positive(m_opt.n_embd, "n_embd");
+  check_positive(m_opt.block_size, "block_size");
+  if (m_opt.n_embd % m_opt.n_head != 0) {
+    throw Error{ErrorKind::invalid_argument, "gpt: n_head (" + std::to_string(m_opt.n_head) +
+                                                 ") must divide n_embd (" +
+                                                 std::to_string(m_opt.n_embd) + ")"};
+  }
+  if (!(m_opt.dropout >= 0.0 && m_opt.dropout < 1.0)) {
+    throw Error{ErrorKind::invalid_argument,
+                "gpt: dropout must be in [0, 1), got " + std::to_string(m_opt.dropout)};
+  }
+  if (options.loss != LossKind::cross_entropy) {
+    throw Error{ErrorKind::invalid_argument, "gpt: the language model's loss is cross_entropy"};
+  }
+  if (m_in != m_out) {
+    throw Error{ErrorKind::invalid_argument,
+                "gpt: in_features and out_features are both the vocabulary size, got " +
+                    std::to_string(m_in) + " and " + std::to_string(m_out)};
+  }
+  m_head_size = m_opt.n_embd / m_opt.n_head;
+  m_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(m_head_size)));
+
+  const int64_t C = m_opt.n_embd, V = m_out;
+  const bool bias = m_opt.bias;
+  // Declared in nanoGPT's state_dict order.
+  m_wte_entry = m_layout.entries().size();
+  m_layout.add("transformer.wte.weight", {V, C});
+  m_wpe_entry = m_layout.entries().size();
+  m_layout.add("transformer.wpe.weight", {m_opt.block_size, C});
+  m_layers.resize(static_cast<size_t>(m_opt.n_layer));
+  for (size_t i = 0; i < m_layers.size(); ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    Layer& l = m_layers[i];
+    l.ln_1 = declare_norm(p + "ln_1");
+    l.c_attn = declare_proj(p + "attn.c_attn", 3 * C, C, bias);
+    l.attn_proj = declare_proj(p + "attn.c_proj", C, C, bias);
+    l.ln_2 = declare_norm(p + "ln_2");
+    l.c_fc = declare_proj(p + "mlp.c_fc", 4 * C, C, bias);
+    l.mlp_proj = declare_proj(p + "mlp.c_proj", C, 4 * C, bias);
+  }
+  m_ln_f = declare_norm("transformer.ln_f");
+  m_head_entry = m_wte_entry;
+  if (!m_opt.tie_embeddings) {
+    m_head_entry = m_layout.entries().size();
+    m_layout.add("lm_head.weight", {V, C});
+  }
+
+  allocate_params([&](std::span<float> host) { init_params(host, options.seed); });
+  m_wte = slot_of(m_layout, m_arenas, m_wte_entry);
+  m_wpe = slot_of(m_layout, m_arenas, m_wpe_entry);
+  m_head = slot_of(m_layout, m_arenas, m_head_entry);
+  for (Layer& l : m_layers) {
+    bind(l.ln_1);
+    bind(l.c_attn);
+    bind(l.attn_proj);
+    bind(l.ln_2);
+    bind(l.c_fc);
+    bind(l.mlp_proj);
+  }
+  bind(m_ln_f);
+  allocate_buffers();
+  m_loss.setup(backend, m_max_batch * m_opt.block_size, m_act);
+}
+
+Gpt::Proj Gpt::declare_proj(const std::string& name, int64_t out, int64_t in, bool bias) {
+  Proj p;
+  p.w_entry = m_layout.entries().size();
+  m_layout.add(name + ".weight", {out, in});
+  p.has_bias = bias;
+  if (bias) {
+    p.b_entry = m_layout.entries().size();
+    m_layout.add(name + ".bias", {out});
+  }
+  return p;
+}
+
+Gpt::Norm Gpt::declare_norm(const std::string& name) {
+  Norm n;
+  n.w_entry = m_layout.entries().size();
+  m_layout.add(name + ".weight", {m_opt.n_embd});
+  n.has_bias = m_opt.bias;
+  if (n.has_bias) {
+    n.b_entry = m_layout.entries().size();
+    m_layout.add(name + ".bias", {m_opt.n_embd});
+  }
+  return n;
+}
+
+void Gpt::bind(Proj& p) {
+  p.w = slot_of(m_layout, m_arenas, p.w_entry);
+  if (p.has_bias) p.b = slot_of(m_layout, m_arenas, p.b_entry);
+}
+
+void Gpt::bind(Norm& n) {
+  n.w = slot_of(m_layout, m_arenas, n.w_entry);
+  if (n.has_bias) n.b = slot_of(m_layout, m_arenas, n.b_entry);
+}
+
+void Gpt::init_params(std::span<float> host, uint64_t seed) const {
+  // Biases stay at the arena's zeros; LayerNorm weights are ones; every other tensor (the
+  // embeddings, Linear weights, the untied head) is normal, c_proj's scaled for the residual
+  // sum over 2 L branches.
+  const double proj_std = kInitStd / std::sqrt(2.0 * static_cast<double>(m_opt.n_layer));
+  const std::vector<FlatLayout::Entry>& entries = m_layout.entries();
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const FlatLayout::Entry& e = entries[i];
+    float* out = host.data() + e.offset;
+    const auto ends_with = [&](const char* suffix) {
+      const std::string s(suffix);
+      return e.name.size() >= s.size() &&
+             e.name.compare(e.name.size() - s.size(), s.size(), s) == 0;
+    };
+    const bool norm = e.name.find(".ln_") != std::string::npos;
+    if (ends_with(".bias")) continue;
+    if (norm && ends_with(".weight")) {
+      std::fill_n(out, e.numel, 1.0f);
+      continue;
+    }
+    const double std = ends_with("c_proj.weight") ? proj_std : kInitStd;
+    for (size_t j = 0; j < e.numel; ++j) {
+      out[j] = static_cast<float>(std * gpt_normal(seed, init_stream(i), j));
+    }
+  }
+}
+
+void Gpt::allocate_buffers() {
+  Backend& b = *m_backend;
+  const int64_t C = m_opt.n_embd, V = m_out, T = m_opt.block_size, H = m_opt.n_head;
+  const int64_t rows = m_max_batch * T;
+  const int64_t att = m_max_batch * H * T * T;
+  const DType a = m_act;
+  const bool drop = m_opt.dropout > 0.0;
+  auto f32 = [&](int64_t n) { return b.zeros({n}, DType::f32); };
+  auto act = [&](int64_t n) { return b.zeros({n}, a); };
+  for (Layer& l : m_layers) {
+    l.x_in = f32(rows * C);
+    l.ln1 = act(rows * C);
+    l.mean1 = f32(rows);
+    l.rstd1 = f32(rows);
+    l.q = act(rows * C);
+    l.k = act(rows * C);
+    l.v = act(rows * C);
+    l.probs = f32(att);
+    // What att @ v reads: the probabilities themselves in fp32 without dropout, else their
+    // (dropped-out) copy in the compute dtype.
+    l.att = (a == DType::f32 && !drop) ? l.probs : act(att);
+    l.yrows = act(rows * C);
+    l.x_mid = f32(rows * C);
+    l.ln2 = act(rows * C);
+    l.mean2 = f32(rows);
+    l.rstd2 = f32(rows);
+    l.fc = act(rows * 4 * C);
+    l.gelu = act(rows * 4 * C);
+  }
+  m_emb = f32(rows * C);
+  m_token_buf = b.zeros({rows}, DType::i32);
+  m_lnf = act(rows * C);
+  m_meanf = f32(rows);
+  m_rstdf = f32(rows);
+  // m_emb also holds the stream after the last block (ln_f's input): the embedding is dead by then.
+  m_logits_buf = act(rows * V);
+  m_branch = act(rows * C);
+  m_branch_drop = act(rows * C);
+  m_yheads = act(rows * C);
+  m_g = f32(rows * C);
+  m_t = f32(rows * C);
+  m_dc = act(rows * C);
+  m_dc2 = act(rows * C);
+  m_d4a = act(rows * 4 * C);
+  m_d4b = act(rows * 4 * C);
+  m_dqkv = act(rows * 3 * C);
+  m_dyh = act(rows * C);
+  m_dq = act(rows * C);
+  m_dk = act(rows * C);
+  m_dv = act(rows * C);
+  m_datt = act(att);
+  m_dscores = act(att);
+  if (drop) m_dprobs = f32(att);
+  m_zero_c = f32(C);
+  m_dbeta_sink = f32(C);
+  if (a != DType::f32) {
+    m_ws_attn = act(3 * C * C).view(0, {3 * C, C});
+    m_ws_proj = act(C * C).view(0, {C, C});
+    m_ws_fc = act(4 * C * C).view(0, {4 * C, C});
+    m_ws_mproj = act(4 * C * C).view(0, {C, 4 * C});
+    m_ws_head = act(V * C).view(0, {V, C});
+  }
+  m_wsb_3c = act(3 * C);
+  m_wsb_c = act(C);
+  m_wsb_4c = act(4 * C);
+}
+
+std::string Gpt::summary() const {
+  std::ostringstream os;
+  const std::vector<FlatLayout::Entry>& entries = m_layout.entries();
+  // One line per module: the name before the last '.', its parameters and their count.
+  size_t i = 0;
+  while (i < entries.size()) {
+    const std::string module = entries[i].name.substr(0, entries[i].name.rfind('.'));
+    os << module << " ";
+    int64_t count = 0;
+    const char* sep = " ";
+    for (; i < entries.size() && entries[i].name.substr(0, entries[i].name.rfind('.')) == module;
+         ++i) {
+      const FlatLayout::Entry& e = entries[i];
+      os << sep << e.name.substr(e.name.rfind('.') + 1) << ' ' << shape_str(e.shape);
+      sep = ", ";
+      count += static_cast<int64_t>(e.numel);
+    }
+    os << "  params " << count << '\n';
+  }
+  if (m_opt.tie_embeddings) os << "lm_head  weight = transformer.wte.weight (tied)\n";
+  os << "GPT(n_layer=" << m_opt.n_layer << ", n_head=" << m_opt.n_head
+     << ", n_embd=" << m_opt.n_embd << ", block_size=" << m_opt.block_size
+     << ", vocab_size=" << m_out << ", dropout=" << m_opt.dropout
+     << ", bias=" << (m_opt.bias ? "True" : "False") << ")\n";
+  os << "total params " << num_params() << " (" << m_precision << ": " << dtype_name(m_act)
+     << " matrix products, f32 residual stream and master weights)\n";
+  return os.str();
+}
+
+void Gpt::proj_forward(const Proj& p, const Tensor& x, const Tensor& y) {
+  m_backend->linear_forward(x, p.w.compute(), p.has_bias ? p.b.compute() : Tensor{}, y);
+}
+
+void Gpt::proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+  Backend& b = *m_backend;
+  const int64_t out = p.w.param.dim(0);
+  const Tensor& ws = out == p.w.param.dim(1)   ? m_ws_proj
+                     : out == 3 * m_opt.n_embd ? m_ws_attn
+                     : out == 4 * m_opt.n_embd ? m_ws_fc
+                                               : m_ws_mproj;
+  if (ws.defined()) {
+    // autocast: the weight gradient is a lowp product, widened when AccumulateGrad adds it.
+    b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, ws);
+    b.add_(p.w.grad, ws);
+  } else {
+    b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, p.w.grad, 1.0f, 1.0f);
+  }
+  if (p.has_bias) {
+    const Tensor& wsb = out == 3 * m_opt.n_embd   ? m_wsb_3c
+                        : out == 4 * m_opt.n_embd ? m_wsb_4c
+                                                  : m_wsb_c;
+    b.sum_rows(dy, wsb);
+    b.add_(p.b.grad, wsb);
+  }
+  if (dx.defined()) b.gemm(dy, /*trans_a=*/false, p.w.compute(), /*trans_b=*/false, dx);
+}
+
+void Gpt::norm_forward(const Norm& n, const Tensor& x, const Tensor& y, const Tensor& mean,
+                       const Tensor& rstd) {
+  // autocast's fp32 list: the f32 masters, statistics in float; y is rounded to the compute
+  // dtype, where autocast's next matrix product would cast it.
+  m_backend->layer_norm_forward(x, n.w.param, n.has_bias ? n.b.param : m_zero_c, y, mean, rstd,
+                                LayerNorm::kEps);
+}
+
+void Gpt::norm_backward(const Norm& n, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& dy, const Tensor& dx) {
+  m_backend->layer_norm_backward(x, n.w.param, mean, rstd, dy, dx, n.w.grad,
+                                 n.has_bias ? n.b.grad : m_dbeta_sink);
+}
+
+bool Gpt::dropout_fwd(const Tensor& x, const Tensor& y, bool training, uint64_t& stream) {
+  if (!(training && m_opt.dropout > 0.0)) return false;
+  stream = dropout_stream(m_rng.calls++);
+  m_backend->dropout_forward(x, y, static_cast<float>(m_opt.dropout), m_rng.seed, stream);
+  return true;
+}
+
+const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
+  if (batch < 1 || batch > m_max_batch) {
+    throw Error{ErrorKind::invalid_argument, "gpt forward: batch " + std::to_string(batch) +
+                                                 " outside [1, " + std::to_string(m_max_batch) +
+                                                 "]"};
+  }
+  if (!input.defined() || input.rank() != 2 || input.dtype() != DType::i32 ||
+      input.dim(0) < batch || input.dim(1) < 1 || input.dim(1) > m_opt.block_size) {
+    throw Error{ErrorKind::invalid_argument,
+                "gpt forward: expected i32 token ids [>= " + std::to_string(batch) + ", 1.." +
+                    std::to_string(m_opt.block_size) + "], got " +
+                    (input.defined() ? input.describe() : std::string("none"))};
+  }
+  if (input.device() != m_backend->device()) {
+    throw Error{ErrorKind::invalid_argument, "gpt forward input " + input.describe() +
+                                                 " is not on " + m_backend->device().str()};
+  }
+  m_seeded = false;
+  m_B = 0;  // stays 0 if an op throws
+  m_dropped = training && m_opt.dropout > 0.0;
+  Backend& b = *m_backend;
+  const int64_t B = batch, T = input.dim(1), C = m_opt.n_embd, H = m_opt.n_head;
+  const int64_t hs = m_head_size, N = B * T, V = m_out;
+  const Shape rc{N, C}, heads{B * H, T, hs}, att{B * H, T, T};
+  // A copy of the ids: backward never depends on the caller's buffer.
+  m_tokens = lead(m_token_buf, {B, T});
+  b.copy(m_tokens, input.view(0, {B, T}));
+
+  // x = drop(wte(idx) + wpe(pos)): fp32 (embeddings are on no autocast list).
+  const Tensor emb = lead(m_emb, rc);
+  const Tensor x0 = lead(m_layers[0].x_in, rc);
+  b.embedding_forward(m_tokens, m_wte.param, m_wpe.param, emb);
+  if (!dropout_fwd(emb, x0, training, m_s_emb)) b.copy(x0, emb);
+
+  const Tensor branch = lead(m_branch, rc);
+  const Tensor branch_drop = lead(m_branch_drop, rc);
+  for (size_t i = 0; i < m_layers.size(); ++i) {
+    Layer& l = m_layers[i];
+    const Tensor x = lead(l.x_in, rc);
+    const Tensor x_mid = lead(l.x_mid, rc);
+    const Tensor x_out = lead(i + 1 < m_layers.size() ? m_layers[i + 1].x_in : m_emb, rc);
+    // ---- attention: x = x + attn(ln_1(x)) ----
+    const Tensor ln1 = lead(l.ln1, rc);
+    norm_forward(l.ln_1, x, ln1, lead(l.mean1, {N}), lead(l.rstd1, {N}));
+    const Tensor qkv = lead(m_dqkv, {N, 3 * C});  // c_attn's output, dead once split in heads
+    proj_forward(l.c_attn, ln1, qkv);
+    const Tensor q = lead(l.q, heads), k = lead(l.k, heads), v = lead(l.v, heads);
+    b.heads_from_rows(qkv, 0, q.view(0, {B, H, T, hs}));
+    b.heads_from_rows(qkv, C, k.view(0, {B, H, T, hs}));
+    b.heads_from_rows(qkv, 2 * C, v.view(0, {B, H, T, hs}));
+    // att = softmax(masked((q @ k^T) * scale)): the product and the scaling in the compute
+    // dtype, the softmax in fp32 (autocast's fp32 list) with an f32 output.
+    const Tensor scores = lead(m_dscores, att);
+    b.gemm_batched(q, false, k, true, scores);
+    const Tensor probs = lead(l.probs, att);
+    b.causal_softmax_forward(scores, m_scale, /*round_scaled=*/true, probs);
+    // attn_dropout in fp32; att @ v casts its fp32 operand to the compute dtype.
+    const Tensor a = lead(l.att, att);
+    if (!dropout_fwd(probs, a, training, l.s_attn) && !a.shares_storage_with(probs)) {
+      b.cast(probs, a);
+    }
+    const Tensor yh = lead(m_yheads, heads);
+    b.gemm_batched(a, false, v, false, yh);
+    const Tensor yrows = lead(l.yrows, rc);
+    b.heads_to_rows(yh.view(0, {B, H, T, hs}), yrows, 0);
+    proj_forward(l.attn_proj, yrows, branch);
+    // x + resid_dropout(y): dropout in the compute dtype, the add promoted to fp32.
+    const Tensor& r1 =
+        dropout_fwd(branch, branch_drop, training, l.s_resid1) ? branch_drop : branch;
+    b.copy(x_mid, x);
+    b.add_(x_mid, r1);
+    // ---- MLP: x = x + mlp(ln_2(x)) ----
+    const Tensor ln2 = lead(l.ln2, rc);
+    norm_forward(l.ln_2, x_mid, ln2, lead(l.mean2, {N}), lead(l.rstd2, {N}));
+    const Tensor fc = lead(l.fc, {N, 4 * C}), gelu = lead(l.gelu, {N, 4 * C});
+    proj_forward(l.c_fc, ln2, fc);
+    b.activation_forward(ActivationKind::gelu_tanh, fc, gelu);
+    proj_forward(l.mlp_proj, gelu, branch);
+    const Tensor& r2 =
+        dropout_fwd(branch, branch_drop, training, l.s_resid2) ? branch_drop : branch;
+    b.copy(x_out, x_mid);
+    b.add_(x_out, r2);
+  }
+  // logits = lm_head(ln_f(x)); the stream after the last block lives in m_emb (free by now).
+  const Tensor xf = lead(m_emb, rc);
+  const Tensor lnf = lead(m_lnf, rc);
+  norm_forward(m_ln_f, xf, lnf, lead(m_meanf, {N}), lead(m_rstdf, {N}));
+  m_logits = lead(m_logits_buf, {N, V});
+  b.linear_forward(lnf, m_head.compute(), Tensor{}, m_logits);
+  m_B = B;
+  m_T = T;
+  return m_logits;
+}
+
+void Gpt::loss(const Tensor& targets, int64_t batch, const Tensor& loss_out,
+               const Tensor& correct_out, const Tensor& grad_scale) {
+  if (m_B == 0 || batch != m_B) {
+    throw Error{ErrorKind::state, "gpt loss: batch " + std::to_string(batch) +
+                                      " does not match the last forward (" + std::to_string(m_B) +
+                                      " sequences)"};
+  }
+  m_seeded = false;
+  m_seeded = m_loss.forward(m_logits, targets, m_B * m_T, loss_out, correct_out, grad_scale);
+}
+
+void Gpt::backward(int64_t batch) {
+  if (!m_seeded || batch != m_B) {
+    throw Error{ErrorKind::state,
+                "gpt backward: needs loss() with a grad_scale after a forward of the same batch (" +
+                    std::to_string(batch) + " sequences asked, last forward " +
+                    std::to_string(m_B) + ")"};
+  }
+  m_seeded = false;
+  Backend& b = *m_backend;
+  const int64_t B = m_B, T = m_T, C = m_opt.n_embd, H = m_opt.n_head, hs = m_head_size;
+  const int64_t N = B * T;
+  const auto p = static_cast<float>(m_opt.dropout);
+  const Shape rc{N, C}, heads{B * H, T, hs}, att{B * H, T, T};
+  const Tensor g = lead(m_g, rc), t = lead(m_t, rc);
+  const Tensor dc = lead(m_dc, rc), dc2 = lead(m_dc2, rc);
+
+  // lm_head: its weight gradient goes to wte's when tied (the sum over both uses).
+  const Tensor& dlogits = m_loss.grad(N);
+  const Tensor lnf = lead(m_lnf, rc);
+  if (m_ws_head.defined()) {
+    b.gemm(dlogits, true, lnf, false, m_ws_head);
+    b.add_(m_head.grad, m_ws_head);
+  } else {
+    b.gemm(dlogits, true, lnf, false, m_head.grad, 1.0f, 1.0f);
+  }
+  b.gemm(dlogits, false, m_head.compute(), false, dc);
+  // ln_f: its fp32 input gradient starts the stream's gradient g.
+  const Tensor xf = lead(m_emb, rc);
+  norm_backward(m_ln_f, xf, lead(m_meanf, {N}), lead(m_rstdf, {N}), dc, g);
+
+  for (size_t i = m_layers.size(); i-- > 0;) {
+    const Layer& l = m_layers[i];
+    // ---- MLP branch: x_out = x_mid + drop(c_proj(gelu(c_fc(ln_2(x_mid))))) ----
+    // The branch's gradient is g rounded to the branch's dtype (autograd casts a gradient to
+    // its input's dtype); the stream keeps g in fp32.
+    b.cast(g, dc);
+    const Tensor* dbr = &dc;
+    if (m_dropped) {
+      b.dropout_backward(dc, dc2, p, m_rng.seed, l.s_resid2);
+      dbr = &dc2;
+    }
+    const Tensor fc = lead(l.fc, {N, 4 * C}), gelu = lead(l.gelu, {N, 4 * C});
+    const Tensor d4a = lead(m_d4a, {N, 4 * C}), d4b = lead(m_d4b, {N, 4 * C});
+    proj_backward(l.mlp_proj, *dbr, gelu, d4a);
+    b.activation_backward(ActivationKind::gelu_tanh, fc, gelu, d4a, d4b);
+    proj_backward(l.c_fc, d4b, lead(l.ln2, rc), dc);
+    norm_backward(l.ln_2, lead(l.x_mid, rc), lead(l.mean2, {N}), lead(l.rstd2, {N}), dc, t);
+    b.add_(g, t);  // the gradient of x_mid: the residual's plus ln_2's
+    // ---- attention branch: x_mid = x + drop(c_proj(attention(ln_1(x)))) ----
+    b.cast(g, dc);
+    dbr = &dc;
+    if (m_dropped) {
+      b.dropout_backward(dc, dc2, p, m_rng.seed, l.s_resid1);
+      dbr = &dc2;
+    }
+    const Tensor& dyrows = dbr == &dc ? dc2 : dc;
+    proj_backward(l.attn_proj, *dbr, lead(l.yrows, rc), dyrows);
+    const Tensor dyh = lead(m_dyh, heads);
+    b.heads_from_rows(dyrows, 0, dyh.view(0, {B, H, T, hs}));
+    const Tensor q = lead(l.q, heads), k = lead(l.k, heads), v = lead(l.v, heads);
+    const Tensor a = lead(l.att, att), probs = lead(l.probs, att);
+    const Tensor datt = lead(m_datt, att), dscores = lead(m_dscores, att);
+    const Tensor dq = lead(m_dq, heads), dk = lead(m_dk, heads), dv = lead(m_dv, heads);
+    b.gemm_batched(dyh, false, v, true, datt);  // d(att) of y = att @ v
+    b.gemm_batched(a, true, dyh, false, dv);
+    // The cast of att to the compute dtype differentiates to a widening; attn_dropout's
+    // backward runs in fp32 on it.
+    Tensor dprobs = datt;
+    if (m_dropped) {
+      dprobs = lead(m_dprobs, att);
+      b.dropout_backward(datt, dprobs, p, m_rng.seed, l.s_attn);
+    }
+    b.causal_softmax_backward(probs, dprobs, m_scale, /*round_scaled=*/true, dscores);
+    b.gemm_batched(dscores, false, k, false, dq);
+    b.gemm_batched(dscores, true, q, false, dk);
+    const Tensor dqkv = lead(m_dqkv, {N, 3 * C});
+    b.heads_to_rows(dq.view(0, {B, H, T, hs}), dqkv, 0);
+    b.heads_to_rows(dk.view(0, {B, H, T, hs}), dqkv, C);
+    b.heads_to_rows(dv.view(0, {B, H, T, hs}), dqkv, 2 * C);
+    proj_backward(l.c_attn, dqkv, lead(l.ln1, rc), dc);
+    norm_backward(l.ln_1, lead(l.x_in, rc), lead(l.mean1, {N}), lead(l.rstd1, {N}), dc, t);
+    b.add_(g, t);
+  }
+  // The embeddings: drop's backward in fp32, then the deterministic scatter-add.
+  const Tensor* de = &g;
+  if (m_dropped) {
+    b.dropout_backward(g, t, p, m_rng.seed, m_s_emb);
+    de = &t;
+  }
+  b.embedding_backward(m_tokens, *de, m_wte.grad, m_wpe.grad);
+}
+
+nlohmann::json Gpt::rng_state() const {
+  return {{"seed", m_rng.seed}, {"dropout_offset", m_rng.calls}};
+}
+
+void Gpt::set_rng_state(const nlohmann::json& state) {
+  auto read = [&](const char* key) -> uint64_t {
+    if (!state.is_object() || !state.contains(key) || !state.at(key).is_number_unsigned()) {
+      throw Error{ErrorKind::input, std::string("model rng state: missing or mistyped key '") +
+                                        key + "' (expected a non-negative integer)"};
+    }
+    return state.at(key).get<uint64_t>();
+  };
+  const uint64_t seed = read("seed");
+  const uint64_t calls = read("dropout_offset");
+  m_rng.seed = seed;
+  m_rng.calls = calls;
+}
+
+void register_gpt() {
+  register_model("gpt", [](Backend& backend, const ModelOptions& options) {
+    return std::make_unique<Gpt>(backend, options);
+  });
+}
+
+}  // namespace ampctl::nn

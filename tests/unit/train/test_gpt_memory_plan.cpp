@@ -1,0 +1,53 @@
+// The memory estimate of a GPT: its parameter count is the model's arena (counted by building the
+// model), its activations cover the materialised B x H x T x T attention of every block, and a
+// GPT too large for the host is refused naming a GPT key.
+#include <gtest/gtest.h>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/config/run_config.h"
+#include "ampctl/nn/models/gpt.h"
+#include "ampctl/train/build.h"
+#include "ampctl/train/memory_plan.h"
+
+namespace ampctl::train {
+namespace {
+
+config::RunConfig gpt_config(const std::vector<std::string>& sets) {
+  return config::parse_config("model: {type: gpt}\ndata: {}\n", "x.yaml", sets);
+}
+
+TEST(GptMemoryPlan, ParametersAreTheModelsArenaAndAttentionIsCounted) {
+  for (const char* bias : {"model.bias=true", "model.bias=false"}) {
+    for (const char* tie : {"model.tie_embeddings=true", "model.tie_embeddings=false"}) {
+      const config::RunConfig c =
+          gpt_config({"model.n_layer=2", "model.n_head=2", "model.n_embd=24", "model.block_size=16",
+                      "data.batch_size=3", bias, tie});
+      const int64_t vocab = 37;
+      const MemoryPlan p = plan_memory(c, DataShape{1, vocab, 1000, 100, true});
+      auto be = make_cpu_backend(1);
+      const nn::ModelOptions o =
+          model_options(c.model, c.precision, c.loss, 1, vocab, c.data.batch_size, 0);
+      nn::Gpt m(*be, o);
+      const auto total = static_cast<int64_t>(m.layout().total());
+      EXPECT_EQ(p.parameter_count, (total + 15) / 16 * 16) << bias << " " << tie;
+      EXPECT_EQ(p.parameters, 4u * static_cast<uint64_t>(p.parameter_count));
+      // At least the fp32 probabilities of every block: B H T T 4 bytes per layer.
+      EXPECT_GE(p.activations, 2u * 3 * 2 * 16 * 16 * 4);
+    }
+  }
+}
+
+TEST(GptMemoryPlan, AGptTooLargeIsRefusedNamingItsKey) {
+  const config::RunConfig c =
+      gpt_config({"model.n_embd=8192", "model.n_head=16", "model.n_layer=64"});
+  try {
+    check_memory(c, DataShape{1, 50304, 1000, 0, true}, uint64_t{1} << 34);
+    FAIL() << "no refusal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::config);
+    EXPECT_NE(std::string(e.what()).find("model."), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ampctl::train
