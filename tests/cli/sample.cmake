@@ -77,8 +77,11 @@ endforeach()
 
 # An MLP checkpoint is not a language model's.
 execute_process(COMMAND ${AMPCTL} train --config ${CONFIGS}/quickstart.yaml --run-dir ${dir}/mlp
-                --set device=cpu --set training.max_steps=2 RESULT_VARIABLE rc OUTPUT_QUIET
-                ERROR_QUIET)
+                --set device=cpu --set training.max_steps=25 RESULT_VARIABLE rc OUTPUT_QUIET
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "train of the MLP exited ${rc}: ${err}")
+endif()
 execute_process(COMMAND ${AMPCTL} sample --checkpoint ${dir}/mlp RESULT_VARIABLE rc
                 OUTPUT_QUIET ERROR_VARIABLE err)
 if(NOT rc EQUAL 2 OR NOT err MATCHES "not a language model")
