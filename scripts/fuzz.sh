@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (tests/fuzz: config, checkpoint, idx, csv, sweep) with clang into their
+# Builds the libFuzzer targets (tests/fuzz: config, checkpoint, idx, csv, sweep, lm) with clang into their
 # own build directory and runs each for SECONDS_PER_TARGET seconds (default 60), two at a time.
 #
 #   bash scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]
@@ -23,7 +23,7 @@ if ! [[ "$seconds" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 shift $(($# > 0 ? 1 : 0))
-all_targets=(config checkpoint idx csv sweep)
+all_targets=(config checkpoint idx csv sweep lm)
 targets=("$@")
 ((${#targets[@]} > 0)) || targets=("${all_targets[@]}")
 for t in "${targets[@]}"; do
@@ -35,7 +35,7 @@ done
 
 # Inputs longer than this are not generated: room for the largest seed and its mutations; the
 # readers' handling of size is tested on what headers claim, not on megabytes of input.
-declare -A max_len=([config]=8192 [checkpoint]=16384 [idx]=4096 [csv]=4096 [sweep]=8192)
+declare -A max_len=([config]=8192 [checkpoint]=16384 [idx]=4096 [csv]=4096 [sweep]=8192 [lm]=4096)
 
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-2}
