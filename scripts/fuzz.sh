@@ -49,7 +49,8 @@ command -v clang++ >/dev/null || {
 # ccache as in scripts/test.sh (AMPCTL_CCACHE=0: without).
 launcher=()
 if [[ "${AMPCTL_CCACHE:-1}" == 1 ]] && command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR="$PWD"
+  # NOHASHDIR: the debug builds (-g1) would otherwise hash the clone's path and never hit.
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S . -B "$build" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ "${launcher[@]}" \

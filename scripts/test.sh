@@ -17,7 +17,8 @@ bash scripts/setup.sh
 # the clone lies. AMPCTL_CCACHE=0 builds without it (a cold build: what a first run costs).
 launcher=()
 if [[ "${AMPCTL_CCACHE:-1}" == 1 ]] && command -v ccache >/dev/null; then
-  export CCACHE_BASEDIR="$PWD"
+  # NOHASHDIR: the debug builds (-g1) would otherwise hash the clone's path and never hit.
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
     -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
