@@ -1,7 +1,7 @@
 #include "ampctl/nn/models/builtin.h"
 
-#include "ampctl/nn/models/gpt.h"
 #include "ampctl/nn/models/cnn.h"
+#include "ampctl/nn/models/gpt.h"
 #include "ampctl/nn/models/mlp.h"
 
 namespace ampctl::nn {
