@@ -732,9 +732,21 @@ Schema<RunConfig> make_run_schema() {
        }},
       {{"model.type", "data.train"},
        [](const C& c) -> std::string {
-         if (!is_language_model(c.data.train) || c.model.type != ModelType::mlp) return {};
-         return std::string("mlp takes rows of features; ") + to_string(c.data.train.source) +
-                " data (token windows) needs a language model (model.type: gpt)";
+         const bool lm = is_language_model(c.data.train);
+         if (lm && c.model.type != ModelType::gpt) {
+           return std::string(to_string(c.model.type)) +
+                  (c.model.type == ModelType::cnn ? " takes images; "
+                                                  : " takes rows of features; ") +
+                  to_string(c.data.train.source) +
+                  " data (token windows) needs a language model (model.type: gpt)";
+         }
+         if (!lm && c.model.type == ModelType::gpt) {
+           return std::string("gpt takes token windows, and data.train is a ") +
+                  to_string(c.data.train.source) +
+                  " source (rows of features); a language model trains on data.train.source: "
+                  "text or tokens";
+         }
+         return {};
        }},
       {{"data.eval.features", "data.train.features", "data.eval"},
        [](const C& c) -> std::string {

@@ -13,7 +13,8 @@ namespace ampctl::train {
 namespace {
 
 config::RunConfig gpt_config(const std::vector<std::string>& sets) {
-  return config::parse_config("model: {type: gpt}\ndata: {}\n", "x.yaml", sets);
+  return config::parse_config(
+      "model: {type: gpt}\ndata: {train: {source: text, path: corpus.txt}}\n", "x.yaml", sets);
 }
 
 TEST(GptMemoryPlan, ParametersAreTheModelsArenaAndAttentionIsCounted) {
