@@ -120,4 +120,22 @@ std::unique_ptr<Model> build_model(Backend& backend, const ModelOptions& options
   return builder(backend, options);
 }
 
+nlohmann::json dropout_rng_state(const DropoutRng& rng) {
+  return {{"seed", rng.seed}, {"dropout_offset", rng.calls}};
+}
+
+DropoutRng dropout_rng_from_state(const nlohmann::json& state) {
+  auto read = [&](const char* key) -> uint64_t {
+    if (!state.is_object() || !state.contains(key) || !state.at(key).is_number_unsigned()) {
+      throw Error{ErrorKind::input, std::string("model rng state: missing or mistyped key '") +
+                                        key + "' (expected a non-negative integer)"};
+    }
+    return state.at(key).get<uint64_t>();
+  };
+  DropoutRng rng;
+  rng.seed = read("seed");
+  rng.calls = read("dropout_offset");
+  return rng;
+}
+
 }  // namespace ampctl::nn

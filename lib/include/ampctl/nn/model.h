@@ -174,6 +174,12 @@ class Model {
   std::unique_ptr<GradNumerics> m_numerics;  // made by allocate_params; m_arenas.numerics
 };
 
+// rng_state() / set_rng_state() of a model whose only randomness is one DropoutRng (every
+// built-in model): {"seed": S, "dropout_offset": N}. The reader throws Error{input} naming a
+// missing or mistyped key.
+nlohmann::json dropout_rng_state(const DropoutRng& rng);
+DropoutRng dropout_rng_from_state(const nlohmann::json& state);
+
 // ---- the model registry ----
 using ModelBuilder = std::function<std::unique_ptr<Model>(Backend&, const ModelOptions&)>;
 // Adds (or replaces) the builder of `type`.
