@@ -55,7 +55,8 @@ def phases(k):
     return {n: statistics.median(r[n] for r in runs) for n in runs[0] if n != "steps"}
 p = {k: phases(k) for k in "abcd"}
 for k, label in (("a", "2 ranks x 1 thread, batch 128/rank"), ("b", "1 rank x 2 threads, batch 256"),
-                 ("c", "1 rank x 1 thread,  batch 128")):
+                 ("c", "1 rank x 1 thread,  batch 128"),
+                 ("d", "2 ranks x 1 thread, ZeRO-1")):
     print(f"{label}: step {p[k]['total']:.3f} ms  (" +
           ", ".join(f"{n} {p[k][n]:.3f}" for n in ("data", "forward", "backward", "unscale",
                                                      "optimizer", "update")) + ")")
@@ -67,7 +68,7 @@ print(f"all-reduce: {allreduce:.3f} ms of {p['a']['total']:.3f} ms "
 import re
 def state_mib(k):
     text = open(os.path.join(w, f"{k}1.out")).read() + open(os.path.join(w, f"{k}1.err")).read()
-    m = re.search(r"optimizer state ([0-9.]+) MiB per rank", text)
+    m = re.search(r"optimizer state ([0-9.]+) MiB", text)
     return float(m.group(1)) if m else float("nan")
 print(f"ZeRO-1 2-rank step: {p['d']['total']:.3f} ms against ZeRO-0's {p['a']['total']:.3f} ms "
       f"(ratio {p['d']['total'] / p['a']['total']:.3f}; optimizer {p['d']['optimizer']:.3f} "
