@@ -17,6 +17,7 @@
 #   7. scripts/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
 #   8. training on the CPU and the GPU      the MLP, the GPT and the CNN: the same skip decisions,
 #                                           and the GPU bitwise repeatable
+#   last: nccl_reference, nccl_one_rank     the NCCL communicator on one rank (builds with NCCL)
 # and prints a summary table last. Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
@@ -323,6 +324,45 @@ print('%-26s %10s %10s %8s %10s %10s' % ('$name', a, t, r, tf(fa), tf(ft)))")")
 }
 bench_model mlp784_b256 784 1024,1024 10 256 600 8192
 bench_model w4096x4_b4096 4096 4096,4096,4096 10 4096 120 8192
+
+# ---- data parallel: the NCCL communicator on one rank (docs/distributed.md, "NCCL") ----
+# One GPU cannot host two NCCL ranks (NCCL refuses two ranks of one communicator on one device),
+# so this runs one rank, through NCCL because it is named (distributed.backend: nccl; a plain
+# one-rank run uses no communicator at all). ZeRO-1 and an injected overflow send every kind of
+# collective through NCCL on the backend's stream: the gradients' reduce-scatter, found_inf's max,
+# the parameters' all-gather, the loss's mean. A one-rank reduce and broadcast change no bit, so
+# the run must end with bitwise the checkpoint tensors of the plain single-process run.
+if "$B/ampctl" --version 2>/dev/null | grep -q "nccl yes"; then
+  cat >"$B/nccl_smoke.yaml" <<YAML
+name: nccl_smoke
+device: cuda
+precision: fp16
+model: {type: mlp, hidden: [64], activation: relu}
+data:
+  train: {source: synthetic, task: classification, samples: 1024, features: 32, classes: 4}
+  batch_size: 64
+optimizer: {type: adamw, lr: 1.0e-3}
+training: {max_steps: 20, grad_clip_norm: 1.0}
+debug: {inject_nonfinite_at: [5]}
+YAML
+  run_step nccl_reference 120 "$B/ampctl" train --config "$B/nccl_smoke.yaml" \
+    --run-dir "$RUNS/nccl_reference"
+  run_step nccl_one_rank 120 "$B/ampctl" train --config "$B/nccl_smoke.yaml" \
+    --run-dir "$RUNS/nccl_one_rank" --set distributed.backend=nccl --set distributed.zero=1
+  nccl_crcs() { grep -o '"crc32": *"[0-9a-f]*"' "$1"/checkpoints/step-*.json; }
+  if [[ ${results[-1]} == PASS ]]; then
+    if ! grep -q '"status": *"ok"' "$RUNS/nccl_one_rank/summary.json" 2>/dev/null; then
+      fail_last "the NCCL run did not finish"
+    elif [[ -z $(nccl_crcs "$RUNS/nccl_one_rank") ]] ||
+      ! diff <(nccl_crcs "$RUNS/nccl_one_rank") <(nccl_crcs "$RUNS/nccl_reference") >/dev/null; then
+      fail_last "checkpoint tensors differ from the single-process run's"
+    else
+      details[-1]="bitwise the single-process run"
+    fi
+  fi
+else
+  echo "gpu-check: this build has no NCCL: the NCCL step is skipped"
+fi
 
 # ---- summary ----
 for name in "${names[@]}"; do

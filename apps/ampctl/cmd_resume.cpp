@@ -4,7 +4,8 @@
 // run's checkpoints/ folder is refused (exit 2); the run directory is locked for the whole run
 // (a second writer gets exit 2). Only keys that leave the
 // model, data, precision and optimizer as they were may be overridden: training.*, logging.*,
-// checkpoint.*, debug.* and device.
+// checkpoint.*, debug.*, distributed.* (how the ranks communicate and shard the optimizer
+// state: the checkpoint's format is the same for every setting) and device.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -53,7 +54,7 @@ void check_override(const std::string& set) {
   const size_t eq = set.find('=');
   if (eq == std::string::npos) return;  // config::from_json reports the malformed override
   const std::string key = set.substr(0, eq);
-  for (const char* section : {"training", "logging", "checkpoint", "debug"}) {
+  for (const char* section : {"training", "logging", "checkpoint", "debug", "distributed"}) {
     const std::string s = section;
     if (key == s || key.rfind(s + ".", 0) == 0) return;
   }
@@ -62,7 +63,8 @@ void check_override(const std::string& set) {
               "--set " + key +
                   ": cannot be changed when resuming (it would change the model's "
                   "shape, the data, the precision or the optimizer)",
-              "resume may override training.*, logging.*, checkpoint.*, debug.* and device; "
+              "resume may override training.*, logging.*, checkpoint.*, debug.*, distributed.* and "
+              "device; "
               "start a new run with 'ampctl train' to change " +
                   key};
 }

@@ -186,6 +186,7 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bo
     b.non_finite_check_and_unscale_(grads, st.found_inf, m_inv_scale, st.segment_starts,
                                     st.segment_found);
   }
+  if (m_found_inf_hook) m_found_inf_hook(st.found_inf);
   st.recorded = true;
 }
 

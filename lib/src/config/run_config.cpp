@@ -653,6 +653,10 @@ Schema<RunConfig> make_run_schema() {
                     "mpi"),
       float_field<C>(AMPCTL_KEY(distributed.bucket_mb), 25.0, FloatRange::above(0.0),
                      "gradient all-reduce bucket size in MiB"),
+      int_field<C>(AMPCTL_KEY(distributed.zero), 0, {0, 1},
+                   "ZeRO stage: 0 = every rank holds the whole optimizer state; 1 = the "
+                   "optimizer moments are sharded over the ranks (gradients reduce-scattered, "
+                   "parameters all-gathered)"),
 
       int_list_field<C>(AMPCTL_KEY(debug.inject_nonfinite_at), {}, {1, INT64_MAX},
                         "steps (1-based) whose gradients get a non-finite value"),

@@ -12,6 +12,10 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/error.h"
 
+#if AMPCTL_HAVE_NCCL
+#include "nccl_communicator.h"
+#endif
+
 #if AMPCTL_HAVE_MPI
 // The C API only (Open MPI's and MPICH's mpi.h otherwise pull in the removed C++ bindings).
 #define OMPI_SKIP_MPICXX 1
@@ -312,8 +316,16 @@ void broadcast_from_root(int& value) {
 
 std::unique_ptr<Communicator> make_communicator(Backend& backend,
                                                 const CommunicatorOptions& options) {
-  if (g_world == 1) return std::make_unique<SingleProcess>(backend);
   const bool cuda = backend.device().type != DeviceType::cpu;
+#if AMPCTL_HAVE_NCCL
+  // NCCL on CUDA tensors. With one rank only when asked for by name (distributed.backend: nccl,
+  // scripts/gpu-check.sh's smoke step): a plain one-rank run stays the single-process program.
+  if (cuda && (options.backend == CommBackend::nccl ||
+               (g_world > 1 && options.backend == CommBackend::automatic))) {
+    return make_nccl_communicator(backend, g_rank, g_world);
+  }
+#endif
+  if (g_world == 1) return std::make_unique<SingleProcess>(backend);
   CommBackend kind = options.backend;
   if (kind == CommBackend::automatic) kind = cuda ? CommBackend::nccl : CommBackend::mpi;
   if (kind == CommBackend::nccl) {

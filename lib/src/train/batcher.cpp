@@ -89,6 +89,7 @@ const Batch& DeviceBatcher::next() {
   first += m_rank * base + std::min<int64_t>(m_rank, extra);
   const int64_t rows = base + (m_rank < extra ? 1 : 0);
   m_current.rows = rows;
+  m_current.global_rows = global_rows;
   const Tensor rows_view = m_x.view(0, {rows, m_features});
   b.gather_rows(m_train.x, m_order_dev, first, rows_view);
   m_current.input = input_view(m_x, 0, rows);
@@ -206,6 +207,7 @@ const Batch& LmBatcher::next() {
   m_current.input = m_input;
   m_current.target = m_target;
   m_current.rows = m_batch;
+  m_current.global_rows = m_batch;  // one rank (language-model data is not sharded)
   return m_current;
 }
 

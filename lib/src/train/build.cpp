@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "ampctl/amp/grad_scaler.h"
@@ -249,14 +250,28 @@ std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr) {
   return {g};
 }
 
-Tensor matrix_decay_mask(const nn::Model& model) {
+Tensor matrix_decay_mask(const nn::Model& model, std::optional<dist::Communicator::Range> shard) {
   // Built once at setup, on the host, over the layout: the padding between tensors is 0 too.
+  // Indexed by global arena position, so a ZeRO-1 shard's mask is that range of the whole one.
   std::vector<float> mask(model.layout().total(), 0.0f);
   for (const FlatLayout::Entry& e : model.layout().entries()) {
     if (e.shape.size() >= 2)
       std::fill_n(mask.begin() + static_cast<std::ptrdiff_t>(e.offset), e.numel, 1.0f);
   }
-  return model.backend().from_host({static_cast<int64_t>(mask.size())}, DType::f32, mask.data());
+  const dist::Communicator::Range r = shard.value_or(dist::Communicator::Range{0, mask.size()});
+  return model.backend().from_host({static_cast<int64_t>(r.size())}, DType::f32,
+                                   mask.data() + r.begin);
+}
+
+std::vector<optim::ParamGroup> shard_groups(std::vector<optim::ParamGroup> groups,
+                                            dist::Communicator::Range r) {
+  const Shape shape{static_cast<int64_t>(r.size())};
+  for (optim::ParamGroup& g : groups) {
+    g.params = g.params.view(r.begin, shape);
+    g.grads = g.grads.view(r.begin, shape);
+    if (g.lowp_params.defined()) g.lowp_params = g.lowp_params.view(r.begin, shape);
+  }
+  return groups;
 }
 
 int64_t lm_block_size(const nn::Model& model) {
@@ -363,8 +378,23 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
                                                    cfg.optimizer.lr, cfg.training.max_steps);
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
   std::vector<optim::ParamGroup> groups = param_groups(*r.model, cfg.optimizer.lr);
+  std::optional<dist::Communicator::Range> shard;
+  if (cfg.distributed.zero == 1) {
+    // ZeRO-1 (docs/distributed.md): the optimizer sees this rank's shard of the arena only, so
+    // it allocates, checks and updates only that shard.
+    const size_t total = r.model->params().numel();
+    if (total < static_cast<size_t>(world)) {
+      throw Error{ErrorKind::config,
+                  "distributed.zero: 1 shards the " + std::to_string(total) + " parameters over " +
+                      std::to_string(world) + " ranks: some rank would get none",
+                  "set distributed.zero: 0, or run fewer ranks"};
+    }
+    r.zero_shard = r.comm->own_shard(total);
+    shard = r.zero_shard;
+    groups = shard_groups(std::move(groups), *r.zero_shard);
+  }
   if (cfg.optimizer.decay_on == config::DecayOn::matrices) {
-    groups[0].decay_mask = matrix_decay_mask(*r.model);
+    groups[0].decay_mask = matrix_decay_mask(*r.model, shard);
   }
   r.schedule->apply(0, groups);
   r.optimizer = make_optimizer(b, cfg.optimizer, std::move(groups));
@@ -387,6 +417,7 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.inject_at.insert(cfg.debug.inject_nonfinite_at.begin(), cfg.debug.inject_nonfinite_at.end());
   o.inject_rank = cfg.debug.inject_rank;
+  o.zero = cfg.distributed.zero == 1;
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()
                        : std::numeric_limits<double>::quiet_NaN();

@@ -6,6 +6,7 @@
 
 #include "ampctl/amp/grad_scaler.h"
 #include "ampctl/backend/backend.h"
+#include "ampctl/dist/communicator.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/run/checkpoint_metrics.h"
@@ -63,6 +64,36 @@ std::vector<std::pair<std::string, Tensor>> model_tensors(const nn::Model& model
   return all;
 }
 
+// ZeRO-1 (docs/distributed.md, "Checkpoints"): the optimizer holds its per-element state (the
+// f32 tensors of its shard's size: moments, momentum) for this rank's shard only, and a
+// checkpoint holds it whole, as ZeRO-0 writes it, so that it resumes with either setting and
+// any world size. Each such tensor gets a whole-arena tensor (allocated here, outside any step)
+// whose range `shard` is the optimizer's own; the step counters stay as they are.
+struct WholeState {
+  std::vector<std::pair<std::string, Tensor>> tensors;  // what the checkpoint reads and writes
+  struct Shard {
+    Tensor own;    // the optimizer's tensor: this rank's shard
+    Tensor whole;  // the whole arena's
+    Tensor range;  // the view of `whole` that is `own`'s range
+  };
+  std::vector<Shard> shards;
+};
+
+WholeState whole_optimizer_state(const RunObjects& objects) {
+  WholeState w;
+  w.tensors = objects.optimizer->state_tensors();
+  if (!objects.zero_shard) return w;
+  const dist::Communicator::Range r = *objects.zero_shard;
+  const Tensor& params = objects.model->params();
+  for (auto& [name, t] : w.tensors) {
+    if (t.dtype() != DType::f32 || t.numel() != r.size()) continue;
+    Tensor whole = objects.backend->zeros(params.shape(), DType::f32);
+    w.shards.push_back({t, whole, whole.view(r.begin, t.shape())});
+    t = whole;
+  }
+  return w;
+}
+
 }  // namespace
 
 checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunConfig& cfg,
@@ -75,7 +106,13 @@ checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunCo
   d.scaler = objects.scaler->state_dict();
   d.model = download_all(b, model_tensors(*objects.model));
   d.optimizer = objects.optimizer->state_dict();
-  d.optimizer_tensors = download_all(b, objects.optimizer->state_tensors());
+  // ZeRO-1: every rank takes part (the gather is a collective); rank 0 writes the file.
+  const WholeState state = whole_optimizer_state(objects);
+  for (const WholeState::Shard& s : state.shards) {
+    b.copy(s.range, s.own);
+    objects.comm->all_gather_shards(s.whole);
+  }
+  d.optimizer_tensors = download_all(b, state.tensors);
   nlohmann::json sched_type = nullptr;
   if (d.config.contains("scheduler") && d.config["scheduler"].contains("type")) {
     sched_type = d.config["scheduler"]["type"];
@@ -101,7 +138,9 @@ void restore_checkpoint(const checkpoint::CheckpointData& ck, RunObjects& object
   upload_all(b, model_tensors(*objects.model), ck.model, "model");
   objects.model->sync_lowp();
   objects.optimizer->load_state_dict(ck.optimizer);
-  upload_all(b, objects.optimizer->state_tensors(), ck.optimizer_tensors, "optimizer");
+  const WholeState state = whole_optimizer_state(objects);
+  upload_all(b, state.tensors, ck.optimizer_tensors, "optimizer");
+  for (const WholeState::Shard& s : state.shards) b.copy(s.own, s.range);
   // The scaler's state exists (the step created it): load_state_dict fills it.
   if (objects.scaler->is_enabled()) {
     objects.scaler->load_state_dict(ck.scaler);

@@ -129,6 +129,16 @@ void Trainer::log_start() const {
                  r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
   }
   spdlog::info("schedule: {}", r.schedule->describe());
+  if (r.comm->world_size() > 1) {
+    // What ZeRO-1 saves: the optimizer state this rank holds (docs/distributed.md).
+    size_t bytes = 0;
+    for (const auto& [name, t] : r.optimizer->state_tensors()) bytes += t.nbytes();
+    spdlog::info(
+        "data parallel: {} ranks, distributed.zero: {}; optimizer state {:.3f} MiB ({} bytes) "
+        "per rank",
+        r.comm->world_size(), m_cfg.distributed.zero,
+        static_cast<double>(bytes) / (1024.0 * 1024.0), bytes);
+  }
 }
 
 void Trainer::resume(const checkpoint::CheckpointData& ck) {

@@ -29,6 +29,26 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
   m_inject_here = options.inject_rank < 0 || options.inject_rank == parts.comm.rank();
   // The scaler's state exists before the first step, so no step allocates it.
   parts.scaler.init_state();
+  if (options.zero && parts.model.lowp_params().defined()) {
+    // The other ranks' ranges of the masters and of the fp16/bf16 copy, as views made once.
+    const size_t n = parts.model.params().numel();
+    for (int r = 0; r < parts.comm.world_size(); ++r) {
+      if (r == parts.comm.rank()) continue;
+      const dist::Communicator::Range range =
+          dist::Communicator::shard_range(n, r, parts.comm.world_size());
+      const Shape shape{static_cast<int64_t>(range.size())};
+      m_other_shards.emplace_back(parts.model.params().view(range.begin, shape),
+                                  parts.model.lowp_params().view(range.begin, shape));
+    }
+  }
+  if (options.zero) {
+    // ZeRO-1: each rank checks only its shard of the gradients; found_inf becomes the max over
+    // the ranks before the optimizer or update() reads it, so every rank skips the same steps
+    // and keeps the same scale (exact: a max of 0s and 1s).
+    dist::Communicator* comm = &parts.comm;
+    parts.scaler.set_found_inf_hook(
+        [comm](const Tensor& found_inf) { comm->all_reduce(found_inf, dist::ReduceOp::max); });
+  }
 }
 
 bool TrainStep::run(int64_t step) {
@@ -65,7 +85,7 @@ bool TrainStep::run(int64_t step) {
     mon.phase_end(kForward);
     model.backward(batch.rows);
     b.add_(m_loss_acc, m_loss, 1.0f / static_cast<float>(accum));
-    samples += batch.rows;
+    samples += batch.global_rows;  // every rank's rows: samples/s and totals are global
     mon.phase_end(kBackward);
   }
   if (numerics) numerics->end();
@@ -73,14 +93,24 @@ bool TrainStep::run(int64_t step) {
 
   // Data parallel: the gradients (and the logged loss) become the mean over the ranks, taken in
   // f32 in rank order (dist/communicator.h), so every rank holds the same bits and reaches the
-  // same found_inf; the identity for one process.
-  m_p.comm.all_reduce(model.grads(), dist::ReduceOp::mean);
+  // same found_inf; the identity for one process. ZeRO-1 needs only this rank's shard of the
+  // mean (the half of the all-reduce before its all-gather): the same bits there.
+  if (m_opts.zero) {
+    m_p.comm.reduce_scatter(model.grads(), dist::ReduceOp::mean);
+  } else {
+    m_p.comm.all_reduce(model.grads(), dist::ReduceOp::mean);
+  }
   m_p.comm.all_reduce(m_loss_acc, dist::ReduceOp::mean);
 
   if (m_opts.grad_clip_norm) {
     // PyTorch's recipe: unscale first so the norm and the threshold are in real units.
     scaler.unscale_(m_p.optimizer);
     const Tensor grads = model.grads();
+    // ZeRO-1: every rank unscaled its own shard; gathering them gives every rank the whole
+    // unscaled mean, bitwise ZeRO-0's, and so bitwise ZeRO-0's norm. (A sum of per-shard sums
+    // of squares would round differently from global_norm's one double sum in arena order;
+    // docs/distributed.md, "ZeRO-1".)
+    if (m_opts.zero) m_p.comm.all_gather_shards(grads);
     b.global_norm(std::span<const Tensor>(&grads, 1), m_norm);
     b.clip_coef(m_norm, static_cast<float>(*m_opts.grad_clip_norm), m_coef);
     b.mul_scalar_tensor(grads, m_coef, grads);
@@ -90,6 +120,14 @@ bool TrainStep::run(int64_t step) {
   // (bf16, fp32) only clipping, if any, is in it.
   if (!scaler.is_enabled()) mon.phase_end(kUnscale);
   scaler.step(m_p.optimizer);
+  if (m_opts.zero) {
+    // Each rank updated its shard of the f32 masters and of their fp16/bf16 copy (one pass,
+    // or left both as they were on a skipped step): every rank takes every master shard, and
+    // rounds the others' into its copy (round to nearest even has one answer: the owner's
+    // bits). Only f32 crosses the wire, as much as ZeRO-0's gradient all-gather.
+    m_p.comm.all_gather_shards(model.params());
+    for (const auto& [master, lowp] : m_other_shards) b.cast(master, lowp);
+  }
   mon.phase_end(kOptimizer);
   scaler.update();
   mon.phase_end(kUpdate);

@@ -135,6 +135,16 @@ class GradScaler {
   // is a std::function: setting it allocates, calling it does not); empty by default.
   void set_phase_hook(std::function<void()> hook) { m_phase_hook = std::move(hook); }
 
+  // Data parallel with sharded gradients (distributed.zero: 1, docs/distributed.md): `hook`
+  // runs right after every check of an optimizer's gradients, with that check's found_inf
+  // (f32[1] on the device), before anything reads it (the optimizer's update, update()). Each
+  // rank then checks only its shard of the gradients, and the hook takes the max of found_inf
+  // over the ranks, so every rank skips the same steps and moves the scale alike. Set once
+  // (like set_phase_hook); empty by default.
+  void set_found_inf_hook(std::function<void(const Tensor&)> hook) {
+    m_found_inf_hook = std::move(hook);
+  }
+
  private:
   struct PerOptimizer {
     OptState stage = OptState::ready;
@@ -171,6 +181,7 @@ class GradScaler {
   Tensor m_found_inf_combined;  // f32[1]
   std::map<const optim::Optimizer*, PerOptimizer> m_per_optimizer;
   std::function<void()> m_phase_hook;
+  std::function<void(const Tensor&)> m_found_inf_hook;
 };
 
 }  // namespace ampctl::amp

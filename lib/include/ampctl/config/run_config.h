@@ -206,6 +206,7 @@ struct DebugConfig {
 struct DistributedConfig {
   DistBackend backend{};
   double bucket_mb = 25;  // gradient all-reduce bucket size
+  int64_t zero = 0;       // ZeRO stage: 0 replicated optimizer state, 1 sharded over the ranks
   bool operator==(const DistributedConfig&) const = default;
 };
 

@@ -52,8 +52,10 @@ struct CommunicatorOptions {
 };
 
 // The communicator of this process on `backend`: SingleProcess with one rank; with several, MPI
-// for CPU tensors and NCCL for CUDA ones (automatic), or the one asked for. Throws Error{config}
-// when the asked-for one cannot serve the backend's device or is not compiled in.
+// for CPU tensors and NCCL for CUDA ones (automatic), or the one asked for. NCCL on a CUDA
+// backend is also built for one rank when asked for by name (CommBackend::nccl; gpu-check's
+// smoke step), where the build has it. Throws Error{config} when the asked-for one cannot serve
+// the backend's device or is not compiled in.
 std::unique_ptr<Communicator> make_communicator(Backend& backend,
                                                 const CommunicatorOptions& options);
 

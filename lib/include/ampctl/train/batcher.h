@@ -37,6 +37,9 @@ struct Batch {
   Tensor input;   // here f32 [rows, features], or images [rows, C, H, W] (a cnn)
   Tensor target;  // here i32 [rows] labels, or f32 [rows, targets]
   int64_t rows = 0;
+  // Training batches: the rows of the whole global batch, every rank's shard (= rows with one
+  // rank), which the throughput and the totals count (docs/distributed.md).
+  int64_t global_rows = 0;
 };
 
 // What the loop holds. The cursor is two integers (read at every step without allocating) so a

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ampctl/config/run_config.h"
@@ -63,6 +64,9 @@ struct RunObjects {
   std::unique_ptr<optim::Optimizer> optimizer;
   std::unique_ptr<amp::GradScaler> scaler;
   std::unique_ptr<optim::LrSchedule> schedule;
+  // distributed.zero: 1: the range of the parameter arena this rank's optimizer holds and
+  // updates (dist::Communicator::shard_range); unset with zero: 0.
+  std::optional<dist::Communicator::Range> zero_shard;
 
   RunObjects();
   ~RunObjects();
@@ -88,8 +92,13 @@ int64_t lm_block_size(const nn::Model& model);
 std::vector<optim::ParamGroup> param_groups(const nn::Model& model, float lr);
 // optimizer.decay_on: matrices: an f32 mask over the model's parameter arena, 1 on the elements
 // of tensors with >= 2 dimensions (weight matrices, embeddings) and 0 on vectors (biases,
-// LayerNorm weights) and padding: nanoGPT's two AdamW groups over one flat arena.
-Tensor matrix_decay_mask(const nn::Model& model);
+// LayerNorm weights) and padding: nanoGPT's two AdamW groups over one flat arena. With `shard`
+// (ZeRO-1) only that range of it: the mask indexes the global arena position.
+Tensor matrix_decay_mask(const nn::Model& model,
+                         std::optional<dist::Communicator::Range> shard = std::nullopt);
+// The groups restricted to the range `shard` of their arenas (views; ZeRO-1's optimizer).
+std::vector<optim::ParamGroup> shard_groups(std::vector<optim::ParamGroup> groups,
+                                            dist::Communicator::Range shard);
 
 // The step's options; resolves debug.inject_tensor against the model's parameters (Error{config}
 // with the closest name when it has none of that name).

@@ -5,7 +5,9 @@
 //   scaler.step -> scaler.update.
 // The injection comes before the sync, as a rank's own overflow would: an inf on one rank
 // reaches every rank's averaged gradients, so every rank skips (one process: the sync is the
-// identity and the order does not matter).
+// identity and the order does not matter). With ZeRO-1 (StepOptions::zero) the sync is a
+// reduce-scatter, the scaler checks and the optimizer updates this rank's shard only (found_inf
+// agreed over the ranks first), and the parameters are all-gathered after the update.
 //
 // Everything it touches is allocated at construction (and by the objects it drives before the
 // first step), so a step allocates nothing and, on a GPU, never waits for the device: what the
@@ -15,6 +17,8 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "ampctl/core/tensor.h"
 
@@ -51,6 +55,10 @@ struct StepOptions {
   double inject_value = 0;
   size_t inject_offset = 0;
   int64_t inject_rank = -1;  // debug.inject_rank: only this rank injects (-1: every rank)
+  // distributed.zero: 1 (docs/distributed.md): the optimizer holds this rank's shard of the
+  // arena; the gradients are reduce-scattered, found_inf is reduced (max) over the ranks before
+  // anything reads it, and the updated parameters (and their fp16/bf16 copy) are all-gathered.
+  bool zero = false;
 };
 
 // The objects a step drives; they outlive it.
@@ -88,6 +96,8 @@ class TrainStep {
   Tensor m_norm, m_coef;      // f32[1]: the gradient norm and the clip coefficient
   Tensor m_inject_at;         // the gradient element debug injection poisons
   bool m_inject_here = true;  // this rank injects (debug.inject_rank)
+  // ZeRO-1 with an fp16/bf16 copy: (masters, copy) views of every other rank's shard.
+  std::vector<std::pair<Tensor, Tensor>> m_other_shards;
 };
 
 }  // namespace ampctl::train

@@ -209,6 +209,9 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return m_device; }
   std::string description() const override { return m_description; }
+  // The stream every op of this backend runs on, for the NCCL communicator (dist/), whose
+  // collectives must be ordered with the step's kernels without a host sync.
+  cudaStream_t native_stream() const { return m_stream.get(); }
 
   Tensor empty(const Shape& shape, DType dtype) override;
   void upload(const Tensor& dst, const void* host, size_t bytes) override;
