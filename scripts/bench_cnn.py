@@ -78,7 +78,8 @@ def recipe(path):
                 max_lr=s.get("max_lr", o["lr"]), pct_start=s.get("pct_start", 0.3),
                 div_factor=s.get("div_factor", 25.0),
                 final_div_factor=s.get("final_div_factor", 1e4),
-                batch=cfg["data"].get("batch_size", 32), max_steps=t["max_steps"], seed=cfg.get("seed", 0))
+                batch=cfg["data"].get("batch_size", 128), max_steps=t["max_steps"],
+                seed=cfg.get("seed", 0))
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# CNN benchmark: configs/fashion_mnist_cnn.yaml in ampctl (fp16) beside the same model and recipe
-# in PyTorch fp32 (scripts/bench_cnn.py, Debian's python3-torch with oneDNN), both on the CPU
-# with the same thread count.
+# CNN benchmark: a cnn config (--config; configs/fashion_mnist_cnn.yaml by default) in ampctl
+# (fp16) beside the same model and recipe in PyTorch fp32 (scripts/bench_cnn.py, Debian's
+# python3-torch with oneDNN), both on the CPU with the same thread count.
 #   1. step time: interleaved rounds (ampctl, then PyTorch, R times), each side's median over the
 #      rounds and the ratio ampctl / PyTorch (goal: <= 0.5). ampctl's number is summary.json's
 #      steady_step_ms of a short run without evaluation; PyTorch's the median step of a short run.
@@ -11,7 +11,9 @@
 #      trainings run one after the other with --threads each; with --concurrent they run at the
 #      same time with 1 thread each (OPENBLAS_NUM_THREADS=1 for ampctl's CPU pool,
 #      torch.set_num_threads(1)), the fair pairing on a 2-core machine shared with other work.
-#      Wall time is each whole process's (data loading and evaluation included).
+#      Wall and CPU time (user + system, from the reaped child's rusage) are each whole
+#      process's, data loading and evaluation included; on a machine shared with other work
+#      the CPU time is the steadier measure.
 #
 #   scripts/bench_cnn.sh [--build DIR] [--config FILE] [--rounds N] [--threads N]
 #                        [--time-only | --train-only] [--concurrent] [--keep]
@@ -36,7 +38,7 @@ while (($#)); do
     --train-only) TIMING=0; shift ;;
     --concurrent) CONCURRENT=1; shift ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "bench_cnn.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -49,7 +51,7 @@ if ((KEEP)); then echo "run directories under $WORK"; else trap 'rm -rf "$WORK"'
 
 /usr/bin/python3 - "$AMPCTL" "$WORK" "$ROUNDS" "$THREADS" "$FULL" "$TIMING" "$CONCURRENT" \
   "$CONFIG" <<'PY'
-import json, os, statistics, subprocess, sys, time
+import json, os, resource, statistics, subprocess, sys, time
 
 ampctl, work, rounds, threads, full, timing, concurrent, config = sys.argv[1:9]
 rounds, threads = int(rounds), int(threads)
@@ -68,10 +70,24 @@ def ampctl_start(tag, sets, n):
                          text=True)
     return p, run, time.perf_counter()
 
+def cpu_of_reaped():
+    """CPU seconds (user + system) of the children reaped so far."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+cpu = {"reaped": 0.0}
+
+def reaped_cpu():
+    """The CPU seconds of the child just reaped (the rusage of all reaped children grows by it)."""
+    now = cpu_of_reaped()
+    delta, cpu["reaped"] = now - cpu["reaped"], now
+    return delta
+
 def ampctl_finish(started):
     p, run, t0 = started
     err = p.communicate()[1]
     wall = time.perf_counter() - t0
+    cpu["ampctl"] = reaped_cpu()
     if p.returncode != 0:
         sys.exit(f"bench_cnn.sh: ampctl failed ({p.returncode}):\n{err}")
     with open(os.path.join(run, "summary.json")) as f:
@@ -90,6 +106,7 @@ def torch_finish(started):
     p, t0 = started
     out = p.communicate()[0]
     wall = time.perf_counter() - t0
+    cpu["torch"] = reaped_cpu()
     if p.returncode != 0:
         sys.exit(f"bench_cnn.sh: scripts/bench_cnn.py failed ({p.returncode})")
     return json.loads(out.strip().splitlines()[-1]), wall
@@ -97,6 +114,7 @@ def torch_finish(started):
 def torch_run(args, n=threads):
     return torch_finish(torch_start(args, n))[0]
 
+reaped_cpu()  # the torch check and rm above are not counted
 a_ms, t_ms = [], []
 for r in range(rounds if timing else 0):
     s, _ = ampctl_train(f"time{r}", ["training.max_steps=60", "training.eval_every=0",
@@ -109,6 +127,7 @@ if timing:
     print(f"step time (median of {rounds}, {threads} threads, batch 128): ampctl fp16 {am:.1f} ms, "
           f"PyTorch fp32 {tm:.1f} ms, ratio {am / tm:.2f} (goal <= 0.5)", flush=True)
 if full:
+    reaped_cpu()
     if concurrent:
         how = "at the same time, 1 thread each"
         a_started = ampctl_start("full", [], 1)
@@ -123,7 +142,9 @@ if full:
         sys.exit("bench_cnn.sh: the ampctl run has no evaluation after its last step")
     print(f"full training of {config} ({t['steps']} steps, {how}):")
     print(f"  ampctl fp16:  test accuracy {ev['accuracy']:.4f}, wall {a_wall:.0f} s "
-          f"(training {s['train_time_s']:.0f} s)")
-    print(f"  PyTorch fp32: test accuracy {t['accuracy']:.4f}, wall {t_wall:.0f} s")
-    print(f"  wall ratio ampctl / PyTorch {a_wall / t_wall:.2f}")
+          f"(training {s['train_time_s']:.0f} s), CPU {cpu['ampctl']:.0f} s")
+    print(f"  PyTorch fp32: test accuracy {t['accuracy']:.4f}, wall {t_wall:.0f} s, "
+          f"CPU {cpu['torch']:.0f} s")
+    print(f"  ratio ampctl / PyTorch: wall {a_wall / t_wall:.2f}, CPU "
+          f"{cpu['ampctl'] / cpu['torch']:.2f}")
 PY

@@ -13,7 +13,8 @@ script loads with load_state_dict(strict=True), so the names are checked too. Re
 
   AMPCTL_GOLDEN_CNN_INIT=/tmp/cnn_init.safetensors build/tests/ampctl_test_nn \\
       --gtest_filter='Cnn.MatchesPyTorch*'
-  /usr/bin/python3 scripts/golden_cnn.py /tmp/cnn_init.safetensors tests/data/golden/cnn_batchnorm.json
+  /usr/bin/python3 scripts/golden_cnn.py /tmp/cnn_init.safetensors \
+      tests/data/golden/cnn_batchnorm.json
 """
 import collections
 import json
