@@ -15,13 +15,15 @@
 #   6. ampctl_bench --device cuda --quick   op throughput on the GPU (a failure fails the check;
 #                                           the numbers are for reading, not gating)
 #   7. scripts/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
+#   then training runs CPU vs GPU, gradient numerics, the MLP benchmark, and
+#   bench_gpt (scripts/bench_gpt_gpu.py)    GPT-2 small against PyTorch AMP, when torch imports
 # and prints a summary table last. Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
 # gpu-bundle/check-logs/ (gitignored).
 #
 # Usage (on the GPU machine, repo root): bash scripts/gpu-check.sh
-# Expected time: well under 5 minutes (the CUDA tests take seconds; most of the rest is startup).
+# Expected time: under 5 minutes before bench_gpt, which adds about 4 (the CUDA tests take seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -261,6 +263,20 @@ print('%-26s %10s %10s %8s %10s %10s' % ('$name', a, t, r, tf(fa), tf(ft)))")")
 bench_model mlp784_b256 784 1024,1024 10 256 600 8192
 bench_model w4096x4_b4096 4096 4096,4096,4096 10 4096 120 8192
 
+# ---- GPT-2 small: ampctl against PyTorch AMP eager and compiled (scripts/bench_gpt_gpu.py) ----
+# One run gives every number of the issue's GPU table: ms/step, tokens/s, MFU against the H200's
+# dense fp16 peak and against the cuBLAS rate measured in the same run, peak memory, and the
+# T x n_embd scaling table. About 4 minutes on an H200 (torch.compile's compilation most of it).
+GPT_TABLE=()
+if ((HAVE_TORCH)); then
+  run_step bench_gpt 400 python3 scripts/bench_gpt_gpu.py --ampctl "$B/ampctl" \
+    --json "$RESULT_DIR/bench_gpt.json"
+  mapfile -t GPT_TABLE < <(sed -n '/^GPT-2 small/,/^bench_gpt_gpu:/p' "$LOG_DIR/bench_gpt.log")
+  details[-1]=$(grep -m1 '^ampctl fp16' "$LOG_DIR/bench_gpt.log" | tr -s ' ' | cut -c1-70)
+else
+  echo "gpu-check: python3 cannot import torch: the GPT benchmark (bench_gpt) is skipped"
+fi
+
 # ---- summary ----
 for name in "${names[@]}"; do
   echo "==== $name"
@@ -280,6 +296,10 @@ done >"$RESULT_DIR/gpu-check.log"
     grep -h "gemm f16" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/cuBLAS reference: /'
     grep -h -E "unscale|copy \(reference\)" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/ampctl: /'
     grep -h -E "torch unscale|torch copy" "$LOG_DIR/bench_torch.log" 2>/dev/null | sed 's/^/torch: /'
+  fi
+  if ((${#GPT_TABLE[@]})); then
+    echo
+    printf '%s\n' "${GPT_TABLE[@]}"
   fi
   if ((failed)); then
     # The failing tests by name (GoogleTest lists them last), at most 30.
