@@ -11,7 +11,9 @@ its peak memory is its own:
     micro-batch), on synthetic token files written here (uniform ids below 50257, nanoGPT's raw
     uint16 .bin), AdamW (lr 6e-4, betas (0.9, 0.95), weight decay 0.1 on matrices), fp16 with
     dynamic loss scaling, no clipping, no accumulation:
-      - ampctl train (precision fp16, the GradScaler equivalent on) for warmup + steps steps;
+      - ampctl train (precision fp16, the GradScaler equivalent on) for warmup + steps steps,
+        once with its fused attention (kernels/attention.cu) and once with the materialised
+        one (AMPCTL_ATTENTION=materialised), the row "attention unfused";
         its summary.json's steady_step_ms is the MEAN over the steps after the first logging
         interval (logging.every_steps = warmup): ampctl never waits for the device inside a
         step, so a per-step time does not exist without changing what is timed;
@@ -112,12 +114,13 @@ class GpuMemoryPoller:
         return self.peak - self.base
 
 
-def run_child(cmd, timeout, log):
+def run_child(cmd, timeout, log, env=None):
     """Runs cmd under the memory poller; returns (rc, stdout, peak MiB or None)."""
     with GpuMemoryPoller() as mem:
         t0 = time.time()
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                               env={**os.environ, **(env or {})})
             rc, out, err = p.returncode, p.stdout, p.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = 124, e.stdout or "", e.stderr or ""
@@ -322,13 +325,14 @@ logging: {{every_steps: {warmup}}}
 """)
 
 
-def ampctl_train(a, cfg, work, tokens, warmup, steps, log):
-    tag = f"{cfg['n_embd']}_{cfg['T']}"
+def ampctl_train(a, cfg, work, tokens, warmup, steps, log, attention="fused"):
+    tag = f"{cfg['n_embd']}_{cfg['T']}_{attention}"
     conf = os.path.join(work, f"gpt_{tag}.yaml")
     ampctl_config(conf, cfg, tokens, a.batch, warmup, steps)
     run_dir = os.path.join(work, f"run_{tag}")
+    env = {"AMPCTL_ATTENTION": "materialised"} if attention == "materialised" else {}
     rc, _, mib = run_child([a.ampctl, "train", "--config", conf, "--run-dir", run_dir],
-                           a.child_timeout, log)
+                           a.child_timeout, log, env)
     out = {"rc": rc, "peak_used_mib": mib}
     try:
         with open(os.path.join(run_dir, "summary.json")) as f:
@@ -404,6 +408,9 @@ def main():
 
     res["ampctl"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log)
     failed |= res["ampctl"]["rc"] != 0 or res["ampctl"]["step_ms"] is None
+    res["ampctl_materialised"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log,
+                                              attention="materialised")
+    failed |= res["ampctl_materialised"]["rc"] != 0
     modes = [] if a.no_torch else (["eager"] if a.no_compile else ["eager", "compile"])
     for mode in modes:
         rc, rows = torch_side(a, mode, [main_cfg], a.warmup, a.steps, log)
@@ -423,7 +430,8 @@ def main():
             r = ampctl_train(a, cfg, work, tokens, a.scaling_warmup, a.scaling_steps, log)
             failed |= r["rc"] != 0
             t = torch_rows.get((cfg["n_embd"], cfg["T"]), {})
-            scaling.append({**cfg, "ampctl_ms": r.get("step_ms"), "torch_eager_ms": t.get("step_ms")})
+            scaling.append({**cfg, "ampctl_ms": r.get("step_ms"),
+                            "torch_eager_ms": t.get("step_ms")})
     res["scaling"] = scaling
     log.close()
 
@@ -440,7 +448,9 @@ def main():
              f"{'side':<22} {'ms/step':>9} {'tokens/s':>10} {'MFU':>6} {'of cuBLAS':>9} "
              f"{'peak MiB':>9} {'torch alloc MiB':>15} {'vs ampctl':>9}"]
     a_ms = res["ampctl"].get("step_ms")
-    for key, label in (("ampctl", "ampctl fp16 (mean)"), ("torch_eager", "torch AMP eager"),
+    for key, label in (("ampctl", "ampctl fp16 (mean)"),
+                       ("ampctl_materialised", "  attention unfused"),
+                       ("torch_eager", "torch AMP eager"),
                        ("torch_compile", "torch AMP compile")):
         r = res.get(key)
         if r is None:

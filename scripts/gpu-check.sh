@@ -158,6 +158,17 @@ else
   failed=1
 fi
 
+# The attention cases again under the GPU's other attention paths (AMPCTL_ATTENTION, read once
+# per process; the default run above took the tensor-core kernels): the FMA variant of the fused
+# kernels and the materialised composition, each against the CPU.
+if [[ -x $B/ampctl_test_cuda ]]; then
+  for path in fused_fma materialised; do
+    run_step "attention_$path" 60 env AMPCTL_ATTENTION=$path "$B/ampctl_test_cuda" \
+      --gtest_brief=1 --gtest_filter='*MatchesCpuReference/attention_*:CudaAttention.Repeated*'
+    details[-1]=$(gtest_tally "$LOG_DIR/attention_$path.log")
+  done
+fi
+
 for t in "$B"/ampctl_test_*; do
   name=$(basename "$t")
   [[ $name == ampctl_test_cuda ]] && continue
@@ -192,6 +203,36 @@ run_step cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/cpu" "$RUNS/gpu" -
 details[-1]=$(tail -1 "$LOG_DIR/cpu_vs_gpu.log" | cut -c1-70)
 run_step gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpu" "$RUNS/gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpu_repeat.log" | cut -c1-70)
+
+# ---- a GPT on both backends: the fused attention end to end ----
+# A small GPT (heads of 16: the fused kernels) on synthetic token ids, fp16 with two injected
+# overflows: the GPU run must make the CPU run's skip and scale decisions, and repeat bitwise.
+python3 -c 'import random, struct, sys
+r = random.Random(0)
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % 65536, *(r.randrange(300) for _ in range(65536))))' \
+  "$B/gpt_tokens.bin"
+cat >"$B/gpt_small.yaml" <<YAML
+name: gpt_small
+seed: 7
+precision: fp16
+model: {type: gpt, n_layer: 2, n_head: 4, n_embd: 64, block_size: 96, dropout: 0.0, bias: true}
+data:
+  train: {source: tokens, path: $B/gpt_tokens.bin, vocab_size: 320}
+  batch_size: 6
+optimizer: {type: adamw, lr: 1.0e-3, weight_decay: 0.1, decay_on: matrices}
+training: {max_steps: 40, eval_every: 0}
+logging: {every_steps: 10, metrics_every: 1}
+YAML
+gpt_common=(--config "$B/gpt_small.yaml" --set "debug.inject_nonfinite_at=[5,25]"
+  --set scaler.growth_interval=10)
+run_step gpt_train_cpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cpu --run-dir "$RUNS/gpt_cpu"
+run_step gpt_train_gpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cuda --run-dir "$RUNS/gpt_gpu"
+run_step gpt_train_gpu_again 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cuda \
+  --run-dir "$RUNS/gpt_gpu2"
+run_step gpt_cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/gpt_cpu" "$RUNS/gpt_gpu" --mode backends
+details[-1]=$(tail -1 "$LOG_DIR/gpt_cpu_vs_gpu.log" | cut -c1-70)
+run_step gpt_gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpt_gpu" "$RUNS/gpt_gpu2" --mode bitwise
+details[-1]=$(tail -1 "$LOG_DIR/gpt_gpu_repeat.log" | cut -c1-70)
 
 # ---- gradient numerics and TensorBoard on the GPU (docs/reference.md) ----
 # Sampling every step must leave the run bitwise the one above (train lines, time aside); the
