@@ -60,7 +60,7 @@ REAL_VOCAB = 50257  # GPT-2's ids; the rest is padding, as nanoGPT and llm.c pad
 def gpt_params(n_layer, n_embd, block, vocab=VOCAB, bias=True):
     """Parameter count of nanoGPT's GPT (tied head) and the same without wpe (estimate_mfu)."""
     C = n_embd
-    per_layer = 12 * C * C + (13 * C if bias else 0) + 2 * C * (2 if bias else 1)
+    per_layer = 12 * C * C + (9 * C if bias else 0) + 2 * C * (2 if bias else 1)
     total = vocab * C + block * C + n_layer * per_layer + C * (2 if bias else 1)
     return total, total - block * C
 
@@ -205,7 +205,7 @@ def torch_model(n_layer, n_head, n_embd, block, vocab):
             for blk in self.h:
                 x = blk(x)
             logits = self.lm_head(self.ln_f(x))
-            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+            return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
     return GPT()
 
