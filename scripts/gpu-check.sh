@@ -18,13 +18,15 @@
 #   8. training on the CPU and the GPU      the MLP, the GPT and the CNN: the same skip decisions,
 #                                           and the GPU bitwise repeatable
 #   last: nccl_reference, nccl_one_rank     the NCCL communicator on one rank (builds with NCCL)
+#   bench_gpt (scripts/bench_gpt_gpu.py)    GPT-2 small against PyTorch AMP, when torch imports
 # and prints a summary table last. Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
 # gpu-bundle/check-logs/ (gitignored).
 #
 # Usage (on the GPU machine, repo root): bash scripts/gpu-check.sh
-# Expected time: well under 5 minutes (the CUDA tests take seconds; most of the rest is startup).
+# Expected time: about 5 minutes before bench_gpt, which adds about 2.5 (the CUDA tests take
+# seconds).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -159,6 +161,17 @@ else
   failed=1
 fi
 
+# The attention cases again under the GPU's other attention paths (AMPCTL_ATTENTION, read once
+# per process; the default run above took the tensor-core kernels): the FMA variant of the fused
+# kernels and the materialised composition, each against the CPU.
+if [[ -x $B/ampctl_test_cuda ]]; then
+  for path in fused_fma materialised; do
+    run_step "attention_$path" 60 env AMPCTL_ATTENTION=$path "$B/ampctl_test_cuda" \
+      --gtest_brief=1 --gtest_filter='*MatchesCpuReference/attention_*:CudaAttention.Repeated*'
+    details[-1]=$(gtest_tally "$LOG_DIR/attention_$path.log")
+  done
+fi
+
 for t in "$B"/ampctl_test_*; do
   name=$(basename "$t")
   [[ $name == ampctl_test_cuda ]] && continue
@@ -194,7 +207,37 @@ details[-1]=$(tail -1 "$LOG_DIR/cpu_vs_gpu.log" | cut -c1-70)
 run_step gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpu" "$RUNS/gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpu_repeat.log" | cut -c1-70)
 
-# ---- the GPT and the CNN: the same runs on the CPU and the GPU, and the GPU twice ----
+# ---- a GPT on both backends: the fused attention end to end ----
+# A small GPT (heads of 16: the fused kernels) on synthetic token ids, fp16 with two injected
+# overflows: the GPU run must make the CPU run's skip and scale decisions, and repeat bitwise.
+python3 -c 'import random, struct, sys
+r = random.Random(0)
+open(sys.argv[1], "wb").write(struct.pack("<%dH" % 65536, *(r.randrange(300) for _ in range(65536))))' \
+  "$B/gpt_tokens.bin"
+cat >"$B/gpt_small.yaml" <<YAML
+name: gpt_small
+seed: 7
+precision: fp16
+model: {type: gpt, n_layer: 2, n_head: 4, n_embd: 64, block_size: 96, dropout: 0.0, bias: true}
+data:
+  train: {source: tokens, path: $B/gpt_tokens.bin, vocab_size: 320}
+  batch_size: 6
+optimizer: {type: adamw, lr: 1.0e-3, weight_decay: 0.1, decay_on: matrices}
+training: {max_steps: 40, eval_every: 0}
+logging: {every_steps: 10, metrics_every: 1}
+YAML
+gpt_common=(--config "$B/gpt_small.yaml" --set "debug.inject_nonfinite_at=[5,25]"
+  --set scaler.growth_interval=10)
+run_step gpt_train_cpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cpu --run-dir "$RUNS/gpt_cpu"
+run_step gpt_train_gpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cuda --run-dir "$RUNS/gpt_gpu"
+run_step gpt_train_gpu_again 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cuda \
+  --run-dir "$RUNS/gpt_gpu2"
+run_step gpt_cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/gpt_cpu" "$RUNS/gpt_gpu" --mode backends
+details[-1]=$(tail -1 "$LOG_DIR/gpt_cpu_vs_gpu.log" | cut -c1-70)
+run_step gpt_gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpt_gpu" "$RUNS/gpt_gpu2" --mode bitwise
+details[-1]=$(tail -1 "$LOG_DIR/gpt_gpu_repeat.log" | cut -c1-70)
+
+# ---- the GPT (with dropout: the materialised attention) and the CNN: the same runs on the CPU and the GPU, and the GPU twice ----
 # The same skip decisions and scale on every step (the injected overflows at steps 5 and 40 and a
 # growth every 25 steps), losses within 5 %; the GPU bitwise repeatable. The GPT trains on a
 # character corpus made from the repository's own docs (the lent machine has no fortunes
@@ -241,18 +284,18 @@ data:
 optimizer: {type: adamw, lr: 1.0e-4}
 YAML
 for model in gpt cnn; do
-  run_step "${model}_cpu" 180 "$B/ampctl" train --config "$B/${model}_e2e.yaml" --set device=cpu \
-    "${common[@]}" --run-dir "$RUNS/${model}_cpu"
-  run_step "${model}_gpu" 120 "$B/ampctl" train --config "$B/${model}_e2e.yaml" --set device=cuda \
-    "${common[@]}" --run-dir "$RUNS/${model}_gpu"
-  run_step "${model}_gpu_again" 120 "$B/ampctl" train --config "$B/${model}_e2e.yaml" \
-    --set device=cuda "${common[@]}" --run-dir "$RUNS/${model}_gpu2"
-  run_step "${model}_cpu_vs_gpu" 30 python3 scripts/compare_runs.py "$RUNS/${model}_cpu" \
-    "$RUNS/${model}_gpu" --mode backends
-  details[-1]=$(tail -1 "$LOG_DIR/${model}_cpu_vs_gpu.log" | cut -c1-70)
-  run_step "${model}_gpu_repeat" 30 python3 scripts/compare_runs.py "$RUNS/${model}_gpu" \
-    "$RUNS/${model}_gpu2" --mode bitwise
-  details[-1]=$(tail -1 "$LOG_DIR/${model}_gpu_repeat.log" | cut -c1-70)
+  run_step "${model}_e2e_cpu" 180 "$B/ampctl" train --config "$B/${model}_e2e.yaml" --set device=cpu \
+    "${common[@]}" --run-dir "$RUNS/${model}_e2e_cpu"
+  run_step "${model}_e2e_gpu" 120 "$B/ampctl" train --config "$B/${model}_e2e.yaml" --set device=cuda \
+    "${common[@]}" --run-dir "$RUNS/${model}_e2e_gpu"
+  run_step "${model}_e2e_gpu_again" 120 "$B/ampctl" train --config "$B/${model}_e2e.yaml" \
+    --set device=cuda "${common[@]}" --run-dir "$RUNS/${model}_e2e_gpu2"
+  run_step "${model}_e2e_cpu_vs_gpu" 30 python3 scripts/compare_runs.py "$RUNS/${model}_e2e_cpu" \
+    "$RUNS/${model}_e2e_gpu" --mode backends
+  details[-1]=$(tail -1 "$LOG_DIR/${model}_e2e_cpu_vs_gpu.log" | cut -c1-70)
+  run_step "${model}_e2e_gpu_repeat" 30 python3 scripts/compare_runs.py "$RUNS/${model}_e2e_gpu" \
+    "$RUNS/${model}_e2e_gpu2" --mode bitwise
+  details[-1]=$(tail -1 "$LOG_DIR/${model}_e2e_gpu_repeat.log" | cut -c1-70)
 done
 
 # ---- gradient numerics and TensorBoard on the GPU (docs/reference.md) ----
@@ -364,6 +407,22 @@ else
   echo "gpu-check: this build has no NCCL: the NCCL step is skipped"
 fi
 
+# ---- GPT-2 small: ampctl against PyTorch AMP eager and compiled (scripts/bench_gpt_gpu.py) ----
+# ms/step, tokens/s, MFU against the H200's dense fp16 peak and against the cuBLAS rate measured
+# in the same run, peak memory; about 2.5 minutes (torch.compile's compilation most of it). The
+# T x n_embd scaling table takes as long again, so it is a device call of its own:
+# scripts/bench_gpt_gpu.sh (GPU_CHECK_GPT_ARGS= here adds it, if the budget allows).
+GPT_TABLE=()
+if ((HAVE_TORCH)); then
+  # shellcheck disable=SC2086  # word splitting of the extra arguments is intended
+  run_step bench_gpt 300 python3 scripts/bench_gpt_gpu.py --ampctl "$B/ampctl" \
+    --json "$RESULT_DIR/bench_gpt.json" ${GPU_CHECK_GPT_ARGS---no-scaling}
+  mapfile -t GPT_TABLE < <(sed -n '/^GPT-2 small/,/^bench_gpt_gpu:/p' "$LOG_DIR/bench_gpt.log")
+  details[-1]=$(grep -m1 '^ampctl fp16' "$LOG_DIR/bench_gpt.log" | tr -s ' ' | cut -c1-70)
+else
+  echo "gpu-check: python3 cannot import torch: the GPT benchmark (bench_gpt) is skipped"
+fi
+
 # ---- summary ----
 for name in "${names[@]}"; do
   echo "==== $name"
@@ -383,6 +442,10 @@ done >"$RESULT_DIR/gpu-check.log"
     grep -h "gemm f16" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/cuBLAS reference: /'
     grep -h -E "unscale|copy \(reference\)" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/ampctl: /'
     grep -h -E "torch unscale|torch copy" "$LOG_DIR/bench_torch.log" 2>/dev/null | sed 's/^/torch: /'
+  fi
+  if ((${#GPT_TABLE[@]})); then
+    echo
+    printf '%s\n' "${GPT_TABLE[@]}"
   fi
   if ((failed)); then
     # The failing tests by name (GoogleTest lists them last), at most 30.

@@ -1574,6 +1574,192 @@ void add_causal_softmax_cases(std::vector<NnCase>& cases) {
   }
 }
 
+// ---- fused causal attention (Backend::attention_forward / attention_backward) ----
+
+// The buffers be says its attention needs, zero-filled.
+AttentionBuffers attention_buffers_for(Backend& be, int64_t n, int64_t t, int64_t hs, DType d) {
+  const AttentionSizes s = be.attention_workspace(n, t, hs, d);
+  AttentionBuffers b;
+  if (s.saved_f32 > 0) b.saved_f32 = be.zeros({s.saved_f32}, DType::f32);
+  if (s.saved_lowp > 0) b.saved_lowp = be.zeros({s.saved_lowp}, d);
+  if (s.scratch_f32 > 0) b.scratch_f32 = be.zeros({s.scratch_f32}, DType::f32);
+  if (s.scratch_lowp > 0) b.scratch_lowp = be.zeros({s.scratch_lowp}, d);
+  return b;
+}
+
+double rounded(double x, DType d) {
+  return static_cast<double>(decode(encode(static_cast<float>(x), d), d));
+}
+
+struct AttentionDeltas {
+  std::vector<double> y, dq, dk, dv;
+};
+
+// The CPU runs the materialised composition (scores by gemm_batched, the fp32 causal softmax, P
+// rounded to the compute dtype, two more products; backward likewise) and the GPU, for f16/bf16
+// heads up to 64, the fused kernels of kernels/attention.cu (else the same composition on
+// cuBLAS). Both take the same roundings at the same points but for the ones that differ by
+// construction (attention.cu's opening comment); the bound propagates each difference to first
+// order through the math, from the inputs in double (u_lo, eta_lo: the compute dtype's unit
+// roundoff and half its smallest subnormal; g = gamma_{hs+2}(2^-23), gT = gamma_{T+2}(2^-23)):
+//   * a score s_ij = round(round(q.k) * scale): the fp32 dots differ by 2 g A (A = sum |q_d k_d|),
+//     so the two rounded products by that plus one ulp_lo, and after the scaling and its rounding
+//     by delta_s = scale (2 g A + ulp_lo) + ulp_lo(s);
+//   * p_ij = exp(s_ij - m_i) / l_i moves by at most a factor exp(delta_s_ij + max_k delta_s_ik)
+//     (its own score and the normalisation), plus eps32 = (8 + 4 tiles + 2 T) 2^-24 of fp32
+//     effects: expf's 4 ulps, the fused kernel's running rescales by alpha (2 ulps a tile) and
+//     the reassociated sum l;
+//   * P as P @ V reads it: both sides round it to the compute dtype (the fused kernel before the
+//     normalisation), 2 u_lo relative and 2 eta_lo absolute between them;
+//   * y = sum_j P_ij v_j: the per-term differences, 2 gT sum |P v| of reassociation, and 2 fp32
+//     ulps of y (the division by l, the final rescale);
+//   * backward: dp_ij = round(dy_i . v_j) differs by 2 g B + ulp_lo (B = sum |dy v|); the row
+//     dot D_i is sum_k datt_k p_k on the CPU and dy_i . y_i on the GPU, each within
+//     sum_k p_k (ddp_k + |dp_k| (rel_k + 2 gT)) + sum_d |dy_d| (delta_y_d + ulp_lo(y_d)) of
+//     the exact sum_k p_k dp_k; ds_ij = round(round(p (dp - D)) * scale) propagates p's relative
+//     difference and dp's and D's absolute ones, plus one ulp_lo per rounding; dq, dk, dv sum
+//     them against k, q and dy (dv reads P rounded: ulp_lo(P) more), plus 2 gT of reassociation.
+// Second-order products of these (each relative difference below 3 % here) are covered by a
+// margin of 10 %. The output's own rounding is added by round_bound.
+AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector<double>& k,
+                                 const std::vector<double>& v, const std::vector<double>& dy,
+                                 DType d, int64_t count, int64_t T, int64_t hs, float scale) {
+  const double u_lo = d == DType::f16 ? 0x1p-11 : d == DType::bf16 ? 0x1p-8 : 0x1p-24;
+  const double eta_lo = d == DType::f16 ? 0x1p-25 : d == DType::bf16 ? 0x1p-134 : 0x1p-150;
+  const double g = gamma_n(static_cast<double>(hs + 2), 0x1p-23);
+  const double gT = gamma_n(static_cast<double>(T + 2), 0x1p-23);
+  const double tiles = static_cast<double>((T + 31) / 32);
+  const double eps32 = (8.0 + 4.0 * tiles + 2.0 * static_cast<double>(T)) * kU;
+  const double sc = scale;
+  const size_t n_el = static_cast<size_t>(count * T * hs);
+  AttentionDeltas out{std::vector<double>(n_el, 0.0), std::vector<double>(n_el, 0.0),
+                      std::vector<double>(n_el, 0.0), std::vector<double>(n_el, 0.0)};
+  auto at = [&](int64_t n, int64_t t, int64_t h) {
+    return static_cast<size_t>((n * T + t) * hs + h);
+  };
+  std::vector<double> s(static_cast<size_t>(T)), ds(s.size()), p(s.size()), rel(s.size()),
+      dp(s.size()), ddp(s.size());
+  std::vector<double> o(static_cast<size_t>(hs)), ey(o.size());
+  for (int64_t n = 0; n < count; ++n) {
+    for (int64_t i = 0; i < T; ++i) {
+      double mx = -kInf, max_ds = 0.0;
+      for (int64_t j = 0; j <= i; ++j) {
+        double a = 0.0, A = 0.0;
+        for (int64_t h = 0; h < hs; ++h) {
+          a += q[at(n, i, h)] * k[at(n, j, h)];
+          A += std::fabs(q[at(n, i, h)] * k[at(n, j, h)]);
+        }
+        const double e1 = 2.0 * g * A + ulp(std::fabs(a) + 2.0 * g * A, d);
+        s[j] = rounded(rounded(a, d) * sc, d);
+        ds[j] = sc * e1 * (1.0 + 0x1p-23) + ulp(std::fabs(s[j]) + sc * e1, d);
+        mx = std::max(mx, s[j]);
+        max_ds = std::max(max_ds, ds[j]);
+      }
+      double l = 0.0;
+      for (int64_t j = 0; j <= i; ++j) l += std::exp(s[j] - mx);
+      for (int64_t j = 0; j <= i; ++j) {
+        p[j] = std::exp(s[j] - mx) / l;
+        rel[j] = std::expm1(ds[j] + max_ds) + eps32;
+      }
+      // forward
+      for (int64_t h = 0; h < hs; ++h) {
+        double y = 0.0, dy_h = 0.0, mag = 0.0;
+        for (int64_t j = 0; j <= i; ++j) {
+          const double pv = std::fabs(p[j] * v[at(n, j, h)]);
+          y += p[j] * v[at(n, j, h)];
+          mag += pv;
+          dy_h += pv * (rel[j] + 2.0 * u_lo) + 2.0 * eta_lo * std::fabs(v[at(n, j, h)]);
+        }
+        dy_h += 2.0 * gT * mag + 2.0 * ulp_near(std::fabs(y) + dy_h);
+        out.y[at(n, i, h)] = dy_h;
+        o[h] = y;
+        ey[h] = dy_h + ulp(std::fabs(y) + dy_h, d);
+      }
+      // backward
+      double D = 0.0, dD = 0.0;
+      for (int64_t j = 0; j <= i; ++j) {
+        double a = 0.0, B = 0.0;
+        for (int64_t h = 0; h < hs; ++h) {
+          a += dy[at(n, i, h)] * v[at(n, j, h)];
+          B += std::fabs(dy[at(n, i, h)] * v[at(n, j, h)]);
+        }
+        dp[j] = a;
+        ddp[j] = 2.0 * g * B + ulp(std::fabs(a) + 2.0 * g * B, d);
+        D += p[j] * a;
+        dD += p[j] * (ddp[j] + std::fabs(a) * (rel[j] + 2.0 * gT));
+      }
+      for (int64_t h = 0; h < hs; ++h) {
+        dD += std::fabs(dy[at(n, i, h)]) * ey[h] + g * std::fabs(dy[at(n, i, h)] * o[h]);
+      }
+      for (int64_t j = 0; j <= i; ++j) {
+        const double gv = p[j] * (dp[j] - D);
+        double dg =
+            p[j] * (ddp[j] + dD) + std::fabs(dp[j] - D) * p[j] * rel[j] + ulp_near(std::fabs(gv));
+        dg += ulp(std::fabs(gv) + dg, d);
+        const double dsv = gv * sc;
+        const double dds = sc * dg * (1.0 + 0x1p-23) + ulp(std::fabs(dsv) + sc * dg, d);
+        const double dp_low = p[j] * rel[j] + ulp(p[j] * (1.0 + rel[j]), d);
+        for (int64_t h = 0; h < hs; ++h) {
+          out.dq[at(n, i, h)] +=
+              dds * std::fabs(k[at(n, j, h)]) + 2.0 * gT * std::fabs(dsv * k[at(n, j, h)]);
+          out.dk[at(n, j, h)] +=
+              dds * std::fabs(q[at(n, i, h)]) + 2.0 * gT * std::fabs(dsv * q[at(n, i, h)]);
+          out.dv[at(n, j, h)] +=
+              dp_low * std::fabs(dy[at(n, i, h)]) + 2.0 * gT * std::fabs(p[j] * dy[at(n, i, h)]);
+        }
+      }
+    }
+  }
+  for (std::vector<double>* vec : {&out.y, &out.dq, &out.dk, &out.dv}) {
+    for (double& x : *vec) x *= 1.1;
+  }
+  return out;
+}
+
+void add_attention_cases(std::vector<NnCase>& cases) {
+  struct Variant {
+    DType dtype;
+    int64_t count, time, head_size;
+  };
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  // Tiles of 32: partial (37, 70, 33), exact (64), a single row (1); head sizes below, at and not
+  // a multiple of the 8 threads a row; f32 and hs 80 take the composed path on the GPU too.
+  const Variant variants[] = {{f16, 3, 37, 16}, {bf16, 2, 70, 64}, {f16, 2, 64, 64},
+                              {f16, 1, 1, 5},   {bf16, 2, 33, 13}, {f32, 2, 37, 16},
+                              {f16, 1, 40, 80}};
+  for (const Variant& v : variants) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(v.head_size));
+    const Shape shape{v.count, v.time, v.head_size};
+    NnCase c;
+    c.name = "attention_" + tag(v.dtype) + "_" + std::to_string(v.count) + "x" +
+             std::to_string(v.time) + "x" + std::to_string(v.head_size);
+    c.make_inputs = [v, shape](std::mt19937_64& rng) {
+      const size_t n = numel_of(shape);
+      std::vector<HostInput> in;
+      for (int t = 0; t < 4; ++t) {  // q, k, v, dy
+        in.push_back(from_values(shape, v.dtype, uniform_values(rng, n, -1.5f, 1.5f)));
+      }
+      return in;
+    };
+    c.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
+      Tensor y = be.empty(shape, v.dtype), dq = be.empty(shape, v.dtype),
+             dk = be.empty(shape, v.dtype), dv = be.empty(shape, v.dtype);
+      const AttentionBuffers buf = attention_buffers_for(be, v.count, v.time, v.head_size, v.dtype);
+      be.attention_forward(in[0], in[1], in[2], scale, y, buf);
+      be.attention_backward(in[0], in[1], in[2], y, in[3], scale, dq, dk, dv, buf);
+      return std::vector<Tensor>{y, dq, dk, dv};
+    };
+    c.specs = [v, scale](const std::vector<HostInput>& in,
+                         const std::vector<std::vector<double>>&) {
+      const AttentionDeltas d =
+          attention_deltas(in[0].values(), in[1].values(), in[2].values(), in[3].values(), v.dtype,
+                           v.count, v.time, v.head_size, scale);
+      return std::vector<Spec>{within(d.y), within(d.dq), within(d.dk), within(d.dv)};
+    };
+    cases.push_back(c);
+  }
+}
+
 std::vector<NnCase> all_cases() {
   std::vector<NnCase> cases;
   add_linear_cases(cases);
@@ -1593,6 +1779,7 @@ std::vector<NnCase> all_cases() {
   add_gemm_batched_cases(cases);
   add_heads_cases(cases);
   add_causal_softmax_cases(cases);
+  add_attention_cases(cases);
   return cases;
 }
 
@@ -1776,6 +1963,59 @@ TEST(CudaNnDeterminism, RepeatedRunsAreBitwiseIdentical) {
       BitwiseCheck check(DType::f32);  // bit patterns compared as 32-bit words
       check.add_all(again[k], first[k]);
       EXPECT_TRUE(check.ok()) << names[k] << ", repetition " << rep << ": " << check.report();
+    }
+  }
+}
+
+// The fused attention keeps one fp32 statistic per query row, never a T x T matrix, for f16 and
+// bf16 heads up to 64; f32 and larger heads take the materialised composition.
+TEST(CudaAttention, FusedPathKeepsNoTimesTimesMatrix) {
+  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  for (DType d : {DType::f16, DType::bf16}) {
+    const AttentionSizes s = gpu().attention_workspace(96, 1024, 64, d);
+    EXPECT_EQ(s.saved_f32, 96 * 1024) << tag(d);
+    EXPECT_EQ(s.saved_lowp, 0) << tag(d);
+    EXPECT_EQ(s.scratch_f32, 96 * 1024) << tag(d);
+    EXPECT_EQ(s.scratch_lowp, 0) << tag(d);
+  }
+  const AttentionSizes f32 = gpu().attention_workspace(2, 16, 64, DType::f32);
+  EXPECT_EQ(f32.saved_f32, 2 * 16 * 16);
+  const AttentionSizes wide = gpu().attention_workspace(2, 16, 80, DType::f16);
+  EXPECT_EQ(wide.scratch_lowp, 2 * 2 * 16 * 16);
+}
+
+// No atomics, fixed orders: forward and backward give the same bits on every repetition, at a
+// GPT-2-like shape (many blocks in flight at once).
+TEST(CudaAttention, RepeatedRunsAreBitwiseIdentical) {
+  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& be = gpu();
+  const int64_t n = 24, t = 300, hs = 64;
+  const Shape sh{n, t, hs};
+  std::mt19937_64 rng(13);
+  for (DType d : {DType::f16, DType::bf16}) {
+    const size_t el = numel_of(sh);
+    Tensor q = upload_values(be, sh, d, uniform_values(rng, el, -2.0f, 2.0f));
+    Tensor k = upload_values(be, sh, d, uniform_values(rng, el, -2.0f, 2.0f));
+    Tensor v = upload_values(be, sh, d, uniform_values(rng, el, -1.0f, 1.0f));
+    Tensor dy = upload_values(be, sh, d, random_values(rng, el, -8, 0));
+    const AttentionBuffers buf = attention_buffers_for(be, n, t, hs, d);
+    auto run = [&] {
+      Tensor y = be.empty(sh, d), dq = be.empty(sh, d), dk = be.empty(sh, d), dv = be.empty(sh, d);
+      be.attention_forward(q, k, v, 0.125f, y, buf);
+      be.attention_backward(q, k, v, y, dy, 0.125f, dq, dk, dv, buf);
+      return std::vector<std::vector<uint32_t>>{download_bits(be, y), download_bits(be, dq),
+                                                download_bits(be, dk), download_bits(be, dv)};
+    };
+    const auto first = run();
+    for (int rep = 1; rep < 3; ++rep) {
+      const auto again = run();
+      const char* names[] = {"y", "dq", "dk", "dv"};
+      for (size_t o = 0; o < first.size(); ++o) {
+        BitwiseCheck check(d);
+        check.add_all(again[o], first[o]);
+        EXPECT_TRUE(check.ok()) << tag(d) << " " << names[o] << ", repetition " << rep << ": "
+                                << check.report();
+      }
     }
   }
 }

@@ -386,6 +386,106 @@ Backend::SoftmaxDims Backend::check_causal_softmax_backward(const Tensor& probs,
   return SoftmaxDims{probs.dim(0), t};
 }
 
+Backend::AttentionDims Backend::check_attention(std::initializer_list<const Tensor*> inputs,
+                                                std::initializer_list<const Tensor*> outputs,
+                                                const AttentionBuffers& buffers,
+                                                const AttentionSizes& sizes, const char* op,
+                                                const Device& device) {
+  const Tensor& q = **inputs.begin();
+  check_operand(q, device, op, "q");
+  check_floating(q, op, "q");
+  check_rank(q, 3, op, "q [N, T, hs]");
+  auto check_like_q = [&](const Tensor& t, const char* name) {
+    check_operand(t, device, op, name);
+    if (t.dtype() != q.dtype()) {
+      invalid_op(op, std::string(name) + " " + t.describe() + " must have q's dtype (" +
+                         q.describe() + ")");
+    }
+    check_same_shape(t, q, op, name, "q");
+  };
+  static const char* const kInputNames[] = {"q", "k", "v", "y", "dy"};
+  static const char* const kOutputNames[] = {"dq", "dk", "dv"};
+  size_t i = 0;
+  for (const Tensor* t : inputs) check_like_q(*t, kInputNames[i++]);
+  const std::vector<const Tensor*> outs(outputs);
+  const bool forward = outs.size() == 1;
+  for (size_t a = 0; a < outs.size(); ++a) {
+    const char* name = forward ? "y" : kOutputNames[a];
+    check_like_q(*outs[a], name);
+    size_t j = 0;
+    for (const Tensor* in : inputs) check_disjoint(*outs[a], *in, op, name, kInputNames[j++]);
+    for (size_t b = 0; b < a; ++b) check_disjoint(*outs[a], *outs[b], op, name, kOutputNames[b]);
+  }
+  auto check_buffer = [&](const Tensor& b, int64_t need, DType dtype, const char* name) {
+    if (need == 0) return;
+    check_operand(b, device, op, name);
+    if (b.dtype() != dtype || b.numel() < static_cast<size_t>(need)) {
+      invalid_op(op, std::string(name) + " " + b.describe() + " must hold >= " +
+                         std::to_string(need) + " " + dtype_name(dtype) + " elements");
+    }
+    for (const Tensor* t : outputs) check_disjoint(b, *t, op, name, "an output");
+    for (const Tensor* t : inputs) check_disjoint(b, *t, op, name, "an input");
+  };
+  check_buffer(buffers.saved_f32, sizes.saved_f32, DType::f32, "saved_f32");
+  check_buffer(buffers.saved_lowp, sizes.saved_lowp, q.dtype(), "saved_lowp");
+  check_buffer(buffers.scratch_f32, sizes.scratch_f32, DType::f32, "scratch_f32");
+  check_buffer(buffers.scratch_lowp, sizes.scratch_lowp, q.dtype(), "scratch_lowp");
+  return AttentionDims{q.dim(0), q.dim(1), q.dim(2)};
+}
+
+AttentionSizes Backend::attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
+                                            DType dtype) const {
+  (void)head_size;
+  const int64_t m = batch_heads * time * time;
+  AttentionSizes s;
+  s.saved_f32 = m;                             // probs
+  s.saved_lowp = dtype == DType::f32 ? 0 : m;  // att, probs in the compute dtype
+  s.scratch_lowp = 2 * m;                      // scores / dscores, datt
+  return s;
+}
+
+void Backend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                                const Tensor& y, const AttentionBuffers& buffers) {
+  const char* op = "attention_forward";
+  check_operand(q, device(), op, "q");
+  check_rank(q, 3, op, "q [N, T, hs]");
+  const AttentionSizes sizes =
+      Backend::attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
+  const AttentionDims d = check_attention({&q, &k, &v}, {&y}, buffers, sizes, op, device());
+  const Shape att{d.count, d.time, d.time};
+  const Tensor scores = buffers.scratch_lowp.view(0, att);
+  gemm_batched(q, false, k, true, scores);
+  const Tensor probs = buffers.saved_f32.view(0, att);
+  causal_softmax_forward(scores, scale, /*round_scaled=*/true, probs);
+  // att @ v casts its fp32 operand to the compute dtype (autocast); f32 reads probs itself.
+  const Tensor a = q.dtype() == DType::f32 ? probs : buffers.saved_lowp.view(0, att);
+  if (q.dtype() != DType::f32) cast(probs, a);
+  gemm_batched(a, false, v, false, y);
+}
+
+void Backend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                                 const Tensor& dy, float scale, const Tensor& dq, const Tensor& dk,
+                                 const Tensor& dv, const AttentionBuffers& buffers) {
+  const char* op = "attention_backward";
+  check_operand(q, device(), op, "q");
+  check_rank(q, 3, op, "q [N, T, hs]");
+  const AttentionSizes sizes =
+      Backend::attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
+  const AttentionDims d =
+      check_attention({&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, buffers, sizes, op, device());
+  const Shape att{d.count, d.time, d.time};
+  const int64_t m = d.count * d.time * d.time;
+  const Tensor probs = buffers.saved_f32.view(0, att);
+  const Tensor a = q.dtype() == DType::f32 ? probs : buffers.saved_lowp.view(0, att);
+  const Tensor datt = buffers.scratch_lowp.view(0, att);
+  const Tensor dscores = buffers.scratch_lowp.view(static_cast<size_t>(m), att);
+  gemm_batched(dy, false, v, true, datt);  // d(att) of y = att @ v
+  gemm_batched(a, true, dy, false, dv);
+  causal_softmax_backward(probs, datt, scale, /*round_scaled=*/true, dscores);
+  gemm_batched(dscores, false, k, false, dq);
+  gemm_batched(dscores, true, q, false, dk);
+}
+
 }  // namespace ampctl
 
 // ---- convolution ops: shared checks and the conv2d ops composed of the primitives ----

@@ -90,6 +90,24 @@ struct BatchNormParams {
   float eps = 1e-5f;
 };
 
+// ---- fused causal self-attention: its buffers ----
+// What attention_forward keeps for attention_backward, and what either uses only while it runs,
+// as counts of f32 elements and of elements of the compute dtype (q's); a backend says how many
+// (Backend::attention_workspace) and the caller allocates them once, outside the step. `saved_*`
+// is one call site's (a layer's): forward writes it, backward of the same call reads it.
+// `scratch_*` may be shared by every call site and is dead between calls.
+struct AttentionSizes {
+  int64_t saved_f32 = 0;
+  int64_t saved_lowp = 0;
+  int64_t scratch_f32 = 0;
+  int64_t scratch_lowp = 0;
+};
+// The tensors of those sizes (1-d, contiguous; a buffer of size 0 may be undefined; larger
+// ones are accepted: only the leading elements are used).
+struct AttentionBuffers {
+  Tensor saved_f32, saved_lowp, scratch_f32, scratch_lowp;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -261,6 +279,32 @@ class Backend {
   virtual void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                        bool round_scaled, const Tensor& dscores) = 0;
 
+  // Causal multi-head self-attention y = softmax(masked(q k^T * scale)) v of every (b, h) at
+  // once, with autocast's roundings (docs/reference.md, "Precision": attention): q, k, v, y are
+  // [N, T, hs] (N = B*H, the layout heads_from_rows gives), one dtype. The default
+  // implementation is the materialised composition the GPT ran before the fused kernels, op for
+  // op and bit for bit:
+  //   scores := gemm_batched(q, k^T) (q's dtype); probs := causal_softmax_forward(scores,
+  //   scale, round_scaled = true) in f32; att := cast(probs) to q's dtype (att is probs itself
+  //   for f32); y := gemm_batched(att, v);
+  // keeping probs (and att) in `saved` (T x T per head). A backend may instead fuse it (the CUDA
+  // backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/attention.cu); its sizes say
+  // which, and its rounding differences are bounded in the CUDA table test. Dropout on the
+  // attention weights is not part of this op (the GPT composes the ops itself then).
+  virtual AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
+                                             DType dtype) const;
+  virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                                 const Tensor& y, const AttentionBuffers& buffers);
+  // The gradients of the same call (q, k, v, y and `saved` as the forward left them, dy of y's
+  // shape): dq, dk, dv := round(the input gradients), written, not accumulated. Default:
+  //   datt := gemm_batched(dy, v^T); dv := gemm_batched(att^T, dy); dscores :=
+  //   causal_softmax_backward(probs, datt, scale, round_scaled = true); dq := gemm_batched(
+  //   dscores, k); dk := gemm_batched(dscores^T, q).
+  virtual void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& y, const Tensor& dy, float scale, const Tensor& dq,
+                                  const Tensor& dk, const Tensor& dv,
+                                  const AttentionBuffers& buffers);
+
   // ---- convolution ops (docs/reference.md, "Precision": conv, pooling, batch_norm) ----
   // Images are [N, C, H, W] row-major. A convolution is per image an im2col packing of the
   // input and one matrix product with the weight viewed as [O, C*kh*kw] (this backend's gemm:
@@ -384,6 +428,16 @@ class Backend {
                                                   const Device& device);
   static SoftmaxDims check_causal_softmax_backward(const Tensor& probs, const Tensor& dprobs,
                                                    const Tensor& dscores, const Device& device);
+  struct AttentionDims {
+    int64_t count, time, head_size;  // N = B*H, T, hs
+  };
+  // attention_*: q, k, v (and y, dy, dq, dk, dv when given) [N, T, hs] of one float dtype and
+  // shape on `device`; outputs disjoint from the inputs and from each other; every buffer at
+  // least `sizes` (f32 / q's dtype). op names the caller.
+  static AttentionDims check_attention(std::initializer_list<const Tensor*> inputs,
+                                       std::initializer_list<const Tensor*> outputs,
+                                       const AttentionBuffers& buffers, const AttentionSizes& sizes,
+                                       const char* op, const Device& device);
   // gather_rows' argument checks, shared by the implementations; returns the row width W.
   static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                                    const Tensor& dst);

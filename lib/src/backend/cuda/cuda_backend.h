@@ -276,6 +276,14 @@ class CudaBackend final : public Backend {
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
+  // Fused (kernels/attention.cu) for f16/bf16 heads of size <= 64, else Backend's composition.
+  AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
+                                     DType dtype) const override;
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                         const Tensor& y, const AttentionBuffers& buffers) override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                          const Tensor& dy, float scale, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv, const AttentionBuffers& buffers) override;
   // cuda_conv.cpp (the convolution ops; kernels/conv.cu)
   void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
               const Conv2dGeometry& g) override;

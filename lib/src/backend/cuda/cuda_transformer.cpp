@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
+#include "attention.cuh"
 #include "cast.cuh"
 #include "cuda_backend.h"
 #include "elementwise.cuh"
@@ -146,6 +148,78 @@ void CudaBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dpr
   kernels::launch_causal_softmax_backward(
       probs.data(), elem_type(probs.dtype()), dprobs.data(), elem_type(dprobs.dtype()), scale,
       round_scaled, dscores.data(), elem_type(dscores.dtype()), d.count, d.time, stream());
+}
+
+namespace {
+
+// AMPCTL_ATTENTION (read once): unset or "fused", the fused kernels with their tile products on
+// the tensor cores; "fused_fma", the same kernels with fp32 FMA products; "materialised", the
+// composition on the GPU too. For benchmarks side by side (scripts/bench_gpt_gpu.py) and for
+// checking one variant against the other (scripts/gpu-check.sh runs the table test under each).
+enum class AttentionPath { tensor_cores, fma, materialised };
+
+AttentionPath attention_path() {
+  static const AttentionPath path = [] {
+    const char* env = std::getenv("AMPCTL_ATTENTION");
+    const std::string v = env == nullptr ? "" : env;
+    if (v == "materialised") return AttentionPath::materialised;
+    if (v == "fused_fma") return AttentionPath::fma;
+    return AttentionPath::tensor_cores;
+  }();
+  return path;
+}
+
+bool fused_attention(int64_t batch_heads, int64_t time, int64_t head_size, DType dtype) {
+  return attention_path() != AttentionPath::materialised &&
+         kernels::attention_fused_supported(elem_type(dtype), batch_heads, time, head_size);
+}
+
+}  // namespace
+
+AttentionSizes CudaBackend::attention_workspace(int64_t batch_heads, int64_t time,
+                                                int64_t head_size, DType dtype) const {
+  if (!fused_attention(batch_heads, time, head_size, dtype)) {
+    return Backend::attention_workspace(batch_heads, time, head_size, dtype);
+  }
+  AttentionSizes s;
+  s.saved_f32 = batch_heads * time;    // lse, one per query row
+  s.scratch_f32 = batch_heads * time;  // backward's row dots dy . y
+  return s;
+}
+
+void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                                    const Tensor& y, const AttentionBuffers& buffers) {
+  if (q.rank() != 3 || !fused_attention(q.dim(0), q.dim(1), q.dim(2), q.dtype())) {
+    Backend::attention_forward(q, k, v, scale, y, buffers);
+    return;
+  }
+  const AttentionSizes sizes = attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
+  const AttentionDims d =
+      check_attention({&q, &k, &v}, {&y}, buffers, sizes, "attention_forward", m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_attention_forward(attention_path() == AttentionPath::tensor_cores, q.data(),
+                                    k.data(), v.data(), y.data(),
+                                    buffers.saved_f32.data_as<float>(), elem_type(q.dtype()), scale,
+                                    d.count, d.time, d.head_size, stream());
+}
+
+void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& y, const Tensor& dy, float scale,
+                                     const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                     const AttentionBuffers& buffers) {
+  if (q.rank() != 3 || !fused_attention(q.dim(0), q.dim(1), q.dim(2), q.dtype())) {
+    Backend::attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buffers);
+    return;
+  }
+  const AttentionSizes sizes = attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
+  const AttentionDims d = check_attention({&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, buffers, sizes,
+                                          "attention_backward", m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_attention_backward(
+      attention_path() == AttentionPath::tensor_cores, q.data(), k.data(), v.data(), y.data(),
+      dy.data(), buffers.saved_f32.data_as<float>(), buffers.scratch_f32.data_as<float>(),
+      dq.data(), dk.data(), dv.data(), elem_type(q.dtype()), scale, d.count, d.time, d.head_size,
+      stream());
 }
 
 }  // namespace ampctl::cuda_detail

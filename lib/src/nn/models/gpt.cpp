@@ -187,6 +187,11 @@ void Gpt::allocate_buffers() {
   const bool drop = m_opt.dropout > 0.0;
   auto f32 = [&](int64_t n) { return b.zeros({n}, DType::f32); };
   auto act = [&](int64_t n) { return b.zeros({n}, a); };
+  auto maybe = [](int64_t n, auto make) { return n > 0 ? make(n) : Tensor{}; };
+  // Without dropout, attention is the backend's op pair: what it keeps is its own business
+  // (attention_workspace, for the largest batch and block; the sizes grow with both).
+  m_attention_op = !drop;
+  const AttentionSizes as = b.attention_workspace(m_max_batch * H, T, m_head_size, a);
   for (Layer& l : m_layers) {
     l.x_in = f32(rows * C);
     l.ln1 = act(rows * C);
@@ -195,10 +200,14 @@ void Gpt::allocate_buffers() {
     l.q = act(rows * C);
     l.k = act(rows * C);
     l.v = act(rows * C);
-    l.probs = f32(att);
-    // What att @ v reads: the probabilities themselves in fp32 without dropout, else their
-    // (dropped-out) copy in the compute dtype.
-    l.att = (a == DType::f32 && !drop) ? l.probs : act(att);
+    if (m_attention_op) {
+      l.y_heads = act(rows * C);
+      l.attn_saved.saved_f32 = maybe(as.saved_f32, f32);
+      l.attn_saved.saved_lowp = maybe(as.saved_lowp, act);
+    } else {
+      l.probs = f32(att);
+      l.att = act(att);  // what att @ v reads: the dropped-out probabilities, compute dtype
+    }
     l.yrows = act(rows * C);
     l.x_mid = f32(rows * C);
     l.ln2 = act(rows * C);
@@ -228,9 +237,14 @@ void Gpt::allocate_buffers() {
   m_dq = act(rows * C);
   m_dk = act(rows * C);
   m_dv = act(rows * C);
-  m_datt = act(att);
-  m_dscores = act(att);
-  if (drop) m_dprobs = f32(att);
+  if (m_attention_op) {
+    m_attn_scratch_f32 = maybe(as.scratch_f32, f32);
+    m_attn_scratch_lowp = maybe(as.scratch_lowp, act);
+  } else {
+    m_datt = act(att);
+    m_dscores = act(att);
+    m_dprobs = f32(att);
+  }
   m_zero_c = f32(C);
   m_dbeta_sink = f32(C);
   if (a != DType::f32) {
@@ -316,6 +330,13 @@ void Gpt::norm_backward(const Norm& n, const Tensor& x, const Tensor& mean, cons
                                  n.has_bias ? n.b.grad : m_dbeta_sink);
 }
 
+AttentionBuffers Gpt::attention_buffers(const Layer& l) const {
+  AttentionBuffers buf = l.attn_saved;
+  buf.scratch_f32 = m_attn_scratch_f32;
+  buf.scratch_lowp = m_attn_scratch_lowp;
+  return buf;
+}
+
 bool Gpt::dropout_fwd(const Tensor& x, const Tensor& y, bool training, uint64_t& stream) {
   if (!(training && m_opt.dropout > 0.0)) return false;
   stream = dropout_stream(m_rng.calls++);
@@ -374,18 +395,20 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
     b.heads_from_rows(qkv, C, k.view(0, {B, H, T, hs}));
     b.heads_from_rows(qkv, 2 * C, v.view(0, {B, H, T, hs}));
     // att = softmax(masked((q @ k^T) * scale)): the product and the scaling in the compute
-    // dtype, the softmax in fp32 (autocast's fp32 list) with an f32 output.
-    const Tensor scores = lead(m_dscores, att);
-    b.gemm_batched(q, false, k, true, scores);
-    const Tensor probs = lead(l.probs, att);
-    b.causal_softmax_forward(scores, m_scale, /*round_scaled=*/true, probs);
-    // attn_dropout in fp32; att @ v casts its fp32 operand to the compute dtype.
-    const Tensor a = lead(l.att, att);
-    if (!dropout_fwd(probs, a, training, l.s_attn) && !a.shares_storage_with(probs)) {
-      b.cast(probs, a);
+    // dtype, the softmax in fp32 (autocast's fp32 list) with an f32 output; y = att @ v.
+    const Tensor yh = lead(m_attention_op ? l.y_heads : m_yheads, heads);
+    if (m_attention_op) {
+      b.attention_forward(q, k, v, m_scale, yh, attention_buffers(l));
+    } else {
+      const Tensor scores = lead(m_dscores, att);
+      b.gemm_batched(q, false, k, true, scores);
+      const Tensor probs = lead(l.probs, att);
+      b.causal_softmax_forward(scores, m_scale, /*round_scaled=*/true, probs);
+      // attn_dropout in fp32; att @ v casts its fp32 operand to the compute dtype.
+      const Tensor a = lead(l.att, att);
+      if (!dropout_fwd(probs, a, training, l.s_attn)) b.cast(probs, a);
+      b.gemm_batched(a, false, v, false, yh);
     }
-    const Tensor yh = lead(m_yheads, heads);
-    b.gemm_batched(a, false, v, false, yh);
     const Tensor yrows = lead(l.yrows, rc);
     b.heads_to_rows(yh.view(0, {B, H, T, hs}), yrows, 0);
     proj_forward(l.attn_proj, yrows, branch);
@@ -488,21 +511,26 @@ void Gpt::backward(int64_t batch) {
     const Tensor dyh = lead(m_dyh, heads);
     b.heads_from_rows(dyrows, 0, dyh.view(0, {B, H, T, hs}));
     const Tensor q = lead(l.q, heads), k = lead(l.k, heads), v = lead(l.v, heads);
-    const Tensor a = lead(l.att, att), probs = lead(l.probs, att);
-    const Tensor datt = lead(m_datt, att), dscores = lead(m_dscores, att);
     const Tensor dq = lead(m_dq, heads), dk = lead(m_dk, heads), dv = lead(m_dv, heads);
-    b.gemm_batched(dyh, false, v, true, datt);  // d(att) of y = att @ v
-    b.gemm_batched(a, true, dyh, false, dv);
-    // The cast of att to the compute dtype differentiates to a widening; attn_dropout's
-    // backward runs in fp32 on it.
-    Tensor dprobs = datt;
-    if (m_dropped) {
-      dprobs = lead(m_dprobs, att);
-      b.dropout_backward(datt, dprobs, p, m_rng.seed, l.s_attn);
+    if (m_attention_op) {
+      b.attention_backward(q, k, v, lead(l.y_heads, heads), dyh, m_scale, dq, dk, dv,
+                           attention_buffers(l));
+    } else {
+      const Tensor a = lead(l.att, att), probs = lead(l.probs, att);
+      const Tensor datt = lead(m_datt, att), dscores = lead(m_dscores, att);
+      b.gemm_batched(dyh, false, v, true, datt);  // d(att) of y = att @ v
+      b.gemm_batched(a, true, dyh, false, dv);
+      // The cast of att to the compute dtype differentiates to a widening; attn_dropout's
+      // backward runs in fp32 on it (in eval-mode forwards no mask was drawn).
+      Tensor dprobs = datt;
+      if (m_dropped) {
+        dprobs = lead(m_dprobs, att);
+        b.dropout_backward(datt, dprobs, p, m_rng.seed, l.s_attn);
+      }
+      b.causal_softmax_backward(probs, dprobs, m_scale, /*round_scaled=*/true, dscores);
+      b.gemm_batched(dscores, false, k, false, dq);
+      b.gemm_batched(dscores, true, q, false, dk);
     }
-    b.causal_softmax_backward(probs, dprobs, m_scale, /*round_scaled=*/true, dscores);
-    b.gemm_batched(dscores, false, k, false, dq);
-    b.gemm_batched(dscores, true, q, false, dk);
     const Tensor dqkv = lead(m_dqkv, {N, 3 * C});
     b.heads_to_rows(dq.view(0, {B, H, T, hs}), dqkv, 0);
     b.heads_to_rows(dk.view(0, {B, H, T, hs}), dqkv, C);

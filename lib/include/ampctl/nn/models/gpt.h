@@ -91,7 +91,13 @@ class Gpt : public Model {
     // Saved for backward, each [max rows] flat: the block's input (f32), ln_1's output and
     // statistics, q/k/v by head, the softmax output (f32) and what att @ v reads, the heads'
     // output as rows, the stream after attention (f32), ln_2's, c_fc's and GELU's outputs.
+    // Without dropout the attention is one op pair (Backend::attention_forward/backward):
+    // probs and att stay undefined, y_heads keeps att @ v by head and attn_saved what the
+    // backend keeps from forward to backward (T x T per head when composed, a row statistic
+    // when fused).
     Tensor x_in, ln1, mean1, rstd1, q, k, v, probs, att, yrows, x_mid, ln2, mean2, rstd2, fc, gelu;
+    Tensor y_heads;
+    AttentionBuffers attn_saved;                      // saved_f32 / saved_lowp only
     uint64_t s_attn = 0, s_resid1 = 0, s_resid2 = 0;  // dropout streams of the last forward
   };
 
@@ -111,6 +117,7 @@ class Gpt : public Model {
                      const Tensor& dy, const Tensor& dx);
   // Dropout of the next stream when applied (training and p > 0): y := drop(x), else y := x
   // (a copy, or nothing when y is x).
+  AttentionBuffers attention_buffers(const Layer& l) const;  // its saved ones + the scratch
   bool dropout_fwd(const Tensor& x, const Tensor& y, bool training, uint64_t& stream);
 
   std::string m_precision;
@@ -144,7 +151,10 @@ class Gpt : public Model {
   Tensor m_dyh, m_dq, m_dk, m_dv;  // act [B, H, T, hs]
   Tensor m_datt, m_dscores;        // act [B, H, T, T]
   Tensor m_dprobs;                 // f32 [B, H, T, T] (dropout only)
-  Tensor m_zero_c, m_dbeta_sink;   // f32 [C]: LayerNorm's absent bias and its unused gradient
+  // The attention ops' scratch, shared by the layers (no dropout only; materialised: dropout).
+  Tensor m_attn_scratch_f32, m_attn_scratch_lowp;
+  bool m_attention_op = false;    // dropout == 0: attention by Backend::attention_forward/backward
+  Tensor m_zero_c, m_dbeta_sink;  // f32 [C]: LayerNorm's absent bias and its unused gradient
   // lowp gradient workspaces by shape (undefined in fp32 for the weights)
   Tensor m_ws_attn, m_ws_proj, m_ws_fc, m_ws_mproj, m_ws_head;
   Tensor m_wsb_3c, m_wsb_c, m_wsb_4c;
