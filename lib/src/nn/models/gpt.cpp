@@ -549,21 +549,11 @@ void Gpt::backward(int64_t batch) {
 }
 
 nlohmann::json Gpt::rng_state() const {
-  return {{"seed", m_rng.seed}, {"dropout_offset", m_rng.calls}};
+  return dropout_rng_state(m_rng);
 }
 
 void Gpt::set_rng_state(const nlohmann::json& state) {
-  auto read = [&](const char* key) -> uint64_t {
-    if (!state.is_object() || !state.contains(key) || !state.at(key).is_number_unsigned()) {
-      throw Error{ErrorKind::input, std::string("model rng state: missing or mistyped key '") +
-                                        key + "' (expected a non-negative integer)"};
-    }
-    return state.at(key).get<uint64_t>();
-  };
-  const uint64_t seed = read("seed");
-  const uint64_t calls = read("dropout_offset");
-  m_rng.seed = seed;
-  m_rng.calls = calls;
+  m_rng = dropout_rng_from_state(state);
 }
 
 void register_gpt() {
