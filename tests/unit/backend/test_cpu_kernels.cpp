@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../../../lib/src/backend/cpu/cpu_backend.h"  // CpuKernels: the levels compared here
+#include "../../../lib/src/backend/cpu/cpu_gelu.h"     // tanh_f64
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
 #include "unit/backend/backend_test_util.h"
@@ -223,6 +224,84 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
         }
         if (with_lowp) {
           expect_same_bits(*fast, *ref, sf.lowp_params, sr.lowp_params, "sgd lowp, " + ctx);
+        }
+      }
+    }
+  }
+}
+
+// The tanh GELU's own tanh (cpu_gelu.h: double evaluation, one rounding) is within half an ulp
+// of tanh plus the double evaluation's ~1e-13 relative error, over a sweep of every 4099th float
+// bit pattern (all binades, both signs); it is odd, keeps NaN and maps +-inf to +-1.
+TEST(CpuKernels, GeluTanhsOwnTanhIsWithinHalfAnUlp) {
+  double worst = 0.0;
+  uint32_t worst_bits = 0;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) {
+    const float v = bits_float(static_cast<uint32_t>(b));
+    if (!std::isfinite(v)) continue;
+    const float t = cpu::tanh_f64(v);
+    const double ref = std::tanh(static_cast<double>(v));
+    if (ref == 0.0) {
+      ASSERT_EQ(float_bits(t), float_bits(v)) << "tanh of a zero is that zero";
+      continue;
+    }
+    const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
+    const double err = std::fabs(static_cast<double>(t) - ref) / ulp;
+    if (err > worst) {
+      worst = err;
+      worst_bits = static_cast<uint32_t>(b);
+    }
+    ASSERT_EQ(float_bits(cpu::tanh_f64(-v)), float_bits(t) ^ 0x80000000u) << "odd at " << v;
+  }
+  EXPECT_LE(worst, 0.5 + 1e-5) << "at " << bits_float(worst_bits);
+  EXPECT_TRUE(std::isnan(cpu::tanh_f64(bits_float(0x7fc12345u))));
+  EXPECT_EQ(cpu::tanh_f64(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(cpu::tanh_f64(-std::numeric_limits<float>::infinity()), -1.0f);
+}
+
+// gelu_tanh forward and backward: the vector level gives the portable level's bits (the same
+// float formula around the same double tanh), at sizes with tails, every dtype pair, in place,
+// and for 1, 2 and 3 threads (140001 elements: split between threads).
+TEST(CpuKernels, GeluTanhMatchesPortableBitwiseAtEveryThreadCount) {
+  std::mt19937_64 rng(0x9e1f);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2),
+                                     level(cpu::CpuKernels::best, 3)};
+  for (size_t n : {size_t{1}, size_t{17}, size_t{100}, size_t{140001}}) {
+    const Shape shape{static_cast<int64_t>(n)};
+    std::vector<float> x = awkward_values(rng, n);
+    for (size_t i = 3; i < n; i += 5) x[i] = std::ldexp(x[i], 3);  // |x| up to 128: tanh saturates
+    const std::vector<float> dy = random_values(rng, n, -6, 6);
+    for (DType dx : kFloatDTypes) {
+      for (DType dd : kFloatDTypes) {
+        if (n > 1000 && dd != dx) continue;  // the thread split: one dtype per operand is enough
+        Tensor yr = ref->empty(shape, dd), gr = ref->empty(shape, dd);
+        ref->activation_forward(nn::ActivationKind::gelu_tanh, upload_values(*ref, shape, dx, x),
+                                yr);
+        ref->activation_backward(nn::ActivationKind::gelu_tanh, upload_values(*ref, shape, dx, x),
+                                 Tensor{}, upload_values(*ref, shape, dd, dy), gr);
+        Tensor hr = upload_values(*ref, shape, dx, x);
+        if (dx == dd) {
+          ref->activation_forward(nn::ActivationKind::gelu_tanh, hr, hr);
+          ref->activation_backward(nn::ActivationKind::gelu_tanh, hr, Tensor{}, hr, hr);
+        }
+        for (auto& be : fast) {
+          const std::string ctx = std::string(dtype_name(dx)) + " -> " + dtype_name(dd) + ", n " +
+                                  std::to_string(n) + ", " + be->description();
+          Tensor yf = be->empty(shape, dd), gf = be->empty(shape, dd);
+          be->activation_forward(nn::ActivationKind::gelu_tanh, upload_values(*be, shape, dx, x),
+                                 yf);
+          expect_same_bits(*be, *ref, yf, yr, "gelu_tanh forward " + ctx, true);
+          be->activation_backward(nn::ActivationKind::gelu_tanh, upload_values(*be, shape, dx, x),
+                                  Tensor{}, upload_values(*be, shape, dd, dy), gf);
+          expect_same_bits(*be, *ref, gf, gr, "gelu_tanh backward " + ctx, true);
+          if (dx != dd) continue;
+          // In place (x, dy and dx one tensor, as the op tests' aliasing case).
+          Tensor hf = upload_values(*be, shape, dx, x);
+          be->activation_forward(nn::ActivationKind::gelu_tanh, hf, hf);
+          be->activation_backward(nn::ActivationKind::gelu_tanh, hf, Tensor{}, hf, hf);
+          expect_same_bits(*be, *ref, hf, hr, "gelu_tanh in place " + ctx, true);
         }
       }
     }

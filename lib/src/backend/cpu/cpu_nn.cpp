@@ -10,7 +10,8 @@
 // With AVX-512 (CpuKernels), linear_forward runs on the packed GEMM with the bias and the one
 // rounding in its epilogue, and relu and sum_rows on vector loops that give the plain loops' bits
 // (sum_rows: one lane per column, rows in order); they take that path only when the output does
-// not partly overlap an input.
+// not partly overlap an input. The tanh GELU uses cpu_gelu.h's tanh (double, one rounding) at
+// every level, on 16 lanes and the pool's threads with AVX-512.
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/math/nn_math.h"
 #include "cpu_backend.h"
+#include "cpu_gelu.h"
 #include "cpu_parallel.h"
 #include "cpu_vector.h"
 
@@ -157,10 +159,21 @@ void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, co
     });
     return;
   }
+  if (kind == nn::ActivationKind::gelu_tanh && m_avx512 && same_or_disjoint(x, y)) {
+    parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
+      vec::gelu_tanh_forward(x.data(), x.dtype(), y.data(), y.dtype(), b, e);
+    });
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   m_ws_d.resize(x.numel());
   float* yp = m_ws_d.data();
-  for (size_t i = 0; i < x.numel(); ++i) yp[i] = nn::activation_forward(kind, xp[i]);
+  if (kind == nn::ActivationKind::gelu_tanh) {
+    // cpu_gelu.h's tanh, so that this level and the vector one give the same bits.
+    for (size_t i = 0; i < x.numel(); ++i) yp[i] = gelu_tanh(xp[i]);
+  } else {
+    for (size_t i = 0; i < x.numel(); ++i) yp[i] = nn::activation_forward(kind, xp[i]);
+  }
   store_f32(yp, y);
 }
 
@@ -185,10 +198,23 @@ void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, c
     });
     return;
   }
+  if (kind == nn::ActivationKind::gelu_tanh && m_avx512 && same_or_disjoint(dy, dx) &&
+      same_or_disjoint(x, dx)) {
+    parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
+      vec::gelu_tanh_backward(x.data(), x.dtype(), dy.data(), dy.dtype(), dx.data(), dx.dtype(), b,
+                              e);
+    });
+    return;
+  }
   const float* up = as_f32(used, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);
   m_ws_d.resize(dy.numel());
   float* dxp = m_ws_d.data();
+  if (kind == nn::ActivationKind::gelu_tanh) {
+    for (size_t i = 0; i < dy.numel(); ++i) dxp[i] = dyp[i] * gelu_tanh_grad(up[i]);
+    store_f32(dxp, dx);
+    return;
+  }
   for (size_t i = 0; i < dy.numel(); ++i) {
     const float xi = reads_input ? up[i] : 0.0f;
     const float yi = reads_input ? 0.0f : up[i];

@@ -21,6 +21,9 @@
 //   * causal_softmax_backward: the float dot sum_k dp_k * p_k in ascending k, then
 //     round(round?(p_j * (dp_j - dot)) * scale) per element.
 // Rows are independent in both softmax passes, so splitting them over threads changes no bit.
+// With AVX-512 (cpu_vector.h) the same order runs with the scaling, the max, the division and
+// the backward's per-element products on 16 lanes; the exponentials (libm's expf) and both
+// sums stay the sequential scalar loops, so the bits are the scalar code's.
 #include <cblas.h>
 
 #include <algorithm>
@@ -36,6 +39,7 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "cpu_backend.h"
 #include "cpu_parallel.h"
+#include "cpu_vector.h"
 
 namespace ampctl::cpu {
 namespace {
@@ -288,6 +292,14 @@ void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool 
   const int64_t t = d.time;
   const size_t threads = static_cast<size_t>(m_pool->threads());
   if (m_ws_e.size() < threads * static_cast<size_t>(t)) m_ws_e.resize(threads * t);
+  if (m_avx512) {
+    for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int thread) {
+      vec::causal_softmax_forward_rows(scores.data(), scores.dtype(), probs.data(), probs.dtype(),
+                                       t, r0, r1, scale, round_scaled,
+                                       m_ws_e.data() + static_cast<size_t>(thread) * t);
+    });
+    return;
+  }
   dispatch_float(scores.dtype(), [&](auto stag) {
     using S = decltype(stag);
     dispatch_float(probs.dtype(), [&](auto ptag) {
@@ -325,6 +337,14 @@ void CpuBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dpro
                                          bool round_scaled, const Tensor& dscores) {
   const SoftmaxDims d = check_causal_softmax_backward(probs, dprobs, dscores, device());
   const int64_t t = d.time;
+  if (m_avx512) {
+    for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int) {
+      vec::causal_softmax_backward_rows(probs.data(), probs.dtype(), dprobs.data(), dprobs.dtype(),
+                                        dscores.data(), dscores.dtype(), t, r0, r1, scale,
+                                        round_scaled);
+    });
+    return;
+  }
   dispatch_float(probs.dtype(), [&](auto ptag) {
     using P = decltype(ptag);
     dispatch_float(dprobs.dtype(), [&](auto gtag) {
