@@ -308,6 +308,69 @@ TEST(CpuKernels, GeluTanhMatchesPortableBitwiseAtEveryThreadCount) {
   }
 }
 
+// LayerNorm forward and backward: the vector level (16 rows per vector, each lane summing its
+// row in index order; the parameter sums one lane per column over the rows in order) gives the
+// portable level's bits for every output, for 1, 2 and 3 threads, at shapes with partial row
+// blocks and column tails, every input dtype, dx in place of dy, and accumulating into
+// existing dgamma / dbeta.
+TEST(CpuKernels, LayerNormMatchesPortableBitwiseAtEveryThreadCount) {
+  std::mt19937_64 rng(0x1a7e);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2),
+                                     level(cpu::CpuKernels::best, 3)};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {5, 33}, {37, 128}, {400, 352}};
+  for (auto [rows, cols] : shapes) {
+    const size_t n = static_cast<size_t>(rows * cols);
+    std::vector<float> xv = random_values(rng, n, -4, 3);
+    for (size_t i = 0; i < n; i += 3) xv[i] = xv[i] + 3.0f;  // a mean away from zero
+    const std::vector<float> dyv = random_values(rng, n, -8, 2);
+    const std::vector<float> gv = random_values(rng, static_cast<size_t>(cols), -1, 1);
+    const std::vector<float> bv = random_values(rng, static_cast<size_t>(cols), -3, 0);
+    const std::vector<float> acc = random_values(rng, static_cast<size_t>(cols), -2, 0);
+    for (DType dx : kFloatDTypes) {
+      // The shape split between threads: the residual stream's f32 input is enough there.
+      if (n > 10000 && dx != DType::f32) continue;
+      for (DType dd : kFloatDTypes) {
+        auto run = [&](Backend& be) {
+          struct Out {
+            Tensor y, mean, rstd, dxt, dg, db, inplace;
+          } o;
+          const Tensor x = upload_values(be, {rows, cols}, dx, xv);
+          const Tensor g = upload_values(be, {cols}, DType::f32, gv);
+          const Tensor b = upload_values(be, {cols}, DType::f32, bv);
+          o.y = be.empty({rows, cols}, dd);
+          o.mean = be.empty({rows}, DType::f32);
+          o.rstd = be.empty({rows}, DType::f32);
+          be.layer_norm_forward(x, g, b, o.y, o.mean, o.rstd, 1e-5f);
+          o.dxt = be.empty({rows, cols}, dd);
+          o.dg = upload_values(be, {cols}, DType::f32, acc);
+          o.db = upload_values(be, {cols}, DType::f32, acc);
+          be.layer_norm_backward(x, g, o.mean, o.rstd, upload_values(be, {rows, cols}, dd, dyv),
+                                 o.dxt, o.dg, o.db);
+          o.inplace = upload_values(be, {rows, cols}, dd, dyv);
+          be.layer_norm_backward(x, g, o.mean, o.rstd, o.inplace, o.inplace, Tensor{}, Tensor{});
+          return o;
+        };
+        const auto r = run(*ref);
+        for (auto& be : fast) {
+          const auto f = run(*be);
+          const std::string ctx = std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                                  dtype_name(dx) + " -> " + dtype_name(dd) + ", " +
+                                  be->description();
+          expect_same_bits(*be, *ref, f.y, r.y, "y " + ctx);
+          expect_same_bits(*be, *ref, f.mean, r.mean, "mean " + ctx);
+          expect_same_bits(*be, *ref, f.rstd, r.rstd, "rstd " + ctx);
+          expect_same_bits(*be, *ref, f.dxt, r.dxt, "dx " + ctx);
+          expect_same_bits(*be, *ref, f.dg, r.dg, "dgamma " + ctx);
+          expect_same_bits(*be, *ref, f.db, r.db, "dbeta " + ctx);
+          expect_same_bits(*be, *ref, f.inplace, r.inplace, "dx in place of dy " + ctx);
+        }
+      }
+    }
+  }
+}
+
 struct GemmCase {
   int64_t m, n, k;
 };

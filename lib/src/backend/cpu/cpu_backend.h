@@ -173,6 +173,8 @@ class CpuBackend final : public Backend {
   // Grow-only float workspaces: widened operands (a, b, c) and float results before their one
   // rounding (d, e).
   std::vector<float> m_ws_a, m_ws_b, m_ws_c, m_ws_d, m_ws_e;
+  // Grow-only per-thread row blocks of the LayerNorm passes (16 or 32 rows of floats each).
+  std::vector<float> m_ws_ln;
   // Grow-only index workspace (embedding_backward's rows grouped by token).
   std::vector<int32_t> m_ws_idx;
   // gemm_batched: one packed engine per pool thread, each running its matrices whole on the

@@ -59,6 +59,24 @@ void check_f32_shape(const Tensor& t, std::initializer_list<int64_t> shape, cons
   }
 }
 
+// Runs fn(r0, r1, thread) over [0, rows) in ranges of whole 16-row blocks (the LayerNorm passes'
+// lane groups), a few per thread when rows * cols is worth waking threads for. The boundaries
+// depend only on the problem and the pool's size; every row's arithmetic is independent of them.
+template <typename F>
+void for_row_blocks(ThreadPool& pool, int64_t rows, int64_t cols, F&& fn) {
+  if (rows <= 0) return;
+  const int64_t blocks = (rows + 15) / 16;
+  const double work = static_cast<double>(rows) * static_cast<double>(std::max<int64_t>(cols, 1));
+  int64_t parts = std::min<int64_t>(
+      4 * pool.threads(), static_cast<int64_t>(work / static_cast<double>(kParallelGrain)));
+  parts = std::clamp<int64_t>(parts, 1, blocks);
+  pool.run(parts, [&](int64_t p, int thread) {
+    const int64_t lo = std::min(rows, blocks * p / parts * 16);
+    const int64_t hi = std::min(rows, blocks * (p + 1) / parts * 16);
+    if (lo < hi) fn(lo, hi, thread);
+  });
+}
+
 }  // namespace
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
@@ -360,6 +378,22 @@ void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
   check_float(y, "layer_norm_forward y");
   check_f32_shape(mean, {rows}, "layer_norm_forward mean");
   check_f32_shape(rstd, {rows}, "layer_norm_forward rstd");
+  if (m_avx512 && same_or_disjoint(x, y) && !overlaps(mean, x) && !overlaps(mean, y) &&
+      !overlaps(rstd, x) && !overlaps(rstd, y) && !overlaps(y, gamma) && !overlaps(y, beta) &&
+      !overlaps(mean, rstd)) {
+    // 16 rows per vector, each lane summing its row in index order (cpu_vector.h): the bits
+    // below, on the pool's threads.
+    const size_t per_thread = 16 * static_cast<size_t>(cols);
+    const size_t need = per_thread * static_cast<size_t>(m_pool->threads());
+    if (m_ws_ln.size() < need) m_ws_ln.resize(need);
+    for_row_blocks(*m_pool, rows, cols, [&](int64_t r0, int64_t r1, int thread) {
+      vec::layer_norm_forward_rows(x.data(), x.dtype(), gamma.data_as<float>(),
+                                   beta.data_as<float>(), y.data(), y.dtype(),
+                                   mean.data_as<float>(), rstd.data_as<float>(), cols, r0, r1, eps,
+                                   m_ws_ln.data() + per_thread * static_cast<size_t>(thread));
+    });
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   const float* g = gamma.data_as<float>();
   const float* b = beta.data_as<float>();
@@ -417,6 +451,56 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
   }
   if (dgamma.defined()) check_f32_shape(dgamma, {cols}, "layer_norm_backward dgamma");
   if (dbeta.defined()) check_f32_shape(dbeta, {cols}, "layer_norm_backward dbeta");
+  const bool dx_ok =
+      !dx.defined() ||
+      (same_or_disjoint(dx, x) && same_or_disjoint(dx, dy) && !overlaps(dx, gamma) &&
+       !overlaps(dx, mean) && !overlaps(dx, rstd) && (!dgamma.defined() || !overlaps(dx, dgamma)) &&
+       (!dbeta.defined() || !overlaps(dx, dbeta)));
+  if (m_avx512 && dx_ok) {
+    // The parameter sums first (they read every row of x and dy, which dx may overwrite), one
+    // lane per column over the rows in order, the pool's threads splitting the columns; then dx,
+    // 16 rows per vector as the forward. The bits of the scalar code below.
+    const float* mp = mean.data_as<float>();
+    const float* rp = rstd.data_as<float>();
+    if (dgamma.defined() || dbeta.defined()) {
+      m_ws_e.resize(2 * static_cast<size_t>(cols));
+      float* pg = m_ws_e.data();
+      float* pb = pg + cols;
+      const int64_t col_blocks = (cols + 15) / 16;
+      int64_t parts = std::min<int64_t>(
+          4 * m_pool->threads(),
+          static_cast<int64_t>(static_cast<double>(rows) * static_cast<double>(cols) /
+                               static_cast<double>(kParallelGrain)));
+      parts = std::clamp<int64_t>(parts, 1, col_blocks);
+      m_pool->run(parts, [&](int64_t p, int) {
+        const int64_t c0 = std::min(cols, col_blocks * p / parts * 16);
+        const int64_t c1 = std::min(cols, col_blocks * (p + 1) / parts * 16);
+        if (c0 < c1) {
+          vec::layer_norm_backward_params(x.data(), x.dtype(), dy.data(), dy.dtype(), mp, rp, rows,
+                                          cols, c0, c1, pg, pb);
+        }
+      });
+      if (dgamma.defined()) {
+        float* dg = dgamma.data_as<float>();
+        for (int64_t j = 0; j < cols; ++j) dg[j] = dg[j] + pg[j];
+      }
+      if (dbeta.defined()) {
+        float* dbp = dbeta.data_as<float>();
+        for (int64_t j = 0; j < cols; ++j) dbp[j] = dbp[j] + pb[j];
+      }
+    }
+    if (dx.defined()) {
+      const size_t per_thread = 32 * static_cast<size_t>(cols);
+      const size_t need = per_thread * static_cast<size_t>(m_pool->threads());
+      if (m_ws_ln.size() < need) m_ws_ln.resize(need);
+      for_row_blocks(*m_pool, rows, cols, [&](int64_t r0, int64_t r1, int thread) {
+        vec::layer_norm_backward_dx_rows(
+            x.data(), x.dtype(), dy.data(), dy.dtype(), gamma.data_as<float>(), mp, rp, dx.data(),
+            dx.dtype(), cols, r0, r1, m_ws_ln.data() + per_thread * static_cast<size_t>(thread));
+      });
+    }
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);
   const float* g = gamma.data_as<float>();

@@ -2,7 +2,9 @@
 // bitwise: cpu_vector.h). Each loop handles 16 lanes at a time and the tail with masks.
 #include "cpu_vector.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 
@@ -380,6 +382,172 @@ AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, in
   }
 }
 
+// ---- LayerNorm (cpu_nn.cpp has the documented float order) ----
+// The row sums run sequentially over j within each row, so a row's sum cannot be split across
+// lanes; instead 16 rows share a vector, lane l summing row r0 + l in index order (gathering
+// column j of the 16 rows from float copies of them).
+
+// Row pointers of a 16-row block [r0, r0 + count) widened into scratch [16][cols] (f32 source:
+// no copy) and the gather offsets of column 0 (lane l: row l's first element).
+template <typename X>
+AMPCTL_AVX512 const float* widen_block(const X* x, int64_t cols, int64_t r0, int64_t count,
+                                       float* scratch, __m512i& offsets, int64_t& ld) {
+  const int64_t idx_step = cols;
+  if constexpr (std::is_same_v<X, float>) {
+    ld = idx_step;
+    offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(ld)));
+    (void)count;
+    (void)scratch;
+    return x + r0 * cols;
+  } else {
+    ld = cols;
+    for (int64_t r = 0; r < count; ++r) {
+      const X* src = x + (r0 + r) * cols;
+      float* dst = scratch + r * cols;
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(cols - j));
+        _mm512_mask_storeu_ps(dst + j, k, load16(src + j, k));
+      }
+    }
+    offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(ld)));
+    return scratch;
+  }
+}
+
+template <typename X, typename Y>
+AMPCTL_AVX512 void ln_fwd_typed(const X* x, const float* g, const float* b, Y* y, float* mean,
+                                float* rstd, int64_t cols, int64_t r0, int64_t r1, float eps,
+                                float* scratch) {
+  const __m512 n = _mm512_set1_ps(static_cast<float>(cols));
+  for (int64_t rb = r0; rb < r1; rb += 16) {
+    const int64_t count = std::min<int64_t>(16, r1 - rb);
+    const __mmask16 lanes = head_mask(static_cast<size_t>(count));
+    __m512i off;
+    int64_t ld;
+    const float* base = widen_block(x, cols, rb, count, scratch, off, ld);
+    // Two passes per row (the mean, then the centred squares), each in index order.
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      sum = _mm512_add_ps(sum,
+                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, off, base + j, 4));
+    }
+    const __m512 mu = _mm512_div_ps(sum, n);
+    __m512 sq = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      const __m512 d =
+          _mm512_sub_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, off, base + j, 4), mu);
+      sq = _mm512_add_ps(sq, _mm512_mul_ps(d, d));
+    }
+    // nn::layer_norm_rstd: 1 / sqrt(var + eps), an IEEE square root and division.
+    const __m512 rs =
+        _mm512_div_ps(_mm512_set1_ps(1.0f),
+                      _mm512_sqrt_ps(_mm512_add_ps(_mm512_div_ps(sq, n), _mm512_set1_ps(eps))));
+    alignas(64) float mu_l[16], rs_l[16];
+    _mm512_store_ps(mu_l, mu);
+    _mm512_store_ps(rs_l, rs);
+    for (int64_t r = 0; r < count; ++r) {
+      const float* xr = base + r * ld;
+      Y* yr = y + (rb + r) * cols;
+      const __m512 m = _mm512_set1_ps(mu_l[r]), a = _mm512_set1_ps(rs_l[r]);
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(cols - j));
+        // nn::layer_norm_forward: ((x - mean) * rstd) * gamma + beta.
+        const __m512 v = _mm512_add_ps(
+            _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), m), a),
+                          _mm512_maskz_loadu_ps(k, g + j)),
+            _mm512_maskz_loadu_ps(k, b + j));
+        store16(yr + j, v, k);
+      }
+      mean[rb + r] = mu_l[r];
+      rstd[rb + r] = rs_l[r];
+    }
+  }
+}
+
+// dx rows [r0, r1).
+template <typename X, typename DY, typename DX>
+AMPCTL_AVX512 void ln_bwd_dx_typed(const X* x, const DY* dy, const float* g, const float* mean,
+                                   const float* rstd, DX* dx, int64_t cols, int64_t r0, int64_t r1,
+                                   float* scratch) {
+  const float scale_s = 1.0f / static_cast<float>(cols);
+  const __m512 scale = _mm512_set1_ps(scale_s);
+  for (int64_t rb = r0; rb < r1; rb += 16) {
+    const int64_t count = std::min<int64_t>(16, r1 - rb);
+    const __mmask16 lanes = head_mask(static_cast<size_t>(count));
+    __m512i xoff, goff;
+    int64_t xld, gld;
+    const float* xb = widen_block(x, cols, rb, count, scratch, xoff, xld);
+    const float* gb = widen_block(dy, cols, rb, count, scratch + 16 * cols, goff, gld);
+    __m512 ds = _mm512_setzero_ps(), db = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      const __m512 dyg =
+          _mm512_mul_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, goff, gb + j, 4),
+                        _mm512_set1_ps(g[j]));
+      ds = _mm512_add_ps(ds, _mm512_mul_ps(dyg, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes,
+                                                                         xoff, xb + j, 4)));
+      db = _mm512_add_ps(db, dyg);
+    }
+    const __m512 mu = _mm512_maskz_loadu_ps(lanes, mean + rb);
+    const __m512 a = _mm512_maskz_loadu_ps(lanes, rstd + rb);
+    // nn::layer_norm_backward_b and _c, left to right.
+    const __m512 bv = _mm512_mul_ps(
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_mul_ps(db, mu), ds), a), a),
+                      a),
+        scale);
+    const __m512 neg_b = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(bv), _mm512_set1_epi32(INT32_MIN)));
+    const __m512 cv =
+        _mm512_sub_ps(_mm512_mul_ps(neg_b, mu), _mm512_mul_ps(_mm512_mul_ps(db, a), scale));
+    alignas(64) float a_l[16], b_l[16], c_l[16];
+    _mm512_store_ps(a_l, a);
+    _mm512_store_ps(b_l, bv);
+    _mm512_store_ps(c_l, cv);
+    for (int64_t r = 0; r < count; ++r) {
+      const float* xr = xb + r * xld;
+      const float* gr = gb + r * gld;
+      DX* out = dx + (rb + r) * cols;
+      const __m512 av = _mm512_set1_ps(a_l[r]), bb = _mm512_set1_ps(b_l[r]),
+                   cc = _mm512_set1_ps(c_l[r]);
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(cols - j));
+        // nn::layer_norm_backward_dx: a * dy * gamma + b * x + c.
+        const __m512 v = _mm512_add_ps(
+            _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(av, _mm512_maskz_loadu_ps(k, gr + j)),
+                                        _mm512_maskz_loadu_ps(k, g + j)),
+                          _mm512_mul_ps(bb, _mm512_maskz_loadu_ps(k, xr + j))),
+            cc);
+        store16(out + j, v, k);
+      }
+    }
+  }
+}
+
+// dgamma / dbeta partial sums for columns [c0, c1): every row in order, one lane per column.
+template <typename X, typename DY>
+AMPCTL_AVX512 void ln_bwd_params_typed(const X* x, const DY* dy, const float* mean,
+                                       const float* rstd, int64_t rows, int64_t cols, int64_t c0,
+                                       int64_t c1, float* pg, float* pb) {
+  for (int64_t c = c0; c < c1; c += 16) {
+    const __mmask16 k = head_mask(static_cast<size_t>(c1 - c));
+    __m512 sg = _mm512_setzero_ps(), sb = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 d = load16(dy + r * cols + c, k);
+      // nn::layer_norm_xhat: (x - mean) * rstd.
+      const __m512 xhat =
+          _mm512_mul_ps(_mm512_sub_ps(load16(x + r * cols + c, k), _mm512_set1_ps(mean[r])),
+                        _mm512_set1_ps(rstd[r]));
+      sg = _mm512_add_ps(sg, _mm512_mul_ps(d, xhat));
+      sb = _mm512_add_ps(sb, d);
+    }
+    _mm512_mask_storeu_ps(pg + c, k, sg);
+    _mm512_mask_storeu_ps(pb + c, k, sb);
+  }
+}
+
 }  // namespace
 
 void adam(size_t begin, size_t end, float* p, const float* g, float* m, float* v, float inv_scale,
@@ -515,6 +683,49 @@ void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const vo
         softmax_bwd_typed(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
                           static_cast<O*>(dscores), t, r0, r1, scale, round_scaled);
       });
+    });
+  });
+}
+
+void layer_norm_forward_rows(const void* x, DType x_dtype, const float* gamma, const float* beta,
+                             void* y, DType y_dtype, float* mean, float* rstd, int64_t cols,
+                             int64_t r0, int64_t r1, float eps, float* scratch) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(y_dtype, [&](auto* yt) {
+      using Y = std::remove_pointer_t<decltype(yt)>;
+      ln_fwd_typed(static_cast<const X*>(x), gamma, beta, static_cast<Y*>(y), mean, rstd, cols, r0,
+                   r1, eps, scratch);
+    });
+  });
+}
+
+void layer_norm_backward_dx_rows(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                 const float* gamma, const float* mean, const float* rstd, void* dx,
+                                 DType dx_dtype, int64_t cols, int64_t r0, int64_t r1,
+                                 float* scratch) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(dy_dtype, [&](auto* dyt) {
+      using DY = std::remove_pointer_t<decltype(dyt)>;
+      with_type(dx_dtype, [&](auto* dxt) {
+        using DX = std::remove_pointer_t<decltype(dxt)>;
+        ln_bwd_dx_typed(static_cast<const X*>(x), static_cast<const DY*>(dy), gamma, mean, rstd,
+                        static_cast<DX*>(dx), cols, r0, r1, scratch);
+      });
+    });
+  });
+}
+
+void layer_norm_backward_params(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                                int64_t c0, int64_t c1, float* pg, float* pb) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(dy_dtype, [&](auto* dyt) {
+      using DY = std::remove_pointer_t<decltype(dyt)>;
+      ln_bwd_params_typed(static_cast<const X*>(x), static_cast<const DY*>(dy), mean, rstd, rows,
+                          cols, c0, c1, pg, pb);
     });
   });
 }

@@ -56,6 +56,20 @@ void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* p
 void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
                                   DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
                                   int64_t r0, int64_t r1, float scale, bool round_scaled);
+// LayerNorm (cpu_nn.cpp's documented float order, bitwise) on rows [r0, r1) of x [*, cols]:
+// the forward's y, mean and rstd; the backward's dx; and the backward's per-column sums of
+// dy * xhat and dy over every row in order (for columns [c0, c1)), which the caller adds to
+// dgamma and dbeta. scratch: 16 * cols floats (forward) or 32 * cols (dx), per thread.
+void layer_norm_forward_rows(const void* x, DType x_dtype, const float* gamma, const float* beta,
+                             void* y, DType y_dtype, float* mean, float* rstd, int64_t cols,
+                             int64_t r0, int64_t r1, float eps, float* scratch);
+void layer_norm_backward_dx_rows(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                 const float* gamma, const float* mean, const float* rstd, void* dx,
+                                 DType dx_dtype, int64_t cols, int64_t r0, int64_t r1,
+                                 float* scratch);
+void layer_norm_backward_params(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                                int64_t c0, int64_t c1, float* pg, float* pb);
 // acc[c] := sum over rows r in order of x[r, c], for columns [c0, c1) of x [rows, cols].
 void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
               float* acc);
