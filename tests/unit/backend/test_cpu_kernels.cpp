@@ -371,6 +371,75 @@ TEST(CpuKernels, LayerNormMatchesPortableBitwiseAtEveryThreadCount) {
   }
 }
 
+// softmax_cross_entropy, fused per row on the pool's threads at the vector level: the loss, the
+// hit count and every gradient element give the portable level's bits, for 1, 2 and 3 threads,
+// every logits / gradient dtype pair, a NaN row and an infinite logit, and the gradient written
+// in place of the logits. heads_from_rows / heads_to_rows (copies split over the threads) too.
+TEST(CpuKernels, CrossEntropyAndHeadCopiesMatchPortableBitwiseAtEveryThreadCount) {
+  std::mt19937_64 rng(0xce11);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2),
+                                     level(cpu::CpuKernels::best, 3)};
+  for (int64_t rows : {int64_t{1}, int64_t{37}, int64_t{1500}}) {
+    const int64_t cols = 113;
+    std::vector<float> xv = random_values(rng, static_cast<size_t>(rows * cols), -4, 4);
+    if (rows > 1) {
+      xv[static_cast<size_t>(cols + 5)] = std::numeric_limits<float>::quiet_NaN();
+      xv[static_cast<size_t>(2 * cols + 7)] = std::numeric_limits<float>::infinity();
+    }
+    std::vector<int32_t> lab(static_cast<size_t>(rows));
+    for (int32_t& l : lab) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(cols));
+    for (DType dl : kFloatDTypes) {
+      for (DType dg : kFloatDTypes) {
+        if (rows > 100 && dg != dl) continue;  // the thread split: one dtype pair each is enough
+        auto run = [&](Backend& be, bool in_place) {
+          const Tensor x = upload_values(be, {rows, cols}, dl, xv);
+          const Tensor labels = be.from_host({rows}, DType::i32, lab.data());
+          const Tensor loss = be.zeros({1}, DType::f32), hits = be.zeros({1}, DType::i32);
+          const Tensor d = in_place ? x : be.empty({rows, cols}, dg);
+          be.softmax_cross_entropy(x, labels, loss, hits, d, scalar_f32(be, 1024.0f));
+          return std::vector<Tensor>{loss, hits, d};
+        };
+        for (bool in_place : {false, true}) {
+          if (in_place && dg != dl) continue;
+          const auto r = run(*ref, in_place);
+          for (auto& be : fast) {
+            const auto f = run(*be, in_place);
+            const std::string ctx = std::to_string(rows) + " rows, " + dtype_name(dl) + " -> " +
+                                    dtype_name(dg) + (in_place ? " in place, " : ", ") +
+                                    be->description();
+            expect_same_bits(*be, *ref, f[0], r[0], "loss " + ctx, true);
+            EXPECT_EQ(download_bits(*be, f[1]), download_bits(*ref, r[1])) << "hits " << ctx;
+            expect_same_bits(*be, *ref, f[2], r[2], "dlogits " + ctx, true);
+          }
+        }
+      }
+    }
+  }
+  // Head layouts: [B*T, W] rows <-> [B, H, T, hs], there and back, columns at an offset.
+  const int64_t B = 5, H = 3, T = 17, hs = 8, W = 3 * H * hs;
+  const std::vector<float> rv = random_values(rng, static_cast<size_t>(B * T * W), -3, 3);
+  for (DType d : kFloatDTypes) {
+    auto run = [&](Backend& be) {
+      const Tensor rows = upload_values(be, {B * T, W}, d, rv);
+      const Tensor heads = be.empty({B, H, T, hs}, d);
+      be.heads_from_rows(rows, H * hs, heads);
+      const Tensor back = be.zeros({B * T, W}, d);
+      be.heads_to_rows(heads, back, 2 * H * hs);
+      return std::pair{heads, back};
+    };
+    const auto r = run(*ref);
+    for (auto& be : fast) {
+      const auto f = run(*be);
+      expect_same_bits(*be, *ref, f.first, r.first,
+                       std::string("heads_from_rows ") + dtype_name(d));
+      expect_same_bits(*be, *ref, f.second, r.second,
+                       std::string("heads_to_rows ") + dtype_name(d));
+    }
+  }
+}
+
 struct GemmCase {
   int64_t m, n, k;
 };

@@ -157,6 +157,10 @@ class CpuBackend final : public Backend {
   void sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv);
   void adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper, float inv);
   void cast_integer(const Tensor& src, const Tensor& dst);
+  // softmax_cross_entropy's fused, threaded path (AVX-512 level), after the checks.
+  void softmax_cross_entropy_rows(const Tensor& logits, const int32_t* labels, const Tensor& loss,
+                                  const Tensor& correct, const Tensor& dlogits,
+                                  const Tensor& grad_scale);
   // The embedding ops' token checks: every id in [0, vocab), else Error{invalid_argument}.
   static void check_token_ids(const Tensor& tokens, int64_t vocab, const char* what);
   // dropout_forward and dropout_backward: out := keep ? round(in * scale) : 0.

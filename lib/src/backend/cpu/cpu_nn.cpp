@@ -293,6 +293,12 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
                       std::to_string(r) + " is outside [0, " + std::to_string(cols) + ")"};
     }
   }
+  if (m_avx512 && rows > 0 && cols > 0 &&
+      (!dlogits.defined() || same_or_disjoint(dlogits, logits)) && !overlaps(loss, logits) &&
+      (!dlogits.defined() || !overlaps(loss, dlogits))) {
+    softmax_cross_entropy_rows(logits, lab, loss, correct, dlogits, grad_scale);
+    return;
+  }
   const float* xp = as_f32(logits, m_ws_a);
   m_ws_e.resize(static_cast<size_t>(cols));
   float* ls = m_ws_e.data();  // log_softmax of the current row
@@ -333,6 +339,66 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
   *loss.data_as<float>() = loss_sum / static_cast<float>(rows);
   if (correct.defined()) *correct.data_as<int32_t>() = hits;
   if (dp) store_f32(dp, dlogits);
+}
+
+// softmax_cross_entropy fused per row, the rows split over the pool's threads: each row is
+// widened into a per-thread float row, its log_softmax formed there and its gradient rounded
+// once into dlogits, so the vocabulary-wide row is written once (no float copy of the logits or
+// of the gradient). Every row's arithmetic is the scalar loop's above; the row losses are kept
+// and summed afterwards in row order, so the loss has its bits too.
+void CpuBackend::softmax_cross_entropy_rows(const Tensor& logits, const int32_t* lab,
+                                            const Tensor& loss, const Tensor& correct,
+                                            const Tensor& dlogits, const Tensor& grad_scale) {
+  const int64_t rows = logits.dim(0), cols = logits.dim(1);
+  const size_t threads = static_cast<size_t>(m_pool->threads());
+  if (m_ws_e.size() < 2 * threads * static_cast<size_t>(cols)) {
+    m_ws_e.resize(2 * threads * static_cast<size_t>(cols));
+  }
+  if (m_ws_d.size() < static_cast<size_t>(rows)) m_ws_d.resize(static_cast<size_t>(rows));
+  if (m_ws_idx.size() < static_cast<size_t>(rows)) m_ws_idx.resize(static_cast<size_t>(rows));
+  float* row_loss = m_ws_d.data();
+  int32_t* row_hit = m_ws_idx.data();
+  const bool grad = dlogits.defined();
+  const float c = grad ? -*grad_scale.data_as<float>() / static_cast<float>(rows) : 0.0f;
+  const size_t in_size = dtype_size(logits.dtype());
+  const size_t out_size = grad ? dtype_size(dlogits.dtype()) : 0;
+  const auto* in = static_cast<const char*>(logits.data());
+  auto* out = grad ? static_cast<char*>(dlogits.data()) : nullptr;
+  for_row_blocks(*m_pool, rows, 8 * cols, [&](int64_t r0, int64_t r1, int thread) {
+    float* row = m_ws_e.data() + 2 * static_cast<size_t>(thread) * static_cast<size_t>(cols);
+    float* ls = row + cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      vec::cast(in + static_cast<size_t>(r * cols) * in_size, logits.dtype(), row, DType::f32, 0,
+                static_cast<size_t>(cols));
+      const int64_t target = lab[r];
+      int64_t arg = 0;
+      for (int64_t j = 1; j < cols; ++j) {
+        const float best = row[arg];
+        if (best != best) break;
+        if (row[j] != row[j] || row[j] > best) arg = j;
+      }
+      const float mx = row[arg];
+      float sum = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
+      const float lse = logf(sum);
+      for (int64_t j = 0; j < cols; ++j) ls[j] = nn::xent_log_softmax(row[j], mx, lse);
+      row_loss[r] = nn::xent_row_loss(ls[target]);
+      row_hit[r] = arg == target ? 1 : 0;
+      if (grad) {
+        for (int64_t j = 0; j < cols; ++j) row[j] = nn::xent_grad(ls[j], j == target, c);
+        vec::cast(row, DType::f32, out + static_cast<size_t>(r * cols) * out_size, dlogits.dtype(),
+                  0, static_cast<size_t>(cols));
+      }
+    }
+  });
+  float loss_sum = 0.0f;
+  int32_t hits = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    loss_sum = loss_sum + row_loss[r];
+    hits += row_hit[r];
+  }
+  *loss.data_as<float>() = loss_sum / static_cast<float>(rows);
+  if (correct.defined()) *correct.data_as<int32_t>() = hits;
 }
 
 void CpuBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& loss,

@@ -13,7 +13,8 @@
 //     with fewer matrices than threads, each split over the pool as gemm splits it); the packed
 //     kernels never split k, so each output has the same bits as gemm would give it.
 //     Without AVX-512, OpenBLAS's sgemm per matrix on widened copies, as gemm does.
-//   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements).
+//   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements), the (b, h)
+//     matrices split over the pool's threads.
 //   * causal_softmax_forward: one pass over each row's unmasked prefix j <= i forms s_j (rounded
 //     to the scores' dtype first when round_scaled) and the max in a per-thread row buffer, a
 //     second the exponentials and their float sum in ascending j, a third the one rounding of
@@ -256,8 +257,10 @@ void CpuBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor
   const auto* s = static_cast<const char*>(src.data());
   auto* o = static_cast<char*>(dst.data());
   const size_t row_bytes = static_cast<size_t>(d.head_size) * es;
-  for (int64_t b = 0; b < d.batch; ++b) {
-    for (int64_t h = 0; h < d.heads; ++h) {
+  // One (b, h) matrix per item, split over the pool's threads (copies: no arithmetic).
+  for_rows(*m_pool, d.batch * d.heads, d.time * d.head_size, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.heads, h = i % d.heads;
       for (int64_t t = 0; t < d.time; ++t) {
         const int64_t from = (b * d.time + t) * d.width + column + h * d.head_size;
         const int64_t to = ((b * d.heads + h) * d.time + t) * d.head_size;
@@ -265,7 +268,7 @@ void CpuBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor
                     row_bytes);
       }
     }
-  }
+  });
 }
 
 void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) {
@@ -274,8 +277,9 @@ void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t col
   const auto* s = static_cast<const char*>(src.data());
   auto* o = static_cast<char*>(dst.data());
   const size_t row_bytes = static_cast<size_t>(d.head_size) * es;
-  for (int64_t b = 0; b < d.batch; ++b) {
-    for (int64_t h = 0; h < d.heads; ++h) {
+  for_rows(*m_pool, d.batch * d.heads, d.time * d.head_size, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.heads, h = i % d.heads;
       for (int64_t t = 0; t < d.time; ++t) {
         const int64_t to = (b * d.time + t) * d.width + column + h * d.head_size;
         const int64_t from = ((b * d.heads + h) * d.time + t) * d.head_size;
@@ -283,7 +287,7 @@ void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t col
                     row_bytes);
       }
     }
-  }
+  });
 }
 
 void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
