@@ -17,23 +17,27 @@
 # The shakespeare model runs few steps (ampctl: 3, timed from the second; PyTorch: 1 warm-up and
 # 2 timed) and --big-rounds rounds (default 1: a step takes seconds to tens of seconds on 2 cores).
 #
+# --torch-threads N skips the trial and gives PyTorch N threads.
+#
 #   scripts/bench_gpt_cpu.sh [--build DIR] [--rounds N] [--big-rounds N] [--threads N]
-#                            [--models fortunes,shakespeare]
+#                            [--torch-threads N] [--models fortunes,shakespeare]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build
 ROUNDS=3
 BIG_ROUNDS=1
 THREADS=2
+TORCH_THREADS=0
 MODELS=fortunes,shakespeare
 while (($#)); do
   case $1 in
     --build) BUILD=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --big-rounds) BIG_ROUNDS=$2; shift 2 ;;
+    --torch-threads) TORCH_THREADS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --models) MODELS=$2; shift 2 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "bench_gpt_cpu.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -45,11 +49,11 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-bench-gpt.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 bash scripts/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
 
-exec /usr/bin/python3 - "$AMPCTL" "$WORK" "$ROUNDS" "$THREADS" "$MODELS" "$BIG_ROUNDS" <<'PY'
+exec /usr/bin/python3 - "$AMPCTL" "$WORK" "$ROUNDS" "$THREADS" "$MODELS" "$BIG_ROUNDS" "$TORCH_THREADS" <<'PY'
 import json, os, statistics, subprocess, sys
 
-ampctl, work, rounds, threads, models, big_rounds = sys.argv[1:7]
-rounds, threads, big_rounds = int(rounds), int(threads), int(big_rounds)
+ampctl, work, rounds, threads, models, big_rounds, torch_threads = sys.argv[1:8]
+rounds, threads, big_rounds, torch_threads = int(rounds), int(threads), int(big_rounds), int(torch_threads)
 corpus = os.path.join(work, "fortunes.txt")
 env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
 
@@ -95,8 +99,11 @@ rows = []
 for model in models.split(","):
     if model not in MODELS:
         sys.exit(f"bench_gpt_cpu.sh: unknown model '{model}' (fortunes, shakespeare)")
-    tt = {n: torch_step(model, "fp32", n) for n in sorted({1, threads})}
-    tthreads = min(tt, key=tt.get)
+    if torch_threads > 0:
+        tt, tthreads = {}, torch_threads
+    else:
+        tt = {n: torch_step(model, "fp32", n) for n in sorted({1, threads})}
+        tthreads = min(tt, key=tt.get)
     print(f"{model}: PyTorch fp32 " + ", ".join(f"{n} thread(s) {ms:.1f} ms" for n, ms in tt.items())
           + f" -> {tthreads}", flush=True)
     res = {k: [] for k in ["a16", "abf", "a32", "t32", "tbf"]}
