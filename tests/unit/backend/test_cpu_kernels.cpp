@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../../../lib/src/backend/cpu/cpu_backend.h"  // CpuKernels: the levels compared here
+#include "../../../lib/src/backend/cpu/cpu_gelu.h"     // tanh_f64
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
 #include "unit/backend/backend_test_util.h"
@@ -225,6 +226,216 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
           expect_same_bits(*fast, *ref, sf.lowp_params, sr.lowp_params, "sgd lowp, " + ctx);
         }
       }
+    }
+  }
+}
+
+// The tanh GELU's own tanh (cpu_gelu.h: double evaluation, one rounding) is within half an ulp
+// of tanh plus the double evaluation's ~1e-13 relative error, over a sweep of every 4099th float
+// bit pattern (all binades, both signs); it is odd, keeps NaN and maps +-inf to +-1.
+TEST(CpuKernels, GeluTanhsOwnTanhIsWithinHalfAnUlp) {
+  double worst = 0.0;
+  uint32_t worst_bits = 0;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 4099) {
+    const float v = bits_float(static_cast<uint32_t>(b));
+    if (!std::isfinite(v)) continue;
+    const float t = cpu::tanh_f64(v);
+    const double ref = std::tanh(static_cast<double>(v));
+    if (ref == 0.0) {
+      ASSERT_EQ(float_bits(t), float_bits(v)) << "tanh of a zero is that zero";
+      continue;
+    }
+    const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
+    const double err = std::fabs(static_cast<double>(t) - ref) / ulp;
+    if (err > worst) {
+      worst = err;
+      worst_bits = static_cast<uint32_t>(b);
+    }
+    ASSERT_EQ(float_bits(cpu::tanh_f64(-v)), float_bits(t) ^ 0x80000000u) << "odd at " << v;
+  }
+  EXPECT_LE(worst, 0.5 + 1e-5) << "at " << bits_float(worst_bits);
+  EXPECT_TRUE(std::isnan(cpu::tanh_f64(bits_float(0x7fc12345u))));
+  EXPECT_EQ(cpu::tanh_f64(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(cpu::tanh_f64(-std::numeric_limits<float>::infinity()), -1.0f);
+}
+
+// gelu_tanh forward and backward: the vector level gives the portable level's bits (the same
+// float formula around the same double tanh), at sizes with tails, every dtype pair, in place,
+// and for 1, 2 and 3 threads (140001 elements: split between threads).
+TEST(CpuKernels, GeluTanhMatchesPortableBitwiseAtEveryThreadCount) {
+  std::mt19937_64 rng(0x9e1f);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2),
+                                     level(cpu::CpuKernels::best, 3)};
+  for (size_t n : {size_t{1}, size_t{17}, size_t{100}, size_t{140001}}) {
+    const Shape shape{static_cast<int64_t>(n)};
+    std::vector<float> x = awkward_values(rng, n);
+    for (size_t i = 3; i < n; i += 5) x[i] = std::ldexp(x[i], 3);  // |x| up to 128: tanh saturates
+    const std::vector<float> dy = random_values(rng, n, -6, 6);
+    for (DType dx : kFloatDTypes) {
+      for (DType dd : kFloatDTypes) {
+        if (n > 1000 && dd != dx) continue;  // the thread split: one dtype per operand is enough
+        Tensor yr = ref->empty(shape, dd), gr = ref->empty(shape, dd);
+        ref->activation_forward(nn::ActivationKind::gelu_tanh, upload_values(*ref, shape, dx, x),
+                                yr);
+        ref->activation_backward(nn::ActivationKind::gelu_tanh, upload_values(*ref, shape, dx, x),
+                                 Tensor{}, upload_values(*ref, shape, dd, dy), gr);
+        Tensor hr = upload_values(*ref, shape, dx, x);
+        if (dx == dd) {
+          ref->activation_forward(nn::ActivationKind::gelu_tanh, hr, hr);
+          ref->activation_backward(nn::ActivationKind::gelu_tanh, hr, Tensor{}, hr, hr);
+        }
+        for (auto& be : fast) {
+          const std::string ctx = std::string(dtype_name(dx)) + " -> " + dtype_name(dd) + ", n " +
+                                  std::to_string(n) + ", " + be->description();
+          Tensor yf = be->empty(shape, dd), gf = be->empty(shape, dd);
+          be->activation_forward(nn::ActivationKind::gelu_tanh, upload_values(*be, shape, dx, x),
+                                 yf);
+          expect_same_bits(*be, *ref, yf, yr, "gelu_tanh forward " + ctx, true);
+          be->activation_backward(nn::ActivationKind::gelu_tanh, upload_values(*be, shape, dx, x),
+                                  Tensor{}, upload_values(*be, shape, dd, dy), gf);
+          expect_same_bits(*be, *ref, gf, gr, "gelu_tanh backward " + ctx, true);
+          if (dx != dd) continue;
+          // In place (x, dy and dx one tensor, as the op tests' aliasing case).
+          Tensor hf = upload_values(*be, shape, dx, x);
+          be->activation_forward(nn::ActivationKind::gelu_tanh, hf, hf);
+          be->activation_backward(nn::ActivationKind::gelu_tanh, hf, Tensor{}, hf, hf);
+          expect_same_bits(*be, *ref, hf, hr, "gelu_tanh in place " + ctx, true);
+        }
+      }
+    }
+  }
+}
+
+// LayerNorm forward and backward: the vector level (16 rows per vector, each lane summing its
+// row in index order; the parameter sums one lane per column over the rows in order) gives the
+// portable level's bits for every output, for 1, 2 and 3 threads, at shapes with partial row
+// blocks and column tails, every input dtype, dx in place of dy, and accumulating into
+// existing dgamma / dbeta.
+TEST(CpuKernels, LayerNormMatchesPortableBitwiseAtEveryThreadCount) {
+  std::mt19937_64 rng(0x1a7e);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2),
+                                     level(cpu::CpuKernels::best, 3)};
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1}, {5, 33}, {37, 128}, {400, 352}};
+  for (auto [rows, cols] : shapes) {
+    const size_t n = static_cast<size_t>(rows * cols);
+    std::vector<float> xv = random_values(rng, n, -4, 3);
+    for (size_t i = 0; i < n; i += 3) xv[i] = xv[i] + 3.0f;  // a mean away from zero
+    const std::vector<float> dyv = random_values(rng, n, -8, 2);
+    const std::vector<float> gv = random_values(rng, static_cast<size_t>(cols), -1, 1);
+    const std::vector<float> bv = random_values(rng, static_cast<size_t>(cols), -3, 0);
+    const std::vector<float> acc = random_values(rng, static_cast<size_t>(cols), -2, 0);
+    for (DType dx : kFloatDTypes) {
+      // The shape split between threads: the residual stream's f32 input is enough there.
+      if (n > 10000 && dx != DType::f32) continue;
+      for (DType dd : kFloatDTypes) {
+        auto run = [&](Backend& be) {
+          struct Out {
+            Tensor y, mean, rstd, dxt, dg, db, inplace;
+          } o;
+          const Tensor x = upload_values(be, {rows, cols}, dx, xv);
+          const Tensor g = upload_values(be, {cols}, DType::f32, gv);
+          const Tensor b = upload_values(be, {cols}, DType::f32, bv);
+          o.y = be.empty({rows, cols}, dd);
+          o.mean = be.empty({rows}, DType::f32);
+          o.rstd = be.empty({rows}, DType::f32);
+          be.layer_norm_forward(x, g, b, o.y, o.mean, o.rstd, 1e-5f);
+          o.dxt = be.empty({rows, cols}, dd);
+          o.dg = upload_values(be, {cols}, DType::f32, acc);
+          o.db = upload_values(be, {cols}, DType::f32, acc);
+          be.layer_norm_backward(x, g, o.mean, o.rstd, upload_values(be, {rows, cols}, dd, dyv),
+                                 o.dxt, o.dg, o.db);
+          o.inplace = upload_values(be, {rows, cols}, dd, dyv);
+          be.layer_norm_backward(x, g, o.mean, o.rstd, o.inplace, o.inplace, Tensor{}, Tensor{});
+          return o;
+        };
+        const auto r = run(*ref);
+        for (auto& be : fast) {
+          const auto f = run(*be);
+          const std::string ctx = std::to_string(rows) + "x" + std::to_string(cols) + " " +
+                                  dtype_name(dx) + " -> " + dtype_name(dd) + ", " +
+                                  be->description();
+          expect_same_bits(*be, *ref, f.y, r.y, "y " + ctx);
+          expect_same_bits(*be, *ref, f.mean, r.mean, "mean " + ctx);
+          expect_same_bits(*be, *ref, f.rstd, r.rstd, "rstd " + ctx);
+          expect_same_bits(*be, *ref, f.dxt, r.dxt, "dx " + ctx);
+          expect_same_bits(*be, *ref, f.dg, r.dg, "dgamma " + ctx);
+          expect_same_bits(*be, *ref, f.db, r.db, "dbeta " + ctx);
+          expect_same_bits(*be, *ref, f.inplace, r.inplace, "dx in place of dy " + ctx);
+        }
+      }
+    }
+  }
+}
+
+// softmax_cross_entropy, fused per row on the pool's threads at the vector level: the loss, the
+// hit count and every gradient element give the portable level's bits, for 1, 2 and 3 threads,
+// every logits / gradient dtype pair, a NaN row and an infinite logit, and the gradient written
+// in place of the logits. heads_from_rows / heads_to_rows (copies split over the threads) too.
+TEST(CpuKernels, CrossEntropyAndHeadCopiesMatchPortableBitwiseAtEveryThreadCount) {
+  std::mt19937_64 rng(0xce11);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2),
+                                     level(cpu::CpuKernels::best, 3)};
+  for (int64_t rows : {int64_t{1}, int64_t{37}, int64_t{1500}}) {
+    const int64_t cols = 113;
+    std::vector<float> xv = random_values(rng, static_cast<size_t>(rows * cols), -4, 4);
+    if (rows > 1) {
+      xv[static_cast<size_t>(cols + 5)] = std::numeric_limits<float>::quiet_NaN();
+      xv[static_cast<size_t>(2 * cols + 7)] = std::numeric_limits<float>::infinity();
+    }
+    std::vector<int32_t> lab(static_cast<size_t>(rows));
+    for (int32_t& l : lab) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(cols));
+    for (DType dl : kFloatDTypes) {
+      for (DType dg : kFloatDTypes) {
+        if (rows > 100 && dg != dl) continue;  // the thread split: one dtype pair each is enough
+        auto run = [&](Backend& be, bool in_place) {
+          const Tensor x = upload_values(be, {rows, cols}, dl, xv);
+          const Tensor labels = be.from_host({rows}, DType::i32, lab.data());
+          const Tensor loss = be.zeros({1}, DType::f32), hits = be.zeros({1}, DType::i32);
+          const Tensor d = in_place ? x : be.empty({rows, cols}, dg);
+          be.softmax_cross_entropy(x, labels, loss, hits, d, scalar_f32(be, 1024.0f));
+          return std::vector<Tensor>{loss, hits, d};
+        };
+        for (bool in_place : {false, true}) {
+          if (in_place && dg != dl) continue;
+          const auto r = run(*ref, in_place);
+          for (auto& be : fast) {
+            const auto f = run(*be, in_place);
+            const std::string ctx = std::to_string(rows) + " rows, " + dtype_name(dl) + " -> " +
+                                    dtype_name(dg) + (in_place ? " in place, " : ", ") +
+                                    be->description();
+            expect_same_bits(*be, *ref, f[0], r[0], "loss " + ctx, true);
+            EXPECT_EQ(download_bits(*be, f[1]), download_bits(*ref, r[1])) << "hits " << ctx;
+            expect_same_bits(*be, *ref, f[2], r[2], "dlogits " + ctx, true);
+          }
+        }
+      }
+    }
+  }
+  // Head layouts: [B*T, W] rows <-> [B, H, T, hs], there and back, columns at an offset.
+  const int64_t B = 5, H = 3, T = 17, hs = 8, W = 3 * H * hs;
+  const std::vector<float> rv = random_values(rng, static_cast<size_t>(B * T * W), -3, 3);
+  for (DType d : kFloatDTypes) {
+    auto run = [&](Backend& be) {
+      const Tensor rows = upload_values(be, {B * T, W}, d, rv);
+      const Tensor heads = be.empty({B, H, T, hs}, d);
+      be.heads_from_rows(rows, H * hs, heads);
+      const Tensor back = be.zeros({B * T, W}, d);
+      be.heads_to_rows(heads, back, 2 * H * hs);
+      return std::pair{heads, back};
+    };
+    const auto r = run(*ref);
+    for (auto& be : fast) {
+      const auto f = run(*be);
+      expect_same_bits(*be, *ref, f.first, r.first,
+                       std::string("heads_from_rows ") + dtype_name(d));
+      expect_same_bits(*be, *ref, f.second, r.second,
+                       std::string("heads_to_rows ") + dtype_name(d));
     }
   }
 }

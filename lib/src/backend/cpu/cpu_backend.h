@@ -157,6 +157,10 @@ class CpuBackend final : public Backend {
   void sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv);
   void adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper, float inv);
   void cast_integer(const Tensor& src, const Tensor& dst);
+  // softmax_cross_entropy's fused, threaded path (AVX-512 level), after the checks.
+  void softmax_cross_entropy_rows(const Tensor& logits, const int32_t* labels, const Tensor& loss,
+                                  const Tensor& correct, const Tensor& dlogits,
+                                  const Tensor& grad_scale);
   // The embedding ops' token checks: every id in [0, vocab), else Error{invalid_argument}.
   static void check_token_ids(const Tensor& tokens, int64_t vocab, const char* what);
   // dropout_forward and dropout_backward: out := keep ? round(in * scale) : 0.
@@ -173,6 +177,8 @@ class CpuBackend final : public Backend {
   // Grow-only float workspaces: widened operands (a, b, c) and float results before their one
   // rounding (d, e).
   std::vector<float> m_ws_a, m_ws_b, m_ws_c, m_ws_d, m_ws_e;
+  // Grow-only per-thread row blocks of the LayerNorm passes (16 or 32 rows of floats each).
+  std::vector<float> m_ws_ln;
   // Grow-only index workspace (embedding_backward's rows grouped by token).
   std::vector<int32_t> m_ws_idx;
   // gemm_batched: one packed engine per pool thread, each running its matrices whole on the

@@ -10,7 +10,8 @@
 // With AVX-512 (CpuKernels), linear_forward runs on the packed GEMM with the bias and the one
 // rounding in its epilogue, and relu and sum_rows on vector loops that give the plain loops' bits
 // (sum_rows: one lane per column, rows in order); they take that path only when the output does
-// not partly overlap an input.
+// not partly overlap an input. The tanh GELU uses cpu_gelu.h's tanh (double, one rounding) at
+// every level, on 16 lanes and the pool's threads with AVX-512.
 #include <cblas.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/math/nn_math.h"
 #include "cpu_backend.h"
+#include "cpu_gelu.h"
 #include "cpu_parallel.h"
 #include "cpu_vector.h"
 
@@ -55,6 +57,24 @@ void check_f32_shape(const Tensor& t, std::initializer_list<int64_t> shape, cons
     throw Error{ErrorKind::invalid_argument,
                 std::string(what) + ": expected an f32 tensor, got " + t.describe()};
   }
+}
+
+// Runs fn(r0, r1, thread) over [0, rows) in ranges of whole 16-row blocks (the LayerNorm passes'
+// lane groups), a few per thread when rows * cols is worth waking threads for. The boundaries
+// depend only on the problem and the pool's size; every row's arithmetic is independent of them.
+template <typename F>
+void for_row_blocks(ThreadPool& pool, int64_t rows, int64_t cols, F&& fn) {
+  if (rows <= 0) return;
+  const int64_t blocks = (rows + 15) / 16;
+  const double work = static_cast<double>(rows) * static_cast<double>(std::max<int64_t>(cols, 1));
+  int64_t parts = std::min<int64_t>(
+      4 * pool.threads(), static_cast<int64_t>(work / static_cast<double>(kParallelGrain)));
+  parts = std::clamp<int64_t>(parts, 1, blocks);
+  pool.run(parts, [&](int64_t p, int thread) {
+    const int64_t lo = std::min(rows, blocks * p / parts * 16);
+    const int64_t hi = std::min(rows, blocks * (p + 1) / parts * 16);
+    if (lo < hi) fn(lo, hi, thread);
+  });
 }
 
 }  // namespace
@@ -157,10 +177,21 @@ void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, co
     });
     return;
   }
+  if (kind == nn::ActivationKind::gelu_tanh && m_avx512 && same_or_disjoint(x, y)) {
+    parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
+      vec::gelu_tanh_forward(x.data(), x.dtype(), y.data(), y.dtype(), b, e);
+    });
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   m_ws_d.resize(x.numel());
   float* yp = m_ws_d.data();
-  for (size_t i = 0; i < x.numel(); ++i) yp[i] = nn::activation_forward(kind, xp[i]);
+  if (kind == nn::ActivationKind::gelu_tanh) {
+    // cpu_gelu.h's tanh, so that this level and the vector one give the same bits.
+    for (size_t i = 0; i < x.numel(); ++i) yp[i] = gelu_tanh(xp[i]);
+  } else {
+    for (size_t i = 0; i < x.numel(); ++i) yp[i] = nn::activation_forward(kind, xp[i]);
+  }
   store_f32(yp, y);
 }
 
@@ -185,10 +216,23 @@ void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, c
     });
     return;
   }
+  if (kind == nn::ActivationKind::gelu_tanh && m_avx512 && same_or_disjoint(dy, dx) &&
+      same_or_disjoint(x, dx)) {
+    parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
+      vec::gelu_tanh_backward(x.data(), x.dtype(), dy.data(), dy.dtype(), dx.data(), dx.dtype(), b,
+                              e);
+    });
+    return;
+  }
   const float* up = as_f32(used, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);
   m_ws_d.resize(dy.numel());
   float* dxp = m_ws_d.data();
+  if (kind == nn::ActivationKind::gelu_tanh) {
+    for (size_t i = 0; i < dy.numel(); ++i) dxp[i] = dyp[i] * gelu_tanh_grad(up[i]);
+    store_f32(dxp, dx);
+    return;
+  }
   for (size_t i = 0; i < dy.numel(); ++i) {
     const float xi = reads_input ? up[i] : 0.0f;
     const float yi = reads_input ? 0.0f : up[i];
@@ -249,6 +293,12 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
                       std::to_string(r) + " is outside [0, " + std::to_string(cols) + ")"};
     }
   }
+  if (m_avx512 && rows > 0 && cols > 0 &&
+      (!dlogits.defined() || same_or_disjoint(dlogits, logits)) && !overlaps(loss, logits) &&
+      (!dlogits.defined() || !overlaps(loss, dlogits))) {
+    softmax_cross_entropy_rows(logits, lab, loss, correct, dlogits, grad_scale);
+    return;
+  }
   const float* xp = as_f32(logits, m_ws_a);
   m_ws_e.resize(static_cast<size_t>(cols));
   float* ls = m_ws_e.data();  // log_softmax of the current row
@@ -289,6 +339,66 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
   *loss.data_as<float>() = loss_sum / static_cast<float>(rows);
   if (correct.defined()) *correct.data_as<int32_t>() = hits;
   if (dp) store_f32(dp, dlogits);
+}
+
+// softmax_cross_entropy fused per row, the rows split over the pool's threads: each row is
+// widened into a per-thread float row, its log_softmax formed there and its gradient rounded
+// once into dlogits, so the vocabulary-wide row is written once (no float copy of the logits or
+// of the gradient). Every row's arithmetic is the scalar loop's above; the row losses are kept
+// and summed afterwards in row order, so the loss has its bits too.
+void CpuBackend::softmax_cross_entropy_rows(const Tensor& logits, const int32_t* lab,
+                                            const Tensor& loss, const Tensor& correct,
+                                            const Tensor& dlogits, const Tensor& grad_scale) {
+  const int64_t rows = logits.dim(0), cols = logits.dim(1);
+  const size_t threads = static_cast<size_t>(m_pool->threads());
+  if (m_ws_e.size() < 2 * threads * static_cast<size_t>(cols)) {
+    m_ws_e.resize(2 * threads * static_cast<size_t>(cols));
+  }
+  if (m_ws_d.size() < static_cast<size_t>(rows)) m_ws_d.resize(static_cast<size_t>(rows));
+  if (m_ws_idx.size() < static_cast<size_t>(rows)) m_ws_idx.resize(static_cast<size_t>(rows));
+  float* row_loss = m_ws_d.data();
+  int32_t* row_hit = m_ws_idx.data();
+  const bool grad = dlogits.defined();
+  const float c = grad ? -*grad_scale.data_as<float>() / static_cast<float>(rows) : 0.0f;
+  const size_t in_size = dtype_size(logits.dtype());
+  const size_t out_size = grad ? dtype_size(dlogits.dtype()) : 0;
+  const auto* in = static_cast<const char*>(logits.data());
+  auto* out = grad ? static_cast<char*>(dlogits.data()) : nullptr;
+  for_row_blocks(*m_pool, rows, 8 * cols, [&](int64_t r0, int64_t r1, int thread) {
+    float* row = m_ws_e.data() + 2 * static_cast<size_t>(thread) * static_cast<size_t>(cols);
+    float* ls = row + cols;
+    for (int64_t r = r0; r < r1; ++r) {
+      vec::cast(in + static_cast<size_t>(r * cols) * in_size, logits.dtype(), row, DType::f32, 0,
+                static_cast<size_t>(cols));
+      const int64_t target = lab[r];
+      int64_t arg = 0;
+      for (int64_t j = 1; j < cols; ++j) {
+        const float best = row[arg];
+        if (best != best) break;
+        if (row[j] != row[j] || row[j] > best) arg = j;
+      }
+      const float mx = row[arg];
+      float sum = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
+      const float lse = logf(sum);
+      for (int64_t j = 0; j < cols; ++j) ls[j] = nn::xent_log_softmax(row[j], mx, lse);
+      row_loss[r] = nn::xent_row_loss(ls[target]);
+      row_hit[r] = arg == target ? 1 : 0;
+      if (grad) {
+        for (int64_t j = 0; j < cols; ++j) row[j] = nn::xent_grad(ls[j], j == target, c);
+        vec::cast(row, DType::f32, out + static_cast<size_t>(r * cols) * out_size, dlogits.dtype(),
+                  0, static_cast<size_t>(cols));
+      }
+    }
+  });
+  float loss_sum = 0.0f;
+  int32_t hits = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    loss_sum = loss_sum + row_loss[r];
+    hits += row_hit[r];
+  }
+  *loss.data_as<float>() = loss_sum / static_cast<float>(rows);
+  if (correct.defined()) *correct.data_as<int32_t>() = hits;
 }
 
 void CpuBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& loss,
@@ -334,6 +444,22 @@ void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
   check_float(y, "layer_norm_forward y");
   check_f32_shape(mean, {rows}, "layer_norm_forward mean");
   check_f32_shape(rstd, {rows}, "layer_norm_forward rstd");
+  if (m_avx512 && same_or_disjoint(x, y) && !overlaps(mean, x) && !overlaps(mean, y) &&
+      !overlaps(rstd, x) && !overlaps(rstd, y) && !overlaps(y, gamma) && !overlaps(y, beta) &&
+      !overlaps(mean, rstd)) {
+    // 16 rows per vector, each lane summing its row in index order (cpu_vector.h): the bits
+    // below, on the pool's threads.
+    const size_t per_thread = 16 * static_cast<size_t>(cols);
+    const size_t need = per_thread * static_cast<size_t>(m_pool->threads());
+    if (m_ws_ln.size() < need) m_ws_ln.resize(need);
+    for_row_blocks(*m_pool, rows, cols, [&](int64_t r0, int64_t r1, int thread) {
+      vec::layer_norm_forward_rows(x.data(), x.dtype(), gamma.data_as<float>(),
+                                   beta.data_as<float>(), y.data(), y.dtype(),
+                                   mean.data_as<float>(), rstd.data_as<float>(), cols, r0, r1, eps,
+                                   m_ws_ln.data() + per_thread * static_cast<size_t>(thread));
+    });
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   const float* g = gamma.data_as<float>();
   const float* b = beta.data_as<float>();
@@ -391,6 +517,56 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
   }
   if (dgamma.defined()) check_f32_shape(dgamma, {cols}, "layer_norm_backward dgamma");
   if (dbeta.defined()) check_f32_shape(dbeta, {cols}, "layer_norm_backward dbeta");
+  const bool dx_ok =
+      !dx.defined() ||
+      (same_or_disjoint(dx, x) && same_or_disjoint(dx, dy) && !overlaps(dx, gamma) &&
+       !overlaps(dx, mean) && !overlaps(dx, rstd) && (!dgamma.defined() || !overlaps(dx, dgamma)) &&
+       (!dbeta.defined() || !overlaps(dx, dbeta)));
+  if (m_avx512 && dx_ok) {
+    // The parameter sums first (they read every row of x and dy, which dx may overwrite), one
+    // lane per column over the rows in order, the pool's threads splitting the columns; then dx,
+    // 16 rows per vector as the forward. The bits of the scalar code below.
+    const float* mp = mean.data_as<float>();
+    const float* rp = rstd.data_as<float>();
+    if (dgamma.defined() || dbeta.defined()) {
+      m_ws_e.resize(2 * static_cast<size_t>(cols));
+      float* pg = m_ws_e.data();
+      float* pb = pg + cols;
+      const int64_t col_blocks = (cols + 15) / 16;
+      int64_t parts = std::min<int64_t>(
+          4 * m_pool->threads(),
+          static_cast<int64_t>(static_cast<double>(rows) * static_cast<double>(cols) /
+                               static_cast<double>(kParallelGrain)));
+      parts = std::clamp<int64_t>(parts, 1, col_blocks);
+      m_pool->run(parts, [&](int64_t p, int) {
+        const int64_t c0 = std::min(cols, col_blocks * p / parts * 16);
+        const int64_t c1 = std::min(cols, col_blocks * (p + 1) / parts * 16);
+        if (c0 < c1) {
+          vec::layer_norm_backward_params(x.data(), x.dtype(), dy.data(), dy.dtype(), mp, rp, rows,
+                                          cols, c0, c1, pg, pb);
+        }
+      });
+      if (dgamma.defined()) {
+        float* dg = dgamma.data_as<float>();
+        for (int64_t j = 0; j < cols; ++j) dg[j] = dg[j] + pg[j];
+      }
+      if (dbeta.defined()) {
+        float* dbp = dbeta.data_as<float>();
+        for (int64_t j = 0; j < cols; ++j) dbp[j] = dbp[j] + pb[j];
+      }
+    }
+    if (dx.defined()) {
+      const size_t per_thread = 32 * static_cast<size_t>(cols);
+      const size_t need = per_thread * static_cast<size_t>(m_pool->threads());
+      if (m_ws_ln.size() < need) m_ws_ln.resize(need);
+      for_row_blocks(*m_pool, rows, cols, [&](int64_t r0, int64_t r1, int thread) {
+        vec::layer_norm_backward_dx_rows(
+            x.data(), x.dtype(), dy.data(), dy.dtype(), gamma.data_as<float>(), mp, rp, dx.data(),
+            dx.dtype(), cols, r0, r1, m_ws_ln.data() + per_thread * static_cast<size_t>(thread));
+      });
+    }
+    return;
+  }
   const float* xp = as_f32(x, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);
   const float* g = gamma.data_as<float>();

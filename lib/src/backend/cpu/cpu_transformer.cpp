@@ -13,7 +13,8 @@
 //     with fewer matrices than threads, each split over the pool as gemm splits it); the packed
 //     kernels never split k, so each output has the same bits as gemm would give it.
 //     Without AVX-512, OpenBLAS's sgemm per matrix on widened copies, as gemm does.
-//   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements).
+//   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements), the (b, h)
+//     matrices split over the pool's threads.
 //   * causal_softmax_forward: one pass over each row's unmasked prefix j <= i forms s_j (rounded
 //     to the scores' dtype first when round_scaled) and the max in a per-thread row buffer, a
 //     second the exponentials and their float sum in ascending j, a third the one rounding of
@@ -21,6 +22,9 @@
 //   * causal_softmax_backward: the float dot sum_k dp_k * p_k in ascending k, then
 //     round(round?(p_j * (dp_j - dot)) * scale) per element.
 // Rows are independent in both softmax passes, so splitting them over threads changes no bit.
+// With AVX-512 (cpu_vector.h) the same order runs with the scaling, the max, the division and
+// the backward's per-element products on 16 lanes; the exponentials (libm's expf) and both
+// sums stay the sequential scalar loops, so the bits are the scalar code's.
 #include <cblas.h>
 
 #include <algorithm>
@@ -36,6 +40,7 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "cpu_backend.h"
 #include "cpu_parallel.h"
+#include "cpu_vector.h"
 
 namespace ampctl::cpu {
 namespace {
@@ -252,8 +257,10 @@ void CpuBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor
   const auto* s = static_cast<const char*>(src.data());
   auto* o = static_cast<char*>(dst.data());
   const size_t row_bytes = static_cast<size_t>(d.head_size) * es;
-  for (int64_t b = 0; b < d.batch; ++b) {
-    for (int64_t h = 0; h < d.heads; ++h) {
+  // One (b, h) matrix per item, split over the pool's threads (copies: no arithmetic).
+  for_rows(*m_pool, d.batch * d.heads, d.time * d.head_size, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.heads, h = i % d.heads;
       for (int64_t t = 0; t < d.time; ++t) {
         const int64_t from = (b * d.time + t) * d.width + column + h * d.head_size;
         const int64_t to = ((b * d.heads + h) * d.time + t) * d.head_size;
@@ -261,7 +268,7 @@ void CpuBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor
                     row_bytes);
       }
     }
-  }
+  });
 }
 
 void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) {
@@ -270,8 +277,9 @@ void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t col
   const auto* s = static_cast<const char*>(src.data());
   auto* o = static_cast<char*>(dst.data());
   const size_t row_bytes = static_cast<size_t>(d.head_size) * es;
-  for (int64_t b = 0; b < d.batch; ++b) {
-    for (int64_t h = 0; h < d.heads; ++h) {
+  for_rows(*m_pool, d.batch * d.heads, d.time * d.head_size, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t b = i / d.heads, h = i % d.heads;
       for (int64_t t = 0; t < d.time; ++t) {
         const int64_t to = (b * d.time + t) * d.width + column + h * d.head_size;
         const int64_t from = ((b * d.heads + h) * d.time + t) * d.head_size;
@@ -279,7 +287,7 @@ void CpuBackend::heads_to_rows(const Tensor& src, const Tensor& dst, int64_t col
                     row_bytes);
       }
     }
-  }
+  });
 }
 
 void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
@@ -288,6 +296,14 @@ void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool 
   const int64_t t = d.time;
   const size_t threads = static_cast<size_t>(m_pool->threads());
   if (m_ws_e.size() < threads * static_cast<size_t>(t)) m_ws_e.resize(threads * t);
+  if (m_avx512) {
+    for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int thread) {
+      vec::causal_softmax_forward_rows(scores.data(), scores.dtype(), probs.data(), probs.dtype(),
+                                       t, r0, r1, scale, round_scaled,
+                                       m_ws_e.data() + static_cast<size_t>(thread) * t);
+    });
+    return;
+  }
   dispatch_float(scores.dtype(), [&](auto stag) {
     using S = decltype(stag);
     dispatch_float(probs.dtype(), [&](auto ptag) {
@@ -325,6 +341,14 @@ void CpuBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dpro
                                          bool round_scaled, const Tensor& dscores) {
   const SoftmaxDims d = check_causal_softmax_backward(probs, dprobs, dscores, device());
   const int64_t t = d.time;
+  if (m_avx512) {
+    for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int) {
+      vec::causal_softmax_backward_rows(probs.data(), probs.dtype(), dprobs.data(), dprobs.dtype(),
+                                        dscores.data(), dscores.dtype(), t, r0, r1, scale,
+                                        round_scaled);
+    });
+    return;
+  }
   dispatch_float(probs.dtype(), [&](auto ptag) {
     using P = decltype(ptag);
     dispatch_float(dprobs.dtype(), [&](auto gtag) {

@@ -2,9 +2,14 @@
 // bitwise: cpu_vector.h). Each loop handles 16 lanes at a time and the tail with masks.
 #include "cpu_vector.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "ampctl/core/half.h"
+#include "cpu_gelu.h"
 #include "cpu_simd.h"
 
 #if !defined(__clang__)
@@ -222,6 +227,327 @@ AMPCTL_AVX512 void sum_rows_typed(const X* x, int64_t rows, int64_t cols, int64_
   }
 }
 
+// ---- tanh GELU (cpu_gelu.h: the scalar code these lanes reproduce) ----
+
+// tanh_f64 on 8 lanes of double: the same operations as the scalar code, both branches
+// computed and the small-argument series blended in.
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512d tanh_abs_pd(__m512d a) {
+  using namespace gelu_detail;
+  a = _mm512_min_pd(_mm512_set1_pd(kTanhClamp), a);  // a NaN (second operand) is kept
+  const __m512d a2 = _mm512_mul_pd(a, a);
+  const __m512d series = _mm512_mul_pd(
+      a,
+      _mm512_add_pd(_mm512_set1_pd(1.0),
+                    _mm512_mul_pd(a2, _mm512_add_pd(_mm512_set1_pd(kSeries3),
+                                                    _mm512_mul_pd(a2, _mm512_set1_pd(kSeries5))))));
+  const __m512d y = _mm512_mul_pd(_mm512_set1_pd(2.0), a);
+  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(y, _mm512_set1_pd(kLog2e)),
+                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512d r = _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(k, _mm512_set1_pd(kLn2Hi))),
+                                  _mm512_mul_pd(k, _mm512_set1_pd(kLn2Lo)));
+  __m512d p = _mm512_set1_pd(kExpCoef[0]);
+#pragma GCC unroll 11
+  for (int i = 1; i < 12; ++i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpCoef[i]));
+  p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(1.0));
+  const __m512d e = _mm512_scalef_pd(p, k);
+  const __m512d one = _mm512_set1_pd(1.0);
+  const __m512d big = _mm512_div_pd(_mm512_sub_pd(e, one), _mm512_add_pd(e, one));
+  const __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(kTanhSmall), _CMP_LT_OQ);
+  return _mm512_mask_blend_pd(small, big, series);
+}
+
+// tanh_f64 on 16 float lanes.
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 tanh16(__m512 v) {
+  const __m512 av = _mm512_abs_ps(v);
+  const __m512d lo = tanh_abs_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(av)));
+  const __m512d hi = tanh_abs_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(av, 1)));
+  const __m512 t =
+      _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+  // copysign(t, v): t is >= 0 or a NaN of av's (positive) sign.
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), sign));
+}
+
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 gelu_inner(__m512 x, __m512 x_cube) {
+  return _mm512_mul_ps(_mm512_set1_ps(nn::kGeluTanhBeta),
+                       _mm512_add_ps(x, _mm512_mul_ps(_mm512_set1_ps(nn::kGeluTanhKappa), x_cube)));
+}
+
+template <typename X, typename Y>
+AMPCTL_AVX512 void gelu_fwd_typed(const X* x, Y* y, size_t begin, size_t end) {
+  const __m512 half_v = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  for (size_t i = begin; i < end; i += 16) {
+    const __mmask16 k = head_mask(end - i);
+    const __m512 xv = load16(x + i, k);
+    const __m512 x_cube = _mm512_mul_ps(_mm512_mul_ps(xv, xv), xv);
+    const __m512 t = tanh16(gelu_inner(xv, x_cube));
+    store16(y + i, _mm512_mul_ps(_mm512_mul_ps(half_v, xv), _mm512_add_ps(one, t)), k);
+  }
+}
+
+template <typename X, typename DY, typename DX>
+AMPCTL_AVX512 void gelu_bwd_typed(const X* x, const DY* dy, DX* dx, size_t begin, size_t end) {
+  const __m512 half_v = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+  const __m512 beta = _mm512_set1_ps(nn::kGeluTanhBeta);
+  const __m512 three_kappa = _mm512_set1_ps(gelu_detail::kThreeKappa);
+  for (size_t i = begin; i < end; i += 16) {
+    const __mmask16 k = head_mask(end - i);
+    const __m512 xv = load16(x + i, k);
+    const __m512 x_sq = _mm512_mul_ps(xv, xv);
+    const __m512 t = tanh16(gelu_inner(xv, _mm512_mul_ps(x_sq, xv)));
+    const __m512 left = _mm512_mul_ps(half_v, xv);
+    const __m512 left_derivative = _mm512_mul_ps(half_v, _mm512_add_ps(one, t));
+    const __m512 tanh_derivative = _mm512_sub_ps(one, _mm512_mul_ps(t, t));
+    const __m512 inner_derivative =
+        _mm512_mul_ps(beta, _mm512_add_ps(one, _mm512_mul_ps(three_kappa, x_sq)));
+    const __m512 right_derivative =
+        _mm512_mul_ps(_mm512_mul_ps(left, tanh_derivative), inner_derivative);
+    const __m512 grad = _mm512_add_ps(left_derivative, right_derivative);
+    store16(dx + i, _mm512_mul_ps(load16(dy + i, k), grad), k);
+  }
+}
+
+// ---- causal softmax rows (cpu_transformer.cpp has the documented float order) ----
+
+// v rounded to S's precision and widened back (the identity for float).
+template <typename S>
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 round_as(__m512 v) {
+  if constexpr (std::is_same_v<S, half>) {
+    return _mm512_cvtph_ps(simd::round_f16(v));
+  } else if constexpr (std::is_same_v<S, bfloat16>) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(simd::round_bf16(v)), 16));
+  } else {
+    return v;
+  }
+}
+
+template <typename S, typename P>
+AMPCTL_AVX512 void softmax_fwd_typed(const S* x, P* y, int64_t t, int64_t r0, int64_t r1,
+                                     float scale, bool round_scaled, float* e) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t len = r % t + 1;
+    const S* xr = x + r * t;
+    P* yr = y + r * t;
+    // s_j (rounded when asked) into e, and the max: max_ps(s, m) returns m when s is a NaN, as
+    // the scalar `s > mx ? s : mx` skips it; the lanes' maxima combine exactly in any order.
+    __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int64_t j = 0; j < len; j += 16) {
+      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+      __m512 sv = _mm512_mul_ps(load16(xr + j, k), vs);
+      if (round_scaled) sv = round_as<S>(sv);
+      _mm512_mask_storeu_ps(e + j, k, sv);
+      mv = _mm512_mask_max_ps(mv, k, sv, mv);
+    }
+    const float mx = _mm512_reduce_max_ps(mv);
+    // The exponentials (libm's expf) and their sum, in ascending j.
+    float sum = 0.0f;
+    for (int64_t j = 0; j < len; ++j) {
+      e[j] = expf(e[j] - mx);
+      sum = sum + e[j];
+    }
+    const __m512 vsum = _mm512_set1_ps(sum);
+    for (int64_t j = 0; j < len; j += 16) {
+      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+      store16(yr + j, _mm512_div_ps(_mm512_maskz_loadu_ps(k, e + j), vsum), k);
+    }
+    for (int64_t j = len; j < t; j += 16) {
+      store16(yr + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
+    }
+  }
+}
+
+template <typename P, typename G, typename O>
+AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, int64_t r0,
+                                     int64_t r1, float scale, bool round_scaled) {
+  const __m512 vs = _mm512_set1_ps(scale);
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t len = r % t + 1;
+    const P* pr = p + r * t;
+    const G* gr = g + r * t;
+    O* orow = o + r * t;
+    // The dot in ascending k, one product and one add at a time (the documented order).
+    float dot = 0.0f;
+    for (int64_t k = 0; k < len; ++k) dot = dot + simd::widen(gr[k]) * simd::widen(pr[k]);
+    const __m512 vdot = _mm512_set1_ps(dot);
+    for (int64_t j = 0; j < len; j += 16) {
+      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+      __m512 v = _mm512_mul_ps(load16(pr + j, k), _mm512_sub_ps(load16(gr + j, k), vdot));
+      if (round_scaled) v = round_as<O>(v);
+      store16(orow + j, _mm512_mul_ps(v, vs), k);
+    }
+    for (int64_t j = len; j < t; j += 16) {
+      store16(orow + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
+    }
+  }
+}
+
+// ---- LayerNorm (cpu_nn.cpp has the documented float order) ----
+// The row sums run sequentially over j within each row, so a row's sum cannot be split across
+// lanes; instead 16 rows share a vector, lane l summing row r0 + l in index order (gathering
+// column j of the 16 rows from float copies of them).
+
+// Row pointers of a 16-row block [r0, r0 + count) widened into scratch [16][cols] (f32 source:
+// no copy) and the gather offsets of column 0 (lane l: row l's first element).
+template <typename X>
+AMPCTL_AVX512 const float* widen_block(const X* x, int64_t cols, int64_t r0, int64_t count,
+                                       float* scratch, __m512i& offsets, int64_t& ld) {
+  const int64_t idx_step = cols;
+  if constexpr (std::is_same_v<X, float>) {
+    ld = idx_step;
+    offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(ld)));
+    (void)count;
+    (void)scratch;
+    return x + r0 * cols;
+  } else {
+    ld = cols;
+    for (int64_t r = 0; r < count; ++r) {
+      const X* src = x + (r0 + r) * cols;
+      float* dst = scratch + r * cols;
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(cols - j));
+        _mm512_mask_storeu_ps(dst + j, k, load16(src + j, k));
+      }
+    }
+    offsets =
+        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                           _mm512_set1_epi32(static_cast<int>(ld)));
+    return scratch;
+  }
+}
+
+template <typename X, typename Y>
+AMPCTL_AVX512 void ln_fwd_typed(const X* x, const float* g, const float* b, Y* y, float* mean,
+                                float* rstd, int64_t cols, int64_t r0, int64_t r1, float eps,
+                                float* scratch) {
+  const __m512 n = _mm512_set1_ps(static_cast<float>(cols));
+  for (int64_t rb = r0; rb < r1; rb += 16) {
+    const int64_t count = std::min<int64_t>(16, r1 - rb);
+    const __mmask16 lanes = head_mask(static_cast<size_t>(count));
+    __m512i off;
+    int64_t ld;
+    const float* base = widen_block(x, cols, rb, count, scratch, off, ld);
+    // Two passes per row (the mean, then the centred squares), each in index order.
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      sum = _mm512_add_ps(sum,
+                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, off, base + j, 4));
+    }
+    const __m512 mu = _mm512_div_ps(sum, n);
+    __m512 sq = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      const __m512 d =
+          _mm512_sub_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, off, base + j, 4), mu);
+      sq = _mm512_add_ps(sq, _mm512_mul_ps(d, d));
+    }
+    // nn::layer_norm_rstd: 1 / sqrt(var + eps), an IEEE square root and division.
+    const __m512 rs =
+        _mm512_div_ps(_mm512_set1_ps(1.0f),
+                      _mm512_sqrt_ps(_mm512_add_ps(_mm512_div_ps(sq, n), _mm512_set1_ps(eps))));
+    alignas(64) float mu_l[16], rs_l[16];
+    _mm512_store_ps(mu_l, mu);
+    _mm512_store_ps(rs_l, rs);
+    for (int64_t r = 0; r < count; ++r) {
+      const float* xr = base + r * ld;
+      Y* yr = y + (rb + r) * cols;
+      const __m512 m = _mm512_set1_ps(mu_l[r]), a = _mm512_set1_ps(rs_l[r]);
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(cols - j));
+        // nn::layer_norm_forward: ((x - mean) * rstd) * gamma + beta.
+        const __m512 v = _mm512_add_ps(
+            _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, xr + j), m), a),
+                          _mm512_maskz_loadu_ps(k, g + j)),
+            _mm512_maskz_loadu_ps(k, b + j));
+        store16(yr + j, v, k);
+      }
+      mean[rb + r] = mu_l[r];
+      rstd[rb + r] = rs_l[r];
+    }
+  }
+}
+
+// dx rows [r0, r1).
+template <typename X, typename DY, typename DX>
+AMPCTL_AVX512 void ln_bwd_dx_typed(const X* x, const DY* dy, const float* g, const float* mean,
+                                   const float* rstd, DX* dx, int64_t cols, int64_t r0, int64_t r1,
+                                   float* scratch) {
+  const float scale_s = 1.0f / static_cast<float>(cols);
+  const __m512 scale = _mm512_set1_ps(scale_s);
+  for (int64_t rb = r0; rb < r1; rb += 16) {
+    const int64_t count = std::min<int64_t>(16, r1 - rb);
+    const __mmask16 lanes = head_mask(static_cast<size_t>(count));
+    __m512i xoff, goff;
+    int64_t xld, gld;
+    const float* xb = widen_block(x, cols, rb, count, scratch, xoff, xld);
+    const float* gb = widen_block(dy, cols, rb, count, scratch + 16 * cols, goff, gld);
+    __m512 ds = _mm512_setzero_ps(), db = _mm512_setzero_ps();
+    for (int64_t j = 0; j < cols; ++j) {
+      const __m512 dyg =
+          _mm512_mul_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, goff, gb + j, 4),
+                        _mm512_set1_ps(g[j]));
+      ds = _mm512_add_ps(ds, _mm512_mul_ps(dyg, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes,
+                                                                         xoff, xb + j, 4)));
+      db = _mm512_add_ps(db, dyg);
+    }
+    const __m512 mu = _mm512_maskz_loadu_ps(lanes, mean + rb);
+    const __m512 a = _mm512_maskz_loadu_ps(lanes, rstd + rb);
+    // nn::layer_norm_backward_b and _c, left to right.
+    const __m512 bv = _mm512_mul_ps(
+        _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_mul_ps(db, mu), ds), a), a),
+                      a),
+        scale);
+    const __m512 neg_b = _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(bv), _mm512_set1_epi32(INT32_MIN)));
+    const __m512 cv =
+        _mm512_sub_ps(_mm512_mul_ps(neg_b, mu), _mm512_mul_ps(_mm512_mul_ps(db, a), scale));
+    alignas(64) float a_l[16], b_l[16], c_l[16];
+    _mm512_store_ps(a_l, a);
+    _mm512_store_ps(b_l, bv);
+    _mm512_store_ps(c_l, cv);
+    for (int64_t r = 0; r < count; ++r) {
+      const float* xr = xb + r * xld;
+      const float* gr = gb + r * gld;
+      DX* out = dx + (rb + r) * cols;
+      const __m512 av = _mm512_set1_ps(a_l[r]), bb = _mm512_set1_ps(b_l[r]),
+                   cc = _mm512_set1_ps(c_l[r]);
+      for (int64_t j = 0; j < cols; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(cols - j));
+        // nn::layer_norm_backward_dx: a * dy * gamma + b * x + c.
+        const __m512 v = _mm512_add_ps(
+            _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(av, _mm512_maskz_loadu_ps(k, gr + j)),
+                                        _mm512_maskz_loadu_ps(k, g + j)),
+                          _mm512_mul_ps(bb, _mm512_maskz_loadu_ps(k, xr + j))),
+            cc);
+        store16(out + j, v, k);
+      }
+    }
+  }
+}
+
+// dgamma / dbeta partial sums for columns [c0, c1): every row in order, one lane per column.
+template <typename X, typename DY>
+AMPCTL_AVX512 void ln_bwd_params_typed(const X* x, const DY* dy, const float* mean,
+                                       const float* rstd, int64_t rows, int64_t cols, int64_t c0,
+                                       int64_t c1, float* pg, float* pb) {
+  for (int64_t c = c0; c < c1; c += 16) {
+    const __mmask16 k = head_mask(static_cast<size_t>(c1 - c));
+    __m512 sg = _mm512_setzero_ps(), sb = _mm512_setzero_ps();
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 d = load16(dy + r * cols + c, k);
+      // nn::layer_norm_xhat: (x - mean) * rstd.
+      const __m512 xhat =
+          _mm512_mul_ps(_mm512_sub_ps(load16(x + r * cols + c, k), _mm512_set1_ps(mean[r])),
+                        _mm512_set1_ps(rstd[r]));
+      sg = _mm512_add_ps(sg, _mm512_mul_ps(d, xhat));
+      sb = _mm512_add_ps(sb, d);
+    }
+    _mm512_mask_storeu_ps(pg + c, k, sg);
+    _mm512_mask_storeu_ps(pb + c, k, sb);
+  }
+}
+
 }  // namespace
 
 void adam(size_t begin, size_t end, float* p, const float* g, float* m, float* v, float inv_scale,
@@ -302,6 +628,104 @@ void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
         relu_bwd_typed(static_cast<const Y*>(y), static_cast<const DY*>(dy), static_cast<DX*>(dx),
                        begin, end);
       });
+    });
+  });
+}
+
+void gelu_tanh_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin,
+                       size_t end) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(y_dtype, [&](auto* yt) {
+      using Y = std::remove_pointer_t<decltype(yt)>;
+      gelu_fwd_typed(static_cast<const X*>(x), static_cast<Y*>(y), begin, end);
+    });
+  });
+}
+
+void gelu_tanh_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype, void* dx,
+                        DType dx_dtype, size_t begin, size_t end) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(dy_dtype, [&](auto* dyt) {
+      using DY = std::remove_pointer_t<decltype(dyt)>;
+      with_type(dx_dtype, [&](auto* dxt) {
+        using DX = std::remove_pointer_t<decltype(dxt)>;
+        gelu_bwd_typed(static_cast<const X*>(x), static_cast<const DY*>(dy), static_cast<DX*>(dx),
+                       begin, end);
+      });
+    });
+  });
+}
+
+void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* probs,
+                                 DType probs_dtype, int64_t t, int64_t r0, int64_t r1, float scale,
+                                 bool round_scaled, float* e) {
+  with_type(scores_dtype, [&](auto* st) {
+    using S = std::remove_pointer_t<decltype(st)>;
+    with_type(probs_dtype, [&](auto* pt) {
+      using P = std::remove_pointer_t<decltype(pt)>;
+      softmax_fwd_typed(static_cast<const S*>(scores), static_cast<P*>(probs), t, r0, r1, scale,
+                        round_scaled, e);
+    });
+  });
+}
+
+void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
+                                  DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
+                                  int64_t r0, int64_t r1, float scale, bool round_scaled) {
+  with_type(probs_dtype, [&](auto* pt) {
+    using P = std::remove_pointer_t<decltype(pt)>;
+    with_type(dprobs_dtype, [&](auto* gt) {
+      using G = std::remove_pointer_t<decltype(gt)>;
+      with_type(dscores_dtype, [&](auto* ot) {
+        using O = std::remove_pointer_t<decltype(ot)>;
+        softmax_bwd_typed(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
+                          static_cast<O*>(dscores), t, r0, r1, scale, round_scaled);
+      });
+    });
+  });
+}
+
+void layer_norm_forward_rows(const void* x, DType x_dtype, const float* gamma, const float* beta,
+                             void* y, DType y_dtype, float* mean, float* rstd, int64_t cols,
+                             int64_t r0, int64_t r1, float eps, float* scratch) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(y_dtype, [&](auto* yt) {
+      using Y = std::remove_pointer_t<decltype(yt)>;
+      ln_fwd_typed(static_cast<const X*>(x), gamma, beta, static_cast<Y*>(y), mean, rstd, cols, r0,
+                   r1, eps, scratch);
+    });
+  });
+}
+
+void layer_norm_backward_dx_rows(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                 const float* gamma, const float* mean, const float* rstd, void* dx,
+                                 DType dx_dtype, int64_t cols, int64_t r0, int64_t r1,
+                                 float* scratch) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(dy_dtype, [&](auto* dyt) {
+      using DY = std::remove_pointer_t<decltype(dyt)>;
+      with_type(dx_dtype, [&](auto* dxt) {
+        using DX = std::remove_pointer_t<decltype(dxt)>;
+        ln_bwd_dx_typed(static_cast<const X*>(x), static_cast<const DY*>(dy), gamma, mean, rstd,
+                        static_cast<DX*>(dx), cols, r0, r1, scratch);
+      });
+    });
+  });
+}
+
+void layer_norm_backward_params(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                                int64_t c0, int64_t c1, float* pg, float* pb) {
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    with_type(dy_dtype, [&](auto* dyt) {
+      using DY = std::remove_pointer_t<decltype(dyt)>;
+      ln_bwd_params_typed(static_cast<const X*>(x), static_cast<const DY*>(dy), mean, rstd, rows,
+                          cols, c0, c1, pg, pb);
     });
   });
 }

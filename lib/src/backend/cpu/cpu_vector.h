@@ -41,6 +41,35 @@ void mul_scalar(const void* x, DType x_dtype, void* out, DType out_dtype, float 
 void relu_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin, size_t end);
 void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
                    DType dx_dtype, size_t begin, size_t end);
+// The tanh GELU (cpu_gelu.h's gelu_tanh, bitwise): y := round(gelu_tanh(x)), and
+// dx := round(dy * gelu_tanh_grad(x)).
+void gelu_tanh_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin,
+                       size_t end);
+void gelu_tanh_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype, void* dx,
+                        DType dx_dtype, size_t begin, size_t end);
+// causal_softmax_forward / _backward (cpu_transformer.cpp's documented float order, bitwise) on
+// rows [r0, r1) of [*, t, t] matrices; row r attends to j <= r % t. The forward's e is a float
+// row of t elements (the caller's per-thread workspace); probs may be scores (same dtype).
+void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* probs,
+                                 DType probs_dtype, int64_t t, int64_t r0, int64_t r1, float scale,
+                                 bool round_scaled, float* e);
+void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
+                                  DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
+                                  int64_t r0, int64_t r1, float scale, bool round_scaled);
+// LayerNorm (cpu_nn.cpp's documented float order, bitwise) on rows [r0, r1) of x [*, cols]:
+// the forward's y, mean and rstd; the backward's dx; and the backward's per-column sums of
+// dy * xhat and dy over every row in order (for columns [c0, c1)), which the caller adds to
+// dgamma and dbeta. scratch: 16 * cols floats (forward) or 32 * cols (dx), per thread.
+void layer_norm_forward_rows(const void* x, DType x_dtype, const float* gamma, const float* beta,
+                             void* y, DType y_dtype, float* mean, float* rstd, int64_t cols,
+                             int64_t r0, int64_t r1, float eps, float* scratch);
+void layer_norm_backward_dx_rows(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                 const float* gamma, const float* mean, const float* rstd, void* dx,
+                                 DType dx_dtype, int64_t cols, int64_t r0, int64_t r1,
+                                 float* scratch);
+void layer_norm_backward_params(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                const float* mean, const float* rstd, int64_t rows, int64_t cols,
+                                int64_t c0, int64_t c1, float* pg, float* pb);
 // acc[c] := sum over rows r in order of x[r, c], for columns [c0, c1) of x [rows, cols].
 void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
               float* acc);
