@@ -77,6 +77,26 @@ void for_row_blocks(ThreadPool& pool, int64_t rows, int64_t cols, F&& fn) {
   });
 }
 
+// One row of softmax_cross_entropy: ls := log_softmax(row), PyTorch's (x - max) -
+// log(sum(exp(x - max))) with the sum in index order; returns the argmax as torch.argmax takes
+// it (the first maximum, and a NaN counts as the maximum). Its value is also the softmax's shift
+// (a NaN or inf maximum makes the row NaN, as in PyTorch). The scalar and the threaded op both
+// use it, so they give the same bits.
+int64_t xent_log_softmax_row(const float* row, int64_t cols, float* ls) {
+  int64_t arg = 0;
+  for (int64_t j = 1; j < cols; ++j) {
+    const float best = row[arg];
+    if (best != best) break;
+    if (row[j] != row[j] || row[j] > best) arg = j;
+  }
+  const float mx = row[arg];
+  float sum = 0.0f;
+  for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
+  const float lse = logf(sum);
+  for (int64_t j = 0; j < cols; ++j) ls[j] = nn::xent_log_softmax(row[j], mx, lse);
+  return arg;
+}
+
 }  // namespace
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
@@ -315,20 +335,7 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = xp + r * cols;
     const int64_t target = lab[r];
-    // argmax as torch.argmax: the first maximum, and a NaN counts as the maximum. Its value is
-    // also the shift of the softmax (a NaN or inf maximum makes the row NaN, as in PyTorch).
-    int64_t arg = 0;
-    for (int64_t j = 1; j < cols; ++j) {
-      const float best = row[arg];
-      if (best != best) break;
-      if (row[j] != row[j] || row[j] > best) arg = j;
-    }
-    const float mx = row[arg];
-    // PyTorch's log_softmax: (x - max) - log(sum(exp(x - max))), the sum in index order.
-    float sum = 0.0f;
-    for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
-    const float lse = logf(sum);
-    for (int64_t j = 0; j < cols; ++j) ls[j] = nn::xent_log_softmax(row[j], mx, lse);
+    const int64_t arg = xent_log_softmax_row(row, cols, ls);
     loss_sum = loss_sum + nn::xent_row_loss(ls[target]);
     if (arg == target) ++hits;
     if (dp) {
@@ -371,17 +378,7 @@ void CpuBackend::softmax_cross_entropy_rows(const Tensor& logits, const int32_t*
       vec::cast(in + static_cast<size_t>(r * cols) * in_size, logits.dtype(), row, DType::f32, 0,
                 static_cast<size_t>(cols));
       const int64_t target = lab[r];
-      int64_t arg = 0;
-      for (int64_t j = 1; j < cols; ++j) {
-        const float best = row[arg];
-        if (best != best) break;
-        if (row[j] != row[j] || row[j] > best) arg = j;
-      }
-      const float mx = row[arg];
-      float sum = 0.0f;
-      for (int64_t j = 0; j < cols; ++j) sum = sum + expf(row[j] - mx);
-      const float lse = logf(sum);
-      for (int64_t j = 0; j < cols; ++j) ls[j] = nn::xent_log_softmax(row[j], mx, lse);
+      const int64_t arg = xent_log_softmax_row(row, cols, ls);
       row_loss[r] = nn::xent_row_loss(ls[target]);
       row_hit[r] = arg == target ? 1 : 0;
       if (grad) {
