@@ -320,6 +320,18 @@ bool aligned16(std::initializer_list<const Tensor*> tensors) {
   return true;
 }
 
+// A launch cuBLASLt refused as not supported (its checks run before anything is queued): the
+// plan is marked so that later calls compose at once, and the caller composes this one. Other
+// errors throw.
+bool gelu_refused(cublasStatus_t status, LinearPlan& plan) {
+  if (status == CUBLAS_STATUS_SUCCESS) return false;
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    throw_cublas_error(status, "cublasLtMatmul (GELU epilogue)", __FILE__, __LINE__);
+  }
+  plan.has_algo = false;
+  return true;
+}
+
 bool within_int(std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) {
     if (d < 1 || d > INT_MAX) return false;
@@ -408,7 +420,7 @@ void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& w, const Te
                         b.defined() ? alignment_of(b.data()) : 0u};
   const void* bias = b.defined() ? b.data() : nullptr;
   void* aux = pre.data();
-  const LinearPlan& plan = gelu_plan(key, bias, aux);
+  LinearPlan& plan = gelu_plan(key, bias, aux);
   if (!plan.has_algo) {
     Backend::linear_gelu_forward(x, w, b, pre, y);
     return;
@@ -416,10 +428,11 @@ void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& w, const Te
   if (b.defined()) set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f, beta = 0.0f;
-  AMPCTL_CUBLAS_CHECK(cublasLtMatmul(
+  const cublasStatus_t status = cublasLtMatmul(
       m_cublas_lt.get(), plan.desc.get(), &alpha, w.data(), plan.w_layout.get(), x.data(),
       plan.x_layout.get(), &beta, y.data(), plan.d_layout.get(), y.data(), plan.d_layout.get(),
-      &plan.algo, m_cublas_workspace.get(), m_cublas_workspace.bytes(), stream()));
+      &plan.algo, m_cublas_workspace.get(), m_cublas_workspace.bytes(), stream());
+  if (gelu_refused(status, plan)) Backend::linear_gelu_forward(x, w, b, pre, y);
 }
 
 void CudaBackend::linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
@@ -436,18 +449,19 @@ void CudaBackend::linear_gelu_backward_input(const Tensor& dy, const Tensor& w, 
   DeviceScope scope(m_device.index);
   const GeluPlanKey key{true, d, false, in, rows, out, alignment_of(pre.data()), 0u};
   const void* aux = pre.data();
-  const LinearPlan& plan = gelu_plan(key, nullptr, aux);
+  LinearPlan& plan = gelu_plan(key, nullptr, aux);
   if (!plan.has_algo) {
     Backend::linear_gelu_backward_input(dy, w, pre, dpre, scratch);
     return;
   }
   set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
   const float alpha = 1.0f, beta = 0.0f;
-  AMPCTL_CUBLAS_CHECK(cublasLtMatmul(m_cublas_lt.get(), plan.desc.get(), &alpha, w.data(),
-                                     plan.w_layout.get(), dy.data(), plan.x_layout.get(), &beta,
-                                     dpre.data(), plan.d_layout.get(), dpre.data(),
-                                     plan.d_layout.get(), &plan.algo, m_cublas_workspace.get(),
-                                     m_cublas_workspace.bytes(), stream()));
+  const cublasStatus_t status =
+      cublasLtMatmul(m_cublas_lt.get(), plan.desc.get(), &alpha, w.data(), plan.w_layout.get(),
+                     dy.data(), plan.x_layout.get(), &beta, dpre.data(), plan.d_layout.get(),
+                     dpre.data(), plan.d_layout.get(), &plan.algo, m_cublas_workspace.get(),
+                     m_cublas_workspace.bytes(), stream());
+  if (gelu_refused(status, plan)) Backend::linear_gelu_backward_input(dy, w, pre, dpre, scratch);
 }
 
 // ---- reductions and elementwise ops ----
