@@ -456,7 +456,11 @@ struct GemmCase {
 
 // Shapes that span several k blocks (k > 512), leave partial tiles at both edges, and are split
 // between threads by columns (wide) or by rows (narrow).
-const GemmCase kGemmCases[] = {{37, 70, 600}, {130, 20, 1030}, {5, 300, 33}, {12, 32, 1}};
+// Row splits with op(B) packed once and shared (cpu_gemm.cpp: 37 x 70 at 2 threads, 130 x 20 and
+// 100 x 40 at 2 and 3, several k blocks, an odd last one) against the whole product on one
+// thread and the column split of 5 x 300.
+const GemmCase kGemmCases[] = {
+    {37, 70, 600}, {130, 20, 1030}, {5, 300, 33}, {100, 40, 301}, {12, 32, 1}};
 
 std::vector<float> rounded_values(std::mt19937_64& rng, size_t n, DType d) {
   std::vector<float> v = random_values(rng, n, -3, 1);
