@@ -254,30 +254,40 @@ AMPCTL_AVX512 void sum_rows_typed(const X* x, int64_t rows, int64_t cols, int64_
 
 // ---- tanh GELU (cpu_gelu.h: the scalar code these lanes reproduce) ----
 
-// tanh_f64 on 8 lanes of double: the same operations as the scalar code, both branches
-// computed and the small-argument series blended in.
+// tanh_f64 on 8 lanes of double: the same operations as the scalar code, the small-argument
+// series computed and blended in only when a lane needs it.
 AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512d tanh_abs_pd(__m512d a) {
   using namespace gelu_detail;
   a = _mm512_min_pd(_mm512_set1_pd(kTanhClamp), a);  // a NaN (second operand) is kept
-  const __m512d a2 = _mm512_mul_pd(a, a);
-  const __m512d series = _mm512_mul_pd(
-      a,
-      _mm512_add_pd(_mm512_set1_pd(1.0),
-                    _mm512_mul_pd(a2, _mm512_add_pd(_mm512_set1_pd(kSeries3),
-                                                    _mm512_mul_pd(a2, _mm512_set1_pd(kSeries5))))));
   const __m512d y = _mm512_mul_pd(_mm512_set1_pd(2.0), a);
-  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(y, _mm512_set1_pd(kLog2e)),
+  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(y, _mm512_set1_pd(kLog2e8)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512d r = _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(k, _mm512_set1_pd(kLn2Hi))),
-                                  _mm512_mul_pd(k, _mm512_set1_pd(kLn2Lo)));
+  const __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(k, _mm512_set1_pd(0.125)),
+                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  // j = k - 8 q in 0..7 (a NaN lane's index is whatever the conversion gives; its result is NaN).
+  const __m512i j = _mm512_cvttpd_epi64(_mm512_sub_pd(k, _mm512_mul_pd(q, _mm512_set1_pd(8.0))));
+  const __m512d r = _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(k, _mm512_set1_pd(kLn2Hi8))),
+                                  _mm512_mul_pd(k, _mm512_set1_pd(kLn2Lo8)));
   __m512d p = _mm512_set1_pd(kExpCoef[0]);
-#pragma GCC unroll 11
-  for (int i = 1; i < 12; ++i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpCoef[i]));
+#pragma GCC unroll 6
+  for (int i = 1; i < 7; ++i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpCoef[i]));
   p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(1.0));
-  const __m512d e = _mm512_scalef_pd(p, k);
+  const __m512d table = _mm512_loadu_pd(kExp2Eighths);
+  const __m512d e = _mm512_scalef_pd(_mm512_mul_pd(p, _mm512_permutexvar_pd(j, table)), q);
   const __m512d one = _mm512_set1_pd(1.0);
   const __m512d big = _mm512_div_pd(_mm512_sub_pd(e, one), _mm512_add_pd(e, one));
   const __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(kTanhSmall), _CMP_LT_OQ);
+  if (small == 0) return big;
+  const __m512d a2 = _mm512_mul_pd(a, a);
+  const __m512d series = _mm512_mul_pd(
+      a,
+      _mm512_add_pd(
+          one, _mm512_mul_pd(
+                   a2, _mm512_add_pd(
+                           _mm512_set1_pd(kSeries3),
+                           _mm512_mul_pd(
+                               a2, _mm512_add_pd(_mm512_set1_pd(kSeries5),
+                                                 _mm512_mul_pd(a2, _mm512_set1_pd(kSeries7))))))));
   return _mm512_mask_blend_pd(small, big, series);
 }
 
