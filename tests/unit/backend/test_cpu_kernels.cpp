@@ -159,14 +159,22 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
     std::vector<float> m0 = random_values(rng, n, -12, -2);
     std::vector<float> v0 = random_values(rng, n, -20, -4);
     for (float& v : v0) v = std::fabs(v);
+    std::vector<float> mask0(n);
+    for (size_t i = 0; i < n; ++i) {
+      mask0[i] = i % 5 == 3    ? -0.0f
+                 : i % 11 == 7 ? bits_float(0x7fc00000u)
+                 : (i / 3) % 2 ? 1.0f
+                               : 0.0f;
+    }
     for (DType lowp : {DType::f32, DType::f16, DType::bf16, DType::i32}) {  // i32: no copy
       const bool with_lowp = lowp != DType::i32;
-      for (int variant = 0; variant < 4; ++variant) {
+      for (int variant = 0; variant < 6; ++variant) {
         const std::string ctx = "n " + std::to_string(n) + ", lowp " +
                                 (with_lowp ? dtype_name(lowp) : "none") + ", variant " +
                                 std::to_string(variant);
         // Adam: 0 plain, 1 AdamW + maximize, 2 Adam + weight decay, 3 beta1 = 0.2 (lerp's other
-        // branch) with an unscale.
+        // branch) with an unscale; 4 AdamW and 5 Adam + weight decay with a decay mask
+        // (decay_on: matrices: zeros, ones, a -0 and a NaN, which counts as set).
         auto adam = [&](Backend& be) {
           OptimizerStepArgs a;
           optim::AdamHyper h;
@@ -178,9 +186,10 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
           a.found_inf = scalar_f32(be, 0.0f);
           a.inv_scale = scalar_f32(be, variant == 3 ? 1.0f / 1024 : 1.0f);
           if (with_lowp) a.lowp_params = be.empty(shape, lowp);
-          h.decoupled = variant == 1;
+          if (variant >= 4) a.decay_mask = upload_values(be, shape, DType::f32, mask0);
+          h.decoupled = variant == 1 || variant == 4;
           h.maximize = variant == 1;
-          h.weight_decay = variant == 1 || variant == 2 ? 0.01 : 0.0;
+          h.weight_decay = variant == 1 || variant == 2 || variant >= 4 ? 0.01 : 0.0;
           if (variant == 3) h.beta1 = 0.2;
           a.hyper = h;
           be.optimizer_step(a);
@@ -194,6 +203,7 @@ TEST(CpuKernels, OptimizerStepsMatchPortableBitwise) {
         if (with_lowp) {
           expect_same_bits(*fast, *ref, af.lowp_params, ar.lowp_params, "adam lowp, " + ctx);
         }
+        if (variant >= 4) continue;
         // SGD: 0 plain, 1 momentum (first step), 2 momentum + nesterov + decay + dampening,
         // 3 momentum, maximize, unscale.
         auto sgd = [&](Backend& be) {
@@ -446,7 +456,11 @@ struct GemmCase {
 
 // Shapes that span several k blocks (k > 512), leave partial tiles at both edges, and are split
 // between threads by columns (wide) or by rows (narrow).
-const GemmCase kGemmCases[] = {{37, 70, 600}, {130, 20, 1030}, {5, 300, 33}, {12, 32, 1}};
+// Row splits with op(B) packed once and shared (cpu_gemm.cpp: 37 x 70 at 2 threads, 130 x 20 and
+// 100 x 40 at 2 and 3, several k blocks, an odd last one) against the whole product on one
+// thread and the column split of 5 x 300.
+const GemmCase kGemmCases[] = {
+    {37, 70, 600}, {130, 20, 1030}, {5, 300, 33}, {100, 40, 301}, {12, 32, 1}};
 
 std::vector<float> rounded_values(std::mt19937_64& rng, size_t n, DType d) {
   std::vector<float> v = random_values(rng, n, -3, 1);

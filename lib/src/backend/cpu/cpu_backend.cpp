@@ -439,6 +439,18 @@ void CpuBackend::adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper
     const optim::AdamStepConsts plain_consts =
         optim::adam_consts(plain, *args.step.data_as<int32_t>() + 1);
     const float* mask = args.decay_mask.data_as<float>();
+    if (m_avx512 && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.exp_avg,
+                                                    &args.exp_avg_sq, &args.decay_mask})) {
+      // The same per-element choice of constants on 16 lanes, with the low-precision copy in
+      // the same pass (cpu_vector.h).
+      void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
+      const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
+      parallel_for(*m_pool, n, [&](size_t b, size_t e) {
+        vec::adam(b, e, p, g, m, v, inv, hyper.decoupled, hyper.maximize, consts, lowp, lowp_dtype,
+                  mask, plain_consts.decay);
+      });
+      return;
+    }
     parallel_for(*m_pool, n, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
         optim::adam_update(&p[i], g[i], &m[i], &v[i], inv, hyper.decoupled, hyper.maximize,

@@ -40,6 +40,8 @@ constexpr int64_t kMc = 120;      // rows of A per packed block (10 slivers; ~12
 constexpr int64_t kKcF32 = 256;   // k per block, f32 kernel: a B sliver is 32 KiB (L1)
 constexpr int64_t kKcBf16 = 512;  // k per block, bf16 kernel: the same bytes
 constexpr int64_t kTile = kMr * kNr;
+// The largest op(B) panel (n * kc floats, 512 KiB) packed once and shared by the row parts.
+constexpr int64_t kSharedBFloats = int64_t{1} << 17;
 
 CpuFeatures probe_features() {
   CpuFeatures f;
@@ -376,20 +378,37 @@ struct Problem {
   const float* bias;
 };
 
-// One thread's share: output rows [i0, i1) x columns [j0, j1), all of k.
+// The packed element at `offset` of a panel buffer: floats, or bf16 pairs for the bf16 kernel.
+float* element_at(const Problem& p, float* base, int64_t offset) {
+  return p.bf16 ? reinterpret_cast<float*>(reinterpret_cast<uint16_t*>(base) + offset)
+                : base + offset;
+}
+
+// Packs op(B)'s columns [j0, j0 + nc) (whole slivers from j0) for k block [pc, pc + kc).
+void pack_b_block(const Problem& p, int64_t j0, int64_t nc, int64_t pc, int64_t kc, float* dst) {
+  if (p.bf16) {
+    pack_b_bf16(static_cast<const uint16_t*>(p.b.data), p.b.ld, p.b.trans, j0, nc, pc, kc,
+                reinterpret_cast<uint16_t*>(dst));
+  } else {
+    pack_b_any(p.b, j0, nc, pc, kc, dst);
+  }
+}
+
+// One thread's share: output rows [i0, i1) x columns [j0, j1), all of k. packed_b: op(B) already
+// packed whole (j0 == 0, j1 == n), k block number q at element q * b_stride, or null
+// (this share packs its own columns into pack_b, block by block).
 void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* pack_a,
-               float* pack_b) {
+               float* pack_b, const float* packed_b = nullptr, int64_t b_stride = 0) {
   alignas(64) float tile[kTile] = {};
   const int64_t width = j1 - j0;
   for (int64_t pc = 0; pc < p.k; pc += p.kc_block) {
     const int64_t kc = std::min(p.kc_block, p.k - pc);
     const int64_t kcp = p.bf16 ? (kc + 1) & ~int64_t{1} : kc;
     const bool first = pc == 0, last = pc + kc == p.k;
-    if (p.bf16) {
-      pack_b_bf16(static_cast<const uint16_t*>(p.b.data), p.b.ld, p.b.trans, j0, width, pc, kc,
-                  reinterpret_cast<uint16_t*>(pack_b));
+    if (packed_b) {
+      pack_b = element_at(p, const_cast<float*>(packed_b), (pc / p.kc_block) * b_stride);
     } else {
-      pack_b_any(p.b, j0, width, pc, kc, pack_b);
+      pack_b_block(p, j0, width, pc, kc, pack_b);
     }
     for (int64_t ic = i0; ic < i1; ic += kMc) {
       const int64_t mc = std::min(kMc, i1 - ic);
@@ -492,18 +511,25 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   // Split the output into parts of whole slivers: by columns when there are enough of them,
   // else by rows; two parts per thread, so a descheduled thread leaves its share to the others
   // (each part packs its own panels: more parts cost more packing). Small products stay whole.
+  //
+  // Shared B: when op(B)'s panel is narrow enough to stay in L2 across a row block (n * kc
+  // floats <= kSharedBFloats) and there are rows for every part, op(B) is packed once, all of
+  // it (a first, parallel pass over its slivers), and the parts split the rows: each packs only
+  // its own rows of A. Splitting by columns instead packs all of A once per part (a GPT layer's
+  // 768 x 128 activations four times per product). The arithmetic is the same either way.
   const int threads = pool.threads();
   const int64_t n_sl = (n + kNr - 1) / kNr, m_sl = (m + kMr - 1) / kMr;
-  const bool split_n = n_sl >= m_sl || n_sl >= 4 * threads;
   int64_t t = threads > 1 ? 2 * threads : 1;
   if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < 262144.0) t = 1;
-  t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
-
   const int64_t kc = std::min(p.kc_block, k);
   const int64_t kcp = (kc + 1) & ~int64_t{1};
+  const bool shared_b = t > 1 && m_sl >= t && n_sl * kNr * kcp <= kSharedBFloats;
+  const bool split_n = !shared_b && (n_sl >= m_sl || n_sl >= 4 * threads);
+  t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
+
   const int64_t width = split_n ? ((n_sl + t - 1) / t) * kNr : n_sl * kNr;
   const size_t need_a = static_cast<size_t>(kMc * kcp);
-  const size_t need_b = static_cast<size_t>(width * kcp);
+  const size_t need_b = shared_b ? 0 : static_cast<size_t>(width * kcp);
   if (m_pack_a.size() < static_cast<size_t>(threads)) {
     m_pack_a.resize(static_cast<size_t>(threads));
     m_pack_b.resize(static_cast<size_t>(threads));
@@ -515,6 +541,36 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
       m_pack_b[static_cast<size_t>(i)].resize(need_b);
   }
 
+  if (shared_b) {
+    // k block q of the packed op(B) at q * stride elements (floats, or bf16 for the bf16
+    // kernel); slivers of kNr columns within it.
+    const int64_t blocks = (k + p.kc_block - 1) / p.kc_block;
+    const int64_t stride = n_sl * kNr * kcp;
+    if (m_shared_b.size() < static_cast<size_t>(blocks * stride))
+      m_shared_b.resize(static_cast<size_t>(blocks * stride));
+    float* base = m_shared_b.data();
+    const int64_t pack_parts = std::min<int64_t>(t, n_sl);
+    pool.run(pack_parts, [&](int64_t part, int) {
+      const int64_t s0 = n_sl * part / pack_parts, s1 = n_sl * (part + 1) / pack_parts;
+      if (s0 >= s1) return;
+      const int64_t j0 = s0 * kNr, nc = std::min(n, s1 * kNr) - j0;
+      for (int64_t q = 0; q < blocks; ++q) {
+        const int64_t pc = q * p.kc_block;
+        const int64_t kcq = std::min(p.kc_block, k - pc);
+        const int64_t kcpq = p.bf16 ? (kcq + 1) & ~int64_t{1} : kcq;
+        pack_b_block(p, j0, nc, pc, kcq, element_at(p, base, q * stride + s0 * kNr * kcpq));
+      }
+    });
+    pool.run(t, [&](int64_t part, int thread) {
+      const int64_t i0 = std::min(m, m_sl * part / t * kMr);
+      const int64_t i1 = std::min(m, m_sl * (part + 1) / t * kMr);
+      if (i0 < i1) {
+        run_block(p, i0, i1, 0, n, m_pack_a[static_cast<size_t>(thread)].data(), nullptr, base,
+                  stride);
+      }
+    });
+    return true;
+  }
   pool.run(t, [&](int64_t part, int thread) {
     int64_t i0 = 0, i1 = m, j0 = 0, j1 = n;
     if (split_n) {

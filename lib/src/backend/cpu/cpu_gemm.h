@@ -73,6 +73,8 @@ class GemmEngine {
   // widened bias.
   std::vector<std::vector<float>> m_pack_a, m_pack_b;
   std::vector<float> m_acc, m_bias;
+  // op(B) packed whole, shared by the parts (cpu_gemm.cpp: shared B).
+  std::vector<float> m_shared_b;
 };
 
 }  // namespace ampctl::cpu

@@ -50,11 +50,16 @@ AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 neg(__m512 x) {
 
 // ---- Adam ----
 
-template <bool kScaled, bool kMaximize, int kDecay, bool kLerpLow, typename L>
+// mask (decay_on: matrices): lanes whose mask is 0 take the weight-decay-free constants of
+// adam_update: AdamW multiplies them by plain_decay (1 - lr * 0) instead of c.decay; Adam + L2
+// skips the add (weight_decay = 0 fails adam_update's != 0 test). Other constants are shared.
+template <bool kScaled, bool kMaximize, int kDecay, bool kLerpLow, bool kMasked, typename L>
 AMPCTL_AVX512 void adam_loop(size_t begin, size_t end, float* p, const float* g, float* m, float* v,
-                             float inv_scale, const optim::AdamStepConsts& c, L* lowp) {
+                             float inv_scale, const optim::AdamStepConsts& c, L* lowp,
+                             const float* mask, float plain_decay) {
   const __m512 inv = _mm512_set1_ps(inv_scale);
   const __m512 decay = _mm512_set1_ps(c.decay);
+  const __m512 decay_off = _mm512_set1_ps(plain_decay);
   const __m512 wd = _mm512_set1_ps(c.weight_decay);
   const __m512 w = _mm512_set1_ps(c.one_minus_beta1);
   const __m512 one_minus_w = _mm512_set1_ps(1.0f - c.one_minus_beta1);
@@ -69,8 +74,19 @@ AMPCTL_AVX512 void adam_loop(size_t begin, size_t end, float* p, const float* g,
     if constexpr (kScaled) gv = _mm512_mul_ps(gv, inv);
     if constexpr (kMaximize) gv = neg(gv);
     __m512 param = _mm512_maskz_loadu_ps(k, p + i);
-    if constexpr (kDecay == 1) param = _mm512_mul_ps(param, decay);               // AdamW
-    if constexpr (kDecay == 2) gv = _mm512_add_ps(gv, _mm512_mul_ps(wd, param));  // Adam + L2
+    // The mask's != 0 test (NaN counts as set), on the loaded lanes.
+    __mmask16 on = k;
+    if constexpr (kMasked) {
+      on = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, mask + i), _mm512_setzero_ps(),
+                                   _CMP_NEQ_UQ);
+    }
+    if constexpr (kDecay == 1) {  // AdamW
+      param = _mm512_mul_ps(param, kMasked ? _mm512_mask_blend_ps(on, decay_off, decay) : decay);
+    }
+    if constexpr (kDecay == 2) {  // Adam + L2
+      gv = kMasked ? _mm512_mask_add_ps(gv, on, gv, _mm512_mul_ps(wd, param))
+                   : _mm512_add_ps(gv, _mm512_mul_ps(wd, param));
+    }
     const __m512 mv = _mm512_maskz_loadu_ps(k, m + i);
     const __m512 vv = _mm512_maskz_loadu_ps(k, v + i);
     const __m512 diff = _mm512_sub_ps(gv, mv);
@@ -90,14 +106,23 @@ AMPCTL_AVX512 void adam_loop(size_t begin, size_t end, float* p, const float* g,
 template <typename L>
 AMPCTL_AVX512 void adam_typed(size_t begin, size_t end, float* p, const float* g, float* m,
                               float* v, float inv, bool decoupled, bool maximize,
-                              const optim::AdamStepConsts& c, L* lowp) {
+                              const optim::AdamStepConsts& c, L* lowp, const float* mask,
+                              float plain_decay) {
   // The per-call branches of adam_update, taken once: each combination is its own loop.
   const bool scaled = inv != 1.0f;
   const int decay = decoupled ? 1 : (c.weight_decay != 0.0f ? 2 : 0);
   const bool low = c.one_minus_beta1 < 0.5f;
   auto go = [&](auto s, auto mx, auto d, auto lo) {
-    adam_loop<decltype(s)::value, decltype(mx)::value, decltype(d)::value, decltype(lo)::value>(
-        begin, end, p, g, m, v, inv, c, lowp);
+    constexpr int kD = decltype(d)::value;
+    if constexpr (kD != 0) {
+      if (mask) {
+        adam_loop<decltype(s)::value, decltype(mx)::value, kD, decltype(lo)::value, true>(
+            begin, end, p, g, m, v, inv, c, lowp, mask, plain_decay);
+        return;
+      }
+    }
+    adam_loop<decltype(s)::value, decltype(mx)::value, kD, decltype(lo)::value, false>(
+        begin, end, p, g, m, v, inv, c, lowp, nullptr, plain_decay);
   };
   using T = std::true_type;
   using F = std::false_type;
@@ -229,30 +254,40 @@ AMPCTL_AVX512 void sum_rows_typed(const X* x, int64_t rows, int64_t cols, int64_
 
 // ---- tanh GELU (cpu_gelu.h: the scalar code these lanes reproduce) ----
 
-// tanh_f64 on 8 lanes of double: the same operations as the scalar code, both branches
-// computed and the small-argument series blended in.
+// tanh_f64 on 8 lanes of double: the same operations as the scalar code, the small-argument
+// series computed and blended in only when a lane needs it.
 AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512d tanh_abs_pd(__m512d a) {
   using namespace gelu_detail;
   a = _mm512_min_pd(_mm512_set1_pd(kTanhClamp), a);  // a NaN (second operand) is kept
-  const __m512d a2 = _mm512_mul_pd(a, a);
-  const __m512d series = _mm512_mul_pd(
-      a,
-      _mm512_add_pd(_mm512_set1_pd(1.0),
-                    _mm512_mul_pd(a2, _mm512_add_pd(_mm512_set1_pd(kSeries3),
-                                                    _mm512_mul_pd(a2, _mm512_set1_pd(kSeries5))))));
   const __m512d y = _mm512_mul_pd(_mm512_set1_pd(2.0), a);
-  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(y, _mm512_set1_pd(kLog2e)),
+  const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(y, _mm512_set1_pd(kLog2e8)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512d r = _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(k, _mm512_set1_pd(kLn2Hi))),
-                                  _mm512_mul_pd(k, _mm512_set1_pd(kLn2Lo)));
+  const __m512d q = _mm512_roundscale_pd(_mm512_mul_pd(k, _mm512_set1_pd(0.125)),
+                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  // j = k - 8 q in 0..7 (a NaN lane's index is whatever the conversion gives; its result is NaN).
+  const __m512i j = _mm512_cvttpd_epi64(_mm512_sub_pd(k, _mm512_mul_pd(q, _mm512_set1_pd(8.0))));
+  const __m512d r = _mm512_sub_pd(_mm512_sub_pd(y, _mm512_mul_pd(k, _mm512_set1_pd(kLn2Hi8))),
+                                  _mm512_mul_pd(k, _mm512_set1_pd(kLn2Lo8)));
   __m512d p = _mm512_set1_pd(kExpCoef[0]);
-#pragma GCC unroll 11
-  for (int i = 1; i < 12; ++i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpCoef[i]));
+#pragma GCC unroll 6
+  for (int i = 1; i < 7; ++i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpCoef[i]));
   p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(1.0));
-  const __m512d e = _mm512_scalef_pd(p, k);
+  const __m512d table = _mm512_loadu_pd(kExp2Eighths);
+  const __m512d e = _mm512_scalef_pd(_mm512_mul_pd(p, _mm512_permutexvar_pd(j, table)), q);
   const __m512d one = _mm512_set1_pd(1.0);
   const __m512d big = _mm512_div_pd(_mm512_sub_pd(e, one), _mm512_add_pd(e, one));
   const __mmask8 small = _mm512_cmp_pd_mask(a, _mm512_set1_pd(kTanhSmall), _CMP_LT_OQ);
+  if (small == 0) return big;
+  const __m512d a2 = _mm512_mul_pd(a, a);
+  const __m512d series = _mm512_mul_pd(
+      a,
+      _mm512_add_pd(
+          one, _mm512_mul_pd(
+                   a2, _mm512_add_pd(
+                           _mm512_set1_pd(kSeries3),
+                           _mm512_mul_pd(
+                               a2, _mm512_add_pd(_mm512_set1_pd(kSeries5),
+                                                 _mm512_mul_pd(a2, _mm512_set1_pd(kSeries7))))))));
   return _mm512_mask_blend_pd(small, big, series);
 }
 
@@ -552,14 +587,16 @@ AMPCTL_AVX512 void ln_bwd_params_typed(const X* x, const DY* dy, const float* me
 
 void adam(size_t begin, size_t end, float* p, const float* g, float* m, float* v, float inv_scale,
           bool decoupled, bool maximize, const optim::AdamStepConsts& c, void* lowp,
-          DType lowp_dtype) {
+          DType lowp_dtype, const float* decay_mask, float plain_decay) {
   if (!lowp) {
-    adam_typed<float>(begin, end, p, g, m, v, inv_scale, decoupled, maximize, c, nullptr);
+    adam_typed<float>(begin, end, p, g, m, v, inv_scale, decoupled, maximize, c, nullptr,
+                      decay_mask, plain_decay);
     return;
   }
   with_type(lowp_dtype, [&](auto* tag) {
     using L = std::remove_pointer_t<decltype(tag)>;
-    adam_typed(begin, end, p, g, m, v, inv_scale, decoupled, maximize, c, static_cast<L*>(lowp));
+    adam_typed(begin, end, p, g, m, v, inv_scale, decoupled, maximize, c, static_cast<L*>(lowp),
+               decay_mask, plain_decay);
   });
 }
 

@@ -22,10 +22,12 @@
 
 namespace ampctl::cpu::vec {
 
-// adam_update on every element, then lowp[i] := round(p[i]) when lowp is given.
+// adam_update on every element, then lowp[i] := round(p[i]) when lowp is given. With a
+// decay_mask (decay_on: matrices), elements whose mask is 0 take the constants of
+// weight_decay = 0 instead (their decay factor, plain_decay, is the only constant that differs).
 void adam(size_t begin, size_t end, float* p, const float* g, float* m, float* v, float inv_scale,
           bool decoupled, bool maximize, const optim::AdamStepConsts& c, void* lowp,
-          DType lowp_dtype);
+          DType lowp_dtype, const float* decay_mask = nullptr, float plain_decay = 1.0f);
 // sgd_update on every element (buf is read/written only when momentum != 0), then the lowp copy.
 void sgd(size_t begin, size_t end, float* p, const float* g, float* buf, float inv_scale,
          bool first, const optim::SgdHyper& h, void* lowp, DType lowp_dtype);
