@@ -6,8 +6,10 @@
 # both character level on the fortunes corpus (scripts/fortunes_corpus.sh; Shakespeare is not
 # available offline), dropout 0 and no biases (bench_gpt_fortunes.py's model has no dropout).
 #
-# Method: PyTorch's thread setting is picked first (1 and 2 threads, fp32, one short run each;
-# the faster is used for both of its precisions). Then R interleaved rounds, each running every
+# Method: PyTorch's thread setting is picked first: every pair of OpenMP threads (torch's
+# set_num_threads) and OpenBLAS threads (Debian's torch runs fp32 matrix products on OpenBLAS,
+# whose pool set_num_threads leaves alone) in 1..--threads, fp32, one short run each; the fastest
+# pair is used for both of its precisions. Then R interleaved rounds, each running every
 # side once: ampctl's step is summary.json's phase_ms (logging.profile) total minus its data phase
 # over the steady steps (those after the first logging interval), PyTorch's the median of its
 # timed steps after warm-up (the batch is drawn outside the clock). Each side's number is the
@@ -17,10 +19,11 @@
 # The shakespeare model runs few steps (ampctl: 3, timed from the second; PyTorch: 1 warm-up and
 # 2 timed) and --big-rounds rounds (default 1: a step takes seconds to tens of seconds on 2 cores).
 #
-# --torch-threads N skips the trial and gives PyTorch N threads.
+# --torch-threads N skips the trial and gives PyTorch N OpenMP threads, and --torch-blas M
+# (default N) M OpenBLAS threads.
 #
 #   scripts/bench_gpt_cpu.sh [--build DIR] [--rounds N] [--big-rounds N] [--threads N]
-#                            [--torch-threads N] [--models fortunes,shakespeare]
+#                            [--torch-threads N] [--torch-blas M] [--models fortunes,shakespeare]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build
@@ -28,6 +31,7 @@ ROUNDS=3
 BIG_ROUNDS=1
 THREADS=2
 TORCH_THREADS=0
+TORCH_BLAS=0
 MODELS=fortunes,shakespeare
 while (($#)); do
   case $1 in
@@ -35,9 +39,10 @@ while (($#)); do
     --rounds) ROUNDS=$2; shift 2 ;;
     --big-rounds) BIG_ROUNDS=$2; shift 2 ;;
     --torch-threads) TORCH_THREADS=$2; shift 2 ;;
+    --torch-blas) TORCH_BLAS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --models) MODELS=$2; shift 2 ;;
-    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "bench_gpt_cpu.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -49,11 +54,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-bench-gpt.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 bash scripts/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
 
-exec /usr/bin/python3 - "$AMPCTL" "$WORK" "$ROUNDS" "$THREADS" "$MODELS" "$BIG_ROUNDS" "$TORCH_THREADS" <<'PY'
+exec /usr/bin/python3 - "$AMPCTL" "$WORK" "$ROUNDS" "$THREADS" "$MODELS" "$BIG_ROUNDS" "$TORCH_THREADS" "$TORCH_BLAS" <<'PY'
 import json, os, statistics, subprocess, sys
 
-ampctl, work, rounds, threads, models, big_rounds, torch_threads = sys.argv[1:8]
-rounds, threads, big_rounds, torch_threads = int(rounds), int(threads), int(big_rounds), int(torch_threads)
+ampctl, work, rounds, threads, models, big_rounds, torch_threads, torch_blas = sys.argv[1:9]
+rounds, threads, big_rounds = int(rounds), int(threads), int(big_rounds)
+torch_threads, torch_blas = int(torch_threads), int(torch_blas)
 corpus = os.path.join(work, "fortunes.txt")
 env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
 
@@ -81,13 +87,17 @@ def ampctl_step(model, precision, tag):
     subprocess.run(["rm", "-rf", run], check=True)
     return ph["total"] - ph["data"]
 
-def torch_step(model, precision, nthreads):
+def torch_step(model, precision, setting):
+    # setting: (OpenMP threads, OpenBLAS threads). Debian's torch runs its fp32 matrix products
+    # on OpenBLAS (pthreads), whose pool torch.set_num_threads does not size.
+    nthreads, blas = setting
     L, H, C, T, B, _, (warm, steps) = MODELS[model]
     out = subprocess.run(["/usr/bin/python3", "scripts/bench_gpt_cpu.py", "--corpus", corpus,
                           "--n-layer", str(L), "--n-head", str(H), "--n-embd", str(C),
                           "--block-size", str(T), "--batch", str(B), "--precision", precision,
                           "--warmup", str(warm), "--steps", str(steps), "--threads", str(nthreads)],
-                         env=dict(env, OMP_NUM_THREADS=str(nthreads)), check=True,
+                         env=dict(env, OMP_NUM_THREADS=str(nthreads),
+                                  OPENBLAS_NUM_THREADS=str(blas)), check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"]
 
@@ -100,12 +110,14 @@ for model in models.split(","):
     if model not in MODELS:
         sys.exit(f"bench_gpt_cpu.sh: unknown model '{model}' (fortunes, shakespeare)")
     if torch_threads > 0:
-        tt, tthreads = {}, torch_threads
+        tt, tthreads = {}, (torch_threads, torch_blas or torch_threads)
     else:
-        tt = {n: torch_step(model, "fp32", n) for n in sorted({1, threads})}
+        tt = {(n, m): torch_step(model, "fp32", (n, m))
+              for n in sorted({1, threads}) for m in sorted({1, threads})}
         tthreads = min(tt, key=tt.get)
-    print(f"{model}: PyTorch fp32 " + ", ".join(f"{n} thread(s) {ms:.1f} ms" for n, ms in tt.items())
-          + f" -> {tthreads}", flush=True)
+    print(f"{model}: PyTorch fp32 " + ", ".join(f"{n} OpenMP + {m} OpenBLAS thread(s) {ms:.1f} ms"
+                                                 for (n, m), ms in tt.items())
+          + f" -> {tthreads[0]} + {tthreads[1]}", flush=True)
     res = {k: [] for k in ["a16", "abf", "a32", "t32", "tbf"]}
     for r in range(big_rounds if model == "shakespeare" else rounds):
         res["a16"].append(ampctl_step(model, "fp16", f"{model}-fp16"))
@@ -122,7 +134,7 @@ print("\n| model | ampctl fp16 | ampctl bf16 | ampctl fp32 | PyTorch fp32 | PyTo
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for model, tthreads, m in rows:
     L, H, C, T, B = MODELS[model][:5]
-    print(f"| {model} ({L} x {C}, T {T}, B {B}; PyTorch {tthreads} thr.) | {m['a16']:.1f} ms "
+    print(f"| {model} ({L} x {C}, T {T}, B {B}; PyTorch {tthreads[0]} + {tthreads[1]} thr.) | {m['a16']:.1f} ms "
           f"| {m['abf']:.1f} ms | {m['a32']:.1f} ms | {m['t32']:.1f} ms | {m['tbf']:.1f} ms "
           f"| {m['a16'] / m['t32']:.2f} | {m['abf'] / m['tbf']:.2f} | {m['a32'] / m['t32']:.2f} |")
 PY

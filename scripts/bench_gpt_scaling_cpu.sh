@@ -10,19 +10,21 @@
 #   * ampctl: summary.json's phase_ms (logging.profile) total minus its data phase over the steady
 #     steps, those after the first logging interval (--steps steps, logged every --steps / 3);
 #   * PyTorch: the median of --steps timed steps after 2 warm-up ones (the batch drawn outside the
-#     clock), at --torch-threads threads (default 1: the faster setting on this 2-core machine, see
-#     scripts/bench_gpt_cpu.sh's trial).
+#     clock), at --torch-threads OpenMP threads and --torch-blas OpenBLAS threads (Debian's torch
+#     runs fp32 products on OpenBLAS; defaults 1 and 2: pick them with scripts/bench_gpt_cpu.sh's
+#     trial of every pair).
 # With --rounds R every cell runs R times (interleaved by round) and the medians are printed.
 # Prints a markdown table of ms/step and the ratio ampctl / PyTorch, and how each side's time
 # grows along each axis (the cell over the smallest cell of its row or column).
 #
-#   scripts/bench_gpt_scaling_cpu.sh [--build DIR] [--threads N] [--torch-threads N]
+#   scripts/bench_gpt_scaling_cpu.sh [--build DIR] [--threads N] [--torch-threads N] [--torch-blas M]
 #                                    [--steps N] [--rounds R] [--precision fp16|bf16|fp32]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build
 THREADS=2
 TORCH_THREADS=1
+TORCH_BLAS=2
 STEPS=6
 ROUNDS=1
 PRECISION=fp16
@@ -31,10 +33,11 @@ while (($#)); do
     --build) BUILD=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --torch-threads) TORCH_THREADS=$2; shift 2 ;;
+    --torch-blas) TORCH_BLAS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --precision) PRECISION=$2; shift 2 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "bench_gpt_scaling_cpu.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -50,11 +53,12 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-bench-scaling.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 bash scripts/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
 
-/usr/bin/python3 - "$AMPCTL" "$WORK" "$THREADS" "$TORCH_THREADS" "$STEPS" "$ROUNDS" "$PRECISION" <<'PY'
+/usr/bin/python3 - "$AMPCTL" "$WORK" "$THREADS" "$TORCH_THREADS" "$STEPS" "$ROUNDS" "$PRECISION" "$TORCH_BLAS" <<'PY'
 import json, os, statistics, subprocess, sys
 
-ampctl, work, threads, torch_threads, steps, rounds, precision = sys.argv[1:8]
+ampctl, work, threads, torch_threads, steps, rounds, precision, torch_blas = sys.argv[1:9]
 threads, torch_threads, steps, rounds = int(threads), int(torch_threads), int(steps), int(rounds)
+torch_blas = int(torch_blas)
 corpus = os.path.join(work, "fortunes.txt")
 env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
 TS, CS, L, B = [64, 128, 256], [128, 256, 384], 4, 8
@@ -84,14 +88,15 @@ def torch_step(T, C):
                           "--block-size", str(T), "--batch", str(B), "--precision",
                           torch_precision, "--warmup", "2", "--steps", str(steps),
                           "--threads", str(torch_threads)],
-                         env=dict(env, OMP_NUM_THREADS=str(torch_threads)), check=True,
+                         env=dict(env, OMP_NUM_THREADS=str(torch_threads),
+                                  OPENBLAS_NUM_THREADS=str(torch_blas)), check=True,
                          capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["median_ms"]
 
 print(f"ampctl: {subprocess.run([ampctl, '--version'], capture_output=True, text=True).stdout.splitlines()[0]}")
 print(f"PyTorch: {subprocess.run(['/usr/bin/python3', '-c', 'import torch; print(torch.__version__)'], capture_output=True, text=True).stdout.strip()}")
 print(f"GPT {L} layers, heads of 64, batch {B}; ampctl {precision} on {threads} threads, PyTorch "
-      f"{torch_precision} on {torch_threads}; {steps} steps per side and cell, {rounds} round(s)\n",
+      f"{torch_precision} on {torch_threads} OpenMP + {torch_blas} OpenBLAS; {steps} steps per side and cell, {rounds} round(s)\n",
       flush=True)
 res = {(T, C): ([], []) for T in TS for C in CS}
 for r in range(rounds):
