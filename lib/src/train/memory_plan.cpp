@@ -296,8 +296,12 @@ SourceShape source_shape(const config::DataSource& s) {
       }
       break;
     }
+    case config::SourceKind::tokens:
+      // The vocabulary is the config's (a GPT's logits are [rows, vocab_size]).
+      out.outputs = std::max<int64_t>(s.vocab_size, 1);
+      break;
     default:
-      break;  // csv: the width is only known once the file is read
+      break;  // csv, text: the width is only known once the file is read
   }
   return out;
 }

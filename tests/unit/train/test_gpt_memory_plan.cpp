@@ -53,6 +53,21 @@ TEST(GptMemoryPlan, ParametersAndActivationsAreWhatTheModelAllocates) {
   }
 }
 
+// validate's estimate (no data read): a token source's vocabulary is its vocab_size, so the
+// parameters and the logits are GPT-2 small's for gpt2_small's sizes (124M with the padded
+// vocabulary, not the 86M of a one-token vocabulary).
+TEST(GptMemoryPlan, TokenSourcesTakeTheirVocabularyFromTheConfig) {
+  const config::RunConfig c = config::parse_config(
+      "model: {type: gpt, n_layer: 12, n_head: 12, n_embd: 768, block_size: 1024}\n"
+      "data: {train: {source: tokens, path: train.bin, vocab_size: 50304}}\n",
+      "x.yaml", {});
+  const DataShape shape = data_shape_from_config(c);
+  EXPECT_EQ(shape.outputs, 50304);
+  const MemoryPlan p = plan_memory(c, shape);
+  EXPECT_GT(p.parameter_count, 124000000);
+  EXPECT_LT(p.parameter_count, 125000000);
+}
+
 TEST(GptMemoryPlan, AGptTooLargeIsRefusedNamingItsKey) {
   const config::RunConfig c =
       gpt_config({"model.n_embd=8192", "model.n_head=16", "model.n_layer=64"});
