@@ -13,7 +13,9 @@ its peak memory is its own:
     dynamic loss scaling, no clipping, no accumulation:
       - ampctl train (precision fp16, the GradScaler equivalent on) for warmup + steps steps,
         once with its fused attention (kernels/attention.cu) and once with the materialised
-        one (AMPCTL_ATTENTION=materialised), the row "attention unfused";
+        one (AMPCTL_ATTENTION=materialised), the row "attention unfused", and once with the
+        MLP's c_fc + GELU composed instead of cuBLASLt's GELU epilogues (AMPCTL_GELU=composed),
+        the row "GELU unfused";
         its summary.json's steady_step_ms is the MEAN over the steps after the first logging
         interval (logging.every_steps = warmup): ampctl never waits for the device inside a
         step, so a per-step time does not exist without changing what is timed;
@@ -325,12 +327,14 @@ logging: {{every_steps: {warmup}}}
 """)
 
 
-def ampctl_train(a, cfg, work, tokens, warmup, steps, log, attention="fused"):
-    tag = f"{cfg['n_embd']}_{cfg['T']}_{attention}"
+def ampctl_train(a, cfg, work, tokens, warmup, steps, log, attention="fused", gelu="fused"):
+    tag = f"{cfg['n_embd']}_{cfg['T']}_{attention}_{gelu}"
     conf = os.path.join(work, f"gpt_{tag}.yaml")
     ampctl_config(conf, cfg, tokens, a.batch, warmup, steps)
     run_dir = os.path.join(work, f"run_{tag}")
     env = {"AMPCTL_ATTENTION": "materialised"} if attention == "materialised" else {}
+    if gelu == "composed":
+        env["AMPCTL_GELU"] = "composed"
     rc, _, mib = run_child([a.ampctl, "train", "--config", conf, "--run-dir", run_dir],
                            a.child_timeout, log, env)
     out = {"rc": rc, "peak_used_mib": mib}
@@ -411,6 +415,9 @@ def main():
     res["ampctl_materialised"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log,
                                               attention="materialised")
     failed |= res["ampctl_materialised"]["rc"] != 0
+    res["ampctl_gelu_composed"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log,
+                                               gelu="composed")
+    failed |= res["ampctl_gelu_composed"]["rc"] != 0
     modes = [] if a.no_torch else (["eager"] if a.no_compile else ["eager", "compile"])
     for mode in modes:
         rc, rows = torch_side(a, mode, [main_cfg], a.warmup, a.steps, log)
@@ -450,6 +457,7 @@ def main():
     a_ms = res["ampctl"].get("step_ms")
     for key, label in (("ampctl", "ampctl fp16 (mean)"),
                        ("ampctl_materialised", "  attention unfused"),
+                       ("ampctl_gelu_composed", "  GELU unfused"),
                        ("torch_eager", "torch AMP eager"),
                        ("torch_compile", "torch AMP compile")):
         r = res.get(key)

@@ -16,7 +16,8 @@
 #                                           the numbers are for reading, not gating)
 #   7. scripts/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
 #   8. training on the CPU and the GPU      the MLP, the GPT and the CNN: the same skip decisions,
-#                                           and the GPU bitwise repeatable
+#                                           and the GPU bitwise repeatable (the GPT also with its
+#                                           GELU epilogues off, AMPCTL_GELU=composed)
 #   last: nccl_reference, nccl_one_rank     the NCCL communicator on one rank (builds with NCCL)
 #   bench_gpt (scripts/bench_gpt_gpu.py)    GPT-2 small against PyTorch AMP, when torch imports
 # and prints a summary table last. Exit status 0 only when every step passed. The full log of every
@@ -236,6 +237,19 @@ run_step gpt_cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/gpt_cpu" "$RUN
 details[-1]=$(tail -1 "$LOG_DIR/gpt_cpu_vs_gpu.log" | cut -c1-70)
 run_step gpt_gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpt_gpu" "$RUNS/gpt_gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpt_gpu_repeat.log" | cut -c1-70)
+# The same GPU run with cuBLASLt's GELU epilogues off (AMPCTL_GELU=composed, read once per
+# process; the runs above fused c_fc + GELU, width 256): the composed path must make the fused
+# run's skip and scale decisions, and the table's linear_gelu cases hold on it too.
+run_step gpt_train_gpu_gelu_composed 120 env AMPCTL_GELU=composed "$B/ampctl" train \
+  "${gpt_common[@]}" --set device=cuda --run-dir "$RUNS/gpt_gpu_gelu_composed"
+run_step gpt_gelu_fused_vs_composed 30 python3 scripts/compare_runs.py "$RUNS/gpt_gpu" \
+  "$RUNS/gpt_gpu_gelu_composed" --mode backends
+details[-1]=$(tail -1 "$LOG_DIR/gpt_gelu_fused_vs_composed.log" | cut -c1-70)
+if [[ -x $B/ampctl_test_cuda ]]; then
+  run_step gelu_composed 60 env AMPCTL_GELU=composed "$B/ampctl_test_cuda" --gtest_brief=1 \
+    --gtest_filter='*MatchesCpuReference/linear_gelu_*:CudaLinearGelu.*'
+  details[-1]=$(gtest_tally "$LOG_DIR/gelu_composed.log")
+fi
 
 # ---- the GPT (with dropout: the materialised attention) and the CNN: the same runs on the CPU and the GPU, and the GPU twice ----
 # The same skip decisions and scale on every step (the injected overflows at steps 5 and 40 and a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training through mpirun (docs/distributed.md), end to end on the CPU:
 #   dist_mpi.sh AMPCTL MPIRUN WORK CASE
-# CASE is one of: equivalence, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
+# CASE is one of: lm_equivalence, equivalence, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
 # config_error, sigterm, zero_inject, zero_equal, zero_resume. Each case takes a few seconds;
 # ctest runs each as cli.dist_<case>.
 set -uo pipefail
@@ -83,6 +83,86 @@ EOF
 }
 
 case "$CASE" in
+lm_equivalence)
+  # A GPT on text across ranks: 2 ranks x batch 2 against 1 rank x batch 4. Training batch k is
+  # global (the 4 windows window_indices draws for a batch of 4) and rank r takes windows
+  # [2 r, 2 r + 2); evaluation batch j likewise. So both runs see the same windows: the same
+  # decisions at every step (an overflow injected at step 3), and losses and the evaluation
+  # loss within the tolerance below. fp32 with the scaler on leaves summation order as the only
+  # difference.
+  python3 -c "
+import random
+r = random.Random(7)
+words = 'the loss scale grows and backs off when a gradient overflows in half precision'.split()
+print('\n'.join(' '.join(r.choice(words) for _ in range(12)) for _ in range(400)))" >corpus.txt
+  cat >lm.yaml <<'EOF'
+name: distlm
+seed: 5
+device: cpu
+precision: fp32
+model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 16, block_size: 16, dropout: 0.0}
+data:
+  train: {source: text, path: corpus.txt, vocab: char, split_fraction: 0.25}
+  batch_size: 2
+optimizer: {type: sgd, lr: 0.05}
+scaler: {enabled: true, init_scale: 1024.0, growth_interval: 2}
+training: {max_steps: 6, eval_every: 3, eval_batches: 2}
+logging: {every_steps: 3, metrics_every: 1}
+debug: {inject_nonfinite_at: [3]}
+EOF
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config lm.yaml --run-dir "$DIR/two" \
+    >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
+  "$AMPCTL" train --config lm.yaml --run-dir "$DIR/one" --set data.batch_size=4 \
+    >one.out 2>one.err || fail "1-rank run: $(cat one.err)"
+  diff <(decisions two/metrics.jsonl) <(decisions one/metrics.jsonl) ||
+    fail "found_inf / skipped / scale differ"
+  [ "$(decisions one/metrics.jsonl | wc -l)" = 6 ] || fail "expected 6 metrics lines"
+  decisions one/metrics.jsonl | awk '$1 == 3 && $3 != "true" { exit 1 }' ||
+    fail "the injected step 3 was not skipped"
+  grep -q "parameters bitwise identical on all 2 ranks" two.out two.err ||
+    fail "no replica agreement line"
+  # Tolerance. Step 1 sees identical parameters: the 1-rank loss is the f32 mean of 64 token
+  # losses (4 windows x 16) in one order, the 2-rank loss the mean of two means of 32, within
+  # 2 * 64 * 2^-24 = 7.6e-6 relative (the losses are positive); the evaluation means likewise.
+  # Each gradient element is a sum over the 64 rows in two orders, within 7.6e-6 of the sum of
+  # its terms' magnitudes; plain SGD at lr 0.05 over at most 5 applied steps moves the two runs'
+  # parameters apart by at most 5 * 0.05 * 7.6e-6 * max|g|, which moves the loss by that times
+  # |dL/dtheta|_1: small for this model's small gradients. Tolerance: 2e-5 relative at every
+  # line, 2.6x step 1's bound (measured worst over all lines: 3.2e-7). A sharding mistake (both ranks on the same windows, an
+  # evaluation shard counted twice or missed) moves a loss by 1e-2 or more.
+  python3 - two/metrics.jsonl one/metrics.jsonl <<'EOF' || fail "losses differ beyond the tolerance"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+worst, n = 0.0, 0
+for x, y in zip(a, b):
+    if x.get("kind") != y.get("kind") or x.get("step") != y.get("step"):
+        print("lines differ", x, y, file=sys.stderr)
+        sys.exit(1)
+    if x.get("loss") is None or y.get("loss") is None:
+        continue
+    n += 1
+    rel = abs(x["loss"] - y["loss"]) / abs(y["loss"])
+    worst = max(worst, rel)
+    if rel > 2e-5:
+        print(x.get("kind", "step"), x.get("step"), x["loss"], y["loss"], rel, file=sys.stderr)
+        sys.exit(1)
+if n < 8 or len(a) != len(b):
+    print("only", n, "losses compared", file=sys.stderr)
+    sys.exit(1)
+print("worst relative loss difference", worst, "over", n)
+EOF
+  # The totals count both ranks' windows: the same samples as the 1-rank run.
+  python3 - two one <<'EOF' || fail "the 2-rank checkpoint counts one rank's windows"
+import json, os, sys
+def samples(run):
+    d = os.path.join(run, "checkpoints")
+    return json.load(open(os.path.join(d, sorted(os.listdir(d))[-1])))["metrics"]["samples"]
+a, b = samples(sys.argv[1]), samples(sys.argv[2])
+print("samples", a, b)
+sys.exit(0 if a == b == 24 else 1)
+EOF
+  ;;
 equivalence)
   # 2 ranks x batch 16 against 1 rank x batch 32: the same global batches (one global shuffle,
   # rank r taking rows [16 r, 16 r + 16) of each), so the same decisions at every step; losses

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -517,6 +518,171 @@ void add_activation_cases(std::vector<NnCase>& cases) {
       };
     }
     cases.push_back(inplace);
+  }
+}
+
+// ---- linear_gelu_forward / linear_gelu_backward_input (the MLP's c_fc + GELU) ----
+//
+// The GPU fuses the pair into cuBLASLt's GELU epilogues for f16/bf16 with a GELU width divisible by
+// 8 (cuda_nn.cpp); the CPU runs the composition. The differences and their bounds, per element:
+//   forward pre: linear_forward's bound (two float accumulations of the same products, one
+//     rounding to lowp each; AUX holds the float pre-activation rounded once).
+//   forward y: the CPU applies its GELU to p_c = round(f_c), the epilogue to the float f_g, so
+//     the GELU inputs differ by dx = delta_lin + ulp(p_c) (half an ulp for the CPU's rounding, and
+//     as much again for a GPU that rounds too: the composed fallback); GELU's slope is at most
+//     kGeluSlope (the maximum of gelu_tanh', 1.1289 at x = 1.5), so dx moves it by kGeluSlope dx
+//     (and the epilogue's own error, evaluated at p_c below, by 0.5 kEpilogueTanh dx more).
+//     Each side's own GELU then errs by e 0.5 |x| (an absolute error e of its tanh: the CPU's
+//     kTranscendentalUlps ulps, the epilogue's kEpilogueTanh; how cuBLASLt evaluates tanh is not
+//     documented, and 2^-10 is what a hardware tanh.approx.f32 keeps to, 2^-10.99 relative) plus
+//     the rounding of inner (3 float operations: 3 u |inner| moves t by no more) and of the
+//     two products and the add around it (one float ulp each of |x|-sized values), which also
+//     covers a different but equivalent float formula (x sigmoid(2 inner)).
+//   backward dpre: the CPU multiplies gelu'(pre) by r_c = round(acc_c), the epilogue by the float
+//     acc_g: |acc_g - r_c| <= 2 gamma S + ulp(acc) (S = sum |dy w|); gelu' moves by e (1/2 +
+//     |0.5 x inner'| (2 + e)) for a tanh error e (d(1 - t^2) = (t1 + t2) dt), plus float ulps.
+constexpr double kGeluSlope = 1.13;
+constexpr double kEpilogueTanh = 0x1p-10;
+
+// One side's float GELU error at x for a tanh error of `e` (absolute).
+double gelu_side_error(double x, double e) {
+  const double inner = kGeluTanhBeta * (x + kGeluTanhKappa * x * x * x);
+  const double t = std::tanh(inner);
+  const double g = 0.5 * x * (1.0 + t);
+  return 0.5 * std::fabs(x) * (e + 3.0 * kU * std::fabs(inner) + 4.0 * kU) + 2.0 * ulp_near(g);
+}
+
+// One side's float gelu' error at x for a tanh error of `e`.
+double gelu_grad_side_error(double x, double e) {
+  const double inner = kGeluTanhBeta * (x + kGeluTanhKappa * x * x * x);
+  const double t = std::tanh(inner);
+  const double dt = e + 3.0 * kU * std::fabs(inner);
+  const double inner_d = kGeluTanhBeta * (1.0 + 3.0 * kGeluTanhKappa * x * x);
+  const double right = std::fabs(0.5 * x * inner_d);
+  return 0.5 * dt + right * dt * (2.0 + dt) +
+         8.0 * kU * (0.5 * (1.0 + std::fabs(t)) + right * (1.0 - t * t) + 1.0);
+}
+
+double gelu_tanh_grad_exact(double x) {
+  const double t = gelu_tanh_t(x);
+  return 0.5 * (1.0 + t) +
+         0.5 * x * (1.0 - t * t) * kGeluTanhBeta * (1.0 + 3.0 * kGeluTanhKappa * x * x);
+}
+
+struct LinearGeluVariant {
+  DType dtype;  // x, w, pre, y; dy, w2, dpre
+  bool has_bias;
+  DType b;
+  int64_t rows, in, out;  // forward x [rows, in], w [out, in]; backward dy [rows, in], w2 [in, out]
+};
+
+// The GPU fuses where the GELU width (out) is a multiple of 8, the dtype f16/bf16 and the bias
+// absent or of that dtype, when cuBLASLt offers an algorithm for the leading dimensions (an odd
+// `in` may leave it none: then the composition); the bound is the same either way.
+void add_linear_gelu_cases(std::vector<NnCase>& cases) {
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  const std::vector<LinearGeluVariant> variants = {
+      {f16, true, f16, 37, 48, 64},    // odd rows, lowp bias (the GPT's)
+      {f16, false, f16, 33, 104, 72},  // GELU_AUX without a bias
+      {bf16, true, bf16, 37, 48, 64},
+      {bf16, false, bf16, 19, 64, 40},
+      {f16, true, f16, 128, 96, 384},  // a GPT-like block: 4 x 96
+      {f16, true, f16, 37, 45, 64},    // odd in features (leading dimensions)
+      {bf16, false, bf16, 21, 45, 56},
+      {f16, true, f16, 29, 50, 30},   // width not divisible by 8: composed on the GPU too
+      {bf16, true, f32, 21, 37, 48},  // f32 bias: not D's type, composed
+      {f32, true, f32, 13, 20, 16},   // f32: composed
+  };
+  for (const LinearGeluVariant& v : variants) {
+    const std::string base =
+        "linear_gelu_" + tag(v.dtype) + "_b" + (v.has_bias ? tag(v.b) : std::string("none")) + "_" +
+        std::to_string(v.rows) + "x" + std::to_string(v.in) + "x" + std::to_string(v.out);
+    NnCase f;
+    f.name = base + "_forward";
+    f.make_inputs = [v](std::mt19937_64& rng) {
+      const float ws = 2.0f / std::sqrt(static_cast<float>(v.in));
+      return std::vector<HostInput>{
+          from_values({v.rows, v.in}, v.dtype,
+                      uniform_values(rng, numel_of({v.rows, v.in}), -1.5f, 1.5f)),
+          from_values({v.out, v.in}, v.dtype,
+                      uniform_values(rng, numel_of({v.out, v.in}), -ws, ws)),
+          from_values({v.out}, v.b, uniform_values(rng, static_cast<size_t>(v.out), -0.5f, 0.5f))};
+    };
+    f.run = [v](Backend& be, std::vector<Tensor>& in) {
+      Tensor pre = be.empty({v.rows, v.out}, v.dtype), y = be.empty({v.rows, v.out}, v.dtype);
+      be.linear_gelu_forward(in[0], in[1], v.has_bias ? in[2] : Tensor{}, pre, y);
+      return std::vector<Tensor>{pre, y};
+    };
+    f.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>& want) {
+      const std::vector<double> x = in[0].values(), w = in[1].values(), b = in[2].values();
+      const double g = gamma_n(static_cast<double>(v.in + 2), 0x1p-23);
+      const size_t n = static_cast<size_t>(v.rows * v.out);
+      std::vector<double> d_pre(n), d_y(n);
+      for (int64_t r = 0; r < v.rows; ++r) {
+        for (int64_t o = 0; o < v.out; ++o) {
+          double ref = v.has_bias ? b[static_cast<size_t>(o)] : 0.0, s = 0.0;
+          for (int64_t i = 0; i < v.in; ++i) {
+            const double p =
+                x[static_cast<size_t>(r * v.in + i)] * w[static_cast<size_t>(o * v.in + i)];
+            ref += p;
+            s += std::fabs(p);
+          }
+          const size_t k = static_cast<size_t>(r * v.out + o);
+          d_pre[k] = 2.0 * (g * s + kU * (std::fabs(ref) + g * s));
+          const double p_c = want[0][k];  // the CPU's rounded pre-activation
+          const double dx = d_pre[k] + ulp(std::fabs(p_c) + d_pre[k], v.dtype);
+          d_y[k] = (kGeluSlope + 0.5 * kEpilogueTanh) * dx + gelu_side_error(p_c, kEpilogueTanh) +
+                   gelu_side_error(p_c, kTranscendentalUlps * ulp_near(gelu_tanh_t(p_c)));
+        }
+      }
+      return std::vector<Spec>{within(d_pre), within(d_y)};
+    };
+    cases.push_back(f);
+
+    NnCase bw;
+    bw.name = base + "_backward";
+    // dy [rows, in] and w2 [in, out]: the next Linear (out -> in) whose input gradient feeds it.
+    bw.make_inputs = [v](std::mt19937_64& rng) {
+      return std::vector<HostInput>{
+          from_values({v.rows, v.in}, v.dtype, random_values(rng, numel_of({v.rows, v.in}), -8, 0)),
+          from_values({v.in, v.out}, v.dtype,
+                      uniform_values(rng, numel_of({v.in, v.out}), -0.5f, 0.5f)),
+          from_values({v.rows, v.out}, v.dtype,
+                      uniform_values(rng, numel_of({v.rows, v.out}), -5.0f, 5.0f))};
+    };
+    bw.run = [v](Backend& be, std::vector<Tensor>& in) {
+      Tensor dpre = be.empty({v.rows, v.out}, v.dtype);
+      Tensor scratch = be.empty({v.rows, v.out}, v.dtype);
+      be.linear_gelu_backward_input(in[0], in[1], in[2], dpre, scratch);
+      return std::vector<Tensor>{dpre};
+    };
+    bw.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
+      const std::vector<double> dy = in[0].values(), w2 = in[1].values(), pre = in[2].values();
+      const double g = gamma_n(static_cast<double>(v.in + 2), 0x1p-23);
+      std::vector<double> delta(pre.size());
+      for (int64_t r = 0; r < v.rows; ++r) {
+        for (int64_t o = 0; o < v.out; ++o) {
+          double a = 0.0, s = 0.0;
+          for (int64_t i = 0; i < v.in; ++i) {
+            const double p =
+                dy[static_cast<size_t>(r * v.in + i)] * w2[static_cast<size_t>(i * v.out + o)];
+            a += p;
+            s += std::fabs(p);
+          }
+          const size_t k = static_cast<size_t>(r * v.out + o);
+          const double x = pre[k];
+          const double d_acc = 2.0 * g * s + ulp(std::fabs(a) + g * s, v.dtype);
+          const double d_grad =
+              gelu_grad_side_error(x, kEpilogueTanh) +
+              gelu_grad_side_error(x, kTranscendentalUlps * ulp_near(gelu_tanh_t(x)));
+          const double gp = gelu_tanh_grad_exact(x);
+          delta[k] = (std::fabs(gp) + d_grad) * d_acc + (std::fabs(a) + g * s) * d_grad +
+                     2.0 * ulp_near(std::fabs(gp * a) + d_acc + d_grad);
+        }
+      }
+      return std::vector<Spec>{within(delta)};
+    };
+    cases.push_back(bw);
   }
 }
 
@@ -1852,6 +2018,7 @@ void add_attention_cases(std::vector<NnCase>& cases) {
 std::vector<NnCase> all_cases() {
   std::vector<NnCase> cases;
   add_linear_cases(cases);
+  add_linear_gelu_cases(cases);
   add_sum_rows_cases(cases);
   add_activation_cases(cases);
   add_dropout_cases(cases);
@@ -2196,6 +2363,120 @@ TEST(CudaFusedNorm, FusedOpsAreBitwiseTheComposedOnes) {
       EXPECT_EQ(download_bits(be, loss1), download_bits(be, loss0)) << what << ": loss";
       EXPECT_EQ(download_i32(be, c1), download_i32(be, c0)) << what << ": correct";
       EXPECT_EQ(download_bits(be, l1), download_bits(be, dl0)) << what << ": dlogits";
+    }
+  }
+}
+
+// The GELU epilogues at a GPT-2-like MLP shape: the fused path is the one taken (unless
+// AMPCTL_GELU=composed), repeats give the same bits, and fused and composed (Backend's default run
+// on the GPU's own ops) agree within the table's bound on every element of pre, y and dpre.
+TEST(CudaLinearGelu, FusedRepeatsBitwiseAndMatchesTheComposition) {
+  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& be = gpu();
+  const char* env = std::getenv("AMPCTL_GELU");
+  const bool composed_only = env != nullptr && std::string(env) == "composed";
+  const int64_t rows = 2048, c = 192, width = 4 * c;
+  std::mt19937_64 rng(14);
+  for (DType d : {DType::f16, DType::bf16}) {
+    EXPECT_EQ(be.linear_gelu_fused(d, width), !composed_only) << tag(d);
+    EXPECT_FALSE(be.linear_gelu_fused(d, width + 4)) << tag(d) << ": AUX_LD % 8";
+    EXPECT_FALSE(be.linear_gelu_fused(DType::f32, width));
+    const float ws = 2.0f / std::sqrt(static_cast<float>(c));
+    const std::vector<float> xv = uniform_values(rng, numel_of({rows, c}), -1.5f, 1.5f);
+    const std::vector<float> wv = uniform_values(rng, numel_of({width, c}), -ws, ws);
+    const std::vector<float> bv = uniform_values(rng, static_cast<size_t>(width), -0.5f, 0.5f);
+    const std::vector<float> dyv = random_values(rng, numel_of({rows, c}), -8, 0);
+    const std::vector<float> w2v = uniform_values(rng, numel_of({c, width}), -0.1f, 0.1f);
+    Tensor x = upload_values(be, {rows, c}, d, xv), w = upload_values(be, {width, c}, d, wv);
+    Tensor b = upload_values(be, {width}, d, bv), dy = upload_values(be, {rows, c}, d, dyv);
+    Tensor w2 = upload_values(be, {c, width}, d, w2v);
+    auto run = [&](bool fused) {
+      Tensor pre = be.empty({rows, width}, d), y = be.empty({rows, width}, d);
+      Tensor dpre = be.empty({rows, width}, d), scratch = be.empty({rows, width}, d);
+      if (fused) {
+        be.fill(scratch, NAN);  // the fused backward leaves it alone; the composition writes it
+        be.linear_gelu_forward(x, w, b, pre, y);
+        be.linear_gelu_backward_input(dy, w2, pre, dpre, scratch);
+        if (!composed_only) {
+          const std::vector<uint32_t> sb = download_bits(be, scratch);
+          size_t written = 0;
+          for (uint32_t bits : sb) written += is_nan_bits(bits, d) ? 0 : 1;
+          EXPECT_EQ(written, 0u) << tag(d) << ": the backward composed (scratch written)";
+        }
+      } else {
+        be.Backend::linear_gelu_forward(x, w, b, pre, y);
+        be.Backend::linear_gelu_backward_input(dy, w2, pre, dpre, scratch);
+      }
+      return std::vector<std::vector<uint32_t>>{download_bits(be, pre), download_bits(be, y),
+                                                download_bits(be, dpre)};
+    };
+    const char* names[] = {"pre", "y", "dpre"};
+    const auto first = run(true);
+    for (int rep = 1; rep < 3; ++rep) {
+      const auto again = run(true);
+      for (size_t o = 0; o < first.size(); ++o) {
+        BitwiseCheck check(d);
+        check.add_all(again[o], first[o]);
+        EXPECT_TRUE(check.ok()) << tag(d) << " fused " << names[o] << ", repetition " << rep << ": "
+                                << check.report();
+      }
+    }
+    const auto composed = run(false);
+    const auto composed_again = run(false);
+    for (size_t o = 0; o < composed.size(); ++o) {
+      BitwiseCheck check(d);
+      check.add_all(composed_again[o], composed[o]);
+      EXPECT_TRUE(check.ok()) << tag(d) << " composed " << names[o] << ": " << check.report();
+    }
+    // Fused against composed, both on the GPU, with the table's bounds (pre: the two cuBLASLt
+    // algorithms' sums; y and dpre: the composed side's GELU is CUDA's tanhf, as the CPU's).
+    Output fused_pre{d, first[0]}, comp_pre{d, composed[0]};
+    const std::vector<double> p_c = decoded(comp_pre), pre_f = decoded(fused_pre);
+    const double g = gamma_n(static_cast<double>(c + 2), 0x1p-23);
+    std::vector<double> d_pre(p_c.size()), d_y(p_c.size()), d_dpre(p_c.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t o = 0; o < width; ++o) {
+        const size_t k = static_cast<size_t>(r * width + o);
+        double ref = round_to(bv[static_cast<size_t>(o)], d), s = 0.0;
+        for (int64_t i = 0; i < c; ++i) {
+          const double p = static_cast<double>(round_to(xv[static_cast<size_t>(r * c + i)], d)) *
+                           round_to(wv[static_cast<size_t>(o * c + i)], d);
+          ref += p;
+          s += std::fabs(p);
+        }
+        d_pre[k] = 2.0 * (g * s + kU * (std::fabs(ref) + g * s));
+        const double dx = d_pre[k] + ulp(std::fabs(p_c[k]) + d_pre[k], d);
+        d_y[k] = (kGeluSlope + 0.5 * kEpilogueTanh) * dx + gelu_side_error(p_c[k], kEpilogueTanh) +
+                 gelu_side_error(p_c[k], kTranscendentalUlps * ulp_near(gelu_tanh_t(p_c[k])));
+        double a = 0.0, sa = 0.0;
+        for (int64_t i = 0; i < c; ++i) {
+          const double q = static_cast<double>(round_to(dyv[static_cast<size_t>(r * c + i)], d)) *
+                           round_to(w2v[static_cast<size_t>(i * width + o)], d);
+          a += q;
+          sa += std::fabs(q);
+        }
+        // Each side's backward read its own forward's pre: gelu' at the fused one's, plus the
+        // slope of gelu' times the two pre's difference.
+        const double xk = pre_f[k];
+        const double d_acc = 2.0 * g * sa + ulp(std::fabs(a) + g * sa, d);
+        const double d_grad =
+            gelu_grad_side_error(xk, kEpilogueTanh) +
+            gelu_grad_side_error(xk, kTranscendentalUlps * ulp_near(gelu_tanh_t(xk))) +
+            0.8 * std::fabs(xk - p_c[k]);  // |gelu_tanh''| <= 0.8 (its maximum, at 0: 0.798)
+        const double gp = gelu_tanh_grad_exact(xk);
+        d_dpre[k] = (std::fabs(gp) + d_grad) * d_acc + (std::fabs(a) + g * sa) * d_grad +
+                    2.0 * ulp_near(std::fabs(gp * a) + d_acc + d_grad);
+      }
+    }
+    // The epilogue's GELU reads the float pre-activation, the composition its rounding: over
+    // 1.5 M elements some outputs differ unless the forward composed too.
+    if (!composed_only) {
+      EXPECT_TRUE(first[1] != composed[1]) << tag(d) << ": the forward composed (y bitwise equal)";
+    }
+    const std::vector<double>* deltas[] = {&d_pre, &d_y, &d_dpre};
+    for (size_t o = 0; o < first.size(); ++o) {
+      expect_within(Output{d, first[o]}, Output{d, composed[o]}, *deltas[o],
+                    tag(d) + " fused vs composed " + names[o]);
     }
   }
 }

@@ -486,6 +486,104 @@ void Backend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&
   gemm_batched(dscores, true, q, false, dk);
 }
 
+// ---- the MLP's Linear + GELU pair ----
+
+namespace {
+
+void check_float_matrix(const Tensor& t, const Device& device, const char* op, const char* name) {
+  check_operand(t, device, op, name);
+  check_floating(t, op, name);
+  check_rank(t, 2, op, name);
+}
+
+void check_dims(const Tensor& t, int64_t rows, int64_t cols, const char* op, const char* name) {
+  if (t.dim(0) != rows || t.dim(1) != cols) {
+    invalid_op(op, std::string(name) + " " + t.describe() + " must be [" + std::to_string(rows) +
+                       ", " + std::to_string(cols) + "]");
+  }
+}
+
+void check_same_dtype(const Tensor& t, const Tensor& ref, const char* op, const char* name,
+                      const char* ref_name) {
+  if (t.dtype() != ref.dtype()) {
+    invalid_op(op, std::string(name) + " " + t.describe() + " must have " + ref_name +
+                       "'s dtype (" + ref.describe() + ")");
+  }
+}
+
+}  // namespace
+
+void Backend::check_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                        const Tensor& pre, const Tensor& y, const Device& device) {
+  const char* op = "linear_gelu_forward";
+  check_float_matrix(x, device, op, "x [R, I]");
+  check_float_matrix(w, device, op, "w [O, I]");
+  check_float_matrix(pre, device, op, "pre [R, O]");
+  check_float_matrix(y, device, op, "y [R, O]");
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  check_dims(w, out, in, op, "w");
+  check_dims(pre, rows, out, op, "pre");
+  check_same_shape(y, pre, op, "y", "pre");
+  check_same_dtype(y, pre, op, "y", "pre");
+  if (b.defined()) {
+    check_operand(b, device, op, "b");
+    check_floating(b, op, "b");
+    check_rank(b, 1, op, "b [O]");
+    if (b.dim(0) != out)
+      invalid_op(op, "b " + b.describe() + " must have O = " + std::to_string(out) + " elements");
+  }
+  for (const auto& [in_t, name] : {std::pair{&x, "x"}, {&w, "w"}, {&b, "b"}}) {
+    check_disjoint(pre, *in_t, op, "pre", name);
+    check_disjoint(y, *in_t, op, "y", name);
+  }
+  check_disjoint(y, pre, op, "y", "pre");
+}
+
+void Backend::check_linear_gelu_backward(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                         const Tensor& dpre, const Tensor& scratch,
+                                         const Device& device) {
+  const char* op = "linear_gelu_backward_input";
+  check_float_matrix(dy, device, op, "dy [R, O]");
+  check_float_matrix(w, device, op, "w [O, I]");
+  check_float_matrix(pre, device, op, "pre [R, I]");
+  check_float_matrix(dpre, device, op, "dpre [R, I]");
+  const int64_t rows = dy.dim(0), out = dy.dim(1), in = w.dim(1);
+  check_dims(w, out, in, op, "w");
+  check_dims(pre, rows, in, op, "pre");
+  check_same_shape(dpre, pre, op, "dpre", "pre");
+  check_same_dtype(dpre, pre, op, "dpre", "pre");
+  for (const auto& [in_t, name] : {std::pair{&dy, "dy"}, {&w, "w"}, {&pre, "pre"}}) {
+    check_disjoint(dpre, *in_t, op, "dpre", name);
+  }
+  check_float_matrix(scratch, device, op, "scratch [R, I]");
+  check_same_shape(scratch, dpre, op, "scratch", "dpre");
+  check_same_dtype(scratch, dpre, op, "scratch", "dpre");
+  for (const auto& [t, name] : {std::pair{&dy, "dy"}, {&w, "w"}, {&pre, "pre"}, {&dpre, "dpre"}}) {
+    check_disjoint(scratch, *t, op, "scratch", name);
+  }
+}
+
+void Backend::linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                  const Tensor& pre, const Tensor& y) {
+  check_linear_gelu_forward(x, w, b, pre, y, device());
+  linear_forward(x, w, b, pre);
+  activation_forward(nn::ActivationKind::gelu_tanh, pre, y);
+}
+
+void Backend::linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                         const Tensor& dpre, const Tensor& scratch) {
+  check_linear_gelu_backward(dy, w, pre, dpre, scratch, device());
+  // autocast: dy @ w is a lowp product; GeluBackward then widens it, multiplies and rounds.
+  gemm(dy, /*trans_a=*/false, w, /*trans_b=*/false, scratch);
+  activation_backward(nn::ActivationKind::gelu_tanh, pre, Tensor{}, scratch, dpre);
+}
+
+bool Backend::linear_gelu_fused(DType dtype, int64_t width) const {
+  (void)dtype;
+  (void)width;
+  return false;
+}
+
 // ---- residual add + LayerNorm, and LayerNorm backward into an accumulated gradient ----
 
 namespace {

@@ -255,12 +255,14 @@ int64_t window_start(uint64_t seed, bool eval, int64_t batch, int64_t batch_size
 }
 
 void window_indices(uint64_t seed, bool eval, int64_t batch, int64_t batch_size, int64_t n,
-                    int64_t block_size, std::span<int32_t> index) {
-  if (static_cast<int64_t>(index.size()) != batch_size * block_size || n <= block_size) {
+                    int64_t block_size, std::span<int32_t> index, int64_t first_row) {
+  const auto size = static_cast<int64_t>(index.size());
+  if (block_size < 1 || size % block_size != 0 || first_row < 0 ||
+      first_row + size / block_size > batch_size || n <= block_size) {
     throw Error{ErrorKind::invalid_argument, "window_indices: bad sizes"};
   }
-  for (int64_t r = 0; r < batch_size; ++r) {
-    const int64_t start = window_start(seed, eval, batch, batch_size, r, n, block_size);
+  for (int64_t r = 0; r < size / block_size; ++r) {
+    const int64_t start = window_start(seed, eval, batch, batch_size, first_row + r, n, block_size);
     int32_t* row = index.data() + r * block_size;
     for (int64_t t = 0; t < block_size; ++t) row[t] = static_cast<int32_t>(start + t);
   }

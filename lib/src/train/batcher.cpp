@@ -156,15 +156,20 @@ Tensor resident_tokens(Backend& b, const std::vector<int32_t>& tokens) {
 }  // namespace
 
 LmBatcher::LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_size,
-                     int64_t block_size, int64_t eval_batches, uint64_t seed)
+                     int64_t block_size, int64_t eval_batches, uint64_t seed, int rank, int world)
     : m_backend(&backend),
       m_batch(batch_size),
       m_block(block_size),
       m_eval_batches(eval_batches),
-      m_seed(seed) {
+      m_seed(seed),
+      m_rank(rank),
+      m_world(world) {
   Backend& b = backend;
   if (batch_size < 1 || block_size < 1 || eval_batches < 1) {
     throw Error{ErrorKind::invalid_argument, "LmBatcher: batch, block and eval sizes must be >= 1"};
+  }
+  if (world < 1 || rank < 0 || rank >= world) {
+    throw Error{ErrorKind::invalid_argument, "LmBatcher: rank outside [0, world)"};
   }
   const int64_t bt = batch_size * block_size;
   m_train_n = data.train.size();
@@ -187,8 +192,9 @@ LmBatcher::LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_s
     // The evaluation windows are fixed: computed and uploaded once.
     std::vector<int32_t> all(static_cast<size_t>(eval_batches * bt));
     for (int64_t j = 0; j < eval_batches; ++j) {
-      data::window_indices(seed, /*eval=*/true, j, batch_size, m_eval_n, block_size,
-                           std::span<int32_t>(all.data() + j * bt, static_cast<size_t>(bt)));
+      data::window_indices(seed, /*eval=*/true, j, batch_size * world, m_eval_n, block_size,
+                           std::span<int32_t>(all.data() + j * bt, static_cast<size_t>(bt)),
+                           rank * batch_size);
     }
     m_eval_index = b.from_host({eval_batches * bt}, DType::i32, all.data());
     m_eval_input = b.empty({batch_size, block_size}, DType::i32);
@@ -199,7 +205,8 @@ LmBatcher::LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_s
 const Batch& LmBatcher::next() {
   Backend& b = *m_backend;
   const int64_t bt = m_batch * m_block;
-  data::window_indices(m_seed, /*eval=*/false, m_drawn, m_batch, m_train_n, m_block, m_index_host);
+  data::window_indices(m_seed, /*eval=*/false, m_drawn, m_batch * m_world, m_train_n, m_block,
+                       m_index_host, m_rank * m_batch);
   ++m_drawn;
   b.upload(m_index_dev, m_index_host.data(), m_index_dev.nbytes());
   b.gather_rows(m_train, m_index_dev, 0, m_input.view(0, {bt}));
@@ -207,7 +214,7 @@ const Batch& LmBatcher::next() {
   m_current.input = m_input;
   m_current.target = m_target;
   m_current.rows = m_batch;
-  m_current.global_rows = m_batch;  // one rank (language-model data is not sharded)
+  m_current.global_rows = m_batch * m_world;
   return m_current;
 }
 

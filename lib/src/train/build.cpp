@@ -329,12 +329,6 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   int64_t inputs = 0, outputs = 0;
   r.language_model = config::is_language_model(cfg.data.train);
   if (r.language_model) {
-    if (world > 1) {
-      throw Error{ErrorKind::config,
-                  "data.train.source: language-model data is trained by one rank for now, got " +
-                      std::to_string(world) + " ranks",
-                  "run it without mpirun (or with -np 1)"};
-    }
     // The windows' length is the model's: checked once it is built.
     r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
     inputs = outputs = r.lm.vocab_size;
@@ -402,7 +396,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   // The data sets go to the backend once, for the whole run.
   if (r.language_model) {
     r.batcher = std::make_unique<LmBatcher>(b, r.lm, batch, r.lm_block_size,
-                                            cfg.training.eval_batches, seed);
+                                            cfg.training.eval_batches, seed, r.comm->rank(), world);
   } else {
     auto table = std::make_unique<DeviceBatcher>(b, r.data, *r.loader, batch, images);
     table->set_shard(r.comm->rank(), world);

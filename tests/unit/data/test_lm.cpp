@@ -265,6 +265,31 @@ TEST(LmWindows, StartsAreUniformPhiloxDrawsAndIndicesAreConsecutive) {
   EXPECT_EQ(*seen.rbegin(), small - t2 - 1);
 }
 
+TEST(LmWindows, ARanksRowsAreItsSliceOfTheGlobalBatch) {
+  // Data parallel: rank r of N fills rows [r B, (r+1) B) of the global batch of B * N windows,
+  // so the ranks' slices laid end to end are the global batch's indices exactly.
+  const uint64_t seed = 9;
+  const int64_t n = 500, T = 8, B = 3, N = 3;
+  std::vector<int32_t> global(static_cast<size_t>(B * N * T));
+  for (int64_t batch : {0, 7}) {
+    for (bool eval : {false, true}) {
+      window_indices(seed, eval, batch, B * N, n, T, global);
+      std::vector<int32_t> joined;
+      for (int64_t r = 0; r < N; ++r) {
+        std::vector<int32_t> part(static_cast<size_t>(B * T));
+        window_indices(seed, eval, batch, B * N, n, T, part, r * B);
+        joined.insert(joined.end(), part.begin(), part.end());
+      }
+      EXPECT_EQ(joined, global);
+    }
+  }
+  // A slice past the batch's end, or a length that is not whole windows, is refused.
+  std::vector<int32_t> part(static_cast<size_t>(B * T));
+  EXPECT_THROW(window_indices(seed, false, 0, B * N, n, T, part, B * N - 1), Error);
+  std::vector<int32_t> ragged(static_cast<size_t>(B * T - 1));
+  EXPECT_THROW(window_indices(seed, false, 0, B * N, n, T, ragged), Error);
+}
+
 TEST(Vocab, EncodeRefusesUnknownCharactersAndBadJson) {
   const Vocab v = Vocab::characters({'a', 'b', 0xe9});
   EXPECT_EQ(v.encode("ab\xc3\xa9"

@@ -330,6 +330,31 @@ class Backend {
                                   const Tensor& dk, const Tensor& dv,
                                   const AttentionBuffers& buffers);
 
+  // ---- the MLP's Linear + GELU (tanh) pair (docs/reference.md, "Precision": GELU) ----
+  // Forward of gelu_tanh(x w^T + b): pre := linear_forward(x, w, b, pre) (the pre-activation,
+  // which the backward reads), y := round_y(gelu_tanh(...)). x [R, I], w [O, I], b [O] or
+  // undefined, pre and y [R, O] of one float dtype, y disjoint from x, w, b and pre. The default
+  // is the composition, op for op and bit for bit: linear_forward, then activation_forward
+  // (gelu_tanh, pre, y). A backend may instead fuse it (the CUDA backend: one cuBLASLt matmul with
+  // the GELU_AUX(_BIAS) epilogue, which applies GELU to the float pre-activation instead of its
+  // rounding, and its own tanh); linear_gelu_fused says where.
+  virtual void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                   const Tensor& pre, const Tensor& y);
+  // The input gradient through the pair that follows it in the MLP (c_fc's GELU, then c_proj):
+  // dpre := round(gelu_tanh'(pre) * (dy w)) for dy [R, O], w [O, I] (the next Linear's weight),
+  // pre and dpre [R, I]. The default composes it as autocast rounds: scratch := gemm(dy, w) in
+  // dpre's dtype (scratch: dpre's shape and dtype, disjoint from everything; required on every
+  // backend, so that both refuse the same calls), then activation_backward(gelu_tanh, pre, -,
+  // scratch, dpre). Fused (CUDA: the DGELU epilogue), the product is not rounded before the
+  // GELU gradient multiplies it, and scratch is not touched.
+  // The bias gradient of the Linear before the GELU stays the caller's (sum_rows of dpre).
+  virtual void linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                          const Tensor& dpre, const Tensor& scratch);
+  // Whether this backend runs the pair above fused for `dtype` and a GELU width of `width` (O of
+  // the forward, I of the backward); with suitably aligned operands (the CUDA backend takes 16
+  // bytes, as cudaMalloc'd buffers and their row offsets of 8 elements have). Default: false.
+  virtual bool linear_gelu_fused(DType dtype, int64_t width) const;
+
   // ---- convolution ops (docs/reference.md, "Precision": conv, pooling, batch_norm) ----
   // Images are [N, C, H, W] row-major. A convolution is per image an im2col packing of the
   // input and one matrix product with the weight viewed as [O, C*kh*kw] (this backend's gemm:
@@ -475,6 +500,13 @@ class Backend {
       const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
       const Tensor& dy, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
       const Tensor& scratch, const Device& device);
+  // The checks of linear_gelu_forward / linear_gelu_backward_input, shared by the
+  // implementations (Error{invalid_argument} naming the op and the operand).
+  static void check_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                        const Tensor& pre, const Tensor& y, const Device& device);
+  static void check_linear_gelu_backward(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                         const Tensor& dpre, const Tensor& scratch,
+                                         const Device& device);
   // gather_rows' argument checks, shared by the implementations; returns the row width W.
   static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                                    const Tensor& dst);

@@ -83,9 +83,11 @@ int64_t lm_train_count(int64_t n, double fraction);
 int64_t window_start(uint64_t seed, bool eval, int64_t batch, int64_t batch_size, int64_t row,
                      int64_t n, int64_t block_size);
 
-// Fills index[b * T + t] = start_b + t for the B windows of batch `batch`: the element indices
-// of its inputs (its targets are the same + 1). index holds batch_size * block_size values.
+// Fills index[b * T + t] = start_(first_row + b) + t for rows first_row, first_row + 1, ... of
+// the batch_size windows of batch `batch`: the element indices of their inputs (their targets
+// are the same + 1). index holds rows * block_size values, first_row + rows <= batch_size (all
+// of the batch by default; a data-parallel rank fills its own rows of the global batch).
 void window_indices(uint64_t seed, bool eval, int64_t batch, int64_t batch_size, int64_t n,
-                    int64_t block_size, std::span<int32_t> index);
+                    int64_t block_size, std::span<int32_t> index, int64_t first_row = 0);
 
 }  // namespace ampctl::data

@@ -139,18 +139,24 @@ class DeviceBatcher : public Batcher {
 // tokens[index + 1]. Evaluation: eval_batches batches from the eval stream, whose indices are
 // computed and uploaded once at construction; eval_batch(first) gathers batch first / B.
 // The cursor is the number of training batches drawn, {"batches": k}.
+//
+// Data parallel (docs/distributed.md), rank r of N: batch k is global, the B x N windows
+// window_indices(seed, false, k, B * N, n, T) draws, and this rank takes its rows [r B, (r+1) B)
+// (so 2 ranks x B see exactly the windows of 1 rank x 2B); evaluation batch j likewise is
+// B x N windows of the eval stream, rank r evaluating its B of each. One rank: all of it.
 class LmBatcher : public Batcher {
  public:
   // `data` must outlive the batcher. Allocates every buffer.
   LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_size, int64_t block_size,
-            int64_t eval_batches, uint64_t seed);
+            int64_t eval_batches, uint64_t seed, int rank = 0, int world = 1);
   LmBatcher(const LmBatcher&) = delete;
   LmBatcher& operator=(const LmBatcher&) = delete;
 
   const Batch& next() override;
   bool classification() const override { return false; }
   bool has_eval() const override { return m_eval_n > 0; }
-  int64_t eval_size() const override { return m_eval_batches * m_batch; }
+  int64_t eval_size() const override { return m_eval_batches * m_batch; }  // this rank's
+  int64_t eval_total() const override { return eval_size() * m_world; }
   Batch eval_batch(int64_t first) override;
   nlohmann::json state() const override;
   void restore(const nlohmann::json& state) override;
@@ -165,6 +171,7 @@ class LmBatcher : public Batcher {
   Backend* m_backend;
   int64_t m_batch, m_block, m_eval_batches;
   uint64_t m_seed;
+  int m_rank = 0, m_world = 1;
   int64_t m_train_n = 0, m_eval_n = 0;
   int64_t m_drawn = 0;
   Tensor m_train, m_train_next;  // i32 [n, 1] and the same shifted by one token [n - 1, 1]

@@ -200,6 +200,22 @@ struct LinearPlan {
   bool has_algo = false;
 };
 
+// ---- linear_gelu's cuBLASLt plans (cuda_nn.cpp) ----
+
+// A GELU epilogue matmul D [m, n] (column-major) = op(A) B with the GELU input matrix (AUX) of
+// D's type and shape: forward GELU_AUX(_BIAS) (A = w transposed, B = x, AUX = pre, D = y) or
+// backward DGELU (A = w, B = dy, AUX = pre, D = dpre). A, B and D are 16-byte aligned on the
+// fused path (checked per call) and the preference promises no more; the heuristic reads the
+// AUX and bias pointers' alignments from the descriptor, so those are part of the key.
+struct GeluPlanKey {
+  bool backward;
+  DType dtype;  // A, B, D, AUX and the bias
+  bool bias;
+  int64_t m, n, k;
+  unsigned align_aux, align_bias;
+  auto operator<=>(const GeluPlanKey&) const = default;
+};
+
 // ---- the backend ----
 
 class CudaBackend final : public Backend {
@@ -293,6 +309,14 @@ class CudaBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                           const Tensor& dy, float scale, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv, const AttentionBuffers& buffers) override;
+  // Fused into one cuBLASLt matmul with a GELU epilogue (cuda_nn.cpp) for f16/bf16 operands of
+  // one dtype, a GELU width divisible by 8 and 16-byte aligned pointers, unless AMPCTL_GELU is
+  // "composed"; otherwise Backend's composition.
+  void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& pre,
+                           const Tensor& y) override;
+  void linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                  const Tensor& dpre, const Tensor& scratch) override;
+  bool linear_gelu_fused(DType dtype, int64_t width) const override;
   // cuda_conv.cpp (the convolution ops; kernels/conv.cu)
   void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
               const Conv2dGeometry& g) override;
@@ -327,6 +351,10 @@ class CudaBackend final : public Backend {
   // The cached plan for `key` (built and its algorithm chosen on first use); `bias` is the bias
   // pointer the heuristic sees (its alignment matters), nullptr without a bias.
   LinearPlan& linear_plan(const LinearPlanKey& key, const void* bias);
+  // The cached plan of a GELU epilogue matmul (its algorithm chosen on first use; has_algo
+  // false: none fits and the caller composes instead). `bias` and `aux` are the pointers the
+  // heuristic sees.
+  LinearPlan& gelu_plan(const GeluPlanKey& key, const void* bias, const void* aux);
   cudaStream_t stream() const { return m_stream.get(); }
 
   // 32 MiB: what cuBLAS's documentation recommends for Hopper; a fixed, owned workspace also
@@ -347,6 +375,7 @@ class CudaBackend final : public Backend {
   CublasHandle m_cublas;
   CublasLtHandle m_cublas_lt;
   std::map<LinearPlanKey, LinearPlan> m_linear_plans;  // after the handle: destroyed before it
+  std::map<GeluPlanKey, LinearPlan> m_gelu_plans;      // likewise
 };
 
 }  // namespace ampctl::cuda_detail

@@ -29,6 +29,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
+#include <initializer_list>
 #include <string>
 
 #include "activation.cuh"
@@ -278,6 +280,188 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
                                    static_cast<int>(out), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   kernels::launch_bias_add_round(ws.d, b.defined() ? b.data() : nullptr, b_type, y.data(),
                                  elem_type(y.dtype()), rows, out, stream());
+}
+
+// ---- linear_gelu_forward / linear_gelu_backward_input: cuBLASLt's GELU epilogues ----
+//
+// Forward: one matmul with CUBLASLT_EPILOGUE_GELU_AUX_BIAS (GELU_AUX without a bias): in the
+// float epilogue v = acc + b, AUX := round(v) (the pre-activation, "GELU input matrix", AUX of
+// D's type by default: cublasLt.h, EPILOGUE_AUX_DATA_TYPE) and D := round(gelu(v)). Backward:
+// CUBLASLT_EPILOGUE_DGELU, D := round(acc * gelu'(AUX)) with acc = dy w in float. cuBLASLt's GELU
+// is the tanh approximation (PyTorch's _addmm_activation uses this epilogue for
+// gelu(approximate='tanh'), pytorch/pytorch#104061); how it evaluates tanh is not documented.
+// So the fused pair differs from the composition (Backend's default, the CPU's) in three ways,
+// all bounded in tests/cuda/test_cuda_nn_ops.cpp (linear_gelu_* cases):
+//   * forward, GELU reads the float v, not its rounding to lowp (half an ulp of pre apart);
+//   * backward, acc is not rounded to lowp before the multiplication (autocast rounds it);
+//   * cuBLASLt's own tanh (bounded by an absolute error of 2^-10, what a hardware tanh.approx
+//     keeps to) and its own order of float operations.
+// Not used: DGELU_BGRAD (the bias gradient in the epilogue): its cross-tile reduction order is
+// not documented, and the bias gradient stays sum_rows' deterministic one (of the rounded dpre,
+// as the composition sums it). AUX_LD must be a multiple of 8 (cublasLt.h, EPILOGUE_AUX_LD):
+// the GELU width; every pointer is asked to be 16-byte aligned. Anything else, or no algorithm
+// from the heuristic, or AMPCTL_GELU=composed (for A/B comparisons), takes the composition.
+
+namespace {
+
+// AMPCTL_GELU (read once): unset or "fused", the epilogues; "composed", Backend's composition.
+bool gelu_fusion_enabled() {
+  static const bool enabled = [] {
+    const char* env = std::getenv("AMPCTL_GELU");
+    return !(env != nullptr && std::string(env) == "composed");
+  }();
+  return enabled;
+}
+
+bool aligned16(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t->defined() && alignment_of(t->data()) < 16) return false;
+  }
+  return true;
+}
+
+// A launch cuBLASLt refused as not supported (its checks run before anything is queued): the
+// plan is marked so that later calls compose at once, and the caller composes this one. Other
+// errors throw.
+bool gelu_refused(cublasStatus_t status, LinearPlan& plan) {
+  if (status == CUBLAS_STATUS_SUCCESS) return false;
+  if (status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    throw_cublas_error(status, "cublasLtMatmul (GELU epilogue)", __FILE__, __LINE__);
+  }
+  plan.has_algo = false;
+  return true;
+}
+
+bool within_int(std::initializer_list<int64_t> dims) {
+  for (int64_t d : dims) {
+    if (d < 1 || d > INT_MAX) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CudaBackend::linear_gelu_fused(DType dtype, int64_t width) const {
+  return gelu_fusion_enabled() && (dtype == DType::f16 || dtype == DType::bf16) && width > 0 &&
+         width % 8 == 0;
+}
+
+LinearPlan& CudaBackend::gelu_plan(const GeluPlanKey& key, const void* bias, const void* aux) {
+  if (auto it = m_gelu_plans.find(key); it != m_gelu_plans.end()) return it->second;
+  LinearPlan plan;
+  cublasLtMatmulDesc_t desc = nullptr;
+  AMPCTL_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  plan.desc.reset(desc);
+  // Column-major D [m, n]. Forward: y^T [O, R] = (w as [I, O])^T x^T [I, R]. Backward:
+  // dpre^T [I, R] = (w as [I, O]) dy^T [O, R].
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSA, key.backward ? CUBLAS_OP_N : CUBLAS_OP_T);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  const cublasLtEpilogue_t epilogue = key.backward ? CUBLASLT_EPILOGUE_DGELU
+                                      : key.bias   ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                   : CUBLASLT_EPILOGUE_GELU_AUX;
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue);
+  // The bias and AUX types are left at their defaults, D's type.
+  if (key.bias) set_desc(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  set_desc(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t{key.m});
+  plan.w_layout = key.backward ? make_layout(key.dtype, key.m, key.k, key.m)
+                               : make_layout(key.dtype, key.k, key.m, key.k);
+  plan.x_layout = make_layout(key.dtype, key.k, key.n, key.k);
+  plan.d_layout = make_layout(key.dtype, key.m, key.n, key.m);
+
+  cublasLtMatmulPreference_t pref_raw = nullptr;
+  AMPCTL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref_raw));
+  LtPreference pref(pref_raw);
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                 static_cast<uint64_t>(kCublasWorkspaceBytes));
+  // As linear_plan: split-K only with float partial sums reduced by a separate kernel.
+  set_preference(pref_raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                 static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_NONE |
+                                       CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  for (auto attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    set_preference(pref_raw, attribute, uint32_t{16});
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      m_cublas_lt.get(), desc, plan.w_layout.get(), plan.x_layout.get(), plan.d_layout.get(),
+      plan.d_layout.get(), pref_raw, 1, &result, &found);
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    plan.algo = result.algo;
+    plan.has_algo = true;
+  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  }
+  return m_gelu_plans.emplace(key, std::move(plan)).first->second;
+}
+
+void CudaBackend::linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                      const Tensor& pre, const Tensor& y) {
+  check_linear_gelu_forward(x, w, b, pre, y, m_device);
+  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
+  const DType d = y.dtype();
+  const bool fusable = linear_gelu_fused(d, out) && x.dtype() == d && w.dtype() == d &&
+                       (!b.defined() || b.dtype() == d) && within_int({rows, in, out}) &&
+                       aligned16({&x, &w, &b, &pre, &y});
+  if (!fusable) {
+    Backend::linear_gelu_forward(x, w, b, pre, y);
+    return;
+  }
+  DeviceScope scope(m_device.index);
+  const GeluPlanKey key{false,
+                        d,
+                        b.defined(),
+                        out,
+                        rows,
+                        in,
+                        alignment_of(pre.data()),
+                        b.defined() ? alignment_of(b.data()) : 0u};
+  const void* bias = b.defined() ? b.data() : nullptr;
+  void* aux = pre.data();
+  LinearPlan& plan = gelu_plan(key, bias, aux);
+  if (!plan.has_algo) {
+    Backend::linear_gelu_forward(x, w, b, pre, y);
+    return;
+  }
+  if (b.defined()) set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+  set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t status = cublasLtMatmul(
+      m_cublas_lt.get(), plan.desc.get(), &alpha, w.data(), plan.w_layout.get(), x.data(),
+      plan.x_layout.get(), &beta, y.data(), plan.d_layout.get(), y.data(), plan.d_layout.get(),
+      &plan.algo, m_cublas_workspace.get(), m_cublas_workspace.bytes(), stream());
+  if (gelu_refused(status, plan)) Backend::linear_gelu_forward(x, w, b, pre, y);
+}
+
+void CudaBackend::linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                             const Tensor& dpre, const Tensor& scratch) {
+  check_linear_gelu_backward(dy, w, pre, dpre, scratch, m_device);
+  const int64_t rows = dy.dim(0), out = dy.dim(1), in = w.dim(1);
+  const DType d = dpre.dtype();
+  const bool fusable = linear_gelu_fused(d, in) && dy.dtype() == d && w.dtype() == d &&
+                       within_int({rows, in, out}) && aligned16({&dy, &w, &pre, &dpre});
+  if (!fusable) {
+    Backend::linear_gelu_backward_input(dy, w, pre, dpre, scratch);
+    return;
+  }
+  DeviceScope scope(m_device.index);
+  const GeluPlanKey key{true, d, false, in, rows, out, alignment_of(pre.data()), 0u};
+  const void* aux = pre.data();
+  LinearPlan& plan = gelu_plan(key, nullptr, aux);
+  if (!plan.has_algo) {
+    Backend::linear_gelu_backward_input(dy, w, pre, dpre, scratch);
+    return;
+  }
+  set_desc(plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux);
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t status =
+      cublasLtMatmul(m_cublas_lt.get(), plan.desc.get(), &alpha, w.data(), plan.w_layout.get(),
+                     dy.data(), plan.x_layout.get(), &beta, dpre.data(), plan.d_layout.get(),
+                     dpre.data(), plan.d_layout.get(), &plan.algo, m_cublas_workspace.get(),
+                     m_cublas_workspace.bytes(), stream());
+  if (gelu_refused(status, plan)) Backend::linear_gelu_backward_input(dy, w, pre, dpre, scratch);
 }
 
 // ---- reductions and elementwise ops ----

@@ -446,8 +446,10 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
     const Tensor ln2 = lead(l.ln2, rc);
     residual_norm_forward(l.ln_2, x, r1, x_mid, ln2, lead(l.mean2, {N}), lead(l.rstd2, {N}));
     const Tensor fc = lead(l.fc, {N, 4 * C}), gelu = lead(l.gelu, {N, 4 * C});
-    proj_forward(l.c_fc, ln2, fc);
-    b.activation_forward(ActivationKind::gelu_tanh, fc, gelu);
+    // c_fc and GELU as one op pair: linear_forward then activation_forward, unless the backend
+    // fuses them (Backend::linear_gelu_forward); fc keeps the pre-activation for backward.
+    b.linear_gelu_forward(ln2, l.c_fc.w.compute(), l.c_fc.has_bias ? l.c_fc.b.compute() : Tensor{},
+                          fc, gelu);
     proj_forward(l.mlp_proj, gelu, branch);
     const Tensor& r2 =
         dropout_fwd(branch, branch_drop, training, l.s_resid2) ? branch_drop : branch;
@@ -525,8 +527,11 @@ void Gpt::backward(int64_t batch) {
     }
     const Tensor fc = lead(l.fc, {N, 4 * C}), gelu = lead(l.gelu, {N, 4 * C});
     const Tensor d4a = lead(m_d4a, {N, 4 * C}), d4b = lead(m_d4b, {N, 4 * C});
-    proj_backward(l.mlp_proj, *dbr, gelu, d4a);
-    b.activation_backward(ActivationKind::gelu_tanh, fc, gelu, d4a, d4b);
+    // c_proj's weight and bias gradients; its input gradient and GELU's backward as one op pair
+    // (Backend::linear_gelu_backward_input: d4a := dy W rounded, then GELU's backward into d4b,
+    // unless the backend fuses them).
+    proj_backward(l.mlp_proj, *dbr, gelu, Tensor{});
+    b.linear_gelu_backward_input(*dbr, l.mlp_proj.w.compute(), fc, d4b, d4a);
     proj_backward(l.c_fc, d4b, lead(l.ln2, rc), dc);
     // The gradient of x_mid: the residual's plus ln_2's, added in ln_2's backward.
     norm_backward_add(l.ln_2, lead(l.x_mid, rc), lead(l.mean2, {N}), lead(l.rstd2, {N}), dc, g);
