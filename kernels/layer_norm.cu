@@ -9,6 +9,14 @@
 //   The per-element and per-row formulas here are nn_math.h's layer_norm_* functions, which the
 //   CPU backend calls too; only the reductions are this file's.
 //
+// Residual add + LayerNorm forward (residual_layer_norm_forward), one warp per row as above:
+//   s = x + r (f32 x, any float r; rounded once to f32, stored to sum) in the same pass as the
+//   lanes' partial sums, the row then kept in shared memory (re-read from sum beyond C = 1536)
+//   for the centred pass and y. The statistics and y are layer_norm_row, the very code the plain
+//   forward runs, on the same floats in the same order: the fused op is bitwise add_ followed
+//   by layer_norm_forward on this backend (tests/cuda checks it), while it reads x and r once and
+//   writes sum once instead of copy + add_ + three reads of sum.
+//
 // Backward, PyTorch's CPU LayerNormBackward with a = rstd and scale = 1 / C:
 //   ds = sum_c (dy * gamma) * x, db = sum_c dy * gamma      (warp_sum per row)
 //   b = (db * mean - ds) * a * a * a * scale, c = -b * mean - db * a * scale
@@ -16,7 +24,9 @@
 // and the parameter gradients dgamma[c] += sum_r dy * ((x - mean) * rstd), dbeta[c] += sum_r dy
 // by column_chunk_sums (device_util.cuh): chunks of kRowsPerChunk rows in a fixed order, then the
 // chunks in order, added once to the existing gradient. The column kernels run before the row
-// kernel, so dx may overwrite dy.
+// kernel, so dx may overwrite dy. The accumulate form (layer_norm_backward_accumulate) adds the
+// float dx to what dx holds in the row kernel's store, one rounding: bitwise a backward into an
+// f32 buffer followed by add_ (dx then aliases no input).
 //
 // Every reduction order depends on the shape alone: the bits repeat run to run and GPU to GPU.
 // Against the CPU the sums differ by float reassociation (a few ulps of the row's magnitudes).
@@ -32,30 +42,28 @@ namespace ampctl::kernels {
 
 constexpr unsigned kLnRowsPerBlock = kBlockSize / 32;
 
-static __global__ void __launch_bounds__(kBlockSize)
-    layer_norm_forward_kernel(const void* x, ElemType x_type, const float* gamma, const float* beta,
-                              void* y, ElemType y_type, float* mean_out, float* rstd_out, float eps,
-                              int64_t rows, int64_t cols) {
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kLnRowsPerBlock + threadIdx.x / 32;
-  if (r >= rows) return;  // the whole warp
-  const int lane = static_cast<int>(threadIdx.x % 32);
+// One row's forward statistics and output, shared by the plain and the residual kernel so that
+// both run the very same float operations in the very same order (the fused op's bitwise
+// promise): `value(j)` is the row's float element j, lanes stride over the columns.
+template <class Value>
+static __device__ __forceinline__ void layer_norm_row(Value value, const float* gamma,
+                                                      const float* beta, void* y, ElemType y_type,
+                                                      float* mean_out, float* rstd_out, float eps,
+                                                      int64_t r, int64_t cols, int lane,
+                                                      float sum) {
   const size_t base = static_cast<size_t>(r * cols);
   const float n = static_cast<float>(cols);
-
-  float sum = 0.0f;
-  for (int64_t j = lane; j < cols; j += 32) sum = sum + load_float(x, x_type, base + j);
   const float mean = warp_sum(sum) / n;
   float sq = 0.0f;
   for (int64_t j = lane; j < cols; j += 32) {
-    const float d = load_float(x, x_type, base + j) - mean;
+    const float d = value(j) - mean;
     sq = sq + d * d;
   }
   const float var = warp_sum(sq) / n;
   const float rstd = nn::layer_norm_rstd(var, eps);
   for (int64_t j = lane; j < cols; j += 32) {
-    store_float(
-        y, y_type, base + j,
-        nn::layer_norm_forward(load_float(x, x_type, base + j), mean, rstd, gamma[j], beta[j]));
+    store_float(y, y_type, base + j,
+                nn::layer_norm_forward(value(j), mean, rstd, gamma[j], beta[j]));
   }
   if (lane == 0) {
     mean_out[r] = mean;
@@ -64,10 +72,54 @@ static __global__ void __launch_bounds__(kBlockSize)
 }
 
 static __global__ void __launch_bounds__(kBlockSize)
+    layer_norm_forward_kernel(const void* x, ElemType x_type, const float* gamma, const float* beta,
+                              void* y, ElemType y_type, float* mean_out, float* rstd_out, float eps,
+                              int64_t rows, int64_t cols) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kLnRowsPerBlock + threadIdx.x / 32;
+  if (r >= rows) return;  // the whole warp
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const size_t base = static_cast<size_t>(r * cols);
+  auto value = [&](int64_t j) { return load_float(x, x_type, base + j); };
+  float sum = 0.0f;
+  for (int64_t j = lane; j < cols; j += 32) sum = sum + value(j);
+  layer_norm_row(value, gamma, beta, y, y_type, mean_out, rstd_out, eps, r, cols, lane, sum);
+}
+
+// Residual add + LayerNorm: s = x + r is formed, stored (f32) and summed in one pass, then kept
+// in shared memory (row_in_shared: the block's 8 rows fit; else re-read from sum_out, which this
+// thread itself wrote) for the statistics and y. x may be sum_out (in place): each element is
+// read, then written, by one thread. s rounds as add_'s x + 1 * r does (exact product), and the
+// statistics are layer_norm_row on those floats: bitwise add_ then layer_norm_forward.
+static __global__ void __launch_bounds__(kBlockSize)
+    residual_layer_norm_forward_kernel(const float* x, const void* res, ElemType res_type,
+                                       float* sum_out, const float* gamma, const float* beta,
+                                       void* y, ElemType y_type, float* mean_out, float* rstd_out,
+                                       float eps, int64_t rows, int64_t cols, bool row_in_shared) {
+  extern __shared__ float ln_rows[];
+  const unsigned warp = threadIdx.x / 32;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kLnRowsPerBlock + warp;
+  if (r >= rows) return;  // the whole warp (the rows are the warps': no block barrier)
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  const size_t base = static_cast<size_t>(r * cols);
+  float* row = row_in_shared ? ln_rows + static_cast<size_t>(warp) * static_cast<size_t>(cols)
+                             : sum_out + base;
+  float sum = 0.0f;
+  for (int64_t j = lane; j < cols; j += 32) {
+    const float v = x[base + j] + load_float(res, res_type, base + j);
+    sum_out[base + j] = v;
+    if (row_in_shared) row[j] = v;
+    sum = sum + v;
+  }
+  // Each lane reads back only the columns it wrote: no barrier needed.
+  auto value = [&](int64_t j) { return row[j]; };
+  layer_norm_row(value, gamma, beta, y, y_type, mean_out, rstd_out, eps, r, cols, lane, sum);
+}
+
+static __global__ void __launch_bounds__(kBlockSize)
     layer_norm_backward_rows_kernel(const void* x, ElemType x_type, const float* gamma,
                                     const float* mean_in, const float* rstd_in, const void* dy,
                                     ElemType dy_type, void* dx, ElemType dx_type, int64_t rows,
-                                    int64_t cols) {
+                                    int64_t cols, bool accumulate) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kLnRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;  // the whole warp
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -90,8 +142,10 @@ static __global__ void __launch_bounds__(kBlockSize)
   // overwrite dy here.
   for (int64_t j = lane; j < cols; j += 32) {
     const float g = load_float(dy, dy_type, base + j);
-    store_float(dx, dx_type, base + j,
-                nn::layer_norm_backward_dx(a, g, gamma[j], b, load_float(x, x_type, base + j), c));
+    float v = nn::layer_norm_backward_dx(a, g, gamma[j], b, load_float(x, x_type, base + j), c);
+    // The accumulate form: add_(dx, t) of the float gradient t (1 * t is exact), one rounding.
+    if (accumulate) v = load_float(dx, dx_type, base + j) + v;
+    store_float(dx, dx_type, base + j, v);
   }
 }
 
@@ -165,6 +219,24 @@ void launch_layer_norm_forward(const void* x, ElemType x_type, const float* gamm
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 
+void launch_residual_layer_norm_forward(const float* x, const void* r, ElemType r_type, float* sum,
+                                        const float* gamma, const float* beta, void* y,
+                                        ElemType y_type, float* mean, float* rstd, float eps,
+                                        int64_t rows, int64_t cols, cudaStream_t stream) {
+  check_floating(r_type, "residual_layer_norm_forward r");
+  check_floating(y_type, "residual_layer_norm_forward y");
+  if (rows == 0) return;
+  // The block's rows in shared memory when they fit the default 48 KiB (C <= 1536: GPT-2 small
+  // to large); wider rows are re-read from sum, where L1/L2 still hold them.
+  const size_t shared =
+      static_cast<size_t>(kLnRowsPerBlock) * static_cast<size_t>(cols) * sizeof(float);
+  const bool in_shared = shared <= 48 * 1024;
+  residual_layer_norm_forward_kernel<<<row_blocks(rows), kBlockSize, in_shared ? shared : 0,
+                                       stream>>>(x, r, r_type, sum, gamma, beta, y, y_type, mean,
+                                                 rstd, eps, rows, cols, in_shared);
+  AMPCTL_CUDA_CHECK(cudaGetLastError());
+}
+
 size_t layer_norm_backward_workspace_floats(int64_t rows, int64_t cols) {
   const int64_t chunks = column_chunks(rows);
   return chunks > 1 ? static_cast<size_t>(2 * chunks * cols) : 0;
@@ -174,7 +246,7 @@ void launch_layer_norm_backward(const void* x, ElemType x_type, const float* gam
                                 const float* mean, const float* rstd, const void* dy,
                                 ElemType dy_type, void* dx, ElemType dx_type, float* dgamma,
                                 float* dbeta, int64_t rows, int64_t cols, float* workspace,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, bool accumulate_dx) {
   check_floating(x_type, "layer_norm_backward x");
   check_floating(dy_type, "layer_norm_backward dy");
   check_floating(dx_type, "layer_norm_backward dx");
@@ -203,7 +275,7 @@ void launch_layer_norm_backward(const void* x, ElemType x_type, const float* gam
   }
   if (dx != nullptr) {
     layer_norm_backward_rows_kernel<<<row_blocks(rows), kBlockSize, 0, stream>>>(
-        x, x_type, gamma, mean, rstd, dy, dy_type, dx, dx_type, rows, cols);
+        x, x_type, gamma, mean, rstd, dy, dy_type, dx, dx_type, rows, cols, accumulate_dx);
     AMPCTL_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -10,6 +10,9 @@
 //   3. when dlogits is wanted: log_softmax_j = nn::xent_log_softmax(x_j, max, lse), i.e.
 //      (x_j - max) - lse, and dlogits_j = round(nn::xent_grad(log_softmax_j, j == label, c)),
 //      c = -grad_scale / R.
+// dlogits may be the logits themselves (in place, as llm.c's fused classifier writes its
+// gradient over the logits): each column is read and then written by one lane, and x_label, the
+// one value a lane reads outside its own columns, is read before the gradient pass.
 // Lane 0 stores the row's loss nn::xent_row_loss(log_softmax_label) = -((x_label - max) - lse)
 // (the per-element formulas are nn_math.h's, the CPU backend's) and whether argmax == label into
 // the workspace ([R] floats, then [R] i32). Labels are clamped into [0, C): the data loader has
@@ -74,22 +77,30 @@ static __global__ void __launch_bounds__(kBlockSize)
   // the row's loss NaN, as in PyTorch).
   const float max = best;
 
+  int32_t label = p.labels[r];
+  label = label < 0 ? 0 : (label >= cols ? static_cast<int32_t>(cols - 1) : label);
+  // Read before any lane writes a gradient: dlogits may be the logits (in place), and the
+  // label's column belongs to another lane's share of the last pass.
+  const float x_label = logit(label);
+
   float sum = 0.0f;
   for (int64_t j = lane; j < cols; j += 32) sum = sum + expf(logit(j) - max);
   sum = warp_sum(sum);
   const float lse = logf(sum);
 
-  int32_t label = p.labels[r];
-  label = label < 0 ? 0 : (label >= cols ? static_cast<int32_t>(cols - 1) : label);
   if (p.dlogits != nullptr) {
+    // Every lane's reads of other lanes' columns (x_label) are done: the warp meets here
+    // (warp_sum's shuffles converged it; __syncwarp also orders the memory accesses).
+    __syncwarp();
     const float c = -*p.grad_scale / static_cast<float>(rows);
     for (int64_t j = lane; j < cols; j += 32) {
+      // Column j is read, then written, by this lane alone.
       const float log_softmax = nn::xent_log_softmax(logit(j), max, lse);
       store_float(p.dlogits, p.dlogits_type, base + j, nn::xent_grad(log_softmax, j == label, c));
     }
   }
   if (lane == 0) {
-    row_loss[r] = nn::xent_row_loss(nn::xent_log_softmax(logit(label), max, lse));
+    row_loss[r] = nn::xent_row_loss(nn::xent_log_softmax(x_label, max, lse));
     row_correct[r] = best_j == label ? 1 : 0;
   }
 }

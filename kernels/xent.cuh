@@ -11,7 +11,7 @@ struct XentPointers {
   const int32_t* labels;  // [rows]; clamped into [0, cols) on the device
   float* loss;            // one element: the mean over rows of -log_softmax[label]
   int32_t* correct;       // one element or nullptr: rows whose first argmax is the label
-  void* dlogits;          // [rows, cols] of dlogits_type, or nullptr
+  void* dlogits;          // [rows, cols] of dlogits_type, or nullptr; may be logits (in place)
   ElemType dlogits_type;
   const float* grad_scale;  // one element; read only when dlogits is set
 };

@@ -825,6 +825,19 @@ void add_xent_cases(std::vector<NnCase>& cases) {
       return specs;
     };
     cases.push_back(c);
+    if (v.grad && v.dlogits == v.logits) {
+      // The same case with the gradient written over the logits (backend.h: in place); the
+      // same bounds, since in place must give the out-of-place bits on each backend.
+      NnCase in_place = c;
+      in_place.name += "_in_place";
+      in_place.run = [](Backend& be, std::vector<Tensor>& in) {
+        Tensor loss = be.empty({1}, DType::f32);
+        Tensor correct = be.empty({1}, DType::i32);
+        be.softmax_cross_entropy(in[0], in[1], loss, correct, in[0], in[2]);
+        return std::vector<Tensor>{loss, correct, in[0]};
+      };
+      cases.push_back(in_place);
+    }
   }
 }
 
@@ -910,6 +923,31 @@ RowStats row_stats(const double* x, int64_t cols, double eps) {
   return s;
 }
 
+// The bounds of layer_norm_forward's y, mean and rstd for input rows x [rows, cols] (exact
+// values) against the CPU: the statistics' reassociation, then each later operation.
+std::vector<Spec> layer_norm_forward_specs(const std::vector<double>& x,
+                                           const std::vector<double>& gamma,
+                                           const std::vector<double>& beta, int64_t rows,
+                                           int64_t n_cols, float eps) {
+  const auto cols = static_cast<size_t>(n_cols);
+  std::vector<double> dy(x.size()), dmean(static_cast<size_t>(rows)), drstd(dmean.size());
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    const RowStats s = row_stats(x.data() + r * cols, n_cols, eps);
+    dmean[r] = s.d_mean;
+    drstd[r] = s.d_rstd;
+    for (size_t j = 0; j < cols; ++j) {
+      // ((x - mean) * rstd) * gamma + beta, each operation on differing operands.
+      const double d = x[r * cols + j] - s.mean;
+      const double d_d = s.d_mean + ulp_near(d);
+      const double xhat = d * s.rstd;
+      const double d_xhat = s.rstd * d_d + std::fabs(d) * s.d_rstd + ulp_near(xhat);
+      const double yg = xhat * gamma[j];
+      dy[r * cols + j] = std::fabs(gamma[j]) * d_xhat + ulp_near(yg) + ulp_near(yg + beta[j]);
+    }
+  }
+  return std::vector<Spec>{within(dy), within(dmean), within(drstd)};
+}
+
 void add_layer_norm_cases(std::vector<NnCase>& cases) {
   struct Variant {
     DType x, y;
@@ -947,24 +985,60 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
       return std::vector<Tensor>{y, mean, rstd};
     };
     c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
-      const std::vector<double> x = in[0].values(), gamma = in[1].values(), beta = in[2].values();
-      const auto cols = static_cast<size_t>(v.cols);
-      std::vector<double> dy(x.size()), dmean(static_cast<size_t>(v.rows)), drstd(dmean.size());
-      for (size_t r = 0; r < static_cast<size_t>(v.rows); ++r) {
-        const RowStats s = row_stats(x.data() + r * cols, v.cols, kEps);
-        dmean[r] = s.d_mean;
-        drstd[r] = s.d_rstd;
-        for (size_t j = 0; j < cols; ++j) {
-          // ((x - mean) * rstd) * gamma + beta, each operation on differing operands.
-          const double d = x[r * cols + j] - s.mean;
-          const double d_d = s.d_mean + ulp_near(d);
-          const double xhat = d * s.rstd;
-          const double d_xhat = s.rstd * d_d + std::fabs(d) * s.d_rstd + ulp_near(xhat);
-          const double yg = xhat * gamma[j];
-          dy[r * cols + j] = std::fabs(gamma[j]) * d_xhat + ulp_near(yg) + ulp_near(yg + beta[j]);
-        }
+      return layer_norm_forward_specs(in[0].values(), in[1].values(), in[2].values(), v.rows,
+                                      v.cols, kEps);
+    };
+    cases.push_back(c);
+  }
+
+  // residual_layer_norm_forward: sum = x + r is the same float operation on both (bitwise);
+  // y, mean and rstd are LayerNorm of that sum, with the forward's bounds. 48 and 2048 columns
+  // take the kernel's shared-memory and its re-read path; the in-place rows write sum over x.
+  struct ResidualVariant {
+    DType r, y;
+    int64_t rows, cols;
+    bool in_place;
+  };
+  const ResidualVariant residual[] = {
+      {DType::f32, DType::f32, 37, 45, false},    {DType::f16, DType::f16, 300, 768, false},
+      {DType::bf16, DType::bf16, 9, 2048, false}, {DType::f16, DType::f32, 1, 1, false},
+      {DType::bf16, DType::f16, 64, 33, true},    {DType::f32, DType::bf16, 17, 1600, true}};
+  for (const ResidualVariant& v : residual) {
+    NnCase c;
+    c.name = "residual_layer_norm_forward_r" + tag(v.r) + "_to_" + tag(v.y) + "_" +
+             std::to_string(v.rows) + "x" + std::to_string(v.cols) +
+             (v.in_place ? "_in_place" : "");
+    c.make_inputs = [v](std::mt19937_64& rng) {
+      const size_t n = numel_of({v.rows, v.cols});
+      std::vector<float> x = random_values(rng, n, -4, 2);
+      for (int64_t r = 0; r < v.rows; ++r) {
+        const float shift = random_value(rng, -2, 3);
+        for (int64_t j = 0; j < v.cols; ++j) x[static_cast<size_t>(r * v.cols + j)] += shift;
       }
-      return std::vector<Spec>{within(dy), within(dmean), within(drstd)};
+      return std::vector<HostInput>{
+          from_values({v.rows, v.cols}, DType::f32, x),
+          from_values({v.rows, v.cols}, v.r, random_values(rng, n, -5, 1)),
+          from_values({v.cols}, DType::f32,
+                      uniform_values(rng, static_cast<size_t>(v.cols), 0.5f, 1.5f)),
+          from_values({v.cols}, DType::f32,
+                      uniform_values(rng, static_cast<size_t>(v.cols), -0.5f, 0.5f))};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      Tensor sum = v.in_place ? in[0] : be.empty({v.rows, v.cols}, DType::f32);
+      Tensor y = be.empty({v.rows, v.cols}, v.y);
+      Tensor mean = be.empty({v.rows}, DType::f32);
+      Tensor rstd = be.empty({v.rows}, DType::f32);
+      be.residual_layer_norm_forward(in[0], in[1], sum, in[2], in[3], y, mean, rstd, kEps);
+      return std::vector<Tensor>{sum, y, mean, rstd};
+    };
+    c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>& want) {
+      // The statistics' input is the sum, the same bits on both sides (output 0, bitwise).
+      std::vector<Spec> specs = {bitwise()};
+      for (Spec& s : layer_norm_forward_specs(want[0], in[2].values(), in[3].values(), v.rows,
+                                              v.cols, kEps)) {
+        specs.push_back(std::move(s));
+      }
+      return specs;
     };
     cases.push_back(c);
   }
@@ -973,6 +1047,8 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
     DType x, dy, dx;
     int64_t rows, cols;
     bool want_dx, want_params;
+    // layer_norm_backward_accumulate: dx (input 7) += the gradient.
+    bool accumulate = false;
   };
   // 1100 rows: several 512-row chunks for the parameter gradients.
   const BackwardVariant backward[] = {
@@ -981,12 +1057,15 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
       {DType::bf16, DType::bf16, DType::bf16, 3, 1000, true, true},
       {DType::f16, DType::f32, DType::f16, 64, 257, true, false},
       {DType::f32, DType::f16, DType::f32, 600, 20, false, true},
+      {DType::f32, DType::f16, DType::f32, 1100, 37, true, true, true},
+      {DType::f32, DType::bf16, DType::f32, 64, 768, true, true, true},
+      {DType::f16, DType::f16, DType::f16, 33, 100, true, false, true},
   };
   for (const BackwardVariant& v : backward) {
     NnCase c;
     c.name = "layer_norm_backward_" + tag(v.x) + "_dy" + tag(v.dy) + "_dx" + tag(v.dx) + "_" +
              std::to_string(v.rows) + "x" + std::to_string(v.cols) + (v.want_dx ? "" : "_no_dx") +
-             (v.want_params ? "" : "_no_param_grads");
+             (v.want_params ? "" : "_no_param_grads") + (v.accumulate ? "_accumulate" : "");
     c.make_inputs = [v](std::mt19937_64& rng) {
       const size_t n = numel_of({v.rows, v.cols});
       std::vector<float> x = random_values(rng, n, -4, 2);
@@ -1011,10 +1090,18 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
           from_values({v.rows}, DType::f32, rstd),
           from_values({v.rows, v.cols}, v.dy, random_values(rng, n, -8, 0)),
           from_values({v.cols}, DType::f32, random_values(rng, static_cast<size_t>(v.cols), -4, 0)),
-          from_values({v.cols}, DType::f32,
-                      random_values(rng, static_cast<size_t>(v.cols), -4, 0))};
+          from_values({v.cols}, DType::f32, random_values(rng, static_cast<size_t>(v.cols), -4, 0)),
+          from_values({v.rows, v.cols}, v.dx, random_values(rng, n, -6, 0))};
     };
     c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      if (v.accumulate) {
+        // The CPU composes it in the scratch; the GPU adds in its row kernel.
+        Tensor dx = in[7];
+        be.layer_norm_backward_accumulate(
+            in[0], in[1], in[2], in[3], in[4], dx, v.want_params ? in[5] : Tensor{},
+            v.want_params ? in[6] : Tensor{}, be.empty({v.rows * v.cols}, DType::f32));
+        return std::vector<Tensor>{dx, in[5], in[6]};
+      }
       Tensor dx = v.want_dx ? be.empty({v.rows, v.cols}, v.dx) : Tensor{};
       be.layer_norm_backward(in[0], in[1], in[2], in[3], in[4], dx,
                              v.want_params ? in[5] : Tensor{}, v.want_params ? in[6] : Tensor{});
@@ -1027,7 +1114,7 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
     c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
       const std::vector<double> x = in[0].values(), gamma = in[1].values(), mean = in[2].values(),
                                 rstd = in[3].values(), dy = in[4].values(), dg0 = in[5].values(),
-                                db0 = in[6].values();
+                                db0 = in[6].values(), dx0 = in[7].values();
       const auto cols = static_cast<size_t>(v.cols);
       const auto rows = static_cast<size_t>(v.rows);
       const double gc = 2.0 * gamma_n(static_cast<double>(v.cols), kU);
@@ -1067,6 +1154,8 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
           ddx[r * cols + j] =
               std::fabs(xv) * d_b + d_c +
               0x1p-23 * (std::fabs(b * xv) + std::fabs(first + b * xv) + std::fabs(dx));
+          // The accumulate form adds the old dx to values that differ by that, one rounding.
+          if (v.accumulate) ddx[r * cols + j] += ulp_near(dx0[r * cols + j] + dx);
         }
       }
       std::vector<Spec> specs;
@@ -2183,6 +2272,97 @@ TEST(CudaAttention, RepeatedRunsAreBitwiseIdentical) {
         EXPECT_TRUE(check.ok()) << tag(d) << " " << names[o] << ", repetition " << rep << ": "
                                 << check.report();
       }
+    }
+  }
+}
+
+// The fused residual add + LayerNorm kernel against the composed ops on the GPU itself
+// (copy, add_, layer_norm_forward): bitwise, as kernels/layer_norm.cu promises (the same float
+// operations in the same order), on the shared-memory path (C <= 1536) and the re-read path, in
+// place and not. Likewise layer_norm_backward_accumulate against layer_norm_backward into an f32
+// buffer followed by add_, and the in-place classifier against the out-of-place one.
+TEST(CudaFusedNorm, FusedOpsAreBitwiseTheComposedOnes) {
+  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  Backend& be = gpu();
+  constexpr float kEps = 1e-5f;
+  struct Variant {
+    int64_t rows, cols;
+    DType r, y;
+    bool in_place;
+  };
+  const Variant variants[] = {{1024, 768, DType::f16, DType::f16, false},
+                              {77, 1536, DType::bf16, DType::bf16, true},
+                              {33, 2049, DType::f32, DType::f16, false},
+                              {5, 31, DType::f16, DType::f32, true}};
+  for (const Variant& v : variants) {
+    const std::string what = std::to_string(v.rows) + "x" + std::to_string(v.cols) + " " +
+                             tag(v.r) + (v.in_place ? " in place" : "");
+    std::mt19937_64 rng(seed_of(what));
+    const Shape rc{v.rows, v.cols};
+    const size_t n = numel_of(rc);
+    std::vector<float> xv = random_values(rng, n, -4, 2);
+    for (float& e : xv) e += 0.75f;
+    const Tensor r = upload_values(be, rc, v.r, random_values(rng, n, -5, 1));
+    const Tensor gamma = upload_values(
+        be, {v.cols}, DType::f32, uniform_values(rng, static_cast<size_t>(v.cols), 0.5f, 1.5f));
+    const Tensor beta = upload_values(
+        be, {v.cols}, DType::f32, uniform_values(rng, static_cast<size_t>(v.cols), -0.5f, 0.5f));
+    const Tensor x0 = upload_values(be, rc, DType::f32, xv);
+    const Tensor sum0 = be.empty(rc, DType::f32), y0 = be.empty(rc, v.y);
+    const Tensor m0 = be.empty({v.rows}, DType::f32), s0 = be.empty({v.rows}, DType::f32);
+    be.copy(sum0, x0);
+    be.add_(sum0, r);
+    be.layer_norm_forward(sum0, gamma, beta, y0, m0, s0, kEps);
+    const Tensor x1 = upload_values(be, rc, DType::f32, xv);
+    const Tensor sum1 = v.in_place ? x1 : be.empty(rc, DType::f32), y1 = be.empty(rc, v.y);
+    const Tensor m1 = be.empty({v.rows}, DType::f32), s1 = be.empty({v.rows}, DType::f32);
+    be.residual_layer_norm_forward(x1, r, sum1, gamma, beta, y1, m1, s1, kEps);
+    EXPECT_EQ(download_bits(be, sum1), download_bits(be, sum0)) << what << ": sum";
+    EXPECT_EQ(download_bits(be, y1), download_bits(be, y0)) << what << ": y";
+    EXPECT_EQ(download_bits(be, m1), download_bits(be, m0)) << what << ": mean";
+    EXPECT_EQ(download_bits(be, s1), download_bits(be, s0)) << what << ": rstd";
+
+    // Backward into the stream's f32 gradient, from the statistics just computed.
+    const Tensor dy = upload_values(be, rc, v.r, random_values(rng, n, -8, 0));
+    const std::vector<float> g_start = random_values(rng, n, -6, 0);
+    const std::vector<float> p_start = random_values(rng, static_cast<size_t>(v.cols), -4, 0);
+    const Tensor g0 = upload_values(be, rc, DType::f32, g_start);
+    const Tensor dg0 = upload_values(be, {v.cols}, DType::f32, p_start);
+    const Tensor db0 = upload_values(be, {v.cols}, DType::f32, p_start);
+    const Tensor t = be.empty(rc, DType::f32);
+    be.layer_norm_backward(sum0, gamma, m0, s0, dy, t, dg0, db0);
+    be.add_(g0, t);
+    const Tensor g1 = upload_values(be, rc, DType::f32, g_start);
+    const Tensor dg1 = upload_values(be, {v.cols}, DType::f32, p_start);
+    const Tensor db1 = upload_values(be, {v.cols}, DType::f32, p_start);
+    be.layer_norm_backward_accumulate(sum0, gamma, m0, s0, dy, g1, dg1, db1, Tensor{});
+    EXPECT_EQ(download_bits(be, g1), download_bits(be, g0)) << what << ": dx";
+    EXPECT_EQ(download_bits(be, dg1), download_bits(be, dg0)) << what << ": dgamma";
+    EXPECT_EQ(download_bits(be, db1), download_bits(be, db0)) << what << ": dbeta";
+  }
+
+  // The classifier in place: a vocabulary-wide row (50304, GPT-2's padded vocabulary) and a
+  // short one, each logit dtype.
+  for (DType d : {DType::f16, DType::bf16, DType::f32}) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{16, 50304}, {300, 65}}) {
+      const std::string what = "softmax_cross_entropy " + tag(d) + " " + std::to_string(rows) +
+                               "x" + std::to_string(cols);
+      std::mt19937_64 rng(seed_of(what));
+      const Shape rc{rows, cols};
+      const std::vector<float> lv = uniform_values(rng, numel_of(rc), -8.0f, 8.0f);
+      std::vector<int32_t> labels(static_cast<size_t>(rows));
+      for (int32_t& l : labels) l = static_cast<int32_t>(rng() % static_cast<uint64_t>(cols));
+      const Tensor lab = upload_i32(be, {rows}, labels);
+      const Tensor scale = scalar_f32(be, 4096.0f);
+      const Tensor l0 = upload_values(be, rc, d, lv), dl0 = be.empty(rc, d);
+      const Tensor loss0 = be.empty({1}, DType::f32), loss1 = be.empty({1}, DType::f32);
+      const Tensor c0 = be.empty({1}, DType::i32), c1 = be.empty({1}, DType::i32);
+      be.softmax_cross_entropy(l0, lab, loss0, c0, dl0, scale);
+      const Tensor l1 = upload_values(be, rc, d, lv);
+      be.softmax_cross_entropy(l1, lab, loss1, c1, l1, scale);
+      EXPECT_EQ(download_bits(be, loss1), download_bits(be, loss0)) << what << ": loss";
+      EXPECT_EQ(download_i32(be, c1), download_i32(be, c0)) << what << ": correct";
+      EXPECT_EQ(download_bits(be, l1), download_bits(be, dl0)) << what << ": dlogits";
     }
   }
 }

@@ -18,6 +18,8 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/nn/models/gpt.h"
+#include "ampctl/train/build.h"
 #include "ampctl/train/memory_plan.h"
 #include "ampctl/train/trainer.h"
 
@@ -176,6 +178,42 @@ TEST(CudaMemoryPlan, RefusesARunLargerThanTheGpu) {
   }
   cfg.model.hidden = {64};
   EXPECT_NO_THROW(check_run_memory(cfg, 32, 10, 256, 0, gpu));
+}
+
+// A GPT's estimate on the GPU is what the model allocates there: without dropout the fused
+// attention (fp16, head size 32) keeps no T x T buffers, so the estimate is below the CPU's,
+// by at least the materialised probabilities (B H T T 4 bytes per layer).
+TEST(CudaMemoryPlan, GptEstimateIsWhatTheModelAllocates) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
+  auto be = make_cuda_backend(0);
+  for (const char* precision : {"precision=fp16", "precision=bf16", "precision=fp32"}) {
+    for (const char* dropout : {"model.dropout=0", "model.dropout=0.1"}) {
+      const config::RunConfig c = config::parse_config(
+          "model: {type: gpt}\ndata: {train: {source: text, path: corpus.txt}}\n", "x.yaml",
+          {"model.n_layer=2", "model.n_head=4", "model.n_embd=128", "model.block_size=64",
+           "data.batch_size=3", precision, dropout});
+      const int64_t vocab = 65;
+      const DataShape shape{1, vocab, 1000, 100, true};
+      const MemoryPlan p = plan_memory(c, shape, be.get());
+      const nn::ModelOptions o =
+          model_options(c.model, c.precision, c.loss, 1, vocab, c.data.batch_size, 0);
+      nn::Gpt m(*be, o);
+      const std::string what = std::string(precision) + " " + dropout;
+      EXPECT_EQ(p.activations, m.buffer_bytes()) << what;
+      const uint64_t cpu = plan_memory(c, shape).activations;
+      // Fused where the backend says so (AMPCTL_ATTENTION=materialised turns it off).
+      const DType act = std::string(precision) == "precision=fp16"   ? DType::f16
+                        : std::string(precision) == "precision=bf16" ? DType::bf16
+                                                                     : DType::f32;
+      const bool fused = std::string(dropout) == "model.dropout=0" && act != DType::f32 &&
+                         be->attention_workspace(3 * 4, 64, 32, act).saved_lowp == 0;
+      if (fused) {
+        EXPECT_LE(p.activations + 2u * 3 * 4 * 64 * 64 * 4, cpu) << what;
+      } else {
+        EXPECT_EQ(p.activations, cpu) << what;  // the materialised attention on both
+      }
+    }
+  }
 }
 
 }  // namespace

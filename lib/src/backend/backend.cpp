@@ -584,6 +584,156 @@ bool Backend::linear_gelu_fused(DType dtype, int64_t width) const {
   return false;
 }
 
+// ---- residual add + LayerNorm, and LayerNorm backward into an accumulated gradient ----
+
+namespace {
+
+void check_shape_is(const Tensor& t, const Shape& shape, const char* op, const char* name) {
+  if (t.shape() != shape) {
+    invalid_op(op, std::string(name) + " " + t.describe() + " must have shape " + shape_str(shape));
+  }
+}
+
+// Every pair of `tensors` (the undefined ones skipped) shares no byte.
+void check_pairwise_disjoint(std::initializer_list<std::pair<const Tensor*, const char*>> tensors,
+                             const char* op) {
+  for (auto a = tensors.begin(); a != tensors.end(); ++a) {
+    for (auto b = a + 1; b != tensors.end(); ++b) {
+      check_disjoint(*a->first, *b->first, op, a->second, b->second);
+    }
+  }
+}
+
+}  // namespace
+
+std::array<int64_t, 2> Backend::check_residual_layer_norm(const Tensor& x, const Tensor& r,
+                                                          const Tensor& sum, const Tensor& gamma,
+                                                          const Tensor& beta, const Tensor& y,
+                                                          const Tensor& mean, const Tensor& rstd,
+                                                          const Device& device) {
+  const char* op = "residual_layer_norm_forward";
+  for (const auto& [t, name] : {std::pair{&x, "x"},
+                                {&r, "r"},
+                                {&sum, "sum"},
+                                {&gamma, "gamma"},
+                                {&beta, "beta"},
+                                {&y, "y"},
+                                {&mean, "mean"},
+                                {&rstd, "rstd"}}) {
+    check_operand(*t, device, op, name);
+  }
+  check_rank(x, 2, op, "x [R, C]");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_dtype_is(x, DType::f32, op, "x (the f32 residual stream)");
+  check_floating(r, op, "r");
+  check_shape_is(r, x.shape(), op, "r");
+  check_dtype_is(sum, DType::f32, op, "sum");
+  check_shape_is(sum, x.shape(), op, "sum");
+  check_floating(y, op, "y");
+  check_shape_is(y, x.shape(), op, "y");
+  for (const auto& [t, name, n] : {std::tuple{&gamma, "gamma", cols},
+                                   {&beta, "beta", cols},
+                                   {&mean, "mean", rows},
+                                   {&rstd, "rstd", rows}}) {
+    check_dtype_is(*t, DType::f32, op, name);
+    check_shape_is(*t, {n}, op, name);
+  }
+  // sum may be x itself (each element is read before it is written); nothing else may overlap
+  // an output.
+  const bool in_place = sum.data() == x.data() && sum.nbytes() == x.nbytes();
+  if (!in_place) check_disjoint(sum, x, op, "sum", "x");
+  for (const auto& [t, name] :
+       {std::pair{&r, "r"}, {&gamma, "gamma"}, {&beta, "beta"}, {&x, "x"}}) {
+    check_disjoint(y, *t, op, "y", name);
+    check_disjoint(mean, *t, op, "mean", name);
+    check_disjoint(rstd, *t, op, "rstd", name);
+  }
+  check_pairwise_disjoint({{&sum, "sum"}, {&y, "y"}, {&mean, "mean"}, {&rstd, "rstd"}}, op);
+  check_disjoint(sum, r, op, "sum", "r");
+  check_disjoint(sum, gamma, op, "sum", "gamma");
+  check_disjoint(sum, beta, op, "sum", "beta");
+  return {rows, cols};
+}
+
+void Backend::residual_layer_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                          const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                                          const Tensor& mean, const Tensor& rstd, float eps) {
+  check_residual_layer_norm(x, r, sum, gamma, beta, y, mean, rstd, device());
+  if (sum.data() != x.data()) copy(sum, x);
+  add_(sum, r);
+  layer_norm_forward(sum, gamma, beta, y, mean, rstd, eps);
+}
+
+std::array<int64_t, 2> Backend::check_layer_norm_backward_accumulate(
+    const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd, const Tensor& dy,
+    const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& scratch,
+    const Device& device) {
+  const char* op = "layer_norm_backward_accumulate";
+  for (const auto& [t, name] : {std::pair{&x, "x"},
+                                {&gamma, "gamma"},
+                                {&mean, "mean"},
+                                {&rstd, "rstd"},
+                                {&dy, "dy"},
+                                {&dx, "dx"}}) {
+    check_operand(*t, device, op, name);
+  }
+  check_rank(x, 2, op, "x [R, C]");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_floating(x, op, "x");
+  check_floating(dy, op, "dy");
+  check_shape_is(dy, x.shape(), op, "dy");
+  check_floating(dx, op, "dx");
+  check_shape_is(dx, x.shape(), op, "dx");
+  for (const auto& [t, name, n] :
+       {std::tuple{&gamma, "gamma", cols}, {&mean, "mean", rows}, {&rstd, "rstd", rows}}) {
+    check_dtype_is(*t, DType::f32, op, name);
+    check_shape_is(*t, {n}, op, name);
+  }
+  for (const auto& [t, name] : {std::pair{&dgamma, "dgamma"}, {&dbeta, "dbeta"}}) {
+    if (!t->defined()) continue;
+    check_operand(*t, device, op, name);
+    check_dtype_is(*t, DType::f32, op, name);
+    check_shape_is(*t, {cols}, op, name);
+  }
+  if (scratch.defined()) {
+    check_operand(scratch, device, op, "scratch");
+    check_dtype_is(scratch, DType::f32, op, "scratch");
+    if (scratch.numel() < static_cast<size_t>(rows * cols)) {
+      invalid_op(op, "scratch " + scratch.describe() +
+                         " must hold >= " + std::to_string(rows * cols) + " f32 elements");
+    }
+  }
+  // dx and the scratch are written while every other operand is read (or accumulated into).
+  for (const auto& [t, name] : {std::pair{&x, "x"},
+                                {&gamma, "gamma"},
+                                {&mean, "mean"},
+                                {&rstd, "rstd"},
+                                {&dy, "dy"},
+                                {&dgamma, "dgamma"},
+                                {&dbeta, "dbeta"}}) {
+    check_disjoint(dx, *t, op, "dx", name);
+    check_disjoint(scratch, *t, op, "scratch", name);
+  }
+  check_disjoint(scratch, dx, op, "scratch", "dx");
+  return {rows, cols};
+}
+
+void Backend::layer_norm_backward_accumulate(const Tensor& x, const Tensor& gamma,
+                                             const Tensor& mean, const Tensor& rstd,
+                                             const Tensor& dy, const Tensor& dx,
+                                             const Tensor& dgamma, const Tensor& dbeta,
+                                             const Tensor& scratch) {
+  const auto [rows, cols] = check_layer_norm_backward_accumulate(x, gamma, mean, rstd, dy, dx,
+                                                                 dgamma, dbeta, scratch, device());
+  if (!scratch.defined()) {
+    invalid_op("layer_norm_backward_accumulate",
+               "this backend composes it and needs an f32 scratch of R*C elements");
+  }
+  const Tensor t = scratch.view(0, {rows, cols});
+  layer_norm_backward(x, gamma, mean, rstd, dy, t, dgamma, dbeta);
+  add_(dx, t);
+}
+
 }  // namespace ampctl
 
 // ---- convolution ops: shared checks and the conv2d ops composed of the primitives ----

@@ -30,6 +30,25 @@ void Loss::setup(Backend& backend, int64_t max_batch, DType act, GradNumerics* n
   }
 }
 
+void Loss::setup_in_place(Backend& backend, const Tensor& logits, GradNumerics* numerics) {
+  if (m_type != LossKind::cross_entropy) {
+    throw Error{ErrorKind::invalid_argument, "loss: only cross_entropy writes dlogits in place"};
+  }
+  if (!logits.defined() || logits.rank() != 2 || logits.dim(1) != m_outputs) {
+    throw Error{ErrorKind::invalid_argument,
+                "loss: in-place dlogits need the [rows, " + std::to_string(m_outputs) +
+                    "] logits buffer, got " +
+                    (logits.defined() ? logits.describe() : std::string("none"))};
+  }
+  m_backend = &backend;
+  m_dlogits = RowViews(logits);
+  m_numerics = numerics;
+  if (m_numerics) {
+    m_site = m_numerics->add_site();
+    m_dlogits_f32 = RowViews(m_numerics->workspace({logits.dim(0), m_outputs}));
+  }
+}
+
 bool Loss::forward(const Tensor& logits, const Tensor& targets, int64_t batch,
                    const Tensor& loss_out, const Tensor& correct_out, const Tensor& grad_scale) {
   if (!loss_out.defined()) throw Error{ErrorKind::invalid_argument, "loss: loss_out is required"};

@@ -48,7 +48,7 @@ struct GptEstimate {
   int64_t activations = 0;
 };
 
-GptEstimate estimate_gpt(const config::RunConfig& config, int64_t vocab) {
+GptEstimate estimate_gpt(const config::RunConfig& config, int64_t vocab, const Backend* backend) {
   const config::ModelConfig& m = config.model;
   const std::string ckey = "model.n_embd";
   const int64_t C = m.n_embd, L = m.n_layer, T = m.block_size, H = m.n_head;
@@ -78,22 +78,69 @@ GptEstimate estimate_gpt(const config::RunConfig& config, int64_t vocab) {
   e.params = add(e.params, aligned(mul(T, C, "model.block_size"), ckey), ckey);           // wpe
   e.params = add(e.params, mul(aligned(C, ckey), 1 + bias, ckey), ckey);                  // ln_f
   if (!m.tie_embeddings) e.params = add(e.params, aligned(mul(V, C, ckey), ckey), ckey);  // head
-  // Activations per position (bytes): per block the f32 stream before and after attention, the
-  // compute-dtype LayerNorm outputs, q, k, v, the heads' output, c_fc's and GELU's outputs; the
-  // fp32 softmax output and the copy att @ v reads (H x T per position); and the buffers the
-  // blocks share: the f32 embedding/stream gradient, branch and gradient scratch, logits and
-  // their gradient.
+  // Activations: the buffers Gpt::allocate_buffers makes for B = data.batch_size sequences of
+  // T = model.block_size positions, element for element (Gpt::buffer_bytes; the GPT memory
+  // test compares the two). lo is the compute dtype's size; R = B T rows.
   const int64_t lo = config.precision == config::Precision::fp32 ? 4 : 2;
-  const std::string tkey = "model.block_size";
-  const int64_t ht = mul(H, T, tkey);
-  int64_t per_block = add(mul(8, C, ckey), mul(lo, mul(14, C, ckey), ckey), ckey);
-  per_block = add(per_block, mul(ht, 4 + lo, tkey), tkey);
-  int64_t shared = add(mul(12, C, ckey), mul(lo, mul(22, C, ckey), ckey), ckey);
-  shared = add(shared, mul(mul(2, lo, ckey), V, "data.train (vocabulary)"), ckey);
-  shared = add(shared, mul(ht, 2 * lo + (m.dropout > 0.0 ? 4 : 0), tkey), tkey);
-  const int64_t per_position = add(mul(per_block, L, "model.n_layer"), shared, tkey);
-  const std::string bkey = "data.batch_size";
-  e.activations = mul(mul(per_position, T, tkey), config.data.batch_size, bkey);
+  const std::string tkey = "model.block_size", bkey = "data.batch_size";
+  const int64_t B = config.data.batch_size;
+  const int64_t R = mul(B, T, bkey);
+  const int64_t RC = mul(R, C, ckey);
+  const int64_t att = mul(mul(mul(B, H, bkey), T, tkey), T, tkey);  // B H T T
+  // Attention without dropout is the backend's op pair, whose buffers the backend sizes (fused
+  // on CUDA for f16/bf16: no T x T); with dropout the GPT composes the materialised ops.
+  const bool attention_op = !(m.dropout > 0.0);
+  AttentionSizes as;
+  if (attention_op) {
+    const DType act = lo == 4                                       ? DType::f32
+                      : config.precision == config::Precision::bf16 ? DType::bf16
+                                                                    : DType::f16;
+    if (backend != nullptr) {
+      as = backend->attention_workspace(mul(B, H, bkey), T, C / std::max<int64_t>(H, 1), act);
+    } else {
+      // Backend's default (the CPU's): probs f32, att in the compute dtype, two T x T scratches.
+      as.saved_f32 = att;
+      as.saved_lowp = act == DType::f32 ? 0 : att;
+      as.scratch_lowp = mul(att, 2, tkey);
+    }
+  }
+  // Per block: x_in, x_mid (f32); ln1, q, k, v, yrows, ln2 (lo); fc, gelu (4C, lo); mean and
+  // rstd of both norms (f32, R each); then attention's: y_heads (lo) and the backend's saved
+  // buffers, or probs (f32) and att (lo).
+  int64_t f32_elems = add(mul(2, RC, ckey), mul(4, R, bkey), ckey);
+  int64_t lo_elems = mul(14, RC, ckey);
+  if (attention_op) {
+    f32_elems = add(f32_elems, as.saved_f32, tkey);
+    lo_elems = add(add(lo_elems, RC, ckey), as.saved_lowp, tkey);
+  } else {
+    f32_elems = add(f32_elems, att, tkey);
+    lo_elems = add(lo_elems, att, tkey);
+  }
+  f32_elems = mul(f32_elems, L, "model.n_layer");
+  lo_elems = mul(lo_elems, L, "model.n_layer");
+  // Shared: the embedding/last stream, g and t (f32); ln_f's statistics and the token ids (4
+  // bytes, R each); lnf, branch, branch_drop, yheads, dc, dc2, dyh, dq, dk, dv (lo), d4a, d4b
+  // (4C), dqkv (3C); the logits [R, V] (dlogits are written over them); attention's shared
+  // scratch or the materialised backward's datt, dscores (lo) and dprobs (f32); LayerNorm's
+  // zero bias and dbeta sink (f32 C); the lowp weight-gradient workspaces (not in fp32) and the
+  // bias-gradient ones.
+  f32_elems = add(f32_elems, add(mul(3, RC, ckey), mul(3, R, bkey), ckey), ckey);
+  lo_elems = add(lo_elems, mul(21, RC, ckey), ckey);
+  lo_elems = add(lo_elems, mul(R, V, "data.train (vocabulary)"), ckey);
+  if (attention_op) {
+    f32_elems = add(f32_elems, as.scratch_f32, tkey);
+    lo_elems = add(lo_elems, as.scratch_lowp, tkey);
+  } else {
+    f32_elems = add(f32_elems, att, tkey);
+    lo_elems = add(lo_elems, mul(2, att, tkey), tkey);
+  }
+  f32_elems = add(f32_elems, mul(2, C, ckey), ckey);
+  if (lo != 4) {
+    lo_elems = add(lo_elems, mul(mul(12, C, ckey), C, ckey), ckey);
+    lo_elems = add(lo_elems, mul(V, C, ckey), ckey);
+  }
+  lo_elems = add(lo_elems, mul(8, C, ckey), ckey);
+  e.activations = add(mul(f32_elems, 4, ckey), mul(lo_elems, lo, ckey), ckey);
   return e;
 }
 
@@ -108,7 +155,8 @@ std::string MemoryPlan::str() const {
   return s;
 }
 
-MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape) {
+MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
+                       const Backend* backend) {
   std::vector<int64_t> widths{std::max<int64_t>(shape.features, 1)};
   widths.insert(widths.end(), config.model.hidden.begin(), config.model.hidden.end());
   widths.push_back(std::max<int64_t>(shape.outputs, 1));
@@ -158,7 +206,7 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape) 
   std::string pkey = key_of(widths.size() - 2) + " (bytes)";
   int64_t gpt_activations = -1;
   if (config.model.type == config::ModelType::gpt) {
-    const GptEstimate g = estimate_gpt(config, shape.outputs);
+    const GptEstimate g = estimate_gpt(config, shape.outputs, backend);
     params = g.params;
     gpt_activations = g.activations;
     pkey = "model.n_embd (bytes)";
@@ -248,8 +296,12 @@ SourceShape source_shape(const config::DataSource& s) {
       }
       break;
     }
+    case config::SourceKind::tokens:
+      // The vocabulary is the config's (a GPT's logits are [rows, vocab_size]).
+      out.outputs = std::max<int64_t>(s.vocab_size, 1);
+      break;
     default:
-      break;  // csv: the width is only known once the file is read
+      break;  // csv, text: the width is only known once the file is read
   }
   return out;
 }
@@ -268,8 +320,9 @@ DataShape data_shape_from_config(const config::RunConfig& config) {
 }
 
 void check_memory(const config::RunConfig& config, const DataShape& shape,
-                  std::optional<uint64_t> available, const std::string& where) {
-  const MemoryPlan plan = plan_memory(config, shape);
+                  std::optional<uint64_t> available, const std::string& where,
+                  const Backend* backend) {
+  const MemoryPlan plan = plan_memory(config, shape, backend);
   if (!available || plan.total <= *available) return;
   const uint64_t model = plan.parameters + plan.gradients + plan.lowp_copy + plan.optimizer;
   // Activations grow with the batch times the widths: blame whichever factor is the larger.

@@ -209,6 +209,10 @@ class Backend {
   // loss[0] := mean over rows of -log_softmax[target] (float32, rows summed in a fixed order);
   // correct[0] := rows whose argmax (first maximum) is the label (i32[1], may be undefined);
   // when dlogits is defined: dlogits := round(nn::xent_grad(...)) with c = -grad_scale[0] / R.
+  // dlogits may be logits itself (same data and dtype: in place, as llm.c's fused classifier
+  // writes the gradient over the logits; every logit of a row is read before that row's
+  // gradient is written, so the results are bitwise the out-of-place op's); any other overlap
+  // of the two is refused.
   // Labels outside [0, C) are an error on the CPU; the GPU clamps them into range without a sync
   // (the data loader has already validated them).
   virtual void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& loss,
@@ -229,6 +233,27 @@ class Backend {
   virtual void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                    const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                                    const Tensor& dgamma, const Tensor& dbeta) = 0;
+  // Residual add + LayerNorm (a pre-LN transformer's `x = x + branch` and the next norm's
+  // input): sum := round_f32(float(x) + float(r)) for x f32 and r of any float dtype [R, C]
+  // (exactly what copy(sum, x); add_(sum, r) gives), then y, mean and rstd as
+  // layer_norm_forward(sum, gamma, beta, y, mean, rstd, eps) gives. sum is f32 [R, C] and may be
+  // x itself (in place); y may alias none of the others. The default composes those three ops
+  // bit for bit; the CUDA backend fuses them into one pass (kernels/layer_norm.cu) with the same
+  // reduction order as its layer_norm_forward, so its results are bitwise its composition's.
+  virtual void residual_layer_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                           const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                                           const Tensor& mean, const Tensor& rstd, float eps);
+  // layer_norm_backward whose input gradient is ADDED: dx := round_dx(float(dx) + the input
+  // gradient), dgamma and dbeta as there (the gradient of a residual stream that also feeds a
+  // LayerNorm: for f32 dx, bitwise layer_norm_backward into an f32 tensor t, then add_(dx, t)).
+  // dx must be defined and share no byte with the inputs. `scratch` (f32, >= R*C elements, or
+  // undefined for a backend that fuses it) is where the default composition puts t; the CUDA
+  // backend adds in its dx pass and never touches it.
+  virtual void layer_norm_backward_accumulate(const Tensor& x, const Tensor& gamma,
+                                              const Tensor& mean, const Tensor& rstd,
+                                              const Tensor& dy, const Tensor& dx,
+                                              const Tensor& dgamma, const Tensor& dbeta,
+                                              const Tensor& scratch);
   // coef[0] := min(max_norm / (norm[0] + 1e-6), 1) in float32 (torch.nn.utils.clip_grad_norm_;
   // a NaN norm gives a NaN coefficient, as there).
   virtual void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) = 0;
@@ -463,6 +488,18 @@ class Backend {
                                        std::initializer_list<const Tensor*> outputs,
                                        const AttentionBuffers& buffers, const AttentionSizes& sizes,
                                        const char* op, const Device& device);
+  // residual_layer_norm_forward's and layer_norm_backward_accumulate's argument checks, shared by
+  // the implementations (the contracts above: shapes, dtypes, which outputs may alias what).
+  // Each returns {R, C}.
+  static std::array<int64_t, 2> check_residual_layer_norm(const Tensor& x, const Tensor& r,
+                                                          const Tensor& sum, const Tensor& gamma,
+                                                          const Tensor& beta, const Tensor& y,
+                                                          const Tensor& mean, const Tensor& rstd,
+                                                          const Device& device);
+  static std::array<int64_t, 2> check_layer_norm_backward_accumulate(
+      const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
+      const Tensor& dy, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
+      const Tensor& scratch, const Device& device);
   // The checks of linear_gelu_forward / linear_gelu_backward_input, shared by the
   // implementations (Error{invalid_argument} naming the op and the operand).
   static void check_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,

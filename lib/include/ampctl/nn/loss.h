@@ -22,6 +22,12 @@ class Loss {
   // on its sampled steps dlogits is written in f32 and rounded through it (counted for the
   // layer that consumes it).
   void setup(Backend& backend, int64_t max_batch, DType act, GradNumerics* numerics = nullptr);
+  // As setup, but dlogits is written over `logits` itself ([max_batch, outputs], the model's
+  // logits buffer, which forward must then be given): no second vocabulary-wide buffer, as
+  // llm.c's fused classifier. softmax_cross_entropy reads a row before writing its gradient
+  // (backend.h), so the loss is the same; the logits are gone after a forward with a
+  // grad_scale. cross_entropy only.
+  void setup_in_place(Backend& backend, const Tensor& logits, GradNumerics* numerics = nullptr);
 
   // logits: [batch, outputs]. targets: i32 [>= batch] or f32 [>= batch, outputs] (the first
   // batch rows are used). loss_out: f32[1]. correct_out: i32[1] or undefined (cross_entropy

@@ -19,6 +19,10 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/tensor.h"
 
+namespace ampctl {
+class Backend;
+}  // namespace ampctl
+
 namespace ampctl::train {
 
 // What the model and data look like once the data is known (features in, outputs out, rows).
@@ -45,7 +49,11 @@ struct MemoryPlan {
 
 // The estimate for `config` with data of `shape`. Throws Error{config} "KEY: ... overflows" when
 // a size does not fit in 64 bits (e.g. model.hidden[1] for two widths near 2^31).
-MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape);
+// A GPT's activations are the buffers the model allocates (nn::Gpt::buffer_bytes), its attention
+// ones as `backend`'s attention_workspace sizes them (the fused CUDA attention keeps no T x T);
+// without a backend, as Backend's default (the CPU's materialised attention: the most).
+MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
+                       const Backend* backend = nullptr);
 
 // The data's shape as far as the configuration tells without loading it: synthetic sources say;
 // idx and fashion_mnist headers are read when the files are there (16 bytes each); a csv file
@@ -55,7 +63,8 @@ DataShape data_shape_from_config(const config::RunConfig& config);
 // plan_memory, then refuses a plan larger than `available` bytes (when known) on `device`:
 // Error{config} "KEY: the run needs about N of host memory (...), only M is available".
 void check_memory(const config::RunConfig& config, const DataShape& shape,
-                  std::optional<uint64_t> available, const std::string& where = "host memory");
+                  std::optional<uint64_t> available, const std::string& where = "host memory",
+                  const Backend* backend = nullptr);
 
 // What the trainer calls once the data is loaded and the backend exists: against the host's
 // available memory for cpu runs, and against the GPU's free memory (cuda_free_memory) for cuda

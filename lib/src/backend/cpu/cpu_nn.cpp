@@ -304,6 +304,15 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
     check_shape(dlogits, {rows, cols}, "softmax_cross_entropy dlogits");
     check_float(dlogits, "softmax_cross_entropy dlogits");
     check_scalar(grad_scale, DType::f32, "softmax_cross_entropy grad_scale");
+    // In place (dlogits is logits) or disjoint: both paths below read a row (the scalar one:
+    // every row) before writing its gradient.
+    if (!same_or_disjoint(dlogits, logits)) {
+      throw Error{ErrorKind::invalid_argument,
+                  "softmax_cross_entropy: dlogits " + dlogits.describe() + " overlaps logits " +
+                      logits.describe() +
+                      " without being it (in place needs the same data and "
+                      "dtype)"};
+    }
   }
   const int32_t* lab = labels.data_as<int32_t>();
   for (int64_t r = 0; r < rows; ++r) {
@@ -313,8 +322,7 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
                       std::to_string(r) + " is outside [0, " + std::to_string(cols) + ")"};
     }
   }
-  if (m_avx512 && rows > 0 && cols > 0 &&
-      (!dlogits.defined() || same_or_disjoint(dlogits, logits)) && !overlaps(loss, logits) &&
+  if (m_avx512 && rows > 0 && cols > 0 && !overlaps(loss, logits) &&
       (!dlogits.defined() || !overlaps(loss, dlogits))) {
     softmax_cross_entropy_rows(logits, lab, loss, correct, dlogits, grad_scale);
     return;

@@ -277,6 +277,15 @@ class CudaBackend final : public Backend {
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                            const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                            const Tensor& dgamma, const Tensor& dbeta) override;
+  // Fused: one kernel (kernels/layer_norm.cu), bitwise the composition on this backend.
+  void residual_layer_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                   const Tensor& gamma, const Tensor& beta, const Tensor& y,
+                                   const Tensor& mean, const Tensor& rstd, float eps) override;
+  // Fused: dx is added to in the backward's row kernel; scratch is not used.
+  void layer_norm_backward_accumulate(const Tensor& x, const Tensor& gamma, const Tensor& mean,
+                                      const Tensor& rstd, const Tensor& dy, const Tensor& dx,
+                                      const Tensor& dgamma, const Tensor& dbeta,
+                                      const Tensor& scratch) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
 
   // cuda_transformer.cpp

@@ -580,6 +580,15 @@ void CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labe
     check_floating(dlogits, op, "dlogits");
     check_shape(dlogits, {rows, cols}, op, "dlogits");
     check_scalar(grad_scale, DType::f32, op, "grad_scale");
+    // In place (dlogits is logits, kernels/xent.cu reads a row before writing it) or disjoint.
+    const auto* pl = static_cast<const char*>(logits.data());
+    const auto* pd = static_cast<const char*>(dlogits.data());
+    const bool overlap =
+        logits.nbytes() > 0 && pl < pd + dlogits.nbytes() && pd < pl + logits.nbytes();
+    if (overlap && (pl != pd || logits.dtype() != dlogits.dtype())) {
+      invalid(std::string(op) + ": dlogits " + dlogits.describe() + " overlaps logits " +
+              logits.describe() + " without being it (in place needs the same data and dtype)");
+    }
   }
   DeviceScope scope(m_device.index);
   float* ws =
@@ -698,6 +707,41 @@ void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, cons
       dx.defined() ? elem_type(dx.dtype()) : ElemType::f32,
       dgamma.defined() ? static_cast<float*>(dgamma.data()) : nullptr,
       dbeta.defined() ? static_cast<float*>(dbeta.data()) : nullptr, rows, cols, ws, stream());
+}
+
+void CudaBackend::residual_layer_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                              const Tensor& gamma, const Tensor& beta,
+                                              const Tensor& y, const Tensor& mean,
+                                              const Tensor& rstd, float eps) {
+  const auto [rows, cols] =
+      check_residual_layer_norm(x, r, sum, gamma, beta, y, mean, rstd, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_residual_layer_norm_forward(
+      static_cast<const float*>(x.data()), r.data(), elem_type(r.dtype()),
+      static_cast<float*>(sum.data()), static_cast<const float*>(gamma.data()),
+      static_cast<const float*>(beta.data()), y.data(), elem_type(y.dtype()),
+      static_cast<float*>(mean.data()), static_cast<float*>(rstd.data()), eps, rows, cols,
+      stream());
+}
+
+void CudaBackend::layer_norm_backward_accumulate(const Tensor& x, const Tensor& gamma,
+                                                 const Tensor& mean, const Tensor& rstd,
+                                                 const Tensor& dy, const Tensor& dx,
+                                                 const Tensor& dgamma, const Tensor& dbeta,
+                                                 const Tensor& scratch) {
+  const auto [rows, cols] = check_layer_norm_backward_accumulate(x, gamma, mean, rstd, dy, dx,
+                                                                 dgamma, dbeta, scratch, m_device);
+  DeviceScope scope(m_device.index);
+  const size_t floats = kernels::layer_norm_backward_workspace_floats(rows, cols);
+  float* ws =
+      floats > 0 ? grow_workspace(m_reduce_workspace, floats, "the reduction workspace") : nullptr;
+  kernels::launch_layer_norm_backward(
+      x.data(), elem_type(x.dtype()), static_cast<const float*>(gamma.data()),
+      static_cast<const float*>(mean.data()), static_cast<const float*>(rstd.data()), dy.data(),
+      elem_type(dy.dtype()), dx.data(), elem_type(dx.dtype()),
+      dgamma.defined() ? static_cast<float*>(dgamma.data()) : nullptr,
+      dbeta.defined() ? static_cast<float*>(dbeta.data()) : nullptr, rows, cols, ws, stream(),
+      /*accumulate_dx=*/true);
 }
 
 void CudaBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) {

@@ -114,7 +114,9 @@ Gpt::Gpt(Backend& backend, const ModelOptions& options)
   }
   bind(m_ln_f);
   allocate_buffers();
-  m_loss.setup(backend, m_max_batch * m_opt.block_size, m_act);
+  // dlogits over the logits (llm.c's classifier): nothing reads the logits after loss() with a
+  // grad_scale (the step goes on to backward; evaluation and sampling pass no grad_scale).
+  m_loss.setup_in_place(backend, m_logits_buf.view(0, {m_max_batch * m_opt.block_size, m_out}));
 }
 
 Gpt::Proj Gpt::declare_proj(const std::string& name, int64_t out, int64_t in, bool bias) {
@@ -185,8 +187,17 @@ void Gpt::allocate_buffers() {
   const int64_t att = m_max_batch * H * T * T;
   const DType a = m_act;
   const bool drop = m_opt.dropout > 0.0;
-  auto f32 = [&](int64_t n) { return b.zeros({n}, DType::f32); };
-  auto act = [&](int64_t n) { return b.zeros({n}, a); };
+  // Every buffer goes through these two (and the token ids below), which count its bytes
+  // (buffer_bytes: what train/memory_plan.cpp's estimate must reproduce).
+  m_buffer_bytes = 0;
+  auto f32 = [&](int64_t n) {
+    m_buffer_bytes += static_cast<uint64_t>(n) * 4;
+    return b.zeros({n}, DType::f32);
+  };
+  auto act = [&](int64_t n) {
+    m_buffer_bytes += static_cast<uint64_t>(n) * dtype_size(a);
+    return b.zeros({n}, a);
+  };
   auto maybe = [](int64_t n, auto make) { return n > 0 ? make(n) : Tensor{}; };
   // Without dropout, attention is the backend's op pair: what it keeps is its own business
   // (attention_workspace, for the largest batch and block; the sizes grow with both).
@@ -218,6 +229,7 @@ void Gpt::allocate_buffers() {
   }
   m_emb = f32(rows * C);
   m_token_buf = b.zeros({rows}, DType::i32);
+  m_buffer_bytes += static_cast<uint64_t>(rows) * 4;
   m_lnf = act(rows * C);
   m_meanf = f32(rows);
   m_rstdf = f32(rows);
@@ -330,6 +342,18 @@ void Gpt::norm_backward(const Norm& n, const Tensor& x, const Tensor& mean, cons
                                  n.has_bias ? n.b.grad : m_dbeta_sink);
 }
 
+void Gpt::residual_norm_forward(const Norm& n, const Tensor& x, const Tensor& r, const Tensor& sum,
+                                const Tensor& y, const Tensor& mean, const Tensor& rstd) {
+  m_backend->residual_layer_norm_forward(x, r, sum, n.w.param, n.has_bias ? n.b.param : m_zero_c, y,
+                                         mean, rstd, LayerNorm::kEps);
+}
+
+void Gpt::norm_backward_add(const Norm& n, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                            const Tensor& dy, const Tensor& dx) {
+  m_backend->layer_norm_backward_accumulate(x, n.w.param, mean, rstd, dy, dx, n.w.grad,
+                                            n.has_bias ? n.b.grad : m_dbeta_sink, m_t);
+}
+
 AttentionBuffers Gpt::attention_buffers(const Layer& l) const {
   AttentionBuffers buf = l.attn_saved;
   buf.scratch_f32 = m_attn_scratch_f32;
@@ -386,8 +410,10 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
     const Tensor x_mid = lead(l.x_mid, rc);
     const Tensor x_out = lead(i + 1 < m_layers.size() ? m_layers[i + 1].x_in : m_emb, rc);
     // ---- attention: x = x + attn(ln_1(x)) ----
+    // ln_1 of the first block reads the embedding; every later one was formed with the previous
+    // block's last residual add (below).
     const Tensor ln1 = lead(l.ln1, rc);
-    norm_forward(l.ln_1, x, ln1, lead(l.mean1, {N}), lead(l.rstd1, {N}));
+    if (i == 0) norm_forward(l.ln_1, x, ln1, lead(l.mean1, {N}), lead(l.rstd1, {N}));
     const Tensor qkv = lead(m_dqkv, {N, 3 * C});  // c_attn's output, dead once split in heads
     proj_forward(l.c_attn, ln1, qkv);
     const Tensor q = lead(l.q, heads), k = lead(l.k, heads), v = lead(l.v, heads);
@@ -415,11 +441,10 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
     // x + resid_dropout(y): dropout in the compute dtype, the add promoted to fp32.
     const Tensor& r1 =
         dropout_fwd(branch, branch_drop, training, l.s_resid1) ? branch_drop : branch;
-    b.copy(x_mid, x);
-    b.add_(x_mid, r1);
     // ---- MLP: x = x + mlp(ln_2(x)) ----
+    // x_mid = x + r1 and ln_2(x_mid) in one op.
     const Tensor ln2 = lead(l.ln2, rc);
-    norm_forward(l.ln_2, x_mid, ln2, lead(l.mean2, {N}), lead(l.rstd2, {N}));
+    residual_norm_forward(l.ln_2, x, r1, x_mid, ln2, lead(l.mean2, {N}), lead(l.rstd2, {N}));
     const Tensor fc = lead(l.fc, {N, 4 * C}), gelu = lead(l.gelu, {N, 4 * C});
     // c_fc and GELU as one op pair: linear_forward then activation_forward, unless the backend
     // fuses them (Backend::linear_gelu_forward); fc keeps the pre-activation for backward.
@@ -428,13 +453,19 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
     proj_forward(l.mlp_proj, gelu, branch);
     const Tensor& r2 =
         dropout_fwd(branch, branch_drop, training, l.s_resid2) ? branch_drop : branch;
-    b.copy(x_out, x_mid);
-    b.add_(x_out, r2);
+    // x_out = x_mid + r2 with the norm that reads it: the next block's ln_1, or ln_f after the
+    // last block (whose x_out, ln_f's input, lives in m_emb: the embedding is dead by then).
+    if (i + 1 < m_layers.size()) {
+      Layer& next = m_layers[i + 1];
+      residual_norm_forward(next.ln_1, x_mid, r2, x_out, lead(next.ln1, rc), lead(next.mean1, {N}),
+                            lead(next.rstd1, {N}));
+    } else {
+      residual_norm_forward(m_ln_f, x_mid, r2, x_out, lead(m_lnf, rc), lead(m_meanf, {N}),
+                            lead(m_rstdf, {N}));
+    }
   }
-  // logits = lm_head(ln_f(x)); the stream after the last block lives in m_emb (free by now).
-  const Tensor xf = lead(m_emb, rc);
+  // logits = lm_head(ln_f(x)), ln_f formed with the last residual add above.
   const Tensor lnf = lead(m_lnf, rc);
-  norm_forward(m_ln_f, xf, lnf, lead(m_meanf, {N}), lead(m_rstdf, {N}));
   m_logits = lead(m_logits_buf, {N, V});
   b.linear_forward(lnf, m_head.compute(), Tensor{}, m_logits);
   m_B = B;
@@ -502,8 +533,8 @@ void Gpt::backward(int64_t batch) {
     proj_backward(l.mlp_proj, *dbr, gelu, Tensor{});
     b.linear_gelu_backward_input(*dbr, l.mlp_proj.w.compute(), fc, d4b, d4a);
     proj_backward(l.c_fc, d4b, lead(l.ln2, rc), dc);
-    norm_backward(l.ln_2, lead(l.x_mid, rc), lead(l.mean2, {N}), lead(l.rstd2, {N}), dc, t);
-    b.add_(g, t);  // the gradient of x_mid: the residual's plus ln_2's
+    // The gradient of x_mid: the residual's plus ln_2's, added in ln_2's backward.
+    norm_backward_add(l.ln_2, lead(l.x_mid, rc), lead(l.mean2, {N}), lead(l.rstd2, {N}), dc, g);
     // ---- attention branch: x_mid = x + drop(c_proj(attention(ln_1(x)))) ----
     b.cast(g, dc);
     dbr = &dc;
@@ -541,8 +572,7 @@ void Gpt::backward(int64_t batch) {
     b.heads_to_rows(dk.view(0, {B, H, T, hs}), dqkv, C);
     b.heads_to_rows(dv.view(0, {B, H, T, hs}), dqkv, 2 * C);
     proj_backward(l.c_attn, dqkv, lead(l.ln1, rc), dc);
-    norm_backward(l.ln_1, lead(l.x_in, rc), lead(l.mean1, {N}), lead(l.rstd1, {N}), dc, t);
-    b.add_(g, t);
+    norm_backward_add(l.ln_1, lead(l.x_in, rc), lead(l.mean1, {N}), lead(l.rstd1, {N}), dc, g);
   }
   // The embeddings: drop's backward in fp32, then the deterministic scatter-add.
   const Tensor* de = &g;

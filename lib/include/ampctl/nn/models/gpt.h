@@ -22,7 +22,10 @@
 // Its batch: input i32 [>= B', T'] token ids (the first B' rows are used), 1 <= B' <= max_batch,
 // 1 <= T' <= block_size (read from the input's shape: sampling runs shorter contexts); forward
 // returns logits [B' * T', V] in the compute dtype, row b * T' + t. loss takes i32
-// [>= B' * T'] next-token targets and averages the cross-entropy over the B' * T' rows.
+// [>= B' * T'] next-token targets and averages the cross-entropy over the B' * T' rows; with a
+// grad_scale it writes the logits' gradient over the logits (in place, as llm.c), so the tensor
+// forward returned holds dlogits from then on (read the logits before loss(), as sampling and
+// evaluation do).
 // Everything is allocated at construction for max_batch x block_size; forward, loss and
 // backward allocate nothing.
 //
@@ -58,6 +61,10 @@ class Gpt : public Model {
   Gpt(Backend& backend, const ModelOptions& options);
 
   std::string type() const override { return "gpt"; }
+  // The bytes of the activation and workspace buffers the constructor allocated beside the
+  // parameter arenas (the loss writes dlogits over the logits and allocates none): what the
+  // memory estimate (train/memory_plan.h) counts as a GPT's activations, on this backend.
+  uint64_t buffer_bytes() const { return m_buffer_bytes; }
   std::string summary() const override;
   const GptOptions& options() const { return m_opt; }
 
@@ -115,6 +122,14 @@ class Gpt : public Model {
                     const Tensor& rstd);
   void norm_backward(const Norm& n, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                      const Tensor& dy, const Tensor& dx);
+  // sum := x + r (the f32 residual add) and y := the norm of sum, one backend op
+  // (residual_layer_norm_forward: fused on CUDA, bitwise the add then norm_forward).
+  void residual_norm_forward(const Norm& n, const Tensor& x, const Tensor& r, const Tensor& sum,
+                             const Tensor& y, const Tensor& mean, const Tensor& rstd);
+  // dx += the norm's input gradient (layer_norm_backward_accumulate; m_t is the scratch of a
+  // backend that composes it): bitwise norm_backward into m_t, then add_(dx, m_t).
+  void norm_backward_add(const Norm& n, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& dy, const Tensor& dx);
   // Dropout of the next stream when applied (training and p > 0): y := drop(x), else y := x
   // (a copy, or nothing when y is x).
   AttentionBuffers attention_buffers(const Layer& l) const;  // its saved ones + the scratch
@@ -138,7 +153,7 @@ class Gpt : public Model {
   Tensor m_emb;        // f32 [rows, C]: wte + wpe before dropout
   Tensor m_lnf;        // act [rows, C]
   Tensor m_meanf, m_rstdf;
-  Tensor m_logits_buf;   // act [rows, V]
+  Tensor m_logits_buf;   // act [rows, V]; loss() with a grad_scale writes dlogits over it
   Tensor m_logits;       // its view for the last forward
   Tensor m_branch;       // act [rows, C]: a branch's output before dropout
   Tensor m_branch_drop;  // act [rows, C]: after it
@@ -154,6 +169,7 @@ class Gpt : public Model {
   // The attention ops' scratch, shared by the layers (no dropout only; materialised: dropout).
   Tensor m_attn_scratch_f32, m_attn_scratch_lowp;
   bool m_attention_op = false;    // dropout == 0: attention by Backend::attention_forward/backward
+  uint64_t m_buffer_bytes = 0;    // buffer_bytes()
   Tensor m_zero_c, m_dbeta_sink;  // f32 [C]: LayerNorm's absent bias and its unused gradient
   // lowp gradient workspaces by shape (undefined in fp32 for the weights)
   Tensor m_ws_attn, m_ws_proj, m_ws_fc, m_ws_mproj, m_ws_head;
