@@ -113,6 +113,23 @@ void check_dropout_p(float p, const char* op) {
 
 }  // namespace
 
+// The heuristic's first algorithm for a plan whose descriptor and layouts are set: has_algo
+// stays false when cuBLASLt supports none (the caller composes instead); other errors throw.
+static void pick_algo(cublasLtHandle_t lt, cublasLtMatmulDesc_t desc,
+                      cublasLtMatmulPreference_t pref, LinearPlan& plan) {
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt, desc, plan.w_layout.get(), plan.x_layout.get(), plan.d_layout.get(), plan.d_layout.get(),
+      pref, 1, &result, &found);
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
+    plan.algo = result.algo;
+    plan.has_algo = true;
+  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  }
+}
+
 // ---- linear_forward ----
 
 LinearPlan& CudaBackend::linear_plan(const LinearPlanKey& key, const void* bias) {
@@ -148,17 +165,7 @@ LinearPlan& CudaBackend::linear_plan(const LinearPlanKey& key, const void* bias)
   set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, uint32_t{key.align_d});
   set_preference(pref_raw, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, uint32_t{key.align_d});
 
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      m_cublas_lt.get(), desc, plan.w_layout.get(), plan.x_layout.get(), plan.d_layout.get(),
-      plan.d_layout.get(), pref_raw, 1, &result, &found);
-  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
-    plan.algo = result.algo;
-    plan.has_algo = true;
-  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-  }
+  pick_algo(m_cublas_lt.get(), desc, pref_raw, plan);
   return m_linear_plans.emplace(key, std::move(plan)).first->second;
 }
 
@@ -383,17 +390,7 @@ LinearPlan& CudaBackend::gelu_plan(const GeluPlanKey& key, const void* bias, con
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     set_preference(pref_raw, attribute, uint32_t{16});
   }
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      m_cublas_lt.get(), desc, plan.w_layout.get(), plan.x_layout.get(), plan.d_layout.get(),
-      plan.d_layout.get(), pref_raw, 1, &result, &found);
-  if (status == CUBLAS_STATUS_SUCCESS && found > 0) {
-    plan.algo = result.algo;
-    plan.has_algo = true;
-  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-  }
+  pick_algo(m_cublas_lt.get(), desc, pref_raw, plan);
   return m_gelu_plans.emplace(key, std::move(plan)).first->second;
 }
 
