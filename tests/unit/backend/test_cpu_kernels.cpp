@@ -318,6 +318,50 @@ TEST(CpuKernels, GeluTanhMatchesPortableBitwiseAtEveryThreadCount) {
   }
 }
 
+// The vector level evaluates GELU of an f16 or bf16 input by table (cpu_vector.cpp: GeluTable):
+// every one of the 65536 bit patterns of each, forward into every output dtype and backward
+// with a dy per element, gives the portable level's bits (which evaluate the formula), at 1 and
+// 2 threads, in place included.
+TEST(CpuKernels, GeluTanhTableGivesThePortableBitsForEvery16BitInput) {
+  std::mt19937_64 rng(0x9e20);
+  auto ref = level(cpu::CpuKernels::portable);
+  std::unique_ptr<Backend> fast[] = {level(cpu::CpuKernels::best, 1),
+                                     level(cpu::CpuKernels::best, 2)};
+  const size_t n = 65536;
+  const Shape shape{static_cast<int64_t>(n)};
+  const std::vector<float> dy = random_values(rng, n, -6, 6);
+  for (DType dx : {DType::f16, DType::bf16}) {
+    std::vector<uint16_t> bits(n);
+    for (size_t i = 0; i < n; ++i) bits[i] = static_cast<uint16_t>(i);
+    auto upload_bits = [&](Backend& be) {
+      Tensor t = be.empty(shape, dx);
+      be.upload(t, bits.data(), n * 2);
+      return t;
+    };
+    for (DType dd : kFloatDTypes) {
+      Tensor yr = ref->empty(shape, dd), gr = ref->empty(shape, dd);
+      ref->activation_forward(nn::ActivationKind::gelu_tanh, upload_bits(*ref), yr);
+      ref->activation_backward(nn::ActivationKind::gelu_tanh, upload_bits(*ref), Tensor{},
+                               upload_values(*ref, shape, dd, dy), gr);
+      for (auto& be : fast) {
+        const std::string ctx =
+            std::string(dtype_name(dx)) + " -> " + dtype_name(dd) + ", " + be->description();
+        Tensor yf = be->empty(shape, dd), gf = be->empty(shape, dd);
+        be->activation_forward(nn::ActivationKind::gelu_tanh, upload_bits(*be), yf);
+        expect_same_bits(*be, *ref, yf, yr, "gelu_tanh forward " + ctx, true);
+        be->activation_backward(nn::ActivationKind::gelu_tanh, upload_bits(*be), Tensor{},
+                                upload_values(*be, shape, dd, dy), gf);
+        expect_same_bits(*be, *ref, gf, gr, "gelu_tanh backward " + ctx, true);
+        if (dd != dx) continue;
+        Tensor hr = upload_bits(*ref), hf = upload_bits(*be);
+        ref->activation_forward(nn::ActivationKind::gelu_tanh, hr, hr);
+        be->activation_forward(nn::ActivationKind::gelu_tanh, hf, hf);
+        expect_same_bits(*be, *ref, hf, hr, "gelu_tanh forward in place " + ctx, true);
+      }
+    }
+  }
+}
+
 // LayerNorm forward and backward: the vector level (16 rows per vector, each lane summing its
 // row in index order; the parameter sums one lane per column over the rows in order) gives the
 // portable level's bits for every output, for 1, 2 and 3 threads, at shapes with partial row
