@@ -9,7 +9,8 @@
 //   * memory-bound passes over a 1.86 M-element buffer (the MLP's parameter count) and a 16 M one:
 //     memcpy of the same bytes, the unscale + non-finite check, the fused SGD and Adam updates
 //     (with the f16 weight copy written in the same pass), casts f32 <-> f16 / bf16, add_,
-//     relu forward / backward. Counter bytes_per_second (bytes each op must read and write).
+//     relu and tanh GELU forward / backward. Counter bytes_per_second (bytes each op must read and
+//     write).
 //
 // Machines are shared and noisy: run with repetitions and random interleaving and compare
 // medians, e.g. (what scripts/bench_cpu.sh does):
@@ -233,19 +234,19 @@ void bm_add(benchmark::State& state) {
   set_bytes(state, static_cast<double>(n) * (4 + 4 + 2));
 }
 
-void bm_relu(benchmark::State& state, bool backward) {
+void bm_activation(benchmark::State& state, nn::ActivationKind kind, bool backward) {
   Backend& be = backend();
   const int64_t n = state.range(0);
   Tensor x = random_tensor({n}, DType::f16, 15);
   Tensor y = be.empty({n}, DType::f16);
   Tensor dy = random_tensor({n}, DType::f16, 16);
   Tensor dx = be.empty({n}, DType::f16);
-  be.activation_forward(nn::ActivationKind::relu, x, y);
+  be.activation_forward(kind, x, y);
   for (auto _ : state) {
     if (backward) {
-      be.activation_backward(nn::ActivationKind::relu, x, y, dy, dx);
+      be.activation_backward(kind, x, y, dy, dx);
     } else {
-      be.activation_forward(nn::ActivationKind::relu, x, y);
+      be.activation_forward(kind, x, y);
     }
     benchmark::ClobberMemory();
   }
@@ -295,8 +296,13 @@ void register_all() {
     reg("mem/cast_bf16_to_f32", bm_cast, DType::bf16, DType::f32)->Arg(n);
     reg("mem/add_f32_f16", bm_add)->Arg(n);
   }
-  reg("elementwise/relu_fwd_f16", bm_relu, false)->Arg(262144);
-  reg("elementwise/relu_bwd_f16", bm_relu, true)->Arg(262144);
+  reg("elementwise/relu_fwd_f16", bm_activation, nn::ActivationKind::relu, false)->Arg(262144);
+  reg("elementwise/relu_bwd_f16", bm_activation, nn::ActivationKind::relu, true)->Arg(262144);
+  // A GPT MLP's GELU: 768 tokens x 512 (the fortunes model).
+  reg("elementwise/gelu_tanh_fwd_f16", bm_activation, nn::ActivationKind::gelu_tanh, false)
+      ->Arg(393216);
+  reg("elementwise/gelu_tanh_bwd_f16", bm_activation, nn::ActivationKind::gelu_tanh, true)
+      ->Arg(393216);
   reg("elementwise/sum_rows_f16/256x1024", bm_sum_rows);
 }
 
