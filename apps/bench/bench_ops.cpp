@@ -62,7 +62,7 @@ struct GemmCase {
 };
 
 // 1024^3 in the three cases, then the MLP's step: forward of layers 1 and 2 (NT), their weight
-// gradients (TN) and layer 2's input gradient (NN).
+// gradients (TN) and layer 2's input gradient (NN); then a small GPT's.
 const GemmCase kGemmCases[] = {
     {"1024^3_NT", 1024, 1024, 1024, false, true},
     {"1024^3_TN", 1024, 1024, 1024, true, false},
@@ -72,6 +72,13 @@ const GemmCase kGemmCases[] = {
     {"dw2_1024x1024x256_TN", 1024, 1024, 256, true, false},
     {"dw1_1024x784x256_TN", 1024, 784, 256, true, false},
     {"dx2_256x1024x1024_NN", 256, 1024, 1024, false, false},
+    // The fortunes GPT's layer (768 tokens, n_embd 128): c_attn and c_fc forward, mlp c_proj
+    // forward (k 512), c_fc's weight gradient, mlp c_proj's input gradient.
+    {"gpt_qkv_768x384x128_NT", 768, 384, 128, false, true},
+    {"gpt_fc_768x512x128_NT", 768, 512, 128, false, true},
+    {"gpt_proj_768x128x512_NT", 768, 128, 512, false, true},
+    {"gpt_dwfc_512x128x768_TN", 512, 128, 768, true, false},
+    {"gpt_dxproj_768x512x128_NN", 768, 512, 128, false, false},
 };
 
 void set_flops(benchmark::State& state, const GemmCase& g) {

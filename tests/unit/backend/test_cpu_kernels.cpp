@@ -28,7 +28,10 @@
 #include <vector>
 
 #include "../../../lib/src/backend/cpu/cpu_backend.h"  // CpuKernels: the levels compared here
+#include "../../../lib/src/backend/cpu/cpu_exp.h"      // expf_glibc
 #include "../../../lib/src/backend/cpu/cpu_gelu.h"     // tanh_f64
+#include "../../../lib/src/backend/cpu/cpu_gemm.h"     // cpu_features
+#include "../../../lib/src/backend/cpu/cpu_vector.h"   // expf_glibc_n
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
 #include "unit/backend/backend_test_util.h"
@@ -316,6 +319,52 @@ TEST(CpuKernels, GeluTanhMatchesPortableBitwiseAtEveryThreadCount) {
       }
     }
   }
+}
+
+// The softmax's exp (cpu_exp.h): the 16-lane expf_glibc gives the scalar one's bits, and the
+// scalar one libm's expf (glibc 2.36's __expf_fma, what Debian 12 runs on a CPU with FMA), over
+// every 127th float bit pattern (all binades, both signs, the special cases, NaN payloads) and
+// the edges of glibc's special-case ranges; the result is within 0.502 ulp of exp in double.
+TEST(CpuExp, VectorScalarAndLibmAgreeBitwise) {
+  if (!cpu::cpu_features().avx512) GTEST_SKIP() << "no AVX-512: only the scalar exp runs here";
+  constexpr uint64_t kStep = 127;
+  std::vector<float> x;
+  x.reserve((uint64_t{1} << 32) / kStep + 64);
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += kStep)
+    x.push_back(bits_float(static_cast<uint32_t>(b)));
+  for (uint32_t edge : {0x42b17217u, 0xc2cff1b4u, 0xc2ce8ecfu, 0x42b00000u, 0xc2b00000u,
+                        0xff800000u, 0x7f800000u, 0x7fc00001u, 0xffbfffffu}) {
+    for (int d = -3; d <= 3; ++d) x.push_back(bits_float(edge + static_cast<uint32_t>(d)));
+  }
+  std::vector<float> y(x.size());
+  cpu::vec::expf_glibc_n(x.data(), y.data(), x.size());
+  size_t mismatches = 0, libm_mismatches = 0;
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float s = cpu::expf_glibc(x[i]);
+    const float l = expf(x[i]);
+    if (std::isnan(s)) {
+      mismatches += !std::isnan(y[i]);
+      libm_mismatches += !std::isnan(l);
+      continue;
+    }
+    mismatches += float_bits(y[i]) != float_bits(s);
+    libm_mismatches += float_bits(l) != float_bits(s);
+    if (mismatches == 1 && float_bits(y[i]) != float_bits(s)) {
+      ADD_FAILURE() << "vector " << y[i] << " scalar " << s << " at " << x[i];
+    }
+    if (libm_mismatches == 1 && float_bits(l) != float_bits(s)) {
+      ADD_FAILURE() << "libm " << l << " ours " << s << " at " << x[i];
+    }
+    const double ref = std::exp(static_cast<double>(x[i]));
+    if (std::isfinite(ref) && ref >= 0x1p-126 && ref <= 0x1.fffffep127) {
+      const double ulp = std::ldexp(1.0, std::ilogb(ref) - 23);
+      worst = std::max(worst, std::fabs(static_cast<double>(s) - ref) / ulp);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u) << "of " << x.size();
+  EXPECT_EQ(libm_mismatches, 0u) << "of " << x.size();
+  EXPECT_LE(worst, 0.502);
 }
 
 // The vector level evaluates GELU of an f16 or bf16 input by table (cpu_vector.cpp: GeluTable):

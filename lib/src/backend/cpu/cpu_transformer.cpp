@@ -17,14 +17,15 @@
 //     matrices split over the pool's threads.
 //   * causal_softmax_forward: one pass over each row's unmasked prefix j <= i forms s_j (rounded
 //     to the scores' dtype first when round_scaled) and the max in a per-thread row buffer, a
-//     second the exponentials and their float sum in ascending j, a third the one rounding of
+//     second the exponentials (cpu_exp.h's expf_glibc: glibc's expf, computed here so that both
+//     levels share its bits) and their float sum in ascending j, a third the one rounding of
 //     e_j / sum; masked entries are stored as exact zeros.
 //   * causal_softmax_backward: the float dot sum_k dp_k * p_k in ascending k, then
 //     round(round?(p_j * (dp_j - dot)) * scale) per element.
 // Rows are independent in both softmax passes, so splitting them over threads changes no bit.
 // With AVX-512 (cpu_vector.h) the same order runs with the scaling, the max, the division and
-// the backward's per-element products on 16 lanes; the exponentials (libm's expf) and both
-// sums stay the sequential scalar loops, so the bits are the scalar code's.
+// the backward's per-element products and the exponentials on 16 lanes; both sums stay the
+// sequential scalar loops, so the bits are the scalar code's.
 #include <cblas.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
 #include "cpu_backend.h"
+#include "cpu_exp.h"
 #include "cpu_parallel.h"
 #include "cpu_vector.h"
 
@@ -326,7 +328,7 @@ void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool 
           }
           float sum = 0.0f;
           for (int64_t j = 0; j <= i; ++j) {
-            e[j] = expf(e[j] - mx);
+            e[j] = expf_glibc(e[j] - mx);
             sum = sum + e[j];
           }
           for (int64_t j = 0; j <= i; ++j) yr[j] = from_f32<P>(e[j] / sum);

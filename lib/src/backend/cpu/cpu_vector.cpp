@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "ampctl/core/half.h"
+#include "cpu_exp.h"
 #include "cpu_gelu.h"
 #include "cpu_simd.h"
 
@@ -402,6 +403,75 @@ AMPCTL_AVX512 void gelu_bwd_table(const X* x, const DY* dy, DX* dx, size_t begin
   }
 }
 
+// expf_glibc (cpu_exp.h) on 16 lanes, two halves of 8 doubles; the main path operation for
+// operation, the special cases (|x| >= 88, NaN) blended in where a lane has one.
+struct ExpTable {
+  __m512i t[4];  // tab[8q .. 8q + 8)
+};
+
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE ExpTable exp_table() {
+  ExpTable e;
+  for (int q = 0; q < 4; ++q) e.t[q] = _mm512_loadu_si512(exp_detail::kTab + 8 * q);
+  return e;
+}
+
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m256 exp8_main(__m256 x, const ExpTable& tab) {
+  using namespace exp_detail;
+  const __m512d xd = _mm512_cvtps_pd(x);
+  const __m512d inv = _mm512_set1_pd(as_double(kInvLn2N));
+  const __m512d shift = _mm512_set1_pd(as_double(kShift));
+  const __m512d kd_shifted = _mm512_fmadd_pd(inv, xd, shift);
+  const __m512i ki = _mm512_castpd_si512(kd_shifted);
+  const __m512d kd = _mm512_sub_pd(kd_shifted, shift);
+  const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+  const __m512d z =
+      _mm512_fmadd_pd(_mm512_set1_pd(as_double(kC0)), r, _mm512_set1_pd(as_double(kC1)));
+  // tab[k % 32]: VPERMT2Q picks from 16 entries by bits 0-3; bit 4 picks the pair of registers.
+  const __m512i idx = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+  const __m512i t_lo = _mm512_permutex2var_epi64(tab.t[0], idx, tab.t[1]);
+  const __m512i t_hi = _mm512_permutex2var_epi64(tab.t[2], idx, tab.t[3]);
+  const __m512i t =
+      _mm512_mask_blend_epi64(_mm512_test_epi64_mask(idx, _mm512_set1_epi64(16)), t_lo, t_hi);
+  const __m512d sv = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(ki, 47)));
+  const __m512d r2 = _mm512_mul_pd(r, r);
+  __m512d y = _mm512_fmadd_pd(r, _mm512_set1_pd(as_double(kC2)), _mm512_set1_pd(1.0));
+  y = _mm512_fmadd_pd(z, r2, y);
+  return _mm512_cvtpd_ps(_mm512_mul_pd(y, sv));
+}
+
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 exp16(__m512 x, const ExpTable& tab) {
+  using namespace exp_detail;
+  const __m512 lo = _mm512_castps256_ps512(exp8_main(_mm512_castps512_ps256(x), tab));
+  __m512 y = _mm512_insertf32x8(lo, exp8_main(_mm512_extractf32x8_ps(x, 1), tab), 1);
+  const __m512i ux = _mm512_castps_si512(x);
+  const __m512i abstop = _mm512_and_si512(_mm512_srli_epi32(ux, 20), _mm512_set1_epi32(0x7ff));
+  const __mmask16 special =
+      _mm512_cmpge_epu32_mask(abstop, _mm512_set1_epi32(static_cast<int>(kSpecialTop)));
+  if (special == 0) return y;
+  // In glibc's order of tests, each blend taking the lanes the earlier ones left.
+  __mmask16 left = special;
+  const __mmask16 neg_inf =
+      _mm512_mask_cmpeq_epi32_mask(left, ux, _mm512_set1_epi32(static_cast<int>(0xff800000u)));
+  y = _mm512_mask_blend_ps(neg_inf, y, _mm512_setzero_ps());
+  left &= static_cast<__mmask16>(~neg_inf);
+  const __mmask16 inf_nan =
+      _mm512_mask_cmpge_epu32_mask(left, abstop, _mm512_set1_epi32(static_cast<int>(kInfTop)));
+  y = _mm512_mask_blend_ps(inf_nan, y, _mm512_add_ps(x, x));
+  left &= static_cast<__mmask16>(~inf_nan);
+  const __mmask16 over =
+      _mm512_mask_cmp_ps_mask(left, x, _mm512_set1_ps(as_float(kOverflow)), _CMP_GT_OQ);
+  y = _mm512_mask_blend_ps(over, y, _mm512_set1_ps(as_float(0x7f800000u)));
+  left &= static_cast<__mmask16>(~over);
+  const __mmask16 under =
+      _mm512_mask_cmp_ps_mask(left, x, _mm512_set1_ps(as_float(kUnderflow)), _CMP_LT_OQ);
+  y = _mm512_mask_blend_ps(under, y, _mm512_setzero_ps());
+  left &= static_cast<__mmask16>(~under);
+  const __mmask16 may_under =
+      _mm512_mask_cmp_ps_mask(left, x, _mm512_set1_ps(as_float(kMayUnderflow)), _CMP_LT_OQ);
+  const __m512 tiny = _mm512_set1_ps(0x1.4p-75f);
+  return _mm512_mask_blend_ps(may_under, y, _mm512_mul_ps(tiny, tiny));
+}
+
 // ---- causal softmax rows (cpu_transformer.cpp has the documented float order) ----
 
 // v rounded to S's precision and widened back (the identity for float).
@@ -420,6 +490,7 @@ template <typename S, typename P>
 AMPCTL_AVX512 void softmax_fwd_typed(const S* x, P* y, int64_t t, int64_t r0, int64_t r1,
                                      float scale, bool round_scaled, float* e) {
   const __m512 vs = _mm512_set1_ps(scale);
+  const ExpTable tab = exp_table();
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t len = r % t + 1;
     const S* xr = x + r * t;
@@ -435,12 +506,15 @@ AMPCTL_AVX512 void softmax_fwd_typed(const S* x, P* y, int64_t t, int64_t r0, in
       mv = _mm512_mask_max_ps(mv, k, sv, mv);
     }
     const float mx = _mm512_reduce_max_ps(mv);
-    // The exponentials (libm's expf) and their sum, in ascending j.
-    float sum = 0.0f;
-    for (int64_t j = 0; j < len; ++j) {
-      e[j] = expf(e[j] - mx);
-      sum = sum + e[j];
+    // The exponentials (expf_glibc on 16 lanes), then their sum in ascending j.
+    const __m512 vmx = _mm512_set1_ps(mx);
+    for (int64_t j = 0; j < len; j += 16) {
+      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+      _mm512_mask_storeu_ps(e + j, k,
+                            exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, e + j), vmx), tab));
     }
+    float sum = 0.0f;
+    for (int64_t j = 0; j < len; ++j) sum = sum + e[j];
     const __m512 vsum = _mm512_set1_ps(sum);
     for (int64_t j = 0; j < len; j += 16) {
       const __mmask16 k = head_mask(static_cast<size_t>(len - j));
@@ -762,6 +836,14 @@ void gelu_tanh_backward(const void* x, DType x_dtype, const void* dy, DType dy_d
       });
     });
   });
+}
+
+AMPCTL_AVX512 void expf_glibc_n(const float* x, float* y, size_t n) {
+  const ExpTable tab = exp_table();
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 k = head_mask(n - i);
+    _mm512_mask_storeu_ps(y + i, k, exp16(_mm512_maskz_loadu_ps(k, x + i), tab));
+  }
 }
 
 void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* probs,

@@ -52,6 +52,9 @@ void gelu_tanh_backward(const void* x, DType x_dtype, const void* dy, DType dy_d
 // causal_softmax_forward / _backward (cpu_transformer.cpp's documented float order, bitwise) on
 // rows [r0, r1) of [*, t, t] matrices; row r attends to j <= r % t. The forward's e is a float
 // row of t elements (the caller's per-thread workspace); probs may be scores (same dtype).
+// y[i] := expf_glibc(x[i]) (cpu_exp.h) for i < n, 16 lanes at a time (the softmax's exp16).
+void expf_glibc_n(const float* x, float* y, size_t n);
+
 void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* probs,
                                  DType probs_dtype, int64_t t, int64_t r0, int64_t r1, float scale,
                                  bool round_scaled, float* e);
