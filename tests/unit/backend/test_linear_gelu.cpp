@@ -31,11 +31,18 @@ std::string name_of(const Variant& v) {
          "_" + std::to_string(v.rows) + "x" + std::to_string(v.in) + "x" + std::to_string(v.out);
 }
 
-const Variant kVariants[] = {
-    {DType::f32, true, DType::f32, 37, 45, 29},   {DType::f32, false, DType::f32, 5, 8, 16},
-    {DType::f16, true, DType::f16, 37, 45, 29},   {DType::f16, true, DType::f32, 19, 64, 40},
-    {DType::f16, false, DType::f16, 33, 100, 7},  {DType::bf16, true, DType::bf16, 37, 45, 29},
-    {DType::bf16, false, DType::bf16, 16, 32, 64}};
+const Variant kVariants[] = {{DType::f32, true, DType::f32, 37, 45, 29},
+                             {DType::f32, false, DType::f32, 5, 8, 16},
+                             {DType::f16, true, DType::f16, 37, 45, 29},
+                             {DType::f16, true, DType::f32, 19, 64, 40},
+                             {DType::f16, false, DType::f16, 33, 100, 7},
+                             {DType::bf16, true, DType::bf16, 37, 45, 29},
+                             {DType::bf16, false, DType::bf16, 16, 32, 64},
+                             // Products split over threads, with partial tiles and two k blocks (k
+                             // 300 > 256; the backward's k, out2, 280).
+                             {DType::f16, false, DType::f16, 389, 300, 517},
+                             {DType::bf16, true, DType::bf16, 389, 300, 517},
+                             {DType::f16, true, DType::f32, 768, 128, 512}};
 
 struct Data {
   std::vector<float> x, w, b, dy, w2;  // w2: the next Linear's weight [out2, out] for backward
@@ -51,7 +58,7 @@ Data make_data(const Variant& v, uint64_t seed) {
     return x;
   };
   Data d;
-  d.out2 = 13;
+  d.out2 = v.rows > 100 ? 280 : 13;  // the big variants: the backward's k over two blocks
   // Pre-activations of order 1: GELU's curved part, where its two halves differ most.
   const float w_scale = 2.0f / std::sqrt(static_cast<float>(v.in));
   d.x = draw(v.rows * v.in, 1.5f, v.dtype);
