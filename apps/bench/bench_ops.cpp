@@ -73,11 +73,12 @@ const GemmCase kGemmCases[] = {
     {"dw1_1024x784x256_TN", 1024, 784, 256, true, false},
     {"dx2_256x1024x1024_NN", 256, 1024, 1024, false, false},
     // The fortunes GPT's layer (768 tokens, n_embd 128): c_attn and c_fc forward, mlp c_proj
-    // forward (k 512), c_fc's weight gradient, mlp c_proj's input gradient.
+    // forward (k 512), the weight gradients of c_fc and mlp c_proj, mlp c_proj's input gradient.
     {"gpt_qkv_768x384x128_NT", 768, 384, 128, false, true},
     {"gpt_fc_768x512x128_NT", 768, 512, 128, false, true},
     {"gpt_proj_768x128x512_NT", 768, 128, 512, false, true},
     {"gpt_dwfc_512x128x768_TN", 512, 128, 768, true, false},
+    {"gpt_dwproj_128x512x768_TN", 128, 512, 768, true, false},
     {"gpt_dxproj_768x512x128_NN", 768, 512, 128, false, false},
 };
 

@@ -40,7 +40,7 @@ constexpr int64_t kMc = 120;      // rows of A per packed block (10 slivers; ~12
 constexpr int64_t kKcF32 = 256;   // k per block, f32 kernel: a B sliver is 32 KiB (L1)
 constexpr int64_t kKcBf16 = 512;  // k per block, bf16 kernel: the same bytes
 constexpr int64_t kTile = kMr * kNr;
-// The largest op(B) panel (n * kc floats, 512 KiB) packed once and shared by the row parts.
+// The largest op(B) (all its k blocks: 512 KiB of floats) packed once and shared by the row parts.
 constexpr int64_t kSharedBFloats = int64_t{1} << 17;
 
 CpuFeatures probe_features() {
@@ -512,18 +512,22 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   // else by rows; two parts per thread, so a descheduled thread leaves its share to the others
   // (each part packs its own panels: more parts cost more packing). Small products stay whole.
   //
-  // Shared B: when op(B)'s panel is narrow enough to stay in L2 across a row block (n * kc
-  // floats <= kSharedBFloats) and there are rows for every part, op(B) is packed once, all of
-  // it (a first, parallel pass over its slivers), and the parts split the rows: each packs only
-  // its own rows of A. Splitting by columns instead packs all of A once per part (a GPT layer's
-  // 768 x 128 activations four times per product). The arithmetic is the same either way.
+  // Shared B: when op(B) packed whole, every k block of it, stays in L2 (n * k floats, rounded
+  // up to slivers and blocks, <= kSharedBFloats) and there are rows for every part, op(B) is
+  // packed once (a first, parallel pass over its slivers), and the parts split the rows: each
+  // packs only its own rows of A. Splitting by columns instead packs all of A once per part (a
+  // GPT layer's 768 x 128 activations four times per product). Counting one k block only let
+  // a long-k weight gradient (mlp c_proj's, 128 x 512 x 768: 1.5 MiB of packed B) write and
+  // reread its panel through L3, at 0.75x the rate of the column split. The arithmetic is the
+  // same either way.
   const int threads = pool.threads();
   const int64_t n_sl = (n + kNr - 1) / kNr, m_sl = (m + kMr - 1) / kMr;
   int64_t t = threads > 1 ? 2 * threads : 1;
   if (static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) < 262144.0) t = 1;
   const int64_t kc = std::min(p.kc_block, k);
   const int64_t kcp = (kc + 1) & ~int64_t{1};
-  const bool shared_b = t > 1 && m_sl >= t && n_sl * kNr * kcp <= kSharedBFloats;
+  const int64_t k_blocks = (k + p.kc_block - 1) / p.kc_block;
+  const bool shared_b = t > 1 && m_sl >= t && k_blocks * n_sl * kNr * kcp <= kSharedBFloats;
   const bool split_n = !shared_b && (n_sl >= m_sl || n_sl >= 4 * threads);
   t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
 
