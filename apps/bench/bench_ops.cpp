@@ -80,6 +80,13 @@ const GemmCase kGemmCases[] = {
     {"gpt_dwfc_512x128x768_TN", 512, 128, 768, true, false},
     {"gpt_dwproj_128x512x768_TN", 128, 512, 768, true, false},
     {"gpt_dxproj_768x512x128_NN", 768, 512, 128, false, false},
+    {"gpt_dxqkv_768x128x384_NN", 768, 128, 384, false, false},
+    {"gpt_dwqkv_384x128x768_TN", 384, 128, 768, true, false},
+    {"gpt_dwattnproj_128x128x768_TN", 128, 128, 768, true, false},
+    // The tied classifier over a 96-character vocabulary: logits, the weight gradient, dx.
+    {"gpt_head_768x96x128_NT", 768, 96, 128, false, true},
+    {"gpt_dwhead_96x128x768_TN", 96, 128, 768, true, false},
+    {"gpt_dxhead_768x128x96_NN", 768, 128, 96, false, false},
 };
 
 void set_flops(benchmark::State& state, const GemmCase& g) {
