@@ -396,11 +396,16 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
   m_tokens = lead(m_token_buf, {B, T});
   b.copy(m_tokens, input.view(0, {B, T}));
 
-  // x = drop(wte(idx) + wpe(pos)): fp32 (embeddings are on no autocast list).
+  // x = drop(wte(idx) + wpe(pos)): fp32 (embeddings are on no autocast list). Without dropout
+  // the sum is written straight into the first block's input.
   const Tensor emb = lead(m_emb, rc);
   const Tensor x0 = lead(m_layers[0].x_in, rc);
-  b.embedding_forward(m_tokens, m_wte.param, m_wpe.param, emb);
-  if (!dropout_fwd(emb, x0, training, m_s_emb)) b.copy(x0, emb);
+  if (training && m_opt.dropout > 0.0) {
+    b.embedding_forward(m_tokens, m_wte.param, m_wpe.param, emb);
+    dropout_fwd(emb, x0, training, m_s_emb);
+  } else {
+    b.embedding_forward(m_tokens, m_wte.param, m_wpe.param, x0);
+  }
 
   const Tensor branch = lead(m_branch, rc);
   const Tensor branch_drop = lead(m_branch_drop, rc);
