@@ -61,33 +61,6 @@ CpuFeatures probe_features() {
 
 // ---- packing for the f32 kernel (widening any float dtype exactly) ----
 
-// In-register transpose of a 16 x 16 float block: afterwards r[c] holds column c (lane q = old
-// row q). Unpack pairs, then 4 x 4 blocks within 128-bit lanes, then the lanes themselves.
-AMPCTL_AVX512 AMPCTL_SIMD_INLINE void transpose16(__m512 r[16]) {
-  __m512 t[16], u[16];
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-  }
-  // u[4g + j], 128-bit lane L: rows 4g..4g+3 of column 4L + j.
-  for (int j = 0; j < 4; ++j) {
-    const __m512 v0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88);
-    const __m512 v1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
-    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
-    const __m512 v3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
-    r[j] = _mm512_shuffle_f32x4(v0, v2, 0x88);
-    r[8 + j] = _mm512_shuffle_f32x4(v0, v2, 0xdd);
-    r[4 + j] = _mm512_shuffle_f32x4(v1, v3, 0x88);
-    r[12 + j] = _mm512_shuffle_f32x4(v1, v3, 0xdd);
-  }
-}
-
 // Packs `count` (<= 16) source rows, each contiguous along l, as columns: dst[l * ld_dst + q] :=
 // row q [l] for l < kc, q < 16 (rows past count are zero), storing the lanes of `store_mask`.
 template <typename S>
@@ -99,7 +72,7 @@ AMPCTL_AVX512 void pack_rows_transposed(const S* const* rows, int count, int64_t
     __m512 r[16];
     for (int q = 0; q < 16; ++q)
       r[q] = q < count ? simd::load16(rows[q] + l0, m) : _mm512_setzero_ps();
-    transpose16(r);
+    simd::transpose16(r);
     for (int64_t c = 0; c < len; ++c)
       _mm512_mask_storeu_ps(dst + (l0 + c) * ld_dst, store_mask, r[c]);
   }

@@ -553,25 +553,20 @@ AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, in
 
 // ---- LayerNorm (cpu_nn.cpp has the documented float order) ----
 // The row sums run sequentially over j within each row, so a row's sum cannot be split across
-// lanes; instead 16 rows share a vector, lane l summing row r0 + l in index order (gathering
-// column j of the 16 rows from float copies of them).
+// lanes; instead 16 rows share a vector, lane l summing row r0 + l in index order (column j of
+// the 16 rows from 16 x 16 tiles of float copies of them, transposed in registers).
 
-// Row pointers of a 16-row block [r0, r0 + count) widened into scratch [16][cols] (f32 source:
-// no copy) and the gather offsets of column 0 (lane l: row l's first element).
+// The rows [r0, r0 + count) as floats with row stride ld: the source itself (f32), or widened
+// into scratch [16][cols].
 template <typename X>
 AMPCTL_AVX512 const float* widen_block(const X* x, int64_t cols, int64_t r0, int64_t count,
-                                       float* scratch, __m512i& offsets, int64_t& ld) {
-  const int64_t idx_step = cols;
+                                       float* scratch, int64_t& ld) {
+  ld = cols;
   if constexpr (std::is_same_v<X, float>) {
-    ld = idx_step;
-    offsets =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(static_cast<int>(ld)));
     (void)count;
     (void)scratch;
     return x + r0 * cols;
   } else {
-    ld = cols;
     for (int64_t r = 0; r < count; ++r) {
       const X* src = x + (r0 + r) * cols;
       float* dst = scratch + r * cols;
@@ -580,11 +575,19 @@ AMPCTL_AVX512 const float* widen_block(const X* x, int64_t cols, int64_t r0, int
         _mm512_mask_storeu_ps(dst + j, k, load16(src + j, k));
       }
     }
-    offsets =
-        _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                           _mm512_set1_epi32(static_cast<int>(ld)));
     return scratch;
   }
+}
+
+// Columns [j0, j0 + 16) of a 16-row block (rows >= count and columns >= cols: zero) into r,
+// r[c] holding column j0 + c with lane l from row l: a 16 x 16 tile transposed in registers
+// (a gather per column cost ~4x more).
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE void block_columns(const float* base, int64_t ld, int64_t count,
+                                                    int64_t cols, int64_t j0, __m512 r[16]) {
+  const __mmask16 m = head_mask(static_cast<size_t>(cols - j0));
+  for (int q = 0; q < 16; ++q)
+    r[q] = q < count ? _mm512_maskz_loadu_ps(m, base + q * ld + j0) : _mm512_setzero_ps();
+  simd::transpose16(r);
 }
 
 template <typename X, typename Y>
@@ -594,22 +597,23 @@ AMPCTL_AVX512 void ln_fwd_typed(const X* x, const float* g, const float* b, Y* y
   const __m512 n = _mm512_set1_ps(static_cast<float>(cols));
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t count = std::min<int64_t>(16, r1 - rb);
-    const __mmask16 lanes = head_mask(static_cast<size_t>(count));
-    __m512i off;
     int64_t ld;
-    const float* base = widen_block(x, cols, rb, count, scratch, off, ld);
+    const float* base = widen_block(x, cols, rb, count, scratch, ld);
     // Two passes per row (the mean, then the centred squares), each in index order.
+    __m512 t[16];
     __m512 sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < cols; ++j) {
-      sum = _mm512_add_ps(sum,
-                          _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, off, base + j, 4));
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      block_columns(base, ld, count, cols, j0, t);
+      for (int64_t c = 0; c < std::min<int64_t>(16, cols - j0); ++c) sum = _mm512_add_ps(sum, t[c]);
     }
     const __m512 mu = _mm512_div_ps(sum, n);
     __m512 sq = _mm512_setzero_ps();
-    for (int64_t j = 0; j < cols; ++j) {
-      const __m512 d =
-          _mm512_sub_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, off, base + j, 4), mu);
-      sq = _mm512_add_ps(sq, _mm512_mul_ps(d, d));
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      block_columns(base, ld, count, cols, j0, t);
+      for (int64_t c = 0; c < std::min<int64_t>(16, cols - j0); ++c) {
+        const __m512 d = _mm512_sub_ps(t[c], mu);
+        sq = _mm512_add_ps(sq, _mm512_mul_ps(d, d));
+      }
     }
     // nn::layer_norm_rstd: 1 / sqrt(var + eps), an IEEE square root and division.
     const __m512 rs =
@@ -647,18 +651,21 @@ AMPCTL_AVX512 void ln_bwd_dx_typed(const X* x, const DY* dy, const float* g, con
   for (int64_t rb = r0; rb < r1; rb += 16) {
     const int64_t count = std::min<int64_t>(16, r1 - rb);
     const __mmask16 lanes = head_mask(static_cast<size_t>(count));
-    __m512i xoff, goff;
     int64_t xld, gld;
-    const float* xb = widen_block(x, cols, rb, count, scratch, xoff, xld);
-    const float* gb = widen_block(dy, cols, rb, count, scratch + 16 * cols, goff, gld);
+    const float* xb = widen_block(x, cols, rb, count, scratch, xld);
+    const float* gb = widen_block(dy, cols, rb, count, scratch + 16 * cols, gld);
     __m512 ds = _mm512_setzero_ps(), db = _mm512_setzero_ps();
-    for (int64_t j = 0; j < cols; ++j) {
-      const __m512 dyg =
-          _mm512_mul_ps(_mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, goff, gb + j, 4),
-                        _mm512_set1_ps(g[j]));
-      ds = _mm512_add_ps(ds, _mm512_mul_ps(dyg, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes,
-                                                                         xoff, xb + j, 4)));
-      db = _mm512_add_ps(db, dyg);
+    // Column tiles of dy and x side by side, each element's products in index order j.
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t len = std::min<int64_t>(16, cols - j0);
+      __m512 tg[16], tx[16];
+      block_columns(gb, gld, count, cols, j0, tg);
+      block_columns(xb, xld, count, cols, j0, tx);
+      for (int64_t c = 0; c < len; ++c) {
+        const __m512 dyg = _mm512_mul_ps(tg[c], _mm512_set1_ps(g[j0 + c]));
+        ds = _mm512_add_ps(ds, _mm512_mul_ps(dyg, tx[c]));
+        db = _mm512_add_ps(db, dyg);
+      }
     }
     const __m512 mu = _mm512_maskz_loadu_ps(lanes, mean + rb);
     const __m512 a = _mm512_maskz_loadu_ps(lanes, rstd + rb);
