@@ -4,8 +4,12 @@
 // it with the store of the new generation into m_state; a thread that claims a part does so with
 // an acquire compare-exchange on m_state, so it sees that job. A claim succeeds only while the
 // generation is unchanged, and the caller publishes the next job only after every part of this
-// one is done (m_done, release / acquire), so a late thread can never run a part of a finished
-// job or see a half-written one.
+// one is done (m_done, release / acquire) and it has closed this one (its state set to "no part
+// left", kClosed), so a late thread can never run a part of a finished job or see a half-written
+// one. Without the closing store a worker holding this job's last state could read the next
+// job's larger m_parts, written before that job is published, and claim a phantom part of this
+// generation with the next job's (or a dead) context: a crash seen under load in the signal
+// tests (cli.hardening_outputs).
 #include "cpu_parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,6 +31,8 @@ constexpr uint64_t gen_of(uint64_t state) {
 constexpr int64_t next_of(uint64_t state) {
   return static_cast<int64_t>(state & 0xffffffffu);
 }
+// The "next part" of a finished job: above any part count.
+constexpr uint64_t kClosed = 0xffffffffu;
 
 // Spins before sleeping: a training step issues its passes microseconds apart, so a worker that
 // has just finished one usually sees the next while spinning (a futex wake costs more).
@@ -73,6 +79,12 @@ void ThreadPool::dispatch(int64_t parts, Trampoline call, void* ctx) {
       std::this_thread::yield();
     }
   }
+  // Close the job before the next one's fields are written: a worker still in work() holds a
+  // state of this generation, and tests it against m_parts, which the next dispatch overwrites
+  // before it publishes; with a larger part count it would pass the test and, while this state
+  // stood, claim a part "of this generation" and run it with the next job's (or a dead) context.
+  // After this store its claim fails, and a fresh load shows no part left under any count.
+  m_state.store((gen << 32) | kClosed, std::memory_order_release);
 }
 
 void ThreadPool::work(uint64_t gen, int thread) {
