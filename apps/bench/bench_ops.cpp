@@ -11,6 +11,8 @@
 //     (with the f16 weight copy written in the same pass), casts f32 <-> f16 / bf16, add_,
 //     relu and tanh GELU forward / backward. Counter bytes_per_second (bytes each op must read and
 //     write).
+//   * causal attention forward + backward at one GPT layer's shapes: the backend's op pair
+//     against Backend's default composition of its separate ops. Counter FLOP/s.
 //
 // Machines are shared and noisy: run with repetitions and random interleaving and compare
 // medians, e.g. (what scripts/bench_cpu.sh does):
@@ -279,6 +281,38 @@ void bm_sum_rows(benchmark::State& state) {
   set_bytes(state, 256.0 * 1024 * 2);
 }
 
+// Causal attention forward + backward, [N = B*H, T, hs] in f16: the backend's own op pair, or
+// (composed) Backend's default composition through the backend's separate ops, the baseline a
+// fused op must beat. Counter FLOP/s: the 6 products of T x T x hs (2 forward, 4 backward).
+void bm_attention(benchmark::State& state, int64_t n, int64_t t, int64_t hs, bool composed) {
+  Backend& be = backend();
+  const DType dt = DType::f16;
+  Tensor q = random_tensor({n, t, hs}, dt, 21), k = random_tensor({n, t, hs}, dt, 22);
+  Tensor v = random_tensor({n, t, hs}, dt, 23), dy = random_tensor({n, t, hs}, dt, 24);
+  Tensor y = be.empty({n, t, hs}, dt), dq = be.empty({n, t, hs}, dt);
+  Tensor dk = be.empty({n, t, hs}, dt), dv = be.empty({n, t, hs}, dt);
+  const AttentionSizes sz = be.attention_workspace(n, t, hs, dt);
+  AttentionBuffers buf;
+  if (sz.saved_f32 > 0) buf.saved_f32 = be.zeros({sz.saved_f32}, DType::f32);
+  if (sz.saved_lowp > 0) buf.saved_lowp = be.zeros({sz.saved_lowp}, dt);
+  if (sz.scratch_f32 > 0) buf.scratch_f32 = be.zeros({sz.scratch_f32}, DType::f32);
+  if (sz.scratch_lowp > 0) buf.scratch_lowp = be.zeros({sz.scratch_lowp}, dt);
+  const float scale = 0.125f;
+  for (auto _ : state) {
+    if (composed) {
+      be.Backend::attention_forward(q, k, v, scale, y, buf);
+      be.Backend::attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buf);
+    } else {
+      be.attention_forward(q, k, v, scale, y, buf);
+      be.attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buf);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(
+      12.0 * static_cast<double>(n * t * t * hs) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
 // Wall-clock time: the ops run on several threads, and the main thread's CPU time would
 // overstate their rates.
 template <typename... Args>
@@ -319,6 +353,13 @@ void register_all() {
   reg("elementwise/gelu_tanh_bwd_f16", bm_activation, nn::ActivationKind::gelu_tanh, true)
       ->Arg(393216);
   reg("elementwise/sum_rows_f16/256x1024", bm_sum_rows);
+  // One layer's attention: fortunes (B 12 x H 4, T 64, hs 32) and shakespeare-char (64 x 6, T
+  // 256, hs 64).
+  for (bool composed : {false, true}) {
+    const std::string tag = composed ? "/composed" : "/op";
+    reg("attention/fortunes_48x64x32_f16" + tag, bm_attention, 48, 64, 32, composed);
+    reg("attention/shakespeare_384x256x64_f16" + tag, bm_attention, 384, 256, 64, composed);
+  }
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
-// Backend::attention_forward / attention_backward on the CPU (their default implementation, the
-// materialised composition backend.h spells out): bitwise against the unfused ops called one by
-// one, as the GPT called them before the op existed; against a double-precision attention as a
-// check of the composition's structure (transposes, mask, which operand is saved); the same bits
-// for one and two threads; the workspace sizes; and the argument checks.
+// Backend::attention_forward / attention_backward on the CPU (the materialised composition
+// backend.h spells out; with AVX-512 the CPU backend runs it one head at a time on a thread,
+// cpu_transformer.cpp): bitwise against the unfused ops called one by one, as the GPT called
+// them before the op existed, and against the default composition itself; against a
+// double-precision attention as a check of the composition's structure (transposes, mask, which
+// operand is saved); the same bits for one and two threads; the workspace sizes; and the argument
+// checks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -110,7 +112,10 @@ void expect_same_bits(const AttentionRun& got, const AttentionRun& want, DType d
   }
 }
 
-const Dims kDims[] = {{3, 9, 5}, {2, 33, 8}, {1, 1, 3}};
+// Fewer heads than threads and more; T past the packed kernels' tile edges (12 x 32) and, at
+// 260, past the f32 kernel's k block (256: att @ v and the backward's products by dscores sum in
+// two blocks).
+const Dims kDims[] = {{3, 9, 5}, {2, 33, 8}, {1, 1, 3}, {7, 70, 24}, {3, 260, 16}};
 
 std::string label(const Dims& d, DType dtype) {
   return std::string(dtype_name(dtype)) + " " + std::to_string(d.n) + "x" + std::to_string(d.t) +
@@ -126,6 +131,39 @@ TEST(AttentionOps, DefaultIsTheUnfusedCompositionBitwise) {
       const float scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
       expect_same_bits(run_op(*be, d, dtype, in, scale), run_unfused(*be, d, dtype, in, scale),
                        dtype, label(d, dtype));
+    }
+  }
+}
+
+// The backend's own attention_forward / _backward against Backend's default (the composition
+// through the backend's ops, called by name): on the CPU with AVX-512 that is the per-head
+// fused path against the op-by-op one.
+TEST(AttentionOps, BackendOverrideIsTheDefaultCompositionBitwise) {
+  auto be = cpu_backend(2);
+  for (DType dtype : kFloatDTypes) {
+    for (const Dims& d : kDims) {
+      std::mt19937_64 rng(static_cast<uint64_t>(d.n * 77 + d.t * 3 + d.hs));
+      const Inputs in = make_inputs(rng, d, dtype);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
+      const Shape sh{d.n, d.t, d.hs};
+      AttentionRun runs[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        Tensor q = upload_values(*be, sh, dtype, in.q), k = upload_values(*be, sh, dtype, in.k);
+        Tensor v = upload_values(*be, sh, dtype, in.v), dy = upload_values(*be, sh, dtype, in.dy);
+        Tensor y = be->empty(sh, dtype), dq = be->empty(sh, dtype), dk = be->empty(sh, dtype),
+               dv = be->empty(sh, dtype);
+        const AttentionBuffers buf = make_buffers(*be, d, dtype);
+        if (fused) {
+          be->attention_forward(q, k, v, scale, y, buf);
+          be->attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buf);
+        } else {
+          be->Backend::attention_forward(q, k, v, scale, y, buf);
+          be->Backend::attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buf);
+        }
+        runs[fused] = {download_bits(*be, y), download_bits(*be, dq), download_bits(*be, dk),
+                       download_bits(*be, dv)};
+      }
+      expect_same_bits(runs[1], runs[0], dtype, label(d, dtype));
     }
   }
 }

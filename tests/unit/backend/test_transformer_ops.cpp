@@ -827,40 +827,44 @@ TEST(CausalSoftmax, RoundScaledRoundsToTheScoresDtypeOnly) {
 
 // The documented float order, restated: s_j and the max, e_j = expf(s_j - max) summed from 0 in
 // ascending j, p_j = round(e_j / sum). Bitwise for 1 and 2 threads, and in place (probs = scores).
+// T = 29: rows end inside a 16-lane tile, and the 16-row blocks the vector path sums at once
+// (one row per lane) straddle the heads.
 TEST(CausalSoftmax, ForwardIsTheDocumentedFloatOrderBitwiseAndInPlace) {
-  std::mt19937_64 rng(0x5f03);
-  const int64_t N = 8, T = 64;
-  const float scale = 0.125f;
-  const auto xv = random_rounded(rng, static_cast<size_t>(N * T * T), -3, 5, DType::f32);
-  std::vector<uint32_t> want(xv.size());
-  std::vector<float> e(static_cast<size_t>(T));
-  for (int64_t r = 0; r < N * T; ++r) {
-    const int64_t i = r % T;
-    const float* x = xv.data() + r * T;
-    float mx = -INFINITY;
-    for (int64_t j = 0; j <= i; ++j) {
-      e[j] = x[j] * scale;
-      mx = std::max(mx, e[j]);
+  for (const auto& [N, T] : {std::pair<int64_t, int64_t>{8, 64}, {7, 29}}) {
+    SCOPED_TRACE("T " + std::to_string(T));
+    std::mt19937_64 rng(0x5f03);
+    const float scale = 0.125f;
+    const auto xv = random_rounded(rng, static_cast<size_t>(N * T * T), -3, 5, DType::f32);
+    std::vector<uint32_t> want(xv.size());
+    std::vector<float> e(static_cast<size_t>(T));
+    for (int64_t r = 0; r < N * T; ++r) {
+      const int64_t i = r % T;
+      const float* x = xv.data() + r * T;
+      float mx = -INFINITY;
+      for (int64_t j = 0; j <= i; ++j) {
+        e[j] = x[j] * scale;
+        mx = std::max(mx, e[j]);
+      }
+      float sum = 0.0f;
+      for (int64_t j = 0; j <= i; ++j) {
+        e[j] = expf(e[j] - mx);
+        sum = sum + e[j];
+      }
+      for (int64_t j = 0; j < T; ++j) want[r * T + j] = float_bits(j <= i ? e[j] / sum : 0.0f);
     }
-    float sum = 0.0f;
-    for (int64_t j = 0; j <= i; ++j) {
-      e[j] = expf(e[j] - mx);
-      sum = sum + e[j];
+    for (int threads : {1, 2}) {
+      auto be = cpu_backend(threads);
+      Tensor x = upload_values(*be, {N, T, T}, DType::f32, xv);
+      Tensor p = be->empty({N, T, T}, DType::f32);
+      be->causal_softmax_forward(x, scale, false, p);
+      BitwiseCheck check(DType::f32);
+      check.add_all(download_bits(*be, p), want);
+      EXPECT_TRUE(check.ok()) << "threads " << threads << ": " << check.report();
+      be->causal_softmax_forward(x, scale, false, x);
+      BitwiseCheck in_place(DType::f32);
+      in_place.add_all(download_bits(*be, x), want);
+      EXPECT_TRUE(in_place.ok()) << "in place, threads " << threads << ": " << in_place.report();
     }
-    for (int64_t j = 0; j < T; ++j) want[r * T + j] = float_bits(j <= i ? e[j] / sum : 0.0f);
-  }
-  for (int threads : {1, 2}) {
-    auto be = cpu_backend(threads);
-    Tensor x = upload_values(*be, {N, T, T}, DType::f32, xv);
-    Tensor p = be->empty({N, T, T}, DType::f32);
-    be->causal_softmax_forward(x, scale, false, p);
-    BitwiseCheck check(DType::f32);
-    check.add_all(download_bits(*be, p), want);
-    EXPECT_TRUE(check.ok()) << "threads " << threads << ": " << check.report();
-    be->causal_softmax_forward(x, scale, false, x);
-    BitwiseCheck in_place(DType::f32);
-    in_place.add_all(download_bits(*be, x), want);
-    EXPECT_TRUE(in_place.ok()) << "in place, threads " << threads << ": " << in_place.report();
   }
 }
 
@@ -932,39 +936,42 @@ TEST(CausalSoftmax, BackwardMatchesDoubleWithinDerivedBoundWithExactMask) {
 }
 
 // The documented float order, restated: dot from 0 in ascending k, g_j = p_j * (dp_j - dot),
-// rounded to the output dtype when round_scaled, times scale, rounded. Bitwise, 1 and 2 threads.
+// rounded to the output dtype when round_scaled, times scale, rounded. Bitwise, 1 and 2 threads;
+// T = 37 as the forward's 29.
 TEST(CausalSoftmax, BackwardIsTheDocumentedFloatOrderBitwise) {
-  std::mt19937_64 rng(0x5f05);
-  const int64_t N = 6, T = 64;
-  const float scale = 0.17677669f;
-  const auto pv = random_rounded(rng, static_cast<size_t>(N * T * T), -8, -1, DType::f32);
-  const auto gv = random_rounded(rng, pv.size(), -6, 3, DType::f16);
-  for (bool round_scaled : {false, true}) {
-    std::vector<uint32_t> want(pv.size());
-    for (int64_t r = 0; r < N * T; ++r) {
-      const int64_t i = r % T;
-      float dot = 0.0f;
-      for (int64_t k = 0; k <= i; ++k) dot = dot + gv[r * T + k] * pv[r * T + k];
-      for (int64_t j = 0; j < T; ++j) {
-        float v = 0.0f;
-        if (j <= i) {
-          v = pv[r * T + j] * (gv[r * T + j] - dot);
-          if (round_scaled) v = round_to(v, DType::f16);
-          v = v * scale;
+  for (const auto& [N, T] : {std::pair<int64_t, int64_t>{6, 64}, {5, 37}}) {
+    SCOPED_TRACE("T " + std::to_string(T));
+    std::mt19937_64 rng(0x5f05);
+    const float scale = 0.17677669f;
+    const auto pv = random_rounded(rng, static_cast<size_t>(N * T * T), -8, -1, DType::f32);
+    const auto gv = random_rounded(rng, pv.size(), -6, 3, DType::f16);
+    for (bool round_scaled : {false, true}) {
+      std::vector<uint32_t> want(pv.size());
+      for (int64_t r = 0; r < N * T; ++r) {
+        const int64_t i = r % T;
+        float dot = 0.0f;
+        for (int64_t k = 0; k <= i; ++k) dot = dot + gv[r * T + k] * pv[r * T + k];
+        for (int64_t j = 0; j < T; ++j) {
+          float v = 0.0f;
+          if (j <= i) {
+            v = pv[r * T + j] * (gv[r * T + j] - dot);
+            if (round_scaled) v = round_to(v, DType::f16);
+            v = v * scale;
+          }
+          want[r * T + j] = encode(v, DType::f16);
         }
-        want[r * T + j] = encode(v, DType::f16);
       }
-    }
-    for (int threads : {1, 2}) {
-      auto be = cpu_backend(threads);
-      Tensor out = be->empty({N, T, T}, DType::f16);
-      be->causal_softmax_backward(upload_values(*be, {N, T, T}, DType::f32, pv),
-                                  upload_values(*be, {N, T, T}, DType::f16, gv), scale,
-                                  round_scaled, out);
-      BitwiseCheck check(DType::f16);
-      check.add_all(download_bits(*be, out), want);
-      EXPECT_TRUE(check.ok()) << "threads " << threads << (round_scaled ? " round_scaled" : "")
-                              << ": " << check.report();
+      for (int threads : {1, 2}) {
+        auto be = cpu_backend(threads);
+        Tensor out = be->empty({N, T, T}, DType::f16);
+        be->causal_softmax_backward(upload_values(*be, {N, T, T}, DType::f32, pv),
+                                    upload_values(*be, {N, T, T}, DType::f16, gv), scale,
+                                    round_scaled, out);
+        BitwiseCheck check(DType::f16);
+        check.add_all(download_bits(*be, out), want);
+        EXPECT_TRUE(check.ok()) << "threads " << threads << (round_scaled ? " round_scaled" : "")
+                                << ": " << check.report();
+      }
     }
   }
 }

@@ -127,6 +127,11 @@ class CpuBackend final : public Backend {
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
+  void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                         const Tensor& y, const AttentionBuffers& buffers) override;
+  void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                          const Tensor& dy, float scale, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv, const AttentionBuffers& buffers) override;
   // cpu_conv.cpp (the convolution ops)
   void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
               const Conv2dGeometry& g) override;

@@ -6,8 +6,9 @@
 // slice of op(B) into column slivers of kNR and then, block by block of kMc rows, op(A) into row
 // slivers of kMr; the micro-kernel keeps a kMr x kNR tile of C in 24 ZMM registers (12 rows x 2
 // vectors) and streams one sliver of each. Partial sums of earlier k blocks live in C itself
-// (f32 output, trivial epilogue) or in a float workspace; the last k block goes to a tile buffer
-// on the stack and through the epilogue into C. Each element's sum runs over k in order in every
+// (f32 output, trivial epilogue) or in a float workspace; the last k block of a whole tile goes
+// through the epilogue from the registers into C, that of an edge tile through a tile buffer on
+// the stack (the same operations either way). Each element's sum runs over k in order in every
 // case (k is never split between threads), so the thread count never changes a bit.
 //
 // Packed layouts (zero-padded to whole slivers, so edge tiles run the same kernel):
@@ -29,6 +30,8 @@
 #if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// GCC 12 flags the undefined pass-through operand inside _mm512_cvtps_ph (simd::round_f16).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 namespace ampctl::cpu {
@@ -201,9 +204,41 @@ AMPCTL_AVX512 void pack_b_bf16(const uint16_t* b, int64_t ld, bool trans, int64_
 }
 
 // ---- micro-kernels: C tile (kMr x kNr) := [cin +] A sliver * B sliver ----
+// The finished tile leaves the registers through `store`, row by row: as raw floats (StoreRaw:
+// partial sums, an f32 C without epilogue, or the stack tile of an edge tile), or through the
+// epilogue straight into C (StoreEpilogue: a whole tile of the last k block).
 
+struct StoreRaw {
+  float* out;
+  int64_t ld;
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) const {
+    _mm512_storeu_ps(out + r * ld, v0);
+    _mm512_storeu_ps(out + r * ld + 16, v1);
+  }
+};
+
+// epilogue_tile's arithmetic, operation for operation, on a row still in registers.
+template <typename O>
+struct StoreEpilogue {
+  O* out;
+  int64_t ld;
+  float alpha, beta;
+  const float* bias;  // at the tile's first column, or null
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void one(__m512 v, O* o, const float* b) const {
+    if (alpha != 1.0f) v = _mm512_mul_ps(_mm512_set1_ps(alpha), v);
+    if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(beta), simd::load16(o)));
+    if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b));
+    simd::store16(o, v);
+  }
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) const {
+    one(v0, out + r * ld, bias);
+    one(v1, out + r * ld + 16, bias ? bias + 16 : nullptr);
+  }
+};
+
+template <typename Store>
 AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const float* cin,
-                              int64_t ldi, float* cout, int64_t ldo) {
+                              int64_t ldi, const Store& store) {
   __m512 c0[kMr], c1[kMr];
   if (cin) {
 #pragma GCC unroll 12
@@ -228,14 +263,12 @@ AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const 
     b += kNr;
   }
 #pragma GCC unroll 12
-  for (int r = 0; r < kMr; ++r) {
-    _mm512_storeu_ps(cout + r * ldo, c0[r]);
-    _mm512_storeu_ps(cout + r * ldo + 16, c1[r]);
-  }
+  for (int r = 0; r < kMr; ++r) store(r, c0[r], c1[r]);
 }
 
+template <typename Store>
 AMPCTL_AVX512_BF16 void kernel_bf16(int64_t kpairs, const uint16_t* a, const uint16_t* b,
-                                    const float* cin, int64_t ldi, float* cout, int64_t ldo) {
+                                    const float* cin, int64_t ldi, const Store& store) {
   __m512 c0[kMr], c1[kMr];
   if (cin) {
 #pragma GCC unroll 12
@@ -262,10 +295,7 @@ AMPCTL_AVX512_BF16 void kernel_bf16(int64_t kpairs, const uint16_t* a, const uin
     b += 2 * kNr;
   }
 #pragma GCC unroll 12
-  for (int r = 0; r < kMr; ++r) {
-    _mm512_storeu_ps(cout + r * ldo, c0[r]);
-    _mm512_storeu_ps(cout + r * ldo + 16, c1[r]);
-  }
+  for (int r = 0; r < kMr; ++r) store(r, c0[r], c1[r]);
 }
 
 // ---- epilogue: one finished tile (ld kNr) into C ----
@@ -367,6 +397,53 @@ void pack_b_block(const Problem& p, int64_t j0, int64_t nc, int64_t pc, int64_t 
   }
 }
 
+// One micro-tile's operands: the packed slivers at their offsets (elements: floats, or bf16 for
+// the bf16 kernel) and the earlier partial sums, if any.
+struct Sliver {
+  int64_t kcp;
+  const float* pack_a;
+  const float* pack_b;
+  size_t a_off, b_off;
+  const float* cin;
+  int64_t ldi;
+};
+
+template <typename Store>
+void run_kernel(const Problem& p, const Sliver& s, const Store& store) {
+  if (p.bf16) {
+    kernel_bf16(s.kcp / 2, reinterpret_cast<const uint16_t*>(s.pack_a) + s.a_off,
+                reinterpret_cast<const uint16_t*>(s.pack_b) + s.b_off, s.cin, s.ldi, store);
+  } else {
+    kernel_f32(s.kcp, s.pack_a + s.a_off, s.pack_b + s.b_off, s.cin, s.ldi, store);
+  }
+}
+
+// A whole tile of the last k block at (i, j) through the epilogue into C (epilogue_dispatch's
+// arithmetic without the trip through the stack tile).
+void finish_into_output(const Problem& p, const Sliver& s, int64_t i, int64_t j) {
+  const GemmOutput& o = p.out;
+  const float* bj = p.bias ? p.bias + j : nullptr;
+  switch (o.dtype) {
+    case DType::f32:
+      run_kernel(p, s,
+                 StoreEpilogue<float>{static_cast<float*>(o.data) + i * o.ld + j, o.ld, o.alpha,
+                                      o.beta, bj});
+      return;
+    case DType::f16:
+      run_kernel(p, s,
+                 StoreEpilogue<half>{static_cast<half*>(o.data) + i * o.ld + j, o.ld, o.alpha,
+                                     o.beta, bj});
+      return;
+    case DType::bf16:
+      run_kernel(p, s,
+                 StoreEpilogue<bfloat16>{static_cast<bfloat16*>(o.data) + i * o.ld + j, o.ld,
+                                         o.alpha, o.beta, bj});
+      return;
+    case DType::i32:
+      return;
+  }
+}
+
 // One thread's share: output rows [i0, i1) x columns [j0, j1), all of k. packed_b: op(B) already
 // packed whole (j0 == 0, j1 == n), k block number q at element q * b_stride, or null
 // (this share packs its own columns into pack_b, block by block).
@@ -413,18 +490,19 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
               cin = tile;
             }
           }
+          const size_t a_off = static_cast<size_t>(ir * kcp), b_off = static_cast<size_t>(jr * kcp);
+          const Sliver sl{kcp, pack_a, pack_b, a_off, b_off, cin, ldi};
+          if (full && last && !p.acc_is_out) {
+            // The epilogue on the registers, straight into C.
+            finish_into_output(p, sl, i, j);
+            continue;
+          }
           const bool direct = full && (!last || p.acc_is_out);
           if (direct) {
             cout = acc;
             ldo = p.ld_acc;
           }
-          const size_t a_off = static_cast<size_t>(ir * kcp), b_off = static_cast<size_t>(jr * kcp);
-          if (p.bf16) {
-            kernel_bf16(kcp / 2, reinterpret_cast<const uint16_t*>(pack_a) + a_off,
-                        reinterpret_cast<const uint16_t*>(pack_b) + b_off, cin, ldi, cout, ldo);
-          } else {
-            kernel_f32(kcp, pack_a + a_off, pack_b + b_off, cin, ldi, cout, ldo);
-          }
+          run_kernel(p, sl, StoreRaw{cout, ldo});
           if (direct) continue;
           if (!last || p.acc_is_out) {
             for (int64_t r = 0; r < mr; ++r)

@@ -23,9 +23,16 @@
 //   * causal_softmax_backward: the float dot sum_k dp_k * p_k in ascending k, then
 //     round(round?(p_j * (dp_j - dot)) * scale) per element.
 // Rows are independent in both softmax passes, so splitting them over threads changes no bit.
+//   * attention_forward / attention_backward (with AVX-512): Backend's default composition, op
+//     for op on the same buffers, but one (b, h) head at a time on the thread that claimed it:
+//     the head's products on that thread's packed engine (as gemm_batched runs a matrix whole),
+//     then its softmax rows and its cast, while its T x T scores are still in L1/L2. One pool job
+//     instead of four (forward) or five (backward); the arithmetic of every element is the
+//     composition's, so the bits are too. Without AVX-512 the default composition runs.
 // With AVX-512 (cpu_vector.h) the same order runs with the scaling, the max, the division and
-// the backward's per-element products and the exponentials on 16 lanes; both sums stay the
-// sequential scalar loops, so the bits are the scalar code's.
+// the backward's per-element products and the exponentials on 16 lanes; both sums stay
+// sequential in j per row, 16 rows at a time (row q in lane q, from 16 x 16 tiles transposed in
+// registers), so the bits are the scalar code's.
 #include <cblas.h>
 
 #include <algorithm>
@@ -296,13 +303,14 @@ void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool 
                                         const Tensor& probs) {
   const SoftmaxDims d = check_causal_softmax_forward(scores, probs, device());
   const int64_t t = d.time;
-  const size_t threads = static_cast<size_t>(m_pool->threads());
-  if (m_ws_e.size() < threads * static_cast<size_t>(t)) m_ws_e.resize(threads * t);
+  // Per thread: 16 rows of t floats (vec::causal_softmax_forward_rows sums 16 rows at once).
+  const size_t threads = static_cast<size_t>(m_pool->threads()), ws = 16 * static_cast<size_t>(t);
+  if (m_ws_e.size() < threads * ws) m_ws_e.resize(threads * ws);
   if (m_avx512) {
     for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int thread) {
       vec::causal_softmax_forward_rows(scores.data(), scores.dtype(), probs.data(), probs.dtype(),
                                        t, r0, r1, scale, round_scaled,
-                                       m_ws_e.data() + static_cast<size_t>(thread) * t);
+                                       m_ws_e.data() + static_cast<size_t>(thread) * ws);
     });
     return;
   }
@@ -313,7 +321,7 @@ void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool 
       const S* x = static_cast<const S*>(scores.data());
       P* y = static_cast<P*>(probs.data());
       for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int thread) {
-        float* e = m_ws_e.data() + static_cast<size_t>(thread) * t;
+        float* e = m_ws_e.data() + static_cast<size_t>(thread) * ws;
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t i = r % t;
           const S* xr = x + r * t;
@@ -379,6 +387,112 @@ void CpuBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dpro
       });
     });
   });
+}
+
+namespace {
+
+// One head's matrices: element offset i * count of a batch of [count] matrices, as bytes.
+const void* head_at(const Tensor& t, int64_t i, int64_t count) {
+  return static_cast<const char*>(t.data()) +
+         static_cast<size_t>(i * count) * dtype_size(t.dtype());
+}
+void* head_at_mut(const Tensor& t, int64_t i, int64_t count) {
+  return const_cast<void*>(head_at(t, i, count));
+}
+
+}  // namespace
+
+void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
+                                   const Tensor& y, const AttentionBuffers& buffers) {
+  if (!m_avx512 || !q.defined() || q.rank() != 3) {
+    Backend::attention_forward(q, k, v, scale, y, buffers);
+    return;
+  }
+  const AttentionSizes sizes = attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
+  const AttentionDims d =
+      check_attention({&q, &k, &v}, {&y}, buffers, sizes, "attention_forward", device());
+  const int64_t T = d.time, hs = d.head_size, tt = T * T;
+  const DType dt = q.dtype();
+  // att, the compute-dtype copy of probs that att @ v reads; probs itself for f32.
+  const Tensor& att = dt == DType::f32 ? buffers.saved_f32 : buffers.saved_lowp;
+  const size_t threads = static_cast<size_t>(m_pool->threads()), ws = 16 * static_cast<size_t>(T);
+  if (m_ws_e.size() < threads * ws) m_ws_e.resize(threads * ws);
+  if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
+  std::atomic<bool> declined{false};
+  m_pool->run(d.count, [&](int64_t i, int thread) {
+    GemmEngine& g = m_batch_gemm[static_cast<size_t>(thread)];
+    void* scores = head_at_mut(buffers.scratch_lowp, i, tt);
+    // scores := q k^T (gemm_batched(q, false, k, true, scores)).
+    bool ok = g.run(T, T, hs, GemmOperand{head_at(q, i, T * hs), dt, hs, false},
+                    GemmOperand{head_at(k, i, T * hs), dt, hs, true}, GemmOutput{scores, dt, T},
+                    *m_serial_pool, m_bf16_dot);
+    vec::causal_softmax_forward_rows(buffers.scratch_lowp.data(), dt, buffers.saved_f32.data(),
+                                     DType::f32, T, i * T, (i + 1) * T, scale,
+                                     /*round_scaled=*/true,
+                                     m_ws_e.data() + static_cast<size_t>(thread) * ws);
+    if (dt != DType::f32) {
+      vec::cast(buffers.saved_f32.data(), DType::f32, buffers.saved_lowp.data(), dt,
+                static_cast<size_t>(i * tt), static_cast<size_t>((i + 1) * tt));
+    }
+    // y := att v.
+    ok = g.run(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, false},
+               GemmOperand{head_at(v, i, T * hs), dt, hs, false},
+               GemmOutput{head_at_mut(y, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot) &&
+         ok;
+    if (!ok) declined = true;
+  });
+  if (declined) {
+    throw Error{ErrorKind::runtime, "attention_forward: the packed kernels declined a product"};
+  }
+}
+
+void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& y, const Tensor& dy, float scale,
+                                    const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                    const AttentionBuffers& buffers) {
+  if (!m_avx512 || !q.defined() || q.rank() != 3) {
+    Backend::attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buffers);
+    return;
+  }
+  const AttentionSizes sizes = attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
+  const AttentionDims d = check_attention({&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, buffers, sizes,
+                                          "attention_backward", device());
+  const int64_t T = d.time, hs = d.head_size, tt = T * T, m = d.count * tt;
+  const DType dt = q.dtype();
+  const Tensor& att = dt == DType::f32 ? buffers.saved_f32 : buffers.saved_lowp;
+  // datt in the first half of scratch_lowp, dscores in the second (the default's layout).
+  const Tensor datt = buffers.scratch_lowp.view(0, {m});
+  const Tensor dscores = buffers.scratch_lowp.view(static_cast<size_t>(m), {m});
+  const size_t threads = static_cast<size_t>(m_pool->threads());
+  if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
+  std::atomic<bool> declined{false};
+  m_pool->run(d.count, [&](int64_t i, int thread) {
+    GemmEngine& g = m_batch_gemm[static_cast<size_t>(thread)];
+    const GemmOperand q_i{head_at(q, i, T * hs), dt, hs, false};
+    const GemmOperand k_i{head_at(k, i, T * hs), dt, hs, false};
+    const GemmOperand dy_i{head_at(dy, i, T * hs), dt, hs, false};
+    // datt := dy v^T; dv := att^T dy.
+    bool ok = g.run(T, T, hs, dy_i, GemmOperand{head_at(v, i, T * hs), dt, hs, true},
+                    GemmOutput{head_at_mut(datt, i, tt), dt, T}, *m_serial_pool, m_bf16_dot);
+    ok = g.run(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, true}, dy_i,
+               GemmOutput{head_at_mut(dv, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot) &&
+         ok;
+    vec::causal_softmax_backward_rows(buffers.saved_f32.data(), DType::f32, datt.data(), dt,
+                                      dscores.data(), dt, T, i * T, (i + 1) * T, scale,
+                                      /*round_scaled=*/true);
+    // dq := dscores k; dk := dscores^T q.
+    const void* ds = head_at(dscores, i, tt);
+    ok = g.run(T, hs, T, GemmOperand{ds, dt, T, false}, k_i,
+               GemmOutput{head_at_mut(dq, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot) &&
+         ok;
+    ok = g.run(T, hs, T, GemmOperand{ds, dt, T, true}, q_i,
+               GemmOutput{head_at_mut(dk, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot) &&
+         ok;
+    if (!ok) declined = true;
+  });
+  if (declined) {
+    throw Error{ErrorKind::runtime, "attention_backward: the packed kernels declined a product"};
+  }
 }
 
 }  // namespace ampctl::cpu

@@ -486,42 +486,79 @@ AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 round_as(__m512 v) {
   }
 }
 
+// The sums run sequentially over j within each row (the documented order), so one row's sum
+// cannot be split across lanes; instead up to 16 consecutive rows share a vector, lane q adding
+// row r + q's terms in ascending j (column j of the 16 rows from 16 x 16 tiles transposed in
+// registers), a lane taking part only while j is inside its row's unmasked prefix.
+
+// Lane q: the length of row r + q's unmasked prefix (r + q) % t + 1, or 0 past `count` rows.
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512i row_lengths(int64_t r, int64_t count, int64_t t) {
+  alignas(64) int32_t len[16];
+  for (int64_t q = 0; q < 16; ++q) len[q] = q < count ? static_cast<int32_t>((r + q) % t + 1) : 0;
+  return _mm512_load_si512(len);
+}
+
 template <typename S, typename P>
 AMPCTL_AVX512 void softmax_fwd_typed(const S* x, P* y, int64_t t, int64_t r0, int64_t r1,
                                      float scale, bool round_scaled, float* e) {
   const __m512 vs = _mm512_set1_ps(scale);
   const ExpTable tab = exp_table();
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t len = r % t + 1;
-    const S* xr = x + r * t;
-    P* yr = y + r * t;
-    // s_j (rounded when asked) into e, and the max: max_ps(s, m) returns m when s is a NaN, as
-    // the scalar `s > mx ? s : mx` skips it; the lanes' maxima combine exactly in any order.
-    __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-    for (int64_t j = 0; j < len; j += 16) {
-      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
-      __m512 sv = _mm512_mul_ps(load16(xr + j, k), vs);
-      if (round_scaled) sv = round_as<S>(sv);
-      _mm512_mask_storeu_ps(e + j, k, sv);
-      mv = _mm512_mask_max_ps(mv, k, sv, mv);
+  for (int64_t r = r0; r < r1; r += 16) {
+    const int64_t count = std::min<int64_t>(16, r1 - r);
+    int64_t longest = 0;
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t len = (r + q) % t + 1;
+      longest = std::max(longest, len);
+      const S* xr = x + (r + q) * t;
+      float* er = e + q * t;
+      // s_j (rounded when asked) into e, and the max: max_ps(s, m) returns m when s is a NaN,
+      // as the scalar `s > mx ? s : mx` skips it; the lanes' maxima combine exactly in any order.
+      __m512 mv = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t j = 0; j < len; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+        __m512 sv = _mm512_mul_ps(load16(xr + j, k), vs);
+        if (round_scaled) sv = round_as<S>(sv);
+        _mm512_mask_storeu_ps(er + j, k, sv);
+        mv = _mm512_mask_max_ps(mv, k, sv, mv);
+      }
+      // The exponentials (expf_glibc on 16 lanes).
+      const __m512 vmx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+      for (int64_t j = 0; j < len; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+        _mm512_mask_storeu_ps(er + j, k,
+                              exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, er + j), vmx), tab));
+      }
     }
-    const float mx = _mm512_reduce_max_ps(mv);
-    // The exponentials (expf_glibc on 16 lanes), then their sum in ascending j.
-    const __m512 vmx = _mm512_set1_ps(mx);
-    for (int64_t j = 0; j < len; j += 16) {
-      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
-      _mm512_mask_storeu_ps(e + j, k,
-                            exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, e + j), vmx), tab));
+    // Their sums in ascending j, row q in lane q.
+    const __m512i lens = row_lengths(r, count, t);
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j0 = 0; j0 < longest; j0 += 16) {
+      const __mmask16 k = head_mask(static_cast<size_t>(t - j0));
+      __m512 col[16];
+      for (int64_t q = 0; q < 16; ++q)
+        col[q] = q < count ? _mm512_maskz_loadu_ps(k, e + q * t + j0) : _mm512_setzero_ps();
+      simd::transpose16(col);
+      const int64_t n = std::min<int64_t>(16, longest - j0);
+      for (int64_t c = 0; c < n; ++c) {
+        const __mmask16 in =
+            _mm512_cmpgt_epi32_mask(lens, _mm512_set1_epi32(static_cast<int>(j0 + c)));
+        sum = _mm512_mask_add_ps(sum, in, sum, col[c]);
+      }
     }
-    float sum = 0.0f;
-    for (int64_t j = 0; j < len; ++j) sum = sum + e[j];
-    const __m512 vsum = _mm512_set1_ps(sum);
-    for (int64_t j = 0; j < len; j += 16) {
-      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
-      store16(yr + j, _mm512_div_ps(_mm512_maskz_loadu_ps(k, e + j), vsum), k);
-    }
-    for (int64_t j = len; j < t; j += 16) {
-      store16(yr + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
+    alignas(64) float sums[16];
+    _mm512_store_ps(sums, sum);
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t len = (r + q) % t + 1;
+      const float* er = e + q * t;
+      P* yr = y + (r + q) * t;
+      const __m512 vsum = _mm512_set1_ps(sums[q]);
+      for (int64_t j = 0; j < len; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+        store16(yr + j, _mm512_div_ps(_mm512_maskz_loadu_ps(k, er + j), vsum), k);
+      }
+      for (int64_t j = len; j < t; j += 16) {
+        store16(yr + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
+      }
     }
   }
 }
@@ -530,23 +567,47 @@ template <typename P, typename G, typename O>
 AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, int64_t r0,
                                      int64_t r1, float scale, bool round_scaled) {
   const __m512 vs = _mm512_set1_ps(scale);
-  for (int64_t r = r0; r < r1; ++r) {
-    const int64_t len = r % t + 1;
-    const P* pr = p + r * t;
-    const G* gr = g + r * t;
-    O* orow = o + r * t;
-    // The dot in ascending k, one product and one add at a time (the documented order).
-    float dot = 0.0f;
-    for (int64_t k = 0; k < len; ++k) dot = dot + simd::widen(gr[k]) * simd::widen(pr[k]);
-    const __m512 vdot = _mm512_set1_ps(dot);
-    for (int64_t j = 0; j < len; j += 16) {
-      const __mmask16 k = head_mask(static_cast<size_t>(len - j));
-      __m512 v = _mm512_mul_ps(load16(pr + j, k), _mm512_sub_ps(load16(gr + j, k), vdot));
-      if (round_scaled) v = round_as<O>(v);
-      store16(orow + j, _mm512_mul_ps(v, vs), k);
+  for (int64_t r = r0; r < r1; r += 16) {
+    const int64_t count = std::min<int64_t>(16, r1 - r);
+    int64_t longest = 0;
+    for (int64_t q = 0; q < count; ++q) longest = std::max(longest, (r + q) % t + 1);
+    // The dots in ascending k, one rounded product and one add at a time (the documented
+    // order): the products of 16 rows x 16 columns, transposed, then added column by column.
+    const __m512i lens = row_lengths(r, count, t);
+    __m512 dot = _mm512_setzero_ps();
+    for (int64_t k0 = 0; k0 < longest; k0 += 16) {
+      const __mmask16 k = head_mask(static_cast<size_t>(t - k0));
+      __m512 col[16];
+      for (int64_t q = 0; q < 16; ++q) {
+        col[q] = q < count ? _mm512_mul_ps(load16(g + (r + q) * t + k0, k),
+                                           load16(p + (r + q) * t + k0, k))
+                           : _mm512_setzero_ps();
+      }
+      simd::transpose16(col);
+      const int64_t n = std::min<int64_t>(16, longest - k0);
+      for (int64_t c = 0; c < n; ++c) {
+        const __mmask16 in =
+            _mm512_cmpgt_epi32_mask(lens, _mm512_set1_epi32(static_cast<int>(k0 + c)));
+        dot = _mm512_mask_add_ps(dot, in, dot, col[c]);
+      }
     }
-    for (int64_t j = len; j < t; j += 16) {
-      store16(orow + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
+    alignas(64) float dots[16];
+    _mm512_store_ps(dots, dot);
+    for (int64_t q = 0; q < count; ++q) {
+      const int64_t len = (r + q) % t + 1;
+      const P* pr = p + (r + q) * t;
+      const G* gr = g + (r + q) * t;
+      O* orow = o + (r + q) * t;
+      const __m512 vdot = _mm512_set1_ps(dots[q]);
+      for (int64_t j = 0; j < len; j += 16) {
+        const __mmask16 k = head_mask(static_cast<size_t>(len - j));
+        __m512 v = _mm512_mul_ps(load16(pr + j, k), _mm512_sub_ps(load16(gr + j, k), vdot));
+        if (round_scaled) v = round_as<O>(v);
+        store16(orow + j, _mm512_mul_ps(v, vs), k);
+      }
+      for (int64_t j = len; j < t; j += 16) {
+        store16(orow + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
+      }
     }
   }
 }

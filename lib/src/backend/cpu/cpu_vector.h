@@ -50,8 +50,9 @@ void gelu_tanh_forward(const void* x, DType x_dtype, void* y, DType y_dtype, siz
 void gelu_tanh_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype, void* dx,
                         DType dx_dtype, size_t begin, size_t end);
 // causal_softmax_forward / _backward (cpu_transformer.cpp's documented float order, bitwise) on
-// rows [r0, r1) of [*, t, t] matrices; row r attends to j <= r % t. The forward's e is a float
-// row of t elements (the caller's per-thread workspace); probs may be scores (same dtype).
+// rows [r0, r1) of [*, t, t] matrices; row r attends to j <= r % t. The forward's e is 16 float
+// rows of t elements (the caller's per-thread workspace: up to 16 rows are summed at once, one
+// per lane); probs may be scores (same dtype).
 // y[i] := expf_glibc(x[i]) (cpu_exp.h) for i < n, 16 lanes at a time (the softmax's exp16).
 void expf_glibc_n(const float* x, float* y, size_t n);
 
