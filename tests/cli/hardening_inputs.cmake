@@ -2,7 +2,8 @@
 # bad input accepted in silence, and must now be an error (exit 2) at once, naming the file, line
 # or key, or the documented behaviour:
 #   * sizes: widths whose parameter count overflows, a run that cannot fit the memory (refused by
-#     validate and train, naming model.hidden / data.batch_size), an idx header declaring more
+#     validate and train, naming model.hidden / data.batch_size; a language model's by train once
+#     its text's vocabulary is known), an idx header declaring more
 #     than an idx file may hold, a checkpoint shape that overflows;
 #   * strict sweeps: a sweep: section with a syntax error, a TAB, deep nesting, a duplicate key
 #     (grid, runs) or a second sweep: section is an error with file:line, never the base run;
@@ -76,6 +77,32 @@ expect(too-large-train 2 "model\\.hidden: the run needs about [0-9.]+ GiB" ${lim
 expect(too-large-batch 2 "data\\.batch_size: the run needs about" ${limited} validate
        --config ${cfg} "--set" "model.hidden=[65536]" "--set" "data.batch_size=2147483647"
        "--set" "data.drop_last=false")
+# A language model on a text source: validate counts its vocabulary as 1 (the file is not read),
+# so a run that fits with one token but not with the file's 20000 code points passes validate;
+# train reads the data first and refuses it from the estimate (data.batch_size: the logits of
+# 262144 windows of 8 tokens over 20000 ids), before anything is allocated or written. Before:
+# "out of host memory allocating ..." (exit 1) from the batcher or the model. 20000 code points
+# from U+4E00, three bytes each in UTF-8.
+set(wide "")
+foreach(i RANGE 0 19999)
+  math(EXPR cp "0x4E00 + ${i}")
+  math(EXPR b0 "224 + (${cp} >> 12)")
+  math(EXPR b1 "128 + ((${cp} >> 6) & 63)")
+  math(EXPR b2 "128 + (${cp} & 63)")
+  string(ASCII ${b0} ${b1} ${b2} ch)
+  string(APPEND wide "${ch}")
+endforeach()
+file(WRITE ${base}/wide.txt "${wide}${wide}${wide}")
+file(WRITE ${base}/wide-lm.yaml "name: wide-lm\ndevice: cpu\nprecision: fp16\n"
+     "model: {type: gpt, n_layer: 1, n_head: 1, n_embd: 16, block_size: 8, bias: false}\n"
+     "data:\n  train: {source: text, path: ${base}/wide.txt, vocab: char, split_fraction: 0.1}\n"
+     "  batch_size: 262144\ntraining: {max_steps: 2}\n")
+expect(lm-validate-fits 0 "" ${limited} validate --config ${base}/wide-lm.yaml)
+expect(lm-train-too-large 2 "data\\.batch_size: the run needs about [0-9.]+ GiB of host memory.*323248 parameters"
+       ${limited} train --config ${base}/wide-lm.yaml --run-dir ${base}/wide-lm-run)
+if(EXISTS ${base}/wide-lm-run)
+  message(FATAL_ERROR "lm-train-too-large: the refused run wrote ${base}/wide-lm-run")
+endif()
 # The same sizes on a GPU device are still checked for overflow (the device reports the rest).
 expect(overflow-cuda 2 "model\\.hidden\\[1\\].*overflows" ${AMPCTL} validate --config ${cfg}
        "--set" "device=cuda" "--set" "model.hidden=[2147483647, 2147483647]")

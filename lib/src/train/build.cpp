@@ -332,6 +332,13 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     // The windows' length is the model's: checked once it is built.
     r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
     inputs = outputs = r.lm.vocab_size;
+    // Now that the vocabulary and the token counts are known (validate counts a text source's
+    // vocabulary as 1 and its tokens as none), refuse a run that cannot fit before the model
+    // and the batcher allocate. The batcher holds each stream twice as int32 (the tokens and the
+    // tokens shifted by one) on the backend's device: one int32 "feature" and one int32 "label"
+    // per token.
+    check_run_memory(cfg, /*features=*/1, r.lm.vocab_size, r.lm.train.size(),
+                     r.lm.eval ? r.lm.eval->size() : 0, b.device());
   } else {
     r.data = data::load_data(data_options(cfg.data), seed);
     check_shards(r.data.train, batch, world, cfg.data.drop_last);
