@@ -338,7 +338,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     // tokens shifted by one) on the backend's device: one int32 "feature" and one int32 "label"
     // per token.
     check_run_memory(cfg, /*features=*/1, r.lm.vocab_size, r.lm.train.size(),
-                     r.lm.eval ? r.lm.eval->size() : 0, b.device());
+                     r.lm.eval ? r.lm.eval->size() : 0, b.device(), &b);
   } else {
     r.data = data::load_data(data_options(cfg.data), seed);
     check_shards(r.data.train, batch, world, cfg.data.drop_last);
@@ -349,7 +349,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     outputs = train.task == data::Task::classification ? train.classes : train.targets;
     // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
     check_run_memory(cfg, train.features, outputs, train.size(),
-                     r.data.eval ? r.data.eval->size() : 0, b.device());
+                     r.data.eval ? r.data.eval->size() : 0, b.device(), &b);
   }
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);

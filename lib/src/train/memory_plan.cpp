@@ -348,14 +348,16 @@ void check_memory(const config::RunConfig& config, const DataShape& shape,
 }
 
 void check_run_memory(const config::RunConfig& config, int64_t features, int64_t outputs,
-                      int64_t train_samples, int64_t eval_samples, const Device& device) {
+                      int64_t train_samples, int64_t eval_samples, const Device& device,
+                      const Backend* backend) {
   const DataShape shape{features, outputs, train_samples, eval_samples, true};
   if (device.type == DeviceType::cpu) {
-    check_memory(config, shape, host_memory_available());
+    check_memory(config, shape, host_memory_available(), "host memory", backend);
   } else {
     // Everything the plan counts lives on the GPU for a CUDA run (the data sets are resident
     // there too); its free memory is read after the backend made its context and workspaces.
-    check_memory(config, shape, cuda_free_memory(device.index), "memory on " + device.str());
+    check_memory(config, shape, cuda_free_memory(device.index), "memory on " + device.str(),
+                 backend);
   }
 }
 

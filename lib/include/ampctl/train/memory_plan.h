@@ -69,8 +69,10 @@ void check_memory(const config::RunConfig& config, const DataShape& shape,
 // What the trainer calls once the data is loaded and the backend exists: against the host's
 // available memory for cpu runs, and against the GPU's free memory (cuda_free_memory) for cuda
 // runs, whose data sets and model all live on the device ("KEY: ... of memory on cuda:0").
+// `backend`: the run's, whose attention_workspace sizes a GPT's attention (plan_memory).
 void check_run_memory(const config::RunConfig& config, int64_t features, int64_t outputs,
-                      int64_t train_samples, int64_t eval_samples, const Device& device);
+                      int64_t train_samples, int64_t eval_samples, const Device& device,
+                      const Backend* backend = nullptr);
 
 // What `ampctl validate` calls, before any data is loaded: data_shape_from_config, then
 // check_memory against the host when the run would train on it (device cpu, or auto without a
