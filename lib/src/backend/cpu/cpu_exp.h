@@ -18,6 +18,7 @@
 // poly_scaled, shift).
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -46,19 +47,13 @@ inline constexpr uint32_t kUnderflow = 0xc2cff1b4;      // -0x1.9fe368p6f
 inline constexpr uint32_t kMayUnderflow = 0xc2ce8ecf;   // -0x1.9d1d9ep6f
 
 inline double as_double(uint64_t b) {
-  double d;
-  std::memcpy(&d, &b, 8);
-  return d;
+  return std::bit_cast<double>(b);
 }
 inline uint64_t as_u64(double d) {
-  uint64_t b;
-  std::memcpy(&b, &d, 8);
-  return b;
+  return std::bit_cast<uint64_t>(d);
 }
 inline float as_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
+  return std::bit_cast<float>(b);
 }
 }  // namespace exp_detail
 

@@ -599,7 +599,7 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   if (shared_b) {
     // k block q of the packed op(B) at q * stride elements (floats, or bf16 for the bf16
     // kernel); slivers of kNr columns within it.
-    const int64_t blocks = (k + p.kc_block - 1) / p.kc_block;
+    const int64_t blocks = k_blocks;
     const int64_t stride = n_sl * kNr * kcp;
     if (m_shared_b.size() < static_cast<size_t>(blocks * stride))
       m_shared_b.resize(static_cast<size_t>(blocks * stride));

@@ -400,7 +400,7 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
   // the sum is written straight into the first block's input.
   const Tensor emb = lead(m_emb, rc);
   const Tensor x0 = lead(m_layers[0].x_in, rc);
-  if (training && m_opt.dropout > 0.0) {
+  if (m_dropped) {
     b.embedding_forward(m_tokens, m_wte.param, m_wpe.param, emb);
     dropout_fwd(emb, x0, training, m_s_emb);
   } else {
