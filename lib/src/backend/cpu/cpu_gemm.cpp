@@ -18,8 +18,11 @@
 #include "cpu_gemm.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "ampctl/core/convert.h"
@@ -58,6 +61,15 @@ CpuFeatures probe_features() {
   // AVX512_BF16: CPUID leaf 7, sub-leaf 1, EAX bit 5.
   if (f.avx512 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
     f.avx512_bf16 = ((eax >> 5) & 1u) != 0;
+  }
+  // AMX: CPUID leaf 7, sub-leaf 0, EDX bit 22 (AMX-BF16) and bit 24 (AMX-TILE); Linux hands out
+  // the 8 KiB tile state only on request (ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18).
+  const char* amx_env = std::getenv("AMPCTL_CPU_AMX");
+  const bool amx_allowed = !(amx_env && std::strcmp(amx_env, "0") == 0);
+  if (f.avx512_bf16 && amx_allowed && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
+      ((edx >> 22) & 1u) != 0 && ((edx >> 24) & 1u) != 0) {
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    f.amx_bf16 = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
   }
   return f;
 }
@@ -374,6 +386,7 @@ struct Problem {
   GemmOperand a, b;
   GemmOutput out;
   bool bf16;         // the VDPBF16PS kernel
+  bool amx;          // bf16 on AMX tiles instead (run_block_amx)
   int64_t kc_block;  // k per block
   float* acc;        // partial sums of earlier k blocks
   int64_t ld_acc;
@@ -516,6 +529,182 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   }
 }
 
+// ---- the AMX bf16 path ----
+// Tiles: 0-3 a 32 x 32 float block of C (rows 0-15 / 16-31 x columns 0-15 / 16-31), 4-5 two
+// 16-row A tiles of 32 k values (row-major bf16, k contiguous), 6-7 two B tiles of 16 k pairs x
+// 16 columns: the two halves of a VDPBF16PS B sliver ([k/2][32][2], 128 bytes per pair of k).
+// A is packed row-major [rows rounded up to 32][k rounded up to 32] with zeros; B slivers
+// likewise to 32 k values.
+#define AMPCTL_AMX __attribute__((target("amx-tile,amx-bf16")))
+
+constexpr int64_t kAmxM = 32;    // rows of C per block (two A tiles)
+constexpr int64_t kAmxK = 32;    // k values per TDPBF16PS
+constexpr int64_t kAmxMc = 128;  // rows of A packed at a time
+constexpr int64_t kAmxTile = kAmxM * kNr;
+
+// LDTILECFG's 64-byte operand: palette 1; tiles 0-7 of 16 rows x 64 bytes (bytes 16-31: the
+// rows' byte widths, 48-55: the row counts). A constant in memory: GCC 12 does not treat
+// _tile_loadconfig as reading its operand and dropped the stores into a stack copy.
+struct alignas(64) AmxTileConfig {
+  uint8_t bytes[64];
+};
+
+constexpr AmxTileConfig make_amx_config() {
+  AmxTileConfig c{};
+  c.bytes[0] = 1;
+  for (int t = 0; t < 8; ++t) {
+    c.bytes[16 + 2 * t] = 64;
+    c.bytes[48 + t] = 16;
+  }
+  return c;
+}
+
+constexpr AmxTileConfig kAmxConfig = make_amx_config();
+
+AMPCTL_AMX void amx_configure() {
+  _tile_loadconfig(&kAmxConfig);
+}
+
+AMPCTL_AMX void amx_release() {
+  _tile_release();
+}
+
+// C block (32 x 32 floats at cout, row stride ldo) := [cin +] A (32 rows at a, stride lda
+// elements) * B sliver (b), over kc32 values of k.
+AMPCTL_AMX void amx_block(int64_t kc32, const uint16_t* a, int64_t lda, const uint16_t* b,
+                          const float* cin, int64_t ldi, float* cout, int64_t ldo) {
+  if (cin) {
+    _tile_loadd(0, cin, ldi * 4);
+    _tile_loadd(1, cin + 16, ldi * 4);
+    _tile_loadd(2, cin + 16 * ldi, ldi * 4);
+    _tile_loadd(3, cin + 16 * ldi + 16, ldi * 4);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t k0 = 0; k0 < kc32; k0 += kAmxK) {
+    _tile_loadd(4, a + k0, lda * 2);
+    _tile_loadd(5, a + 16 * lda + k0, lda * 2);
+    _tile_loadd(6, b + k0 * kNr, 2 * kNr * 2);
+    _tile_loadd(7, b + k0 * kNr + 32, 2 * kNr * 2);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, cout, ldo * 4);
+  _tile_stored(1, cout + 16, ldo * 4);
+  _tile_stored(2, cout + 16 * ldo, ldo * 4);
+  _tile_stored(3, cout + 16 * ldo + 16, ldo * 4);
+}
+
+// The transposed case of pack_a_amx: 16 x 16 blocks widened to 32-bit lanes (the bf16 bits,
+// not their values), transposed in registers and narrowed back.
+AMPCTL_AVX512 void pack_a_amx_transposed(const uint16_t* a, int64_t ld, int64_t i0, int64_t mc,
+                                         int64_t p0, int64_t kc, int64_t kc32, uint16_t* dst) {
+  for (int64_t l0 = 0; l0 < kc; l0 += 16) {
+    const int64_t nl = std::min<int64_t>(16, kc - l0);
+    const __mmask16 ml = simd::head_mask(static_cast<size_t>(nl));
+    for (int64_t r0 = 0; r0 < mc; r0 += 16) {
+      const int64_t nr = std::min<int64_t>(16, mc - r0);
+      const __mmask16 mr = simd::head_mask(static_cast<size_t>(nr));
+      __m512 v[16];
+      for (int64_t q = 0; q < 16; ++q) {
+        v[q] = q < nl ? _mm512_castsi512_ps(_mm512_cvtepu16_epi32(
+                            _mm256_maskz_loadu_epi16(mr, a + (p0 + l0 + q) * ld + i0 + r0)))
+                      : _mm512_setzero_ps();
+      }
+      simd::transpose16(v);
+      for (int64_t c = 0; c < nr; ++c) {
+        _mm256_mask_storeu_epi16(dst + (r0 + c) * kc32 + l0, ml,
+                                 _mm512_cvtepi32_epi16(_mm512_castps_si512(v[c])));
+      }
+    }
+  }
+}
+
+// op(A) rows [i0, i0 + mc), k [p0, p0 + kc) as row-major bf16 [mc rounded to 32][kc32], zeros
+// beyond.
+void pack_a_amx(const uint16_t* a, int64_t ld, bool trans, int64_t i0, int64_t mc, int64_t p0,
+                int64_t kc, int64_t kc32, uint16_t* dst) {
+  const int64_t rows = (mc + kAmxM - 1) / kAmxM * kAmxM;
+  std::memset(dst, 0, static_cast<size_t>(rows * kc32) * 2);
+  if (!trans) {
+    for (int64_t r = 0; r < mc; ++r) {
+      std::memcpy(dst + r * kc32, a + (i0 + r) * ld + p0, static_cast<size_t>(kc) * 2);
+    }
+  } else {  // element (i, l) at l * ld + i
+    pack_a_amx_transposed(a, ld, i0, mc, p0, kc, kc32, dst);
+  }
+}
+
+// One thread's share on AMX tiles (run_block's structure, 32 x 32 blocks of C).
+void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
+                   uint16_t* pack_a, uint16_t* pack_b) {
+  alignas(64) float tile[kAmxTile];
+  const int64_t width = j1 - j0;
+  amx_configure();
+  for (int64_t pc = 0; pc < p.k; pc += p.kc_block) {
+    const int64_t kc = std::min(p.kc_block, p.k - pc);
+    const int64_t kcp = (kc + 1) & ~int64_t{1};
+    const int64_t kc32 = (kc + kAmxK - 1) / kAmxK * kAmxK;
+    const bool first = pc == 0, last = pc + kc == p.k;
+    // op(B)'s columns in slivers of 32, each [kc32 / 2][32][2] with zero pairs past kc.
+    for (int64_t s = 0; s < width; s += kNr) {
+      uint16_t* d = pack_b + (s / kNr) * kNr * kc32;
+      pack_b_bf16(static_cast<const uint16_t*>(p.b.data), p.b.ld, p.b.trans, j0 + s,
+                  std::min(kNr, width - s), pc, kc, d);
+      std::memset(d + kcp * kNr, 0, static_cast<size_t>((kc32 - kcp) * kNr) * 2);
+    }
+    for (int64_t ic = i0; ic < i1; ic += kAmxMc) {
+      const int64_t mc = std::min(kAmxMc, i1 - ic);
+      pack_a_amx(static_cast<const uint16_t*>(p.a.data), p.a.ld, p.a.trans, ic, mc, pc, kc, kc32,
+                 pack_a);
+      for (int64_t jr = 0; jr < width; jr += kNr) {
+        const int64_t nr = std::min(kNr, width - jr);
+        for (int64_t ir = 0; ir < mc; ir += kAmxM) {
+          const int64_t mr = std::min(kAmxM, mc - ir);
+          const int64_t i = ic + ir, j = j0 + jr;
+          float* acc = p.acc ? p.acc + i * p.ld_acc + j : nullptr;
+          const bool full = mr == kAmxM && nr == kNr;
+          const float* cin = nullptr;
+          int64_t ldi = kNr;
+          float* cout = tile;
+          int64_t ldo = kNr;
+          if (!first) {
+            if (full) {
+              cin = acc;
+              ldi = p.ld_acc;
+            } else {
+              std::fill_n(tile, kAmxTile, 0.0f);
+              for (int64_t r = 0; r < mr; ++r)
+                std::memcpy(tile + r * kNr, acc + r * p.ld_acc, static_cast<size_t>(nr) * 4);
+              cin = tile;
+            }
+          }
+          const bool direct = full && (!last || p.acc_is_out);
+          if (direct) {
+            cout = acc;
+            ldo = p.ld_acc;
+          }
+          amx_block(kc32, pack_a + ir * kc32, kc32, pack_b + (jr / kNr) * kNr * kc32, cin, ldi,
+                    cout, ldo);
+          if (direct) continue;
+          if (!last || p.acc_is_out) {
+            for (int64_t r = 0; r < mr; ++r)
+              std::memcpy(acc + r * p.ld_acc, tile + r * kNr, static_cast<size_t>(nr) * 4);
+          } else {
+            epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias);
+          }
+        }
+      }
+    }
+  }
+  amx_release();
+}
+
 }  // namespace
 
 const CpuFeatures& cpu_features() {
@@ -527,8 +716,9 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
                      const GemmOutput& out, ThreadPool& pool, bool bf16_dot) {
   const CpuFeatures& f = cpu_features();
   if (!f.avx512 || m < 1 || n < 1 || k < 1 || out.dtype == DType::i32) return false;
-  Problem p{m, n, k, a, b, out, false, kKcF32, nullptr, 0, false, nullptr};
+  Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr};
   p.bf16 = bf16_dot && f.avx512_bf16 && a.dtype == DType::bf16 && b.dtype == DType::bf16;
+  p.amx = p.bf16 && f.amx_bf16;
   p.kc_block = p.bf16 ? kKcBf16 : kKcF32;
   p.acc_is_out = out.dtype == DType::f32 && out.alpha == 1.0f && out.beta == 0.0f && !out.bias;
   if (p.acc_is_out) {
@@ -578,13 +768,19 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   const int64_t kc = std::min(p.kc_block, k);
   const int64_t kcp = (kc + 1) & ~int64_t{1};
   const int64_t k_blocks = (k + p.kc_block - 1) / p.kc_block;
-  const bool shared_b = t > 1 && m_sl >= t && k_blocks * n_sl * kNr * kcp <= kSharedBFloats;
+  const bool shared_b =
+      !p.amx && t > 1 && m_sl >= t && k_blocks * n_sl * kNr * kcp <= kSharedBFloats;
   const bool split_n = !shared_b && (n_sl >= m_sl || n_sl >= 4 * threads);
   t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
 
   const int64_t width = split_n ? ((n_sl + t - 1) / t) * kNr : n_sl * kNr;
-  const size_t need_a = static_cast<size_t>(kMc * kcp);
-  const size_t need_b = shared_b ? 0 : static_cast<size_t>(width * kcp);
+  size_t need_a = static_cast<size_t>(kMc * kcp);
+  size_t need_b = shared_b ? 0 : static_cast<size_t>(width * kcp);
+  if (p.amx) {  // bf16 elements, two to a float: A [kAmxMc][kc32], B slivers [kc32 / 2][32][2]
+    const int64_t kc32 = (kc + kAmxK - 1) / kAmxK * kAmxK;
+    need_a = static_cast<size_t>(kAmxMc * kc32 / 2);
+    need_b = static_cast<size_t>(width * kc32 / 2);
+  }
   if (m_pack_a.size() < static_cast<size_t>(threads)) {
     m_pack_a.resize(static_cast<size_t>(threads));
     m_pack_b.resize(static_cast<size_t>(threads));
@@ -636,8 +832,14 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
       i1 = std::min(m, m_sl * (part + 1) / t * kMr);
     }
     if (i0 < i1 && j0 < j1) {
-      run_block(p, i0, i1, j0, j1, m_pack_a[static_cast<size_t>(thread)].data(),
-                m_pack_b[static_cast<size_t>(thread)].data());
+      float* pa = m_pack_a[static_cast<size_t>(thread)].data();
+      float* pb = m_pack_b[static_cast<size_t>(thread)].data();
+      if (p.amx) {
+        run_block_amx(p, i0, i1, j0, j1, reinterpret_cast<uint16_t*>(pa),
+                      reinterpret_cast<uint16_t*>(pb));
+      } else {
+        run_block(p, i0, i1, j0, j1, pa, pb);
+      }
     }
   });
   return true;

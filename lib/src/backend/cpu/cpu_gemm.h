@@ -16,6 +16,14 @@
 //     absolute terms (k * 2^-126 in all, far below any tolerance; training values never come
 //     near bf16's subnormal range, 2^-133..2^-126). CPUs without AVX512_BF16 use the exact f32
 //     kernel for bf16 operands.
+//   * AMX bf16 kernel (AMX-TILE + AMX-BF16, Intel Sapphire Rapids and later), used instead of
+//     VDPBF16PS for bf16 x bf16 where the CPU has it and Linux grants the tile state
+//     (arch_prctl ARCH_REQ_XCOMP_PERM, asked once per process): TDPBF16PS on 16 x 16 float tiles,
+//     32 k values per instruction, in the order the hardware fixes; the same flushing of
+//     subnormals as VDPBF16PS and the same gamma_k bound, but not VDPBF16PS's bits (about three
+//     results in four differ in the last places). k is not split and each tile's instruction
+//     sequence depends only on the problem, so the thread count still changes no bit.
+//     AMPCTL_CPU_AMX=0 in the environment turns it off (the VDPBF16PS kernel then runs).
 // The epilogue (alpha, beta * C, the bias, the one rounding to C's dtype by half.h's rules) runs
 // on each finished tile while it is in L1. The output is cut into a few parts per thread (by
 // columns, or by rows when it is narrow) that the pool's threads claim; which thread computes a
@@ -34,6 +42,7 @@ namespace ampctl::cpu {
 struct CpuFeatures {
   bool avx512 = false;       // AVX-512 F, BW, VL and F16C: the f32 kernel and vector elementwise
   bool avx512_bf16 = false;  // and AVX512_BF16: the bf16 kernel
+  bool amx_bf16 = false;     // and AMX-TILE + AMX-BF16, with the OS's leave to use the tiles
 };
 // Probed once (CPUID, with the OS's support for the ZMM state).
 const CpuFeatures& cpu_features();
