@@ -124,7 +124,9 @@ TEST_P(GemmDTypes, MatchesFp64ReferenceWithinDerivedBound) {
   auto be = cpu_backend();
   std::mt19937_64 rng(0x6e5d + 97 * static_cast<int>(da) + 13 * static_cast<int>(db) +
                       static_cast<int>(dc));
-  const GemmShape shapes[] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 128, 96}};
+  // 33 x 70 x 600: k spans two blocks of every packed kernel (f32 256, bf16 and AMX 512) and
+  // m, n end inside the micro-tiles (12 x 32, AMX 32 x 32).
+  const GemmShape shapes[] = {{1, 1, 1}, {3, 5, 7}, {17, 33, 65}, {64, 128, 96}, {33, 70, 600}};
   // (alpha, beta): plain, alpha != 1, alpha and beta both non-trivial, accumulate (beta = 1).
   const std::pair<float, float> scalars[] = {
       {1.0f, 0.0f}, {-1.5f, 0.0f}, {0.7f, -1.25f}, {1.0f, 1.0f}};

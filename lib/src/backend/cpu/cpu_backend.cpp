@@ -174,9 +174,11 @@ CpuBackend::CpuBackend(int threads, CpuKernels kernels) {
 }
 
 std::string CpuBackend::description() const {
-  const char* kernels = m_bf16_dot ? "AVX-512 + AVX512_BF16 kernels"
-                        : m_avx512 ? "AVX-512 kernels"
-                                   : "OpenBLAS";
+  // cpu_features().amx_bf16: the bf16 products run on AMX tiles (cpu_gemm.h).
+  const char* kernels = m_bf16_dot && cpu_features().amx_bf16 ? "AVX-512 + AMX-BF16 kernels"
+                        : m_bf16_dot                          ? "AVX-512 + AVX512_BF16 kernels"
+                        : m_avx512                            ? "AVX-512 kernels"
+                                                              : "OpenBLAS";
   return std::string("cpu (") + kernels + ", " + std::to_string(m_threads) + " threads)";
 }
 
