@@ -291,12 +291,7 @@ void bm_attention(benchmark::State& state, int64_t n, int64_t t, int64_t hs, boo
   Tensor v = random_tensor({n, t, hs}, dt, 23), dy = random_tensor({n, t, hs}, dt, 24);
   Tensor y = be.empty({n, t, hs}, dt), dq = be.empty({n, t, hs}, dt);
   Tensor dk = be.empty({n, t, hs}, dt), dv = be.empty({n, t, hs}, dt);
-  const AttentionSizes sz = be.attention_workspace(n, t, hs, dt);
-  AttentionBuffers buf;
-  if (sz.saved_f32 > 0) buf.saved_f32 = be.zeros({sz.saved_f32}, DType::f32);
-  if (sz.saved_lowp > 0) buf.saved_lowp = be.zeros({sz.saved_lowp}, dt);
-  if (sz.scratch_f32 > 0) buf.scratch_f32 = be.zeros({sz.scratch_f32}, DType::f32);
-  if (sz.scratch_lowp > 0) buf.scratch_lowp = be.zeros({sz.scratch_lowp}, dt);
+  const AttentionBuffers buf = make_attention_buffers(be, n, t, hs, dt);
   const float scale = 0.125f;
   for (auto _ : state) {
     if (composed) {

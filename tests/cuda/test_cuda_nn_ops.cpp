@@ -1831,17 +1831,6 @@ void add_causal_softmax_cases(std::vector<NnCase>& cases) {
 
 // ---- fused causal attention (Backend::attention_forward / attention_backward) ----
 
-// The buffers be says its attention needs, zero-filled.
-AttentionBuffers attention_buffers_for(Backend& be, int64_t n, int64_t t, int64_t hs, DType d) {
-  const AttentionSizes s = be.attention_workspace(n, t, hs, d);
-  AttentionBuffers b;
-  if (s.saved_f32 > 0) b.saved_f32 = be.zeros({s.saved_f32}, DType::f32);
-  if (s.saved_lowp > 0) b.saved_lowp = be.zeros({s.saved_lowp}, d);
-  if (s.scratch_f32 > 0) b.scratch_f32 = be.zeros({s.scratch_f32}, DType::f32);
-  if (s.scratch_lowp > 0) b.scratch_lowp = be.zeros({s.scratch_lowp}, d);
-  return b;
-}
-
 double rounded(double x, DType d) {
   return static_cast<double>(decode(encode(static_cast<float>(x), d), d));
 }
@@ -1999,7 +1988,8 @@ void add_attention_cases(std::vector<NnCase>& cases) {
     c.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
       Tensor y = be.empty(shape, v.dtype), dq = be.empty(shape, v.dtype),
              dk = be.empty(shape, v.dtype), dv = be.empty(shape, v.dtype);
-      const AttentionBuffers buf = attention_buffers_for(be, v.count, v.time, v.head_size, v.dtype);
+      const AttentionBuffers buf =
+          make_attention_buffers(be, v.count, v.time, v.head_size, v.dtype);
       be.attention_forward(in[0], in[1], in[2], scale, y, buf);
       be.attention_backward(in[0], in[1], in[2], y, in[3], scale, dq, dk, dv, buf);
       return std::vector<Tensor>{y, dq, dk, dv};
@@ -2254,7 +2244,7 @@ TEST(CudaAttention, RepeatedRunsAreBitwiseIdentical) {
     Tensor k = upload_values(be, sh, d, uniform_values(rng, el, -2.0f, 2.0f));
     Tensor v = upload_values(be, sh, d, uniform_values(rng, el, -1.0f, 1.0f));
     Tensor dy = upload_values(be, sh, d, random_values(rng, el, -8, 0));
-    const AttentionBuffers buf = attention_buffers_for(be, n, t, hs, d);
+    const AttentionBuffers buf = make_attention_buffers(be, n, t, hs, d);
     auto run = [&] {
       Tensor y = be.empty(sh, d), dq = be.empty(sh, d), dk = be.empty(sh, d), dv = be.empty(sh, d);
       be.attention_forward(q, k, v, 0.125f, y, buf);

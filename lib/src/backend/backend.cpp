@@ -444,6 +444,17 @@ AttentionSizes Backend::attention_workspace(int64_t batch_heads, int64_t time, i
   return s;
 }
 
+AttentionBuffers make_attention_buffers(Backend& b, int64_t batch_heads, int64_t time,
+                                        int64_t head_size, DType dtype) {
+  const AttentionSizes s = b.attention_workspace(batch_heads, time, head_size, dtype);
+  AttentionBuffers out;
+  if (s.saved_f32 > 0) out.saved_f32 = b.zeros({s.saved_f32}, DType::f32);
+  if (s.saved_lowp > 0) out.saved_lowp = b.zeros({s.saved_lowp}, dtype);
+  if (s.scratch_f32 > 0) out.scratch_f32 = b.zeros({s.scratch_f32}, DType::f32);
+  if (s.scratch_lowp > 0) out.scratch_lowp = b.zeros({s.scratch_lowp}, dtype);
+  return out;
+}
+
 void Backend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                                 const Tensor& y, const AttentionBuffers& buffers) {
   const char* op = "attention_forward";

@@ -28,13 +28,7 @@ struct AttentionRun {
 };
 
 AttentionBuffers make_buffers(Backend& be, const Dims& d, DType dtype) {
-  const AttentionSizes s = be.attention_workspace(d.n, d.t, d.hs, dtype);
-  AttentionBuffers b;
-  if (s.saved_f32 > 0) b.saved_f32 = be.zeros({s.saved_f32}, DType::f32);
-  if (s.saved_lowp > 0) b.saved_lowp = be.zeros({s.saved_lowp}, dtype);
-  if (s.scratch_f32 > 0) b.scratch_f32 = be.zeros({s.scratch_f32}, DType::f32);
-  if (s.scratch_lowp > 0) b.scratch_lowp = be.zeros({s.scratch_lowp}, dtype);
-  return b;
+  return make_attention_buffers(be, d.n, d.t, d.hs, dtype);
 }
 
 struct Inputs {

@@ -531,6 +531,12 @@ class Backend {
                                   const char* what);
 };
 
+// One call site's attention buffers, zero-filled, of the sizes b.attention_workspace gives (a
+// size of 0 leaves its buffer undefined): for callers that run one attention at a time (tests,
+// benchmarks; the GPT shares the scratch between its layers instead).
+AttentionBuffers make_attention_buffers(Backend& b, int64_t batch_heads, int64_t time,
+                                        int64_t head_size, DType dtype);
+
 // round_counted's argument checks, shared by the backends: every tensor on `device`, src f32,
 // dst f16 or bf16 of src's numel, counters i32 of numerics::kWords words with 8-byte aligned
 // data. Throws Error{invalid_argument} naming the operand.

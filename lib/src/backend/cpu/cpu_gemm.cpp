@@ -410,6 +410,53 @@ void pack_b_block(const Problem& p, int64_t j0, int64_t nc, int64_t pc, int64_t 
   }
 }
 
+// Where one micro-tile's kernel (rows x kNr floats in `tile`, mr x nr of them real) reads the
+// earlier k blocks' partial sums from (none for the first block; acc itself for a whole tile,
+// else a copy in `tile`) and writes its sums to (acc for a whole tile that is not the last block,
+// or whose acc is C; else `tile`, which finish_tile takes on). run_block and run_block_amx.
+struct TileRoute {
+  const float* cin = nullptr;
+  int64_t ldi = kNr;
+  float* cout = nullptr;
+  int64_t ldo = kNr;
+  bool direct = false;  // cout is acc: nothing left to do
+};
+
+TileRoute route_tile(const Problem& p, float* acc, float* tile, bool full, bool first, bool last,
+                     int64_t mr, int64_t nr) {
+  TileRoute t;
+  t.cout = tile;
+  if (!first) {
+    if (full) {
+      t.cin = acc;
+      t.ldi = p.ld_acc;
+    } else {
+      for (int64_t r = 0; r < mr; ++r)
+        std::memcpy(tile + r * kNr, acc + r * p.ld_acc, static_cast<size_t>(nr) * 4);
+      t.cin = tile;
+    }
+  }
+  t.direct = full && (!last || p.acc_is_out);
+  if (t.direct) {
+    t.cout = acc;
+    t.ldo = p.ld_acc;
+  }
+  return t;
+}
+
+// After the kernel: sums left in `tile` go to acc (partial sums, or C itself), or, for the last
+// k block, through the epilogue into C at (i, j).
+void finish_tile(const Problem& p, const TileRoute& t, float* acc, const float* tile, bool last,
+                 int64_t mr, int64_t nr, int64_t i, int64_t j) {
+  if (t.direct) return;
+  if (!last || p.acc_is_out) {
+    for (int64_t r = 0; r < mr; ++r)
+      std::memcpy(acc + r * p.ld_acc, tile + r * kNr, static_cast<size_t>(nr) * 4);
+  } else {
+    epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias);
+  }
+}
+
 // One micro-tile's operands: the packed slivers at their offsets (elements: floats, or bf16 for
 // the bf16 kernel) and the earlier partial sums, if any.
 struct Sliver {
@@ -488,41 +535,16 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
           const int64_t i = ic + ir, j = j0 + jr;
           float* acc = p.acc ? p.acc + i * p.ld_acc + j : nullptr;
           const bool full = mr == kMr && nr == kNr;
-          // Where the kernel reads earlier partial sums from and writes its result to.
-          const float* cin = nullptr;
-          int64_t ldi = kNr;
-          float* cout = tile;
-          int64_t ldo = kNr;
-          if (!first) {
-            if (full) {
-              cin = acc;
-              ldi = p.ld_acc;
-            } else {
-              for (int64_t r = 0; r < mr; ++r)
-                std::memcpy(tile + r * kNr, acc + r * p.ld_acc, static_cast<size_t>(nr) * 4);
-              cin = tile;
-            }
-          }
+          const TileRoute route = route_tile(p, acc, tile, full, first, last, mr, nr);
           const size_t a_off = static_cast<size_t>(ir * kcp), b_off = static_cast<size_t>(jr * kcp);
-          const Sliver sl{kcp, pack_a, pack_b, a_off, b_off, cin, ldi};
+          const Sliver sl{kcp, pack_a, pack_b, a_off, b_off, route.cin, route.ldi};
           if (full && last && !p.acc_is_out) {
             // The epilogue on the registers, straight into C.
             finish_into_output(p, sl, i, j);
             continue;
           }
-          const bool direct = full && (!last || p.acc_is_out);
-          if (direct) {
-            cout = acc;
-            ldo = p.ld_acc;
-          }
-          run_kernel(p, sl, StoreRaw{cout, ldo});
-          if (direct) continue;
-          if (!last || p.acc_is_out) {
-            for (int64_t r = 0; r < mr; ++r)
-              std::memcpy(acc + r * p.ld_acc, tile + r * kNr, static_cast<size_t>(nr) * 4);
-          } else {
-            epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias);
-          }
+          run_kernel(p, sl, StoreRaw{route.cout, route.ldo});
+          finish_tile(p, route, acc, tile, last, mr, nr, i, j);
         }
       }
     }
@@ -643,7 +665,9 @@ void pack_a_amx(const uint16_t* a, int64_t ld, bool trans, int64_t i0, int64_t m
 // One thread's share on AMX tiles (run_block's structure, 32 x 32 blocks of C).
 void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
                    uint16_t* pack_a, uint16_t* pack_b) {
-  alignas(64) float tile[kAmxTile];
+  // Zeroed once, so that it is never read undefined: an edge tile's rows and columns past
+  // mr x nr start from whatever an earlier tile left there, and are computed and dropped.
+  alignas(64) float tile[kAmxTile] = {};
   const int64_t width = j1 - j0;
   amx_configure();
   for (int64_t pc = 0; pc < p.k; pc += p.kc_block) {
@@ -669,35 +693,10 @@ void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t
           const int64_t i = ic + ir, j = j0 + jr;
           float* acc = p.acc ? p.acc + i * p.ld_acc + j : nullptr;
           const bool full = mr == kAmxM && nr == kNr;
-          const float* cin = nullptr;
-          int64_t ldi = kNr;
-          float* cout = tile;
-          int64_t ldo = kNr;
-          if (!first) {
-            if (full) {
-              cin = acc;
-              ldi = p.ld_acc;
-            } else {
-              std::fill_n(tile, kAmxTile, 0.0f);
-              for (int64_t r = 0; r < mr; ++r)
-                std::memcpy(tile + r * kNr, acc + r * p.ld_acc, static_cast<size_t>(nr) * 4);
-              cin = tile;
-            }
-          }
-          const bool direct = full && (!last || p.acc_is_out);
-          if (direct) {
-            cout = acc;
-            ldo = p.ld_acc;
-          }
-          amx_block(kc32, pack_a + ir * kc32, kc32, pack_b + (jr / kNr) * kNr * kc32, cin, ldi,
-                    cout, ldo);
-          if (direct) continue;
-          if (!last || p.acc_is_out) {
-            for (int64_t r = 0; r < mr; ++r)
-              std::memcpy(acc + r * p.ld_acc, tile + r * kNr, static_cast<size_t>(nr) * 4);
-          } else {
-            epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias);
-          }
+          const TileRoute route = route_tile(p, acc, tile, full, first, last, mr, nr);
+          amx_block(kc32, pack_a + ir * kc32, kc32, pack_b + (jr / kNr) * kNr * kc32, route.cin,
+                    route.ldi, route.cout, route.ldo);
+          finish_tile(p, route, acc, tile, last, mr, nr, i, j);
         }
       }
     }

@@ -491,6 +491,28 @@ AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 round_as(__m512 v) {
 // row r + q's terms in ascending j (column j of the 16 rows from 16 x 16 tiles transposed in
 // registers), a lane taking part only while j is inside its row's unmasked prefix.
 
+// Columns [j0, j0 + 16) of a 16-row block (rows >= count and columns >= cols: zero) into r,
+// r[c] holding column j0 + c with lane l from row l: a 16 x 16 tile transposed in registers
+// (a gather per column cost ~4x more).
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE void block_columns(const float* base, int64_t ld, int64_t count,
+                                                    int64_t cols, int64_t j0, __m512 r[16]) {
+  const __mmask16 m = head_mask(static_cast<size_t>(cols - j0));
+  for (int q = 0; q < 16; ++q)
+    r[q] = q < count ? _mm512_maskz_loadu_ps(m, base + q * ld + j0) : _mm512_setzero_ps();
+  simd::transpose16(r);
+}
+
+// acc + the columns j0 + c (c < n) of a transposed 16-row tile, in ascending c, lane q adding
+// col[c] only while j0 + c is inside row q's prefix (lens, lane q).
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 add_prefix_columns(__m512 acc, const __m512 col[16],
+                                                           __m512i lens, int64_t j0, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    const __mmask16 in = _mm512_cmpgt_epi32_mask(lens, _mm512_set1_epi32(static_cast<int>(j0 + c)));
+    acc = _mm512_mask_add_ps(acc, in, acc, col[c]);
+  }
+  return acc;
+}
+
 // Lane q: the length of row r + q's unmasked prefix (r + q) % t + 1, or 0 past `count` rows.
 AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512i row_lengths(int64_t r, int64_t count, int64_t t) {
   alignas(64) int32_t len[16];
@@ -533,17 +555,9 @@ AMPCTL_AVX512 void softmax_fwd_typed(const S* x, P* y, int64_t t, int64_t r0, in
     const __m512i lens = row_lengths(r, count, t);
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j0 = 0; j0 < longest; j0 += 16) {
-      const __mmask16 k = head_mask(static_cast<size_t>(t - j0));
       __m512 col[16];
-      for (int64_t q = 0; q < 16; ++q)
-        col[q] = q < count ? _mm512_maskz_loadu_ps(k, e + q * t + j0) : _mm512_setzero_ps();
-      simd::transpose16(col);
-      const int64_t n = std::min<int64_t>(16, longest - j0);
-      for (int64_t c = 0; c < n; ++c) {
-        const __mmask16 in =
-            _mm512_cmpgt_epi32_mask(lens, _mm512_set1_epi32(static_cast<int>(j0 + c)));
-        sum = _mm512_mask_add_ps(sum, in, sum, col[c]);
-      }
+      block_columns(e, t, count, t, j0, col);
+      sum = add_prefix_columns(sum, col, lens, j0, std::min<int64_t>(16, longest - j0));
     }
     alignas(64) float sums[16];
     _mm512_store_ps(sums, sum);
@@ -584,12 +598,7 @@ AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, in
                            : _mm512_setzero_ps();
       }
       simd::transpose16(col);
-      const int64_t n = std::min<int64_t>(16, longest - k0);
-      for (int64_t c = 0; c < n; ++c) {
-        const __mmask16 in =
-            _mm512_cmpgt_epi32_mask(lens, _mm512_set1_epi32(static_cast<int>(k0 + c)));
-        dot = _mm512_mask_add_ps(dot, in, dot, col[c]);
-      }
+      dot = add_prefix_columns(dot, col, lens, k0, std::min<int64_t>(16, longest - k0));
     }
     alignas(64) float dots[16];
     _mm512_store_ps(dots, dot);
@@ -638,17 +647,6 @@ AMPCTL_AVX512 const float* widen_block(const X* x, int64_t cols, int64_t r0, int
     }
     return scratch;
   }
-}
-
-// Columns [j0, j0 + 16) of a 16-row block (rows >= count and columns >= cols: zero) into r,
-// r[c] holding column j0 + c with lane l from row l: a 16 x 16 tile transposed in registers
-// (a gather per column cost ~4x more).
-AMPCTL_AVX512 AMPCTL_SIMD_INLINE void block_columns(const float* base, int64_t ld, int64_t count,
-                                                    int64_t cols, int64_t j0, __m512 r[16]) {
-  const __mmask16 m = head_mask(static_cast<size_t>(cols - j0));
-  for (int q = 0; q < 16; ++q)
-    r[q] = q < count ? _mm512_maskz_loadu_ps(m, base + q * ld + j0) : _mm512_setzero_ps();
-  simd::transpose16(r);
 }
 
 template <typename X, typename Y>
