@@ -108,7 +108,7 @@ bool TrainStep::run(int64_t step) {
     const Tensor grads = model.grads();
     // ZeRO-1: every rank unscaled its own shard; gathering them gives every rank the whole
     // unscaled mean, bitwise ZeRO-0's, and so bitwise ZeRO-0's norm. (A sum of per-shard sums
-    // of squares would round differently from global_norm's one double sum in arena order;
+    // of squares would round differently from global_norm's fixed-order double sum (backend.h);
     // docs/distributed.md, "ZeRO-1".)
     if (m_opts.zero) m_p.comm.all_gather_shards(grads);
     b.global_norm(std::span<const Tensor>(&grads, 1), m_norm);

@@ -17,6 +17,7 @@
 // itself (they still run, and still pass).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
@@ -365,6 +366,49 @@ TEST(CpuExp, VectorScalarAndLibmAgreeBitwise) {
   EXPECT_EQ(mismatches, 0u) << "of " << x.size();
   EXPECT_EQ(libm_mismatches, 0u) << "of " << x.size();
   EXPECT_LE(worst, 0.502);
+}
+
+// global_norm's block sums (cpu_vector.h: 16 lanes in index order, folded in halves), in
+// double, bitwise against that order written out here, for the portable code and (with AVX-512)
+// the vector code: full blocks, short ones and masked tails, each dtype, values over 2^-20 ..
+// 2^20 (so the double sum's last bits depend on the order: one chain, 8 lanes or another fold
+// fails), zeros and subnormals included.
+TEST(CpuKernels, NormBlocksFollowTheDocumentedOrderBitwise) {
+  std::mt19937_64 rng(0x40b1);
+  size_t compared = 0, chain_differs = 0;
+  for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{100}, size_t{4095},
+                   cpu::vec::kNormBlock}) {
+    std::vector<float> v = random_values(rng, n, -20, 20);
+    for (size_t i = 0; i < n; i += 13) v[i] = (i / 13) % 2 ? 0.0f : std::ldexp(1.0f, -140);
+    for (DType d : kFloatDTypes) {
+      std::vector<float> r(v);
+      for (float& x : r) x = round_to(x, d);
+      double lane[16] = {}, chain = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        lane[i % 16] += static_cast<double>(r[i]) * static_cast<double>(r[i]);
+        chain += static_cast<double>(r[i]) * static_cast<double>(r[i]);
+      }
+      for (size_t half = 8; half >= 1; half /= 2) {
+        for (size_t j = 0; j < half; ++j) lane[j] += lane[j + half];
+      }
+      // The dtype's storage, as the backend holds it.
+      auto be = level(cpu::CpuKernels::portable, 1);
+      Tensor t = upload_values(*be, {static_cast<int64_t>(n)}, d, r);
+      const std::string what = std::string(dtype_name(d)) + ", n " + std::to_string(n);
+      const double portable = cpu::vec::norm_block_portable(t.data(), d, 0, n);
+      EXPECT_EQ(std::bit_cast<uint64_t>(portable), std::bit_cast<uint64_t>(lane[0]))
+          << "portable, " << what;
+      if (cpu::cpu_features().avx512) {
+        const double vector = cpu::vec::norm_block(t.data(), d, 0, n);
+        EXPECT_EQ(std::bit_cast<uint64_t>(vector), std::bit_cast<uint64_t>(lane[0]))
+            << "AVX-512, " << what;
+      }
+      ++compared;
+      chain_differs += std::bit_cast<uint64_t>(chain) != std::bit_cast<uint64_t>(lane[0]);
+    }
+  }
+  // The inputs are order-sensitive: the one-chain sum differs somewhere.
+  EXPECT_GT(chain_differs, 0u) << "of " << compared;
 }
 
 // The vector level evaluates GELU of an f16 or bf16 input by table (cpu_vector.cpp: GeluTable):

@@ -467,6 +467,64 @@ TEST(GlobalNorm, ExactSumOfSquaresGivesCorrectlyRoundedRoot) {
   EXPECT_TRUE(check.ok()) << check.report();
 }
 
+// The documented order (backend.h, CPU: blocks of 4096, 16 lanes each in index order, the lanes
+// folded in halves, the block sums added in order), written out here as a plain recursion over
+// the elements, bitwise against the backend at 1 and 3 threads: block edges (4095, 4096, 4097,
+// three blocks and a tail), several tensors whose blocks never straddle them, and an empty one.
+// It fails when a block edge or a tensor drops or repeats an element (each square is far above
+// the float rounding of the total). Orders that differ only in the double sum's last bits rarely
+// reach the float result: CpuKernels.NormBlocksFollowTheDocumentedOrderBitwise checks the
+// blocks' double sums themselves.
+double documented_norm_sum(const std::vector<std::vector<float>>& tensors) {
+  constexpr size_t kBlock = 4096, kLanes = 16;
+  double total = 0.0;
+  for (const std::vector<float>& v : tensors) {
+    for (size_t b = 0; b < v.size(); b += kBlock) {
+      double lane[kLanes] = {};
+      for (size_t i = b; i < std::min(v.size(), b + kBlock); ++i) {
+        lane[(i - b) % kLanes] += static_cast<double>(v[i]) * static_cast<double>(v[i]);
+      }
+      for (size_t half = kLanes / 2; half >= 1; half /= 2) {
+        for (size_t j = 0; j < half; ++j) lane[j] += lane[j + half];
+      }
+      total += lane[0];
+    }
+  }
+  return total;
+}
+
+TEST(GlobalNorm, FollowsTheDocumentedOrderBitwise) {
+  std::mt19937_64 rng(0x0b10c);
+  const std::vector<std::vector<std::pair<DType, size_t>>> cases = {
+      {{DType::f32, 4095}},
+      {{DType::f32, 4096}},
+      {{DType::f16, 4097}},
+      {{DType::bf16, 3 * 4096 + 77}},
+      {{DType::f32, 5000}, {DType::f16, 0}, {DType::bf16, 9000}, {DType::f32, 1}},
+      {{DType::f32, 70001}}};
+  for (int threads : {1, 3}) {
+    auto be = cpu_backend(threads);
+    for (const auto& spec : cases) {
+      std::vector<std::vector<float>> values;
+      std::vector<Tensor> tensors;
+      std::string what;
+      for (const auto& [d, n] : spec) {
+        std::vector<float> v = random_values(rng, n, -12, 12);
+        for (float& x : v) x = round_to(x, d);
+        tensors.push_back(upload_values(*be, {static_cast<int64_t>(n)}, d, v));
+        values.push_back(std::move(v));
+        what += std::string(dtype_name(d)) + "[" + std::to_string(n) + "] ";
+      }
+      Tensor out = be->empty({1}, DType::f32);
+      be->global_norm(tensors, out);
+      const float want = static_cast<float>(std::sqrt(documented_norm_sum(values)));
+      EXPECT_EQ(float_bits(be->read_scalar_f32(out)), float_bits(want))
+          << what << "threads " << threads << ": got " << fmt(be->read_scalar_f32(out))
+          << ", documented order " << fmt(want);
+    }
+  }
+}
+
 // "accumulated in double in a fixed order (deterministic)": the same bits on every call and for
 // any number of threads.
 TEST(GlobalNorm, DeterministicAcrossCallsAndThreadCounts) {

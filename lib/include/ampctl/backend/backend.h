@@ -150,7 +150,11 @@ class Backend {
                     float alpha = 1.0f, float beta = 0.0f) = 0;
 
   // out[0] := sqrt(sum of squares of every element of every tensor), accumulated in double in a
-  // fixed order (deterministic), rounded once to float. out is f32[1].
+  // fixed order (deterministic), rounded once to float. out is f32[1]. The CPU's order: each
+  // tensor in blocks of 4096 elements, a block on 16 lanes (element i on lane i mod 16, each in
+  // index order), the lanes folded in halves (j += j + 8, + 4, + 2, + 1), the blocks' sums added
+  // in order; the blocks run on the threads, so the thread count changes no bit. The GPU's:
+  // kernels/global_norm.cuh.
   virtual void global_norm(std::span<const Tensor> tensors, const Tensor& out) = 0;
 
   // ---- the amp ops (docs/reference.md, "Scaler") ----

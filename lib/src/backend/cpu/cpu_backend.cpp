@@ -356,18 +356,34 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
 
 void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out) {
   check_scalar(out, DType::f32, "global_norm out");
-  double sum = 0.0;
+  // The order of vec::norm_block (cpu_vector.h): independent blocks, so they are split between
+  // the threads; their sums are then added in order, whichever thread computed them.
+  size_t blocks = 0;
   for (const Tensor& t : tensors) {
-    check_cpu(t, "global_norm");
-    dispatch_float(t.dtype(), [&](auto tag) {
-      using T = decltype(tag);
-      const T* p = static_cast<const T*>(t.data());
-      for (size_t i = 0; i < t.numel(); ++i) {
-        const double v = to_f32(p[i]);
-        sum += v * v;
-      }
-    });
+    check_float(t, "global_norm");
+    blocks += (t.numel() + vec::kNormBlock - 1) / vec::kNormBlock;
   }
+  if (m_ws_norm.size() < blocks) m_ws_norm.resize(blocks);
+  double* sums = m_ws_norm.data();
+  size_t first = 0;  // the tensor's first block
+  for (const Tensor& t : tensors) {
+    const size_t n = t.numel(), nb = (n + vec::kNormBlock - 1) / vec::kNormBlock;
+    const void* x = t.data();
+    const DType d = t.dtype();
+    parallel_for(
+        *m_pool, nb,
+        [&](size_t b0, size_t b1) {
+          for (size_t q = b0; q < b1; ++q) {
+            const size_t lo = q * vec::kNormBlock, hi = std::min(n, lo + vec::kNormBlock);
+            sums[first + q] =
+                m_avx512 ? vec::norm_block(x, d, lo, hi) : vec::norm_block_portable(x, d, lo, hi);
+          }
+        },
+        /*align=*/1);
+    first += nb;
+  }
+  double sum = 0.0;
+  for (size_t q = 0; q < blocks; ++q) sum += sums[q];
   *out.data_as<float>() = static_cast<float>(std::sqrt(sum));
 }
 

@@ -186,6 +186,8 @@ class CpuBackend final : public Backend {
   std::vector<float> m_ws_ln;
   // Grow-only index workspace (embedding_backward's rows grouped by token).
   std::vector<int32_t> m_ws_idx;
+  // Grow-only global_norm workspace: each block's sum of squares, in order.
+  std::vector<double> m_ws_norm;
   // gemm_batched: one packed engine per pool thread, each running its matrices whole on the
   // calling thread (m_serial_pool has no workers), so the batch is what is split.
   std::vector<GemmEngine> m_batch_gemm;

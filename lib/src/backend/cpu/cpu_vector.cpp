@@ -255,6 +255,29 @@ AMPCTL_AVX512 void sum_rows_typed(const X* x, int64_t rows, int64_t cols, int64_
   }
 }
 
+// The 16 lanes of a norm block (cpu_vector.h): lanes 0-7 in lo, 8-15 in hi; each FMA adds an
+// exact square, so it rounds once, as the scalar lane's s += v * v. Masked-off tail lanes add
+// +0, which leaves a sum >= +0 unchanged.
+template <typename X>
+AMPCTL_AVX512 double norm_block_typed(const X* x, size_t begin, size_t end) {
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (size_t i = begin; i < end; i += 16) {
+    const __m512 v = load16(x + i, head_mask(end - i));
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d b =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(a, a, lo);
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  alignas(64) double s[16];
+  _mm512_store_pd(s, lo);
+  _mm512_store_pd(s + 8, hi);
+  for (int half = 8; half >= 1; half /= 2) {
+    for (int j = 0; j < half; ++j) s[j] += s[j + half];
+  }
+  return s[0];
+}
+
 // ---- tanh GELU (cpu_gelu.h: the scalar code these lanes reproduce) ----
 
 // tanh_f64 on 8 lanes of double: the same operations as the scalar code, the small-argument
@@ -982,6 +1005,31 @@ void layer_norm_backward_params(const void* x, DType x_dtype, const void* dy, DT
                           cols, c0, c1, pg, pb);
     });
   });
+}
+
+double norm_block_portable(const void* x, DType x_dtype, size_t begin, size_t end) {
+  double lane[kNormLanes] = {};
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    const X* p = static_cast<const X*>(x);
+    for (size_t i = begin; i < end; ++i) {
+      const double v = static_cast<float>(p[i]);
+      lane[(i - begin) % kNormLanes] += v * v;
+    }
+  });
+  for (int half = kNormLanes / 2; half >= 1; half /= 2) {
+    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
+  }
+  return lane[0];
+}
+
+double norm_block(const void* x, DType x_dtype, size_t begin, size_t end) {
+  double sum = 0.0;
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    sum = norm_block_typed(static_cast<const X*>(x), begin, end);
+  });
+  return sum;
 }
 
 void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t c0, int64_t c1,

@@ -80,4 +80,17 @@ void layer_norm_backward_params(const void* x, DType x_dtype, const void* dy, DT
 void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
               float* acc);
 
+// global_norm's order (backend.h): each tensor in blocks of kNormBlock elements (the last one
+// shorter). A block's sum of squares runs in double on kNormLanes lanes, element i of the block
+// on lane i mod kNormLanes, each lane from 0 in index order (a float's square is exact in
+// double, so each step is one rounding); the lanes then fold in halves: lane j += lane j + 8,
+// then j + 4, j + 2, j + 1, and lane 0 is the block's sum. The blocks' sums are added in order.
+inline constexpr size_t kNormBlock = 4096;
+inline constexpr int kNormLanes = 16;
+
+// The sum of squares of block [begin, end) (end - begin <= kNormBlock) of x in that order, on
+// AVX-512 (norm_block) and in plain scalar code for any CPU (norm_block_portable): the same bits.
+double norm_block(const void* x, DType x_dtype, size_t begin, size_t end);
+double norm_block_portable(const void* x, DType x_dtype, size_t begin, size_t end);
+
 }  // namespace ampctl::cpu::vec
