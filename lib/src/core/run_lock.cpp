@@ -81,6 +81,19 @@ std::string read_record(int fd) {
   return text;
 }
 
+// The record of a lock another process holds. The holder writes it just after its flock
+// succeeds, so a refusal in between reads an empty or half-written file: wait for the record's
+// last line a little (two seconds at most; a holder that could not write one is then shown
+// without it).
+std::string read_holder_record(int fd) {
+  std::string record = read_record(fd);
+  for (int tries = 0; tries < 200 && record.find("\nstarted ") == std::string::npos; ++tries) {
+    ::usleep(10000);
+    record = read_record(fd);
+  }
+  return record;
+}
+
 // "pid N: COMMAND" from a record ("" when it holds neither).
 std::string describe_record(const std::string& record) {
   std::string pid, command;
@@ -206,7 +219,7 @@ RunLock::RunLock(const fs::path& run_dir) : m_file(run_dir / kRunLockFile) {
       ::close(fd);
       throw lock_file_error(run_dir, m_file, std::strerror(err));
     }
-    const std::string holder = describe_record(read_record(fd));
+    const std::string holder = describe_record(read_holder_record(fd));
     ::close(fd);
     throw Error{ErrorKind::usage,
                 "run directory " + run_dir.string() + " is in use by another ampctl process" +
@@ -236,7 +249,7 @@ std::string run_lock_holder(const fs::path& run_dir) {
   const fs::path file = run_dir / kRunLockFile;
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return {};
-  const std::string text = describe_record(read_record(fd));
+  const std::string text = describe_record(read_holder_record(fd));
   ::close(fd);
   return text;
 }

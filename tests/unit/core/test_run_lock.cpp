@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +80,33 @@ TEST(RunLock, ASecondProcessIsRefusedNamingTheHolder) {
   EXPECT_EQ(in_child([&] { return refused_naming(dir.path, me); }), 1);
   EXPECT_FALSE(run_lock_held(dir.path));
   EXPECT_EQ(run_lock_holder(dir.path), "");
+}
+
+// The window between a holder's flock and its record: a second process that is refused then
+// finds the file empty, and names the holder once the record appears (here 300 ms later; the
+// refusal waits up to two seconds for it). Before, it was refused without a name: the flaky
+// "the refusal does not name the holder" of cli.hardening_outputs on a loaded machine.
+TEST(RunLock, ARefusalInTheHoldersFirstMomentStillNamesIt) {
+  ScratchDir dir;
+  const fs::path file = dir.path / kRunLockFile;
+  const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // held, with no record yet
+  const pid_t me = ::getpid();
+  const pid_t writer = ::fork();
+  if (writer == 0) {
+    ::usleep(300000);
+    const std::string record =
+        "pid " + std::to_string(me) + "\ncommand ampctl train\nstarted 2026-01-01T00:00:00Z\n";
+    ::_exit(::pwrite(fd, record.data(), record.size(), 0) == static_cast<ssize_t>(record.size())
+                ? 0
+                : 1);
+  }
+  EXPECT_EQ(in_child([&] { return refused_naming(dir.path, me); }), 0);
+  int status = 0;
+  ::waitpid(writer, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::close(fd);
 }
 
 TEST(RunLock, TheKernelReleasesTheLockOfAProcessThatDies) {
