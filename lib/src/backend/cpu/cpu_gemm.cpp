@@ -392,7 +392,29 @@ struct Problem {
   int64_t ld_acc;
   bool acc_is_out;  // acc is C itself (f32, no epilogue)
   const float* bias;
+  GemmTriangle triangle;
 };
+
+// out_lower: the tile at rows [i, i + mr), columns from j lies wholly above the diagonal.
+bool tile_skipped(const Problem& p, int64_t i, int64_t mr, int64_t j) {
+  return p.triangle == GemmTriangle::out_lower && j > i + mr - 1;
+}
+
+// The part [l0, l1) of the k block [pc, pc + kc) (block-relative) that rows [i, i + mr) of a
+// triangular op(A) can hold nonzeros in, widened to multiples of `step` (k pairs, AMX's 32) and
+// kept inside [0, kc_rounded).
+struct KRange {
+  int64_t l0, l1;
+};
+KRange k_range(const Problem& p, int64_t i, int64_t mr, int64_t pc, int64_t kc, int64_t step,
+               int64_t kc_rounded) {
+  int64_t lo = 0, hi = kc;
+  if (p.triangle == GemmTriangle::a_lower) hi = std::clamp<int64_t>(i + mr - pc, 0, kc);
+  if (p.triangle == GemmTriangle::a_upper) lo = std::clamp<int64_t>(i - pc, 0, kc);
+  lo = lo / step * step;
+  hi = std::min(kc_rounded, (hi + step - 1) / step * step);
+  return {lo, std::max(lo, hi)};
+}
 
 // The packed element at `offset` of a panel buffer: floats, or bf16 pairs for the bf16 kernel.
 float* element_at(const Problem& p, float* base, int64_t offset) {
@@ -533,11 +555,14 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
         for (int64_t ir = 0; ir < mc; ir += kMr) {
           const int64_t mr = std::min(kMr, mc - ir);
           const int64_t i = ic + ir, j = j0 + jr;
+          if (tile_skipped(p, i, mr, j)) continue;
           float* acc = p.acc ? p.acc + i * p.ld_acc + j : nullptr;
           const bool full = mr == kMr && nr == kNr;
           const TileRoute route = route_tile(p, acc, tile, full, first, last, mr, nr);
-          const size_t a_off = static_cast<size_t>(ir * kcp), b_off = static_cast<size_t>(jr * kcp);
-          const Sliver sl{kcp, pack_a, pack_b, a_off, b_off, route.cin, route.ldi};
+          const KRange kr = k_range(p, i, mr, pc, kc, p.bf16 ? 2 : 1, kcp);
+          const size_t a_off = static_cast<size_t>(ir * kcp + kr.l0 * kMr);
+          const size_t b_off = static_cast<size_t>(jr * kcp + kr.l0 * kNr);
+          const Sliver sl{kr.l1 - kr.l0, pack_a, pack_b, a_off, b_off, route.cin, route.ldi};
           if (full && last && !p.acc_is_out) {
             // The epilogue on the registers, straight into C.
             finish_into_output(p, sl, i, j);
@@ -691,11 +716,14 @@ void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t
         for (int64_t ir = 0; ir < mc; ir += kAmxM) {
           const int64_t mr = std::min(kAmxM, mc - ir);
           const int64_t i = ic + ir, j = j0 + jr;
+          if (tile_skipped(p, i, mr, j)) continue;
           float* acc = p.acc ? p.acc + i * p.ld_acc + j : nullptr;
           const bool full = mr == kAmxM && nr == kNr;
           const TileRoute route = route_tile(p, acc, tile, full, first, last, mr, nr);
-          amx_block(kc32, pack_a + ir * kc32, kc32, pack_b + (jr / kNr) * kNr * kc32, route.cin,
-                    route.ldi, route.cout, route.ldo);
+          const KRange kr = k_range(p, i, mr, pc, kc, kAmxK, kc32);
+          amx_block(kr.l1 - kr.l0, pack_a + ir * kc32 + kr.l0, kc32,
+                    pack_b + (jr / kNr) * kNr * kc32 + kr.l0 * kNr, route.cin, route.ldi,
+                    route.cout, route.ldo);
           finish_tile(p, route, acc, tile, last, mr, nr, i, j);
         }
       }
@@ -712,10 +740,11 @@ const CpuFeatures& cpu_features() {
 }
 
 bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
-                     const GemmOutput& out, ThreadPool& pool, bool bf16_dot) {
+                     const GemmOutput& out, ThreadPool& pool, bool bf16_dot,
+                     GemmTriangle triangle) {
   const CpuFeatures& f = cpu_features();
   if (!f.avx512 || m < 1 || n < 1 || k < 1 || out.dtype == DType::i32) return false;
-  Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr};
+  Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr, triangle};
   p.bf16 = bf16_dot && f.avx512_bf16 && a.dtype == DType::bf16 && b.dtype == DType::bf16;
   p.amx = p.bf16 && f.amx_bf16;
   p.kc_block = p.bf16 ? kKcBf16 : kKcF32;

@@ -68,13 +68,29 @@ struct GemmOutput {
   DType bias_dtype = DType::f32;
 };
 
+// What a causal attention's products let the kernels skip (cpu_transformer.cpp), at whole
+// micro-tiles and k steps, never changing a bit of what they compute:
+//   * out_lower: only out[i, j] with j <= i is wanted. A tile wholly above the diagonal is not
+//     computed; its elements keep whatever they held.
+//   * a_lower: op(A)[i, l] == 0 for l > i (the probabilities, dscores). A row's sum stops after
+//     the last k step its tile's rows can reach.
+//   * a_upper: op(A)[i, l] == 0 for l < i (their transposes). A row's sum starts at the first k
+//     step its tile's rows can reach.
+// A skipped term is an exact zero times a finite op(B) element, +-0, and a float sum that starts
+// from +0 is never -0 (an exact cancellation rounds to +0), so adding +-0 leaves it unchanged:
+// the results are the full product's bits whenever op(B) is finite. Where op(B) holds an inf or
+// NaN the skipped 0 * inf terms (NaN in the full product) are not formed, as on the GPU, whose
+// fused attention skips the masked blocks.
+enum class GemmTriangle { none, out_lower, a_lower, a_upper };
+
 class GemmEngine {
  public:
   // Computes the product when this CPU has a kernel for it (m, n, k >= 1) and returns true;
   // returns false, touching nothing, when it has not (the caller uses OpenBLAS).
   // bf16_dot: the VDPBF16PS kernel may be used (bf16 x bf16 on a CPU with AVX512_BF16).
   bool run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
-           const GemmOutput& out, ThreadPool& pool, bool bf16_dot = true);
+           const GemmOutput& out, ThreadPool& pool, bool bf16_dot = true,
+           GemmTriangle triangle = GemmTriangle::none);
 
  private:
   // Grow-only, so a steady-state training step does not allocate: per-thread packed panels,
