@@ -112,6 +112,22 @@ AMPCTL_AVX512 void pack_a_f32(const S* a, int64_t ld, bool trans, int64_t i0, in
   }
 }
 
+// Rows [i0, i0 + mc) of a row-major A (not transposed), k [p0, p0 + kc), widened into rows of
+// kKcF32 floats (kernel_f32<true>): no transpose. Rows up to the next whole sliver are zero.
+template <typename S>
+AMPCTL_AVX512 void pack_a_rows(const S* a, int64_t ld, int64_t i0, int64_t mc, int64_t p0,
+                               int64_t kc, float* dst) {
+  const int64_t rows = (mc + kMr - 1) / kMr * kMr;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* d = dst + r * kKcF32;
+    const S* src = r < mc ? a + (i0 + r) * ld + p0 : nullptr;
+    for (int64_t l = 0; l < kc; l += 16) {
+      const __mmask16 m = simd::head_mask(static_cast<size_t>(kc - l));
+      _mm512_mask_storeu_ps(d + l, m, src ? simd::load16(src + l, m) : _mm512_setzero_ps());
+    }
+  }
+}
+
 template <typename S>
 AMPCTL_AVX512 void pack_b_f32(const S* b, int64_t ld, bool trans, int64_t j0, int64_t nc,
                               int64_t p0, int64_t kc, float* dst) {
@@ -248,7 +264,10 @@ struct StoreEpilogue {
   }
 };
 
-template <typename Store>
+// A's layout: Rows, rows of kKcF32 floats (row r's l at a[r * kKcF32 + l], a displacement
+// fixed at compile time); else a sliver [k][kMr]. The same operations in the same order either
+// way, so the same bits.
+template <bool Rows, typename Store>
 AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const float* cin,
                               int64_t ldi, const Store& store) {
   __m512 c0[kMr], c1[kMr];
@@ -267,11 +286,11 @@ AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const 
     const __m512 b1 = _mm512_loadu_ps(b + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < kMr; ++r) {
-      const __m512 ar = _mm512_set1_ps(a[r]);
+      const __m512 ar = _mm512_set1_ps(Rows ? a[r * kKcF32] : a[r]);
       c0[r] = _mm512_fmadd_ps(ar, b0, c0[r]);
       c1[r] = _mm512_fmadd_ps(ar, b1, c1[r]);
     }
-    a += kMr;
+    a += Rows ? 1 : kMr;
     b += kNr;
   }
 #pragma GCC unroll 12
@@ -365,6 +384,23 @@ void pack_a_any(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_
   }
 }
 
+void pack_a_rows_any(const GemmOperand& a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                     float* dst) {
+  switch (a.dtype) {
+    case DType::f32:
+      pack_a_rows(static_cast<const float*>(a.data), a.ld, i0, mc, p0, kc, dst);
+      return;
+    case DType::f16:
+      pack_a_rows(static_cast<const half*>(a.data), a.ld, i0, mc, p0, kc, dst);
+      return;
+    case DType::bf16:
+      pack_a_rows(static_cast<const bfloat16*>(a.data), a.ld, i0, mc, p0, kc, dst);
+      return;
+    case DType::i32:
+      return;
+  }
+}
+
 void pack_b_any(const GemmOperand& b, int64_t j0, int64_t nc, int64_t p0, int64_t kc, float* dst) {
   switch (b.dtype) {
     case DType::f32:
@@ -393,6 +429,7 @@ struct Problem {
   bool acc_is_out;  // acc is C itself (f32, no epilogue)
   const float* bias;
   GemmTriangle triangle;
+  bool a_rows;  // the f32 kernel reads A from rows (a row-major A: kernel_f32<true>)
 };
 
 // out_lower: the tile at rows [i, i + mr), columns from j lies wholly above the diagonal.
@@ -495,8 +532,10 @@ void run_kernel(const Problem& p, const Sliver& s, const Store& store) {
   if (p.bf16) {
     kernel_bf16(s.kcp / 2, reinterpret_cast<const uint16_t*>(s.pack_a) + s.a_off,
                 reinterpret_cast<const uint16_t*>(s.pack_b) + s.b_off, s.cin, s.ldi, store);
+  } else if (p.a_rows) {
+    kernel_f32<true>(s.kcp, s.pack_a + s.a_off, s.pack_b + s.b_off, s.cin, s.ldi, store);
   } else {
-    kernel_f32(s.kcp, s.pack_a + s.a_off, s.pack_b + s.b_off, s.cin, s.ldi, store);
+    kernel_f32<false>(s.kcp, s.pack_a + s.a_off, s.pack_b + s.b_off, s.cin, s.ldi, store);
   }
 }
 
@@ -547,6 +586,8 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
       if (p.bf16) {
         pack_a_bf16(static_cast<const uint16_t*>(p.a.data), p.a.ld, p.a.trans, ic, mc, pc, kc,
                     reinterpret_cast<uint16_t*>(pack_a));
+      } else if (p.a_rows) {
+        pack_a_rows_any(p.a, ic, mc, pc, kc, pack_a);
       } else {
         pack_a_any(p.a, ic, mc, pc, kc, pack_a);
       }
@@ -560,7 +601,8 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
           const bool full = mr == kMr && nr == kNr;
           const TileRoute route = route_tile(p, acc, tile, full, first, last, mr, nr);
           const KRange kr = k_range(p, i, mr, pc, kc, p.bf16 ? 2 : 1, kcp);
-          const size_t a_off = static_cast<size_t>(ir * kcp + kr.l0 * kMr);
+          const size_t a_off =
+              static_cast<size_t>(p.a_rows ? ir * kKcF32 + kr.l0 : ir * kcp + kr.l0 * kMr);
           const size_t b_off = static_cast<size_t>(jr * kcp + kr.l0 * kNr);
           const Sliver sl{kr.l1 - kr.l0, pack_a, pack_b, a_off, b_off, route.cin, route.ldi};
           if (full && last && !p.acc_is_out) {
@@ -744,8 +786,9 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
                      GemmTriangle triangle) {
   const CpuFeatures& f = cpu_features();
   if (!f.avx512 || m < 1 || n < 1 || k < 1 || out.dtype == DType::i32) return false;
-  Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr, triangle};
+  Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr, triangle, false};
   p.bf16 = bf16_dot && f.avx512_bf16 && a.dtype == DType::bf16 && b.dtype == DType::bf16;
+  p.a_rows = !p.bf16 && !a.trans;
   p.amx = p.bf16 && f.amx_bf16;
   p.kc_block = p.bf16 ? kKcBf16 : kKcF32;
   p.acc_is_out = out.dtype == DType::f32 && out.alpha == 1.0f && out.beta == 0.0f && !out.bias;
@@ -802,7 +845,7 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
 
   const int64_t width = split_n ? ((n_sl + t - 1) / t) * kNr : n_sl * kNr;
-  size_t need_a = static_cast<size_t>(kMc * kcp);
+  size_t need_a = static_cast<size_t>(kMc * (p.a_rows ? kKcF32 : kcp));
   size_t need_b = shared_b ? 0 : static_cast<size_t>(width * kcp);
   if (p.amx) {  // bf16 elements, two to a float: A [kAmxMc][kc32], B slivers [kc32 / 2][32][2]
     const int64_t kc32 = (kc + kAmxK - 1) / kAmxK * kAmxK;
