@@ -1,15 +1,17 @@
 // The CPU backend's thread pool (cpu_parallel.h has the design).
 //
-// Memory order: the caller writes the job (m_call, m_ctx, m_parts, m_done = 0) and then releases
-// it with the store of the new generation into m_state; a thread that claims a part does so with
-// an acquire compare-exchange on m_state, so it sees that job. A claim succeeds only while the
-// generation is unchanged, and the caller publishes the next job only after every part of this
-// one is done (m_done, release / acquire) and it has closed this one (its state set to "no part
-// left", kClosed), so a late thread can never run a part of a finished job or see a half-written
-// one. Without the closing store a worker holding this job's last state could read the next
-// job's larger m_parts, written before that job is published, and claim a phantom part of this
-// generation with the next job's (or a dead) context: a crash seen under load in the signal
-// tests (cli.hardening_outputs).
+// Memory order: the caller writes the job (m_call, m_ctx, each thread's run, m_done = 0) and then
+// releases it with the store of the new generation into m_state; a thread that sees that
+// generation (acquire) sees the job, and claims a part with an acquire compare-exchange on a
+// run's counter, which succeeds only while the counter holds this generation. The caller
+// publishes the next job only after every part of this one is done (m_done, release / acquire)
+// and it has closed every run (its counter set to "no part left", kClosed), so a late thread can
+// never run a part of a finished job or see a half-written one: a thread still holding a
+// counter value of this job tests it against the next job's run end (written before that job is
+// published) and could pass that test, but its compare-exchange then fails against the closed
+// counter, and a fresh load shows no part left (or another generation). Without the closing
+// store it could claim a phantom part of this generation with the next job's (or a dead)
+// context: a crash seen under load in the signal tests (cli.hardening_outputs).
 #include "cpu_parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -42,6 +44,7 @@ constexpr int kSpinsBeforeSleep = 4000;
 
 ThreadPool::ThreadPool(int threads) {
   const int workers = std::max(threads, 1) - 1;
+  m_runs = std::make_unique<Run[]>(static_cast<size_t>(workers) + 1);
   m_workers.reserve(static_cast<size_t>(workers));
   for (int t = 1; t <= workers; ++t) m_workers.emplace_back([this, t] { worker_main(t); });
 }
@@ -49,8 +52,12 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   m_stop.store(true, std::memory_order_seq_cst);
   // A new generation with no parts wakes every sleeper, which then sees m_stop.
-  m_parts.store(0, std::memory_order_relaxed);
-  publish(gen_of(m_state.load()) + 1);
+  const uint64_t gen = gen_of(m_state.load()) + 1;
+  for (int t = 0; t < threads(); ++t) {
+    m_runs[t].end.store(0, std::memory_order_relaxed);
+    m_runs[t].next.store(gen << 32, std::memory_order_relaxed);
+  }
+  publish(gen);
   for (std::thread& w : m_workers) w.join();
 }
 
@@ -65,9 +72,14 @@ void ThreadPool::publish(uint64_t gen) {
 void ThreadPool::dispatch(int64_t parts, Trampoline call, void* ctx) {
   m_call.store(call, std::memory_order_relaxed);
   m_ctx.store(ctx, std::memory_order_relaxed);
-  m_parts.store(parts, std::memory_order_relaxed);
   m_done.store(0, std::memory_order_relaxed);
   const uint64_t gen = gen_of(m_state.load(std::memory_order_relaxed)) + 1;
+  const int n = threads();
+  for (int t = 0; t < n; ++t) {
+    m_runs[t].end.store(parts * (t + 1) / n, std::memory_order_relaxed);
+    m_runs[t].next.store((gen << 32) | static_cast<uint64_t>(parts * t / n),
+                         std::memory_order_relaxed);
+  }
   publish(gen);
   work(gen, 0);
   // Parts claimed by other threads may still be running: wait for them, yielding the core in
@@ -79,25 +91,29 @@ void ThreadPool::dispatch(int64_t parts, Trampoline call, void* ctx) {
       std::this_thread::yield();
     }
   }
-  // Close the job before the next one's fields are written: a worker still in work() holds a
-  // state of this generation, and tests it against m_parts, which the next dispatch overwrites
-  // before it publishes; with a larger part count it would pass the test and, while this state
-  // stood, claim a part "of this generation" and run it with the next job's (or a dead) context.
-  // After this store its claim fails, and a fresh load shows no part left under any count.
-  m_state.store((gen << 32) | kClosed, std::memory_order_release);
+  // Close the job before the next one's fields are written (the header's memory-order note).
+  for (int t = 0; t < n; ++t) {
+    m_runs[t].next.store((gen << 32) | kClosed, std::memory_order_release);
+  }
 }
 
 void ThreadPool::work(uint64_t gen, int thread) {
-  uint64_t s = m_state.load(std::memory_order_acquire);
-  while (gen_of(s) == gen && next_of(s) < m_parts.load(std::memory_order_relaxed)) {
-    if (m_state.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
-                                      std::memory_order_acquire)) {
+  const int n = threads();
+  for (int i = 0; i < n; ++i) work_run(gen, (thread + i) % n, thread);
+}
+
+void ThreadPool::work_run(uint64_t gen, int owner, int thread) {
+  Run& run = m_runs[owner];
+  uint64_t s = run.next.load(std::memory_order_acquire);
+  while (gen_of(s) == gen && next_of(s) < run.end.load(std::memory_order_relaxed)) {
+    if (run.next.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
       // The claim succeeded under generation `gen`, whose job stays in place until this part
       // is counted done.
       m_call.load(std::memory_order_relaxed)(m_ctx.load(std::memory_order_relaxed), next_of(s),
                                              thread);
       m_done.fetch_add(1, std::memory_order_release);
-      s = m_state.load(std::memory_order_acquire);
+      s = run.next.load(std::memory_order_acquire);
     }
   }
 }

@@ -3,12 +3,16 @@
 // big elementwise passes.
 //
 // A job is cut into parts with fixed boundaries; the calling thread and the workers claim parts
-// one at a time (an atomic counter tagged with the job's generation), and the call returns when
-// every part is done. There is no barrier that waits for every thread to show up: on a shared,
-// oversubscribed machine a descheduled worker simply claims nothing and the caller does the work,
-// so a pass degrades to one thread's speed instead of stalling for the worker's time slice (which
-// is what a fork/join team such as OpenMP's does, once per pass). Idle workers spin briefly, then
-// sleep on a condition variable.
+// one at a time, and the call returns when every part is done. Thread t owns the t-th
+// contiguous run of parts (parts * t / threads up to parts * (t + 1) / threads, one counter per
+// thread tagged with the job's generation) and claims those first, in order, so consecutive
+// passes over the same rows keep them on the core that wrote them (in its L2); a thread whose
+// own run is used up takes the others' remaining parts, in order from the next thread's. There is
+// no barrier that waits for every thread to show up: on a shared, oversubscribed machine a
+// descheduled worker simply claims nothing and the caller does the work, so a pass degrades to one
+// thread's speed instead of stalling for the worker's time slice (which is what a fork/join team
+// such as OpenMP's does, once per pass). Idle workers spin briefly, then sleep on a condition
+// variable.
 //
 // Invariant: which thread runs a part never changes its arithmetic, and the parts' boundaries
 // depend only on the problem, never on the thread count or on timing, so results never depend on
@@ -20,6 +24,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -54,14 +59,24 @@ class ThreadPool {
  private:
   using Trampoline = void (*)(void* ctx, int64_t part, int thread);
   void dispatch(int64_t parts, Trampoline call, void* ctx);
-  // Claims and runs parts of the current job (generation `gen`) until none is left.
+  // Claims and runs parts of the current job (generation `gen`) until none is left: its own
+  // run first, then the others'.
   void work(uint64_t gen, int thread);
+  // Claims and runs parts from thread `owner`'s run until it is used up.
+  void work_run(uint64_t gen, int owner, int thread);
   void worker_main(int thread);
   // Publishes generation `gen` (a new job, or the stop signal) and wakes sleeping workers.
   void publish(uint64_t gen);
 
-  // High 32 bits: the job's generation; low 32 bits: the next unclaimed part.
+  // High 32 bits: the generation of the current job (low 32 bits: 0).
   std::atomic<uint64_t> m_state{0};
+  // Per thread, its run of the current job: high 32 bits the generation, low 32 bits the next
+  // unclaimed part of the run, which ends before `end`. On their own cache lines.
+  struct alignas(64) Run {
+    std::atomic<uint64_t> next{0};
+    std::atomic<int64_t> end{0};
+  };
+  std::unique_ptr<Run[]> m_runs;
   std::atomic<int64_t> m_done{0};
   std::atomic<bool> m_stop{false};
   // Sleeping workers: they register in m_sleepers, then wait on m_wake under m_mutex; a publisher
@@ -72,7 +87,6 @@ class ThreadPool {
   // The current job; written before m_state publishes its generation.
   std::atomic<Trampoline> m_call{nullptr};
   std::atomic<void*> m_ctx{nullptr};
-  std::atomic<int64_t> m_parts{0};
   std::vector<std::thread> m_workers;
 };
 
