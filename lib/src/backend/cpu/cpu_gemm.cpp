@@ -48,6 +48,9 @@ constexpr int64_t kKcBf16 = 512;  // k per block, bf16 kernel: the same bytes
 constexpr int64_t kTile = kMr * kNr;
 // The largest op(B) (all its k blocks: 512 KiB of floats) packed once and shared by the row parts.
 constexpr int64_t kSharedBFloats = int64_t{1} << 17;
+// The largest k block of op(B) for which a wide product is still split by rows (each part
+// packing the whole panel): 2 MiB, a Sapphire Rapids core's L2.
+constexpr int64_t kRowSplitBPanelBytes = int64_t{2} << 20;
 
 CpuFeatures probe_features() {
   CpuFeatures f;
@@ -841,7 +844,13 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   const int64_t k_blocks = (k + p.kc_block - 1) / p.kc_block;
   const bool shared_b =
       !p.amx && t > 1 && m_sl >= t && k_blocks * n_sl * kNr * kcp <= kSharedBFloats;
-  const bool split_n = !shared_b && (n_sl >= m_sl || n_sl >= 4 * threads);
+  // Otherwise by rows too while the output has more rows than columns and one k block of the
+  // whole op(B) panel, which each row part packs for itself, stays in L2: the column split
+  // would pack all of A once per part, the larger operand then (shakespeare's 16384-row
+  // activations four times per product: its fp16 step -6 % by rows).
+  const int64_t panel_bytes = n_sl * kNr * kcp * (p.bf16 ? 2 : 4);
+  const bool split_n =
+      !shared_b && (n_sl >= m_sl || (n_sl >= 4 * threads && panel_bytes > kRowSplitBPanelBytes));
   t = std::min<int64_t>(t, split_n ? n_sl : m_sl);
 
   const int64_t width = split_n ? ((n_sl + t - 1) / t) * kNr : n_sl * kNr;
