@@ -370,16 +370,18 @@ void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out)
     const size_t n = t.numel(), nb = (n + vec::kNormBlock - 1) / vec::kNormBlock;
     const void* x = t.data();
     const DType d = t.dtype();
-    parallel_for(
-        *m_pool, nb,
-        [&](size_t b0, size_t b1) {
-          for (size_t q = b0; q < b1; ++q) {
-            const size_t lo = q * vec::kNormBlock, hi = std::min(n, lo + vec::kNormBlock);
-            sums[first + q] =
-                m_avx512 ? vec::norm_block(x, d, lo, hi) : vec::norm_block_portable(x, d, lo, hi);
-          }
-        },
-        /*align=*/1);
+    // A few runs of blocks per thread (parallel_for's grain counts elements, not blocks).
+    const int64_t parts =
+        n < kParallelGrain ? 1 : std::min<int64_t>(4 * m_pool->threads(), static_cast<int64_t>(nb));
+    m_pool->run(parts, [&](int64_t part, int) {
+      const size_t b0 = nb * static_cast<size_t>(part) / static_cast<size_t>(parts);
+      const size_t b1 = nb * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
+      for (size_t q = b0; q < b1; ++q) {
+        const size_t lo = q * vec::kNormBlock, hi = std::min(n, lo + vec::kNormBlock);
+        sums[first + q] =
+            m_avx512 ? vec::norm_block(x, d, lo, hi) : vec::norm_block_portable(x, d, lo, hi);
+      }
+    });
     first += nb;
   }
   double sum = 0.0;

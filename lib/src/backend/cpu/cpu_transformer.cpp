@@ -404,6 +404,17 @@ void* head_at_mut(const Tensor& t, int64_t i, int64_t count) {
   return const_cast<void*>(head_at(t, i, count));
 }
 
+// One head's products on the claiming thread's engine, run whole (serial: a workerless pool);
+// a product the packed kernels decline sets `declined`, which the op reports once after the
+// pass.
+auto head_product(GemmEngine& g, ThreadPool& serial, bool bf16_dot, std::atomic<bool>& declined) {
+  return [&g, &serial, bf16_dot, &declined](int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                                            const GemmOperand& b, const GemmOutput& out,
+                                            GemmTriangle triangle) {
+    if (!g.run(m, n, k, a, b, out, serial, bf16_dot, triangle)) declined = true;
+  };
+}
+
 }  // namespace
 
 void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
@@ -424,12 +435,13 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
   if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
   std::atomic<bool> declined{false};
   m_pool->run(d.count, [&](int64_t i, int thread) {
-    GemmEngine& g = m_batch_gemm[static_cast<size_t>(thread)];
+    const auto product = head_product(m_batch_gemm[static_cast<size_t>(thread)], *m_serial_pool,
+                                      m_bf16_dot, declined);
     void* scores = head_at_mut(buffers.scratch_lowp, i, tt);
     // scores := q k^T (gemm_batched(q, false, k, true, scores)).
-    bool ok = g.run(T, T, hs, GemmOperand{head_at(q, i, T * hs), dt, hs, false},
-                    GemmOperand{head_at(k, i, T * hs), dt, hs, true}, GemmOutput{scores, dt, T},
-                    *m_serial_pool, m_bf16_dot, GemmTriangle::out_lower);
+    product(T, T, hs, GemmOperand{head_at(q, i, T * hs), dt, hs, false},
+            GemmOperand{head_at(k, i, T * hs), dt, hs, true}, GemmOutput{scores, dt, T},
+            GemmTriangle::out_lower);
     vec::causal_softmax_forward_rows(buffers.scratch_lowp.data(), dt, buffers.saved_f32.data(),
                                      DType::f32, T, i * T, (i + 1) * T, scale,
                                      /*round_scaled=*/true,
@@ -439,12 +451,9 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
                 static_cast<size_t>(i * tt), static_cast<size_t>((i + 1) * tt));
     }
     // y := att v.
-    ok = g.run(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, false},
-               GemmOperand{head_at(v, i, T * hs), dt, hs, false},
-               GemmOutput{head_at_mut(y, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot,
-               GemmTriangle::a_lower) &&
-         ok;
-    if (!ok) declined = true;
+    product(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, false},
+            GemmOperand{head_at(v, i, T * hs), dt, hs, false},
+            GemmOutput{head_at_mut(y, i, T * hs), dt, hs}, GemmTriangle::a_lower);
   });
   if (declined) {
     throw Error{ErrorKind::runtime, "attention_forward: the packed kernels declined a product"};
@@ -472,32 +481,25 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
   if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
   std::atomic<bool> declined{false};
   m_pool->run(d.count, [&](int64_t i, int thread) {
-    GemmEngine& g = m_batch_gemm[static_cast<size_t>(thread)];
+    const auto product = head_product(m_batch_gemm[static_cast<size_t>(thread)], *m_serial_pool,
+                                      m_bf16_dot, declined);
     const GemmOperand q_i{head_at(q, i, T * hs), dt, hs, false};
     const GemmOperand k_i{head_at(k, i, T * hs), dt, hs, false};
     const GemmOperand dy_i{head_at(dy, i, T * hs), dt, hs, false};
     // datt := dy v^T; dv := att^T dy.
-    bool ok = g.run(T, T, hs, dy_i, GemmOperand{head_at(v, i, T * hs), dt, hs, true},
-                    GemmOutput{head_at_mut(datt, i, tt), dt, T}, *m_serial_pool, m_bf16_dot,
-                    GemmTriangle::out_lower);
-    ok = g.run(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, true}, dy_i,
-               GemmOutput{head_at_mut(dv, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot,
-               GemmTriangle::a_upper) &&
-         ok;
+    product(T, T, hs, dy_i, GemmOperand{head_at(v, i, T * hs), dt, hs, true},
+            GemmOutput{head_at_mut(datt, i, tt), dt, T}, GemmTriangle::out_lower);
+    product(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, true}, dy_i,
+            GemmOutput{head_at_mut(dv, i, T * hs), dt, hs}, GemmTriangle::a_upper);
     vec::causal_softmax_backward_rows(buffers.saved_f32.data(), DType::f32, datt.data(), dt,
                                       dscores.data(), dt, T, i * T, (i + 1) * T, scale,
                                       /*round_scaled=*/true);
     // dq := dscores k; dk := dscores^T q.
     const void* ds = head_at(dscores, i, tt);
-    ok = g.run(T, hs, T, GemmOperand{ds, dt, T, false}, k_i,
-               GemmOutput{head_at_mut(dq, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot,
-               GemmTriangle::a_lower) &&
-         ok;
-    ok = g.run(T, hs, T, GemmOperand{ds, dt, T, true}, q_i,
-               GemmOutput{head_at_mut(dk, i, T * hs), dt, hs}, *m_serial_pool, m_bf16_dot,
-               GemmTriangle::a_upper) &&
-         ok;
-    if (!ok) declined = true;
+    product(T, hs, T, GemmOperand{ds, dt, T, false}, k_i,
+            GemmOutput{head_at_mut(dq, i, T * hs), dt, hs}, GemmTriangle::a_lower);
+    product(T, hs, T, GemmOperand{ds, dt, T, true}, q_i,
+            GemmOutput{head_at_mut(dk, i, T * hs), dt, hs}, GemmTriangle::a_upper);
   });
   if (declined) {
     throw Error{ErrorKind::runtime, "attention_backward: the packed kernels declined a product"};

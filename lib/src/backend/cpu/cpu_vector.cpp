@@ -255,6 +255,14 @@ AMPCTL_AVX512 void sum_rows_typed(const X* x, int64_t rows, int64_t cols, int64_
   }
 }
 
+// A norm block's lanes folded in halves (cpu_vector.h): lane j += lane j + 8, + 4, + 2, + 1.
+double fold_norm_lanes(double* lane) {
+  for (int half = kNormLanes / 2; half >= 1; half /= 2) {
+    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
+  }
+  return lane[0];
+}
+
 // The 16 lanes of a norm block (cpu_vector.h): lanes 0-7 in lo, 8-15 in hi; each FMA adds an
 // exact square, so it rounds once, as the scalar lane's s += v * v. Masked-off tail lanes add
 // +0, which leaves a sum >= +0 unchanged.
@@ -269,13 +277,10 @@ AMPCTL_AVX512 double norm_block_typed(const X* x, size_t begin, size_t end) {
     lo = _mm512_fmadd_pd(a, a, lo);
     hi = _mm512_fmadd_pd(b, b, hi);
   }
-  alignas(64) double s[16];
+  alignas(64) double s[kNormLanes];
   _mm512_store_pd(s, lo);
   _mm512_store_pd(s + 8, hi);
-  for (int half = 8; half >= 1; half /= 2) {
-    for (int j = 0; j < half; ++j) s[j] += s[j + half];
-  }
-  return s[0];
+  return fold_norm_lanes(s);
 }
 
 // ---- tanh GELU (cpu_gelu.h: the scalar code these lanes reproduce) ----
@@ -1017,10 +1022,7 @@ double norm_block_portable(const void* x, DType x_dtype, size_t begin, size_t en
       lane[(i - begin) % kNormLanes] += v * v;
     }
   });
-  for (int half = kNormLanes / 2; half >= 1; half /= 2) {
-    for (int j = 0; j < half; ++j) lane[j] += lane[j + half];
-  }
-  return lane[0];
+  return fold_norm_lanes(lane);
 }
 
 double norm_block(const void* x, DType x_dtype, size_t begin, size_t end) {
