@@ -38,6 +38,7 @@
 // monotone (0 -> 1).
 #include "amp.cuh"
 #include "device_util.cuh"
+#include "global_norm.cuh"
 
 namespace ampctl::kernels {
 
@@ -215,6 +216,78 @@ static __global__ void __launch_bounds__(kBlockSize, kUnscaleBlocksPerSm)
   if (__syncthreads_or(found != 0.0f) && threadIdx.x == 0) *found_inf = 1.0f;
 }
 
+// The check pass with the norm (Backend::non_finite_check_unscale_norm_): global_norm.cu's fixed
+// geometry and order (kNormBlocks x kNormThreads, element i of a tensor on thread i mod
+// (kNormBlocks * kNormThreads), each tensor's squares summed from 0 in double, the block's threads
+// reduced by a fixed tree into partials[b]), so the norm is bitwise global_norm's of the values an
+// unscale leaves; each element is also checked, and unscaled when `unscale`, in the same visit.
+// Marking a segment happens inside the loop, from the original value (exact for any inv_scale):
+// with one element per visit there is no vector of lanes to keep live, and a clean step never
+// takes the branch.
+template <typename T>
+static __device__ double unscale_norm_tensor(T* x, size_t n, size_t first, size_t stride, float inv,
+                                             bool write, float* found, const SegmentAttribution& a,
+                                             size_t base) {
+  double acc = 0.0;
+  for (size_t i = first; i < n; i += stride) {
+    float f = 0.0f;
+    const T r = T(amp::unscale_value(static_cast<float>(x[i]), inv, &f));
+    if (f != 0.0f) {
+      *found = 1.0f;
+      if (a.found != nullptr) mark_segment(a, base + i);
+    }
+    if (write) x[i] = r;
+    const double v = static_cast<double>(static_cast<float>(r));
+    acc = acc + v * v;
+  }
+  return acc;
+}
+
+static __global__ void __launch_bounds__(kNormThreads)
+    unscale_norm_partials_kernel(const TensorPack pack, float* found_inf, const float* inv_scale,
+                                 bool unscale, double* partials, bool accumulate,
+                                 const SegmentAttribution attr) {
+  __shared__ double shared[kNormThreads];
+  const float inv = *inv_scale;
+  const bool write = unscale && inv != 1.0f;
+  const size_t first = static_cast<size_t>(blockIdx.x) * kNormThreads + threadIdx.x;
+  const size_t stride = static_cast<size_t>(kNormBlocks) * kNormThreads;
+  float found = 0.0f;
+  double acc = 0.0;
+  size_t base = attr.base;
+  for (int t = 0; t < pack.count; ++t) {
+    const TensorDesc& d = pack.tensors[t];
+    switch (d.type) {
+      case ElemType::f32:
+        acc = acc + unscale_norm_tensor(static_cast<float*>(d.data), d.numel, first, stride, inv,
+                                        write, &found, attr, base);
+        break;
+      case ElemType::f16:
+        acc = acc + unscale_norm_tensor(static_cast<half*>(d.data), d.numel, first, stride, inv,
+                                        write, &found, attr, base);
+        break;
+      case ElemType::bf16:
+        acc = acc + unscale_norm_tensor(static_cast<bfloat16*>(d.data), d.numel, first, stride, inv,
+                                        write, &found, attr, base);
+        break;
+      case ElemType::i32:
+        break;  // rejected by the launcher
+    }
+    base += d.numel;
+  }
+  if (__syncthreads_or(found != 0.0f) && threadIdx.x == 0) *found_inf = 1.0f;
+  shared[threadIdx.x] = acc;
+  for (unsigned half_width = kNormThreads / 2; half_width > 0; half_width /= 2) {
+    __syncthreads();
+    if (threadIdx.x < half_width)
+      shared[threadIdx.x] = shared[threadIdx.x] + shared[threadIdx.x + half_width];
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    partials[blockIdx.x] = accumulate ? partials[blockIdx.x] + shared[0] : shared[0];
+  }
+}
+
 static __global__ void inv_scale_kernel(const float* scale, float* inv) {
   *inv = amp::inv_scale_of(*scale);
 }
@@ -255,6 +328,29 @@ void launch_non_finite_check_and_unscale(const TensorPack& pack, float* found_in
     non_finite_check_and_unscale_kernel<false>
         <<<blocks, kBlockSize, 0, stream>>>(pack, found_inf, inv_scale, attr);
   }
+  AMPCTL_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_non_finite_check_unscale_norm_partials(const TensorPack& pack, float* found_inf,
+                                                   const float* inv_scale, bool unscale,
+                                                   double* partials, bool accumulate,
+                                                   const SegmentAttribution& attr,
+                                                   cudaStream_t stream) {
+  for (int t = 0; t < pack.count; ++t) {
+    if (pack.tensors[t].type == ElemType::i32) {
+      throw Error{ErrorKind::invalid_argument,
+                  "non_finite_check_unscale_norm_: tensor " + std::to_string(t) +
+                      " of the pack is i32, expected a floating dtype"};
+    }
+  }
+  if ((attr.found == nullptr) != (attr.starts == nullptr) || (attr.found && attr.count < 1)) {
+    throw Error{ErrorKind::invalid_argument,
+                "non_finite_check_unscale_norm_: segment attribution needs starts, found and a "
+                "count >= 1"};
+  }
+  // Launched even for an empty pack: the partials must be written (zeroed) all the same.
+  unscale_norm_partials_kernel<<<kNormBlocks, kNormThreads, 0, stream>>>(
+      pack, found_inf, inv_scale, unscale, partials, accumulate, attr);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -26,6 +26,17 @@ void launch_non_finite_check_and_unscale(const TensorPack& pack, float* found_in
                                          const float* inv_scale, const SegmentAttribution& attr,
                                          cudaStream_t stream);
 
+// launch_non_finite_check_and_unscale's check (and, when `unscale`, its unscale) in the geometry
+// of launch_global_norm_partials, which it replaces: partials[b] := (accumulate ? partials[b] :
+// 0) + block b's sum of squares of the unscaled values (each element's round(float(x) *
+// inv_scale[0]), stored or not). launch_global_norm_finalize then gives the norm: bitwise
+// global_norm's of the tensors an unscale leaves. partials: kNormBlocks device doubles.
+void launch_non_finite_check_unscale_norm_partials(const TensorPack& pack, float* found_inf,
+                                                   const float* inv_scale, bool unscale,
+                                                   double* partials, bool accumulate,
+                                                   const SegmentAttribution& attr,
+                                                   cudaStream_t stream);
+
 // inv[0] := float32(1 / double(scale[0])).
 void launch_inv_scale(const float* scale, float* inv, cudaStream_t stream);
 

@@ -49,6 +49,8 @@ def main():
                              ("amp/scale", step, m["scale"]),
                              ("amp/skipped", step, 1.0 if m["skipped"] else 0.0),
                              ("amp/growth_tracker", step, m["growth_tracker"])]
+                if m.get("grad_norm") is not None:
+                    expected.append(("train/grad_norm", step, m["grad_norm"]))
             elif m["kind"] == "eval":
                 expected.append(("eval/loss", step, m["loss"]))
                 if "accuracy" in m:

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ampctl builds and tests with. Idempotent: installs only what is
 # missing, so a second run does nothing. Needs root (or sudo) for apt-get.
+#
+#   bash scripts/setup.sh          # everything: building, the tests, the fuzzers, the benchmarks
+#   bash scripts/setup.sh build    # only what building ampctl needs (scripts/quickstart.sh)
+#
+# The build set configures the same build folder the test set does (the same libraries found,
+# MPI included), so `scripts/test.sh` after `scripts/quickstart.sh` rebuilds nothing the
+# quickstart built: the test set only adds data, clang, Google Benchmark and Chromium.
 set -euo pipefail
 
 packages=(
@@ -8,12 +15,16 @@ packages=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libgtest-dev libopenblas-dev zlib1g-dev
   libopenmpi-dev openmpi-bin # data-parallel training (mpirun; docs/distributed.md)
-  dataset-fashion-mnist
-  fortunes                   # configs/gpt_fortunes.yaml's corpus (scripts/fortunes_corpus.sh)
-  clang libclang-rt-14-dev   # libFuzzer targets (scripts/fuzz.sh)
-  libbenchmark-dev           # op-level benchmarks (apps/bench)
-  chromium                   # the report's headless-browser test
 )
+if [[ "${1:-all}" != build ]]; then
+  packages+=(
+    dataset-fashion-mnist
+    fortunes                 # configs/gpt_fortunes.yaml's corpus (scripts/fortunes_corpus.sh)
+    clang libclang-rt-14-dev # libFuzzer targets (scripts/fuzz.sh)
+    libbenchmark-dev         # op-level benchmarks (apps/bench)
+    chromium                 # the report's headless-browser test
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -22,6 +22,8 @@ if [[ "${AMPCTL_CCACHE:-1}" == 1 ]] && command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
     -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
 fi
+# The same configuration as scripts/quickstart.sh's (keep them equal): build/ after a quickstart
+# is then up to date for everything the quickstart built.
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPCTL_CUDA=AUTO "${launcher[@]}"
 cmake --build "$BUILD_DIR" -j "$(nproc)"

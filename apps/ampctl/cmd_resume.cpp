@@ -2,10 +2,10 @@
 // checkpoint (a file, or a run directory's newest complete one) in the run directory that holds
 // it (the parent of its checkpoints/ folder), up to training.max_steps. A checkpoint outside a
 // run's checkpoints/ folder is refused (exit 2); the run directory is locked for the whole run
-// (a second writer gets exit 2). Only keys that leave the
-// model, data, precision and optimizer as they were may be overridden: training.*, logging.*,
-// checkpoint.*, debug.*, distributed.* (how the ranks communicate and shard the optimizer
-// state: the checkpoint's format is the same for every setting) and device.
+// (a second writer gets exit 2). Only the keys config/resume_rules.h lists may be overridden:
+// training.*, logging.*, checkpoint.*, debug.*, distributed.* (the checkpoint's format is the
+// same for every setting), device, optimizer.lr and scheduler.* (the schedule continues from the
+// checkpoint's step with the new values).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/config/resume_rules.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/run_lock.h"
@@ -49,24 +50,16 @@ struct ResumeOptions {
   std::vector<std::string> sets;
 };
 
-// Refuses an override of a key whose change would make the checkpoint's state meaningless.
+// Refuses an override of a key whose state the checkpoint holds (config/resume_rules.h).
 void check_override(const std::string& set) {
   const size_t eq = set.find('=');
   if (eq == std::string::npos) return;  // config::from_json reports the malformed override
   const std::string key = set.substr(0, eq);
-  for (const char* section : {"training", "logging", "checkpoint", "debug", "distributed"}) {
-    const std::string s = section;
-    if (key == s || key.rfind(s + ".", 0) == 0) return;
-  }
-  if (key == "device") return;
-  throw Error{ErrorKind::usage,
-              "--set " + key +
-                  ": cannot be changed when resuming (it would change the model's "
-                  "shape, the data, the precision or the optimizer)",
-              "resume may override training.*, logging.*, checkpoint.*, debug.*, distributed.* and "
-              "device; "
-              "start a new run with 'ampctl train' to change " +
-                  key};
+  const std::optional<std::string> why = config::resume_refusal(key);
+  if (!why) return;
+  throw Error{ErrorKind::usage, "--set " + key + ": cannot be changed when resuming: " + *why,
+              "resume may override " + config::resumable_keys_text() +
+                  "; start a new run with 'ampctl train' to change " + key};
 }
 
 // The run directory that holds `given` (a checkpoint file, a run directory or its checkpoints/

@@ -1,5 +1,6 @@
-// `ampctl sweep --config FILE [--grid KEY=V1,V2,...]... [--jobs N] [--out DIR] [--metric KEY]`:
-// expands the sweep (--grid flags and the file's `sweep:` section), validates every run before
+// `ampctl sweep --config FILE [--set KEY=VALUE]... [--grid KEY=V1,V2,...]... [--jobs N]
+// [--out DIR] [--metric KEY]`: expands the sweep (--grid flags and the file's `sweep:` section),
+// applies --set to the base of every run (run names unchanged), validates every run before
 // any starts, runs each as its own `ampctl train` / `ampctl resume` process in OUT/<run>, and
 // writes OUT/sweep.csv and OUT/sweep.json. Running it again skips finished runs and resumes
 // interrupted ones.
@@ -21,6 +22,7 @@ namespace fs = std::filesystem;
 
 struct SweepOptions {
   std::string config;
+  std::vector<std::string> sets;
   std::vector<std::string> grid;
   int jobs = 1;
   std::string out;
@@ -32,6 +34,7 @@ int run_sweep(const SweepOptions& options) {
     throw Error{ErrorKind::usage, "--jobs " + std::to_string(options.jobs) + ": must be >= 1"};
   }
   sweep::Sweep spec = sweep::load_sweep(options.config, options.grid);
+  spec.base_overrides = options.sets;
   sweep::validate(spec);
   sweep::ExecOptions exec;
   std::error_code ec;
@@ -65,6 +68,11 @@ void register_sweep(CLI::App& app, Commands& commands) {
                   "the base YAML configuration (its optional sweep: section adds runs)")
       ->required()
       ->type_name("FILE");
+  add_set_option(*sub, options->sets)
+      ->description(
+          "override one key of the base, for every run: VALUE is a YAML scalar or flow value "
+          "(repeatable; later ones win; a run's own grid/runs value for the key still wins; "
+          "run names are unchanged)");
   sub->add_option("--grid", options->grid,
                   "a grid axis: KEY=V1,V2,... (values are YAML; commas inside [] do not split; "
                   "repeatable: cartesian product)")

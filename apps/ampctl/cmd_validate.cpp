@@ -34,14 +34,14 @@ int run_validate(const ValidateOptions& options) {
   }
   // --set applies to the base, as it would to every run of the sweep.
   sweep::Sweep spec = sweep::parse_sweep(text, options.config);
-  for (sweep::Run& run : spec.runs) {
-    run.overrides.insert(run.overrides.begin(), options.sets.begin(), options.sets.end());
-  }
+  spec.base_overrides = options.sets;
   sweep::validate(spec);
   const config::RunConfig base = config::parse_config(spec.base_text, spec.origin, options.sets);
   for (const sweep::Run& run : spec.runs) {
     try {
-      train::check_config_memory(config::parse_config(spec.base_text, spec.origin, run.overrides));
+      std::vector<std::string> overrides = spec.base_overrides;
+      overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());
+      train::check_config_memory(config::parse_config(spec.base_text, spec.origin, overrides));
     } catch (const Error& e) {
       throw Error{e.kind(), "run " + run.name + ": " + e.what(), e.hint()};
     }

@@ -59,6 +59,17 @@ for line in open(sys.argv[1]):
 EOF
 }
 
+# The per-step gradient norms of a run: "step grad_norm" lines (the norm's exact decimal form).
+norms() {
+  python3 - "$1" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("kind") == "train":
+        print(m["step"], repr(m.get("grad_norm")))
+EOF
+}
+
 # The checkpoint's model tensors ({name: crc32}) of a run directory's newest checkpoint.
 param_crcs() {
   python3 - "$1" <<'EOF'
@@ -215,6 +226,7 @@ one_rank)
   [ -n "$(param_crcs mpi)" ] || fail "no tensors found in the checkpoint"
   diff <(param_crcs mpi) <(param_crcs plain) || fail "1-rank mpirun parameters differ"
   diff <(decisions mpi/metrics.jsonl) <(decisions plain/metrics.jsonl) || fail "decisions differ"
+  diff <(norms mpi/metrics.jsonl) <(norms plain/metrics.jsonl) || fail "grad_norm differs"
   python3 - mpi/metrics.jsonl plain/metrics.jsonl <<'EOF' || fail "losses differ"
 import json, sys
 a = [json.loads(l).get("loss") for l in open(sys.argv[1])]
@@ -247,6 +259,7 @@ inject_rank)
     --set debug.inject_nonfinite_at=[3] --set debug.inject_rank=0 \
     --set distributed.bucket_mb=0.0001 >/dev/null 2>zero.err || fail "inject_rank=0: $(cat zero.err)"
   diff <(decisions zero/metrics.jsonl) <(decisions two/metrics.jsonl) || fail "rank 0 vs rank 1"
+  diff <(norms zero/metrics.jsonl) <(norms two/metrics.jsonl) || fail "grad_norm: rank 0 vs rank 1"
   diff <(param_crcs zero) <(param_crcs two) || fail "rank 0 vs rank 1 (or the bucket size): parameters"
   ;;
 resume)
@@ -367,6 +380,7 @@ zero_inject)
   grep -q "parameters bitwise identical on all 2 ranks" z1.out z1.err ||
     fail "no replica agreement line"
   diff <(decisions z1/metrics.jsonl) <(decisions z0/metrics.jsonl) || fail "decisions: ZeRO-1 vs 0"
+  diff <(norms z1/metrics.jsonl) <(norms z0/metrics.jsonl) || fail "grad_norm: ZeRO-1 vs 0"
   [ -n "$(param_crcs z1)" ] || fail "no tensors found in the checkpoint"
   diff <(param_crcs z1) <(param_crcs z0) || fail "ZeRO-1 checkpoint differs from ZeRO-0's"
   # The other way round: rank 0 poisons the output layer's bias, which is in rank 1's shard.
@@ -393,6 +407,7 @@ zero_equal)
   [ -n "$(param_crcs z1)" ] || fail "no tensors found in the checkpoint"
   diff <(param_crcs z1) <(param_crcs z0) || fail "ZeRO-1 checkpoint differs from ZeRO-0's"
   diff <(decisions z1/metrics.jsonl) <(decisions z0/metrics.jsonl) || fail "decisions differ"
+  diff <(norms z1/metrics.jsonl) <(norms z0/metrics.jsonl) || fail "grad_norm: ZeRO-1 vs 0"
   python3 - z1/metrics.jsonl z0/metrics.jsonl <<'PY' || fail "losses differ"
 import json, sys
 a = [json.loads(l).get("loss") for l in open(sys.argv[1])]

@@ -433,6 +433,74 @@ void add_unscale_segment_cases(std::vector<OpCase>& cases) {
   }
 }
 
+// The check pass with the norm (non_finite_check_unscale_norm_): per variant two rows, the
+// tensors, found_inf and segment flags bitwise (they must equal non_finite_check_and_unscale_'s),
+// and the norm within global_norm's 1e-6 relative budget (both sides sum in double, in their own
+// backend's global_norm order).
+void add_unscale_norm_cases(std::vector<OpCase>& cases) {
+  struct Variant {
+    const char* name;
+    float inv_scale;
+    bool unscale;
+    double special;
+    int kind;  // 0: mixed tensors, 1: one flat f32 arena with segments, 2: many tensors
+  };
+  const Variant variants[] = {
+      {"unscale_pow2", 0x1p-16f, true, 0.0, 0},
+      {"check_only_inexact", 1.0f / 3.0f, false, 0.0, 0},
+      {"unscale_inexact_arena_segments", 1.0f / 3.0f, true, 0.0, 1},
+      {"check_only_arena_segments_with_inf", 0x1p-12f, false, 0.0005, 1},
+      {"unscale_many_tensors", 0x1p-10f, true, 0.0, 2},
+      {"unscale_with_inf_nan", 0x1p-16f, true, 0.002, 0},
+  };
+  for (const Variant& v : variants) {
+    for (const bool norm_row : {false, true}) {
+      OpCase c;
+      c.name = std::string("non_finite_check_unscale_norm_") + v.name + (norm_row ? "_norm" : "");
+      c.make_inputs = [v](std::mt19937_64& rng) {
+        std::vector<HostInput> in;
+        if (v.kind == 1) {
+          in = {from_values({(int64_t{1} << 20) + 13}, DType::f32,
+                            random_with_specials(rng, (size_t{1} << 20) + 13, -14, 14, v.special))};
+        } else if (v.kind == 2) {
+          in = mixed_tensors(rng, many_sizes(rng, 200), -8, 8, 0.0);
+        } else {
+          in = mixed_tensors(rng, {20011, 4096, 3000, 1}, -14, 14, v.special);
+        }
+        const size_t total = in.size() == 1 ? in[0].bits.size() : 0;
+        in.push_back(scalar_input(0.0f));
+        in.push_back(scalar_input(v.inv_scale));
+        in.push_back(scalar_input(0.0f));  // the norm
+        if (v.kind == 1) {
+          std::vector<int32_t> starts = {0};
+          for (int i = 0; i < 30; ++i)
+            starts.push_back(static_cast<int32_t>(1 + rng() % (total - 1)));
+          std::sort(starts.begin(), starts.end());
+          starts.erase(std::unique(starts.begin(), starts.end()), starts.end());
+          in.push_back(from_i32({static_cast<int64_t>(starts.size())}, starts));
+          in.push_back(from_i32({static_cast<int64_t>(starts.size())},
+                                std::vector<int32_t>(starts.size(), 0)));
+        }
+        return in;
+      };
+      c.run = [v, norm_row](Backend& be, std::vector<Tensor>& in) {
+        const size_t extra = v.kind == 1 ? 5 : 3;
+        const size_t n = in.size() - extra;
+        const Tensor none;
+        be.non_finite_check_unscale_norm_(std::span<const Tensor>(in.data(), n), in[n], in[n + 1],
+                                          v.unscale, in[n + 2], v.kind == 1 ? in[n + 3] : none,
+                                          v.kind == 1 ? in[n + 4] : none);
+        if (norm_row) return std::vector<Tensor>{in[n + 2]};
+        std::vector<Tensor> out(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(n + 1));
+        if (v.kind == 1) out.push_back(in[n + 4]);
+        return out;
+      };
+      if (norm_row) c.metric = Metric::relative_1e6;
+      cases.push_back(c);
+    }
+  }
+}
+
 void add_inv_scale_case(std::vector<OpCase>& cases) {
   OpCase c;
   c.name = "inv_scale";
@@ -594,6 +662,7 @@ std::vector<OpCase> all_cases() {
   add_global_norm_cases(cases);
   add_unscale_cases(cases);
   add_unscale_segment_cases(cases);
+  add_unscale_norm_cases(cases);
   add_inv_scale_case(cases);
   add_update_scale_cases(cases);
   add_sgd_cases(cases);

@@ -178,7 +178,12 @@ void GradScaler::unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bo
   if (!st.found_inf.defined()) st.found_inf = b.empty({1}, DType::f32);
   b.fill(st.found_inf, 0.0);
   if (st.segment_found.defined()) b.fill(st.segment_found, 0.0);
-  if (check_only) {
+  if (m_norm_out.defined()) {
+    // The same check (and unscale), with the norm of the unscaled gradients in the same pass.
+    b.inv_scale(m_scale, m_inv_scale);
+    b.non_finite_check_unscale_norm_(grads, st.found_inf, m_inv_scale, !check_only, m_norm_out,
+                                     st.segment_starts, st.segment_found);
+  } else if (check_only) {
     b.non_finite_check_and_unscale_(grads, st.found_inf, m_ones, st.segment_starts,
                                     st.segment_found);
   } else {

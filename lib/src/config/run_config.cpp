@@ -526,7 +526,9 @@ Schema<RunConfig> make_run_schema() {
 
       train_source_field("the training data: one of the sources"),
       eval_source_field("null, a source like data.train, or {split_fraction: F}"),
-      int_field<C>(AMPCTL_KEY(data.batch_size), 128, {1, kInt32Max}, "examples per step"),
+      int_field<C>(AMPCTL_KEY(data.batch_size), 128, {1, kInt32Max},
+                   "examples per micro-batch on each rank (nanoGPT's batch_size); the global "
+                   "batch is batch_size x ranks x grad_accum_steps"),
       bool_field<C>(AMPCTL_KEY(data.shuffle), true, "reshuffle the training set every epoch"),
       bool_field<C>(AMPCTL_KEY(data.drop_last), true, "drop the last incomplete batch"),
       bool_field<C>(AMPCTL_KEY(data.normalize), true,
@@ -621,7 +623,12 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(training.max_steps), 1000, {1, kMaxSteps},
                    "optimizer iterations, skipped ones included"),
       int_field<C>(AMPCTL_KEY(training.grad_accum_steps), 1, {1, kInt32Max},
-                   "micro-batches per optimizer step"),
+                   "micro-batches per optimizer step on each rank (nanoGPT's "
+                   "gradient_accumulation_steps is over all ranks: divide it by the rank count)"),
+      int_field<C>(AMPCTL_KEY(training.global_batch), 0, {0, INT64_MAX},
+                   "examples per optimizer step over all ranks; 0 = data.batch_size x ranks x "
+                   "grad_accum_steps. When set, grad_accum_steps follows from it: global_batch / "
+                   "(data.batch_size x ranks), refused when that does not divide"),
       nullable_float_field<C>(AMPCTL_KEY(training.grad_clip_norm), FloatRange::above(0.0),
                               "null, or clip the global norm of the UNSCALED gradients"),
       int_field<C>(AMPCTL_KEY(training.eval_every), 0, {0, INT64_MAX},
@@ -782,6 +789,25 @@ Schema<RunConfig> make_run_schema() {
          return "must be <= data.train.samples (" + std::to_string(c.data.train.samples) +
                 ") while data.drop_last is true (no batch would be left), got " +
                 std::to_string(c.data.batch_size);
+       }},
+      {{"training.global_batch", "data.batch_size", "training.grad_accum_steps"},
+       [](const C& c) -> std::string {
+         const int64_t g = c.training.global_batch;
+         if (g == 0) return {};
+         if (g % c.data.batch_size != 0) {
+           return "must be a multiple of data.batch_size (" + std::to_string(c.data.batch_size) +
+                  ", the micro-batch per rank), got " + std::to_string(g);
+         }
+         // A derived accumulation (a resolved config of a run on some number of ranks) agrees;
+         // an accumulation given beside it must too.
+         if (c.training.grad_accum_steps != 1 &&
+             g % (c.data.batch_size * c.training.grad_accum_steps) != 0) {
+           return "training.grad_accum_steps (" + std::to_string(c.training.grad_accum_steps) +
+                  ") follows from training.global_batch; " + std::to_string(g) +
+                  " is not a multiple of data.batch_size x grad_accum_steps (leave "
+                  "grad_accum_steps at 1)";
+         }
+         return {};
        }},
       {{"optimizer.nesterov", "optimizer.momentum", "optimizer.dampening"},
        [](const C& c) -> std::string {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -75,6 +76,17 @@ void check_length(const TokenSet& set, int64_t block_size, const char* part) {
 }  // namespace
 
 TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
+  if (!std::filesystem::exists(path)) {
+    // The usual first-run stumble: the corpus has not been written yet, or the run started from
+    // another folder (relative paths are read from the working directory).
+    throw Error{ErrorKind::input, "text data " + path + ": no such file",
+                std::string("a relative path is read from the current directory, not the config "
+                            "file's folder") +
+                    (path.find("fortunes") != std::string::npos
+                         ? "; configs/gpt_fortunes.yaml's corpus is written by 'bash "
+                           "scripts/fortunes_corpus.sh' (run from the repository root)"
+                         : "")};
+  }
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
   if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
   TokenSet out;

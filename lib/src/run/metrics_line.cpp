@@ -13,6 +13,7 @@ constexpr const char* kLoss = "loss";
 constexpr const char* kScale = "scale";
 constexpr const char* kFoundInf = "found_inf";
 constexpr const char* kSkipped = "skipped";
+constexpr const char* kGradNorm = "grad_norm";
 constexpr const char* kGrowthTracker = "growth_tracker";
 constexpr const char* kHysteresisTracker = "hysteresis_tracker";
 constexpr const char* kLr = "lr";
@@ -42,6 +43,7 @@ nlohmann::json to_json(const TrainLine& l) {
                       {kScale, finite_or_null(l.scale)},
                       {kFoundInf, l.found_inf},
                       {kSkipped, l.found_inf},
+                      {kGradNorm, finite_or_null(l.grad_norm)},
                       {kGrowthTracker, l.growth_tracker},
                       {kLr, l.lr},
                       {kTimeS, l.time_s}};

@@ -24,6 +24,7 @@ nlohmann::json to_json(const Summary& s) {
                       {k::kStatus, s.status},
                       {k::kSteps, t.steps_done},
                       {k::kSkippedSteps, t.skipped},
+                      {k::kClippedSteps, t.clipped},
                       {k::kFinalScale, finite_or_null(t.final_scale)},
                       {k::kMinScale, finite_or_null(t.min_scale)},
                       {k::kMaxScale, finite_or_null(t.max_scale)},

@@ -319,6 +319,10 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   std::map<pid_t, size_t> running;
   size_t next = 0;
   bool forwarded = false;
+  // Progress: "k/N done" after each run, with an ETA from this invocation's pace so far.
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t finished_now = 0;
+  const size_t finished_before = sweep.runs.size() - pending.size();
   while (next < pending.size() || !running.empty()) {
     if (g_stop_signal != 0 && !forwarded) {
       forwarded = true;
@@ -419,6 +423,17 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       if (!options.quiet)
         std::printf("[sweep] %s: %s (exit %d): %s\n", r.run.name.c_str(), r.status.c_str(),
                     r.exit_code, err.c_str());
+    }
+    ++finished_now;
+    if (!options.quiet) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const size_t left = pending.size() - finished_now;
+      const auto eta = static_cast<long long>(
+          elapsed / static_cast<double>(finished_now) * static_cast<double>(left) + 0.5);
+      std::printf("[sweep] %zu/%zu done, %.0fs so far, ETA %lld:%02lld:%02lld\n",
+                  finished_before + finished_now, sweep.runs.size(), elapsed, eta / 3600,
+                  eta / 60 % 60, eta % 60);
     }
     std::fflush(stdout);
   }

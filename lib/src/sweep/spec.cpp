@@ -453,11 +453,13 @@ Sweep load_sweep(const std::filesystem::path& file, const std::vector<std::strin
 void validate(Sweep& sweep) {
   std::string message;
   // The base alone first: its problems are every run's.
-  sweep.base_name = config::parse_config(sweep.base_text, sweep.origin).name;
+  sweep.base_name = config::parse_config(sweep.base_text, sweep.origin, sweep.base_overrides).name;
   for (Run& run : sweep.runs) {
     try {
+      std::vector<std::string> overrides = sweep.base_overrides;
+      overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());
       run.resolved_yaml =
-          config::to_yaml(config::parse_config(sweep.base_text, sweep.origin, run.overrides));
+          config::to_yaml(config::parse_config(sweep.base_text, sweep.origin, overrides));
     } catch (const config::ConfigError& e) {
       for (const config::Problem& p : e.problems()) {
         message += "run " + run.name + ": " + p.str() + "\n";

@@ -1,6 +1,9 @@
 #include "ampctl/train/build.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -306,6 +309,18 @@ std::string resolve_device(const std::string& device) {
   return "cuda:" + std::to_string(index);
 }
 
+namespace {
+
+// What the training data is, for the loading lines: its file or folder, or "synthetic".
+std::string source_text(const config::DataSource& s) {
+  if (!s.path.empty()) return s.path;
+  if (!s.dir.empty()) return s.dir;
+  if (!s.images.empty()) return s.images;
+  return "synthetic data";
+}
+
+}  // namespace
+
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
                                       const dist::CommunicatorFactory& comm) {
   auto run = std::make_unique<RunObjects>();
@@ -328,9 +343,21 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   // the data source: features and classes, or a language model's vocabulary size (both).
   int64_t inputs = 0, outputs = 0;
   r.language_model = config::is_language_model(cfg.data.train);
+  // Progress: loading a large corpus or image set takes a while; say when it starts and ends.
+  const bool speak = dist::process_rank() == 0;
+  const auto load_t0 = std::chrono::steady_clock::now();
+  const auto load_seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - load_t0).count();
+  };
+  if (speak) spdlog::info("data: loading {}", source_text(cfg.data.train));
   if (r.language_model) {
     // The windows' length is the model's: checked once it is built.
     r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
+    if (speak) {
+      spdlog::info("data: loaded {} training tokens{} in {:.1f}s", r.lm.train.size(),
+                   r.lm.eval ? fmt::format(", {} eval tokens", r.lm.eval->size()) : "",
+                   load_seconds());
+    }
     inputs = outputs = r.lm.vocab_size;
     // Now that the vocabulary and the token counts are known (validate counts a text source's
     // vocabulary as 1 and its tokens as none), refuse a run that cannot fit before the model
@@ -341,6 +368,11 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
                      r.lm.eval ? r.lm.eval->size() : 0, b.device(), &b);
   } else {
     r.data = data::load_data(data_options(cfg.data), seed);
+    if (speak) {
+      spdlog::info("data: loaded {} training rows{} in {:.1f}s", r.data.train.size(),
+                   r.data.eval ? fmt::format(", {} eval rows", r.data.eval->size()) : "",
+                   load_seconds());
+    }
     check_shards(r.data.train, batch, world, cfg.data.drop_last);
     r.loader = std::make_unique<data::DataLoader>(r.data.train, batch * world, cfg.data.shuffle,
                                                   cfg.data.drop_last, seed);
@@ -412,6 +444,22 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   return run;
 }
 
+int64_t grad_accum_steps_for(const config::RunConfig& cfg, int world) {
+  const int64_t g = cfg.training.global_batch;
+  if (g == 0) return cfg.training.grad_accum_steps;
+  const int64_t per_step = cfg.data.batch_size * static_cast<int64_t>(world);
+  if (g % per_step != 0) {
+    throw Error{ErrorKind::config,
+                "training.global_batch: " + std::to_string(g) +
+                    " is not a multiple of data.batch_size x ranks (" +
+                    std::to_string(cfg.data.batch_size) + " x " + std::to_string(world) + " = " +
+                    std::to_string(per_step) + ")",
+                "pick a global batch that the micro-batch times the rank count divides, or a "
+                "data.batch_size that divides global_batch / ranks"};
+  }
+  return g / per_step;
+}
+
 StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   StepOptions o;
   o.grad_accum_steps = cfg.training.grad_accum_steps;
@@ -445,9 +493,11 @@ MonitorOptions monitor_options(const config::RunConfig& cfg, Clock::time_point s
   o.max_steps = cfg.training.max_steps;
   o.metrics_every = cfg.logging.metrics_every;
   o.ring_steps = cfg.logging.every_steps;
+  o.console_every = cfg.logging.every_steps;
   o.divergence_patience = cfg.training.divergence_patience;
   o.min_scale = cfg.scaler.min_scale;
   o.profile = cfg.logging.profile;
+  o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.start = start;
   return o;
 }

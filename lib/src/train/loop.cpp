@@ -12,6 +12,7 @@
 #include "ampctl/build_info.h"
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/checkpoint/encoding.h"
+#include "ampctl/config/resume_rules.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/dist/process_group.h"
@@ -69,6 +70,7 @@ bool Trainer::is_root() const {
 void Trainer::setup() {
   m_run = build_run(m_cfg, m_comm_factory);
   RunObjects& r = *m_run;
+  m_accum = grad_accum_steps_for(m_cfg, r.comm->world_size());
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
   monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
   m_monitor =
@@ -80,10 +82,12 @@ void Trainer::setup() {
         std::make_unique<NumericsRecorder>(*r.backend, *r.model->numerics(), *r.scaler,
                                            m_monitor->param_names(), m_cfg.logging.numerics_every);
   }
+  StepOptions step_opts = step_options(m_cfg, *r.model);
+  step_opts.grad_accum_steps = m_accum;
   m_step = std::make_unique<TrainStep>(
       StepParts{*r.backend, *r.model, *r.optimizer, *r.scaler, *r.schedule, *r.batcher, *m_monitor,
                 *r.comm, m_numerics.get()},
-      step_options(m_cfg, *r.model));
+      step_opts);
   m_eval_loss = r.backend->zeros({1}, DType::f32);
 }
 
@@ -128,6 +132,16 @@ void Trainer::log_start() const {
                  r.model->num_params(), r.data.train.size(), r.data.train.features,
                  r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
   }
+  // The batch as nanoGPT counts it: data.batch_size and grad_accum_steps are per rank.
+  const int64_t world = r.comm->world_size();
+  const int64_t global = m_cfg.data.batch_size * world * m_accum;
+  spdlog::info(
+      "batch: {} per micro-batch (data.batch_size, per rank) x {} rank{} x {} "
+      "micro-batch{} (grad_accum_steps{}) = global batch {} examples per step{}",
+      m_cfg.data.batch_size, world, world == 1 ? "" : "s", m_accum, m_accum == 1 ? "" : "es",
+      m_cfg.training.global_batch > 0 ? ", from training.global_batch" : ", per rank", global,
+      r.language_model ? fmt::format(" ({} tokens per step)", global * r.lm_block_size)
+                       : std::string());
   spdlog::info("schedule: {}", r.schedule->describe());
   if (r.comm->world_size() > 1) {
     // What ZeRO-1 saves: the optimizer state this rank holds (docs/distributed.md).
@@ -260,6 +274,14 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   Tensor correct_f = b.zeros({1}, DType::f32);
   const int64_t n = batcher.eval_size();  // this rank's shard
   dist::Communicator& comm = *m_run->comm;
+  // Progress: a line before the first evaluation, and before any after one that took a second
+  // or more, so a long one does not look like a hang.
+  if (is_root() && (m_last_eval_seconds < 0 || m_last_eval_seconds >= 1.0)) {
+    spdlog::info("eval  step {:>6}: evaluating {} examples{}", step, batcher.eval_total(),
+                 m_last_eval_seconds >= 0
+                     ? fmt::format(" (the last evaluation took {:.1f}s)", m_last_eval_seconds)
+                     : std::string());
+  }
   for (int64_t done = 0; done < n;) {
     // With several ranks the evaluation runs to its end (its sums are reduced over the ranks).
     if (comm.world_size() == 1 && stop_signal() != 0) {
@@ -287,7 +309,8 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   const double loss = b.read_scalar_f32(loss_sum) / total;
   std::optional<double> accuracy;
   if (classification) accuracy = b.read_scalar_f32(correct_sum) / total;
-  return m_monitor->record_eval(step, loss, accuracy, seconds_since(t0));
+  m_last_eval_seconds = seconds_since(t0);
+  return m_monitor->record_eval(step, loss, accuracy, m_last_eval_seconds);
 }
 
 void Trainer::abandon_step(int64_t step, Batcher::Cursor cursor, uint64_t dropout_calls) {
@@ -356,8 +379,7 @@ files::Summary Trainer::summary_of(const std::string& status) const {
   s.wall_time_s = mon.elapsed();
   if (t.steady_seconds > 0 && t.steady_samples > 0) {
     s.steady_step_ms = t.steady_seconds * 1e3 * static_cast<double>(m_cfg.data.batch_size) /
-                       static_cast<double>(t.steady_samples) /
-                       static_cast<double>(m_cfg.training.grad_accum_steps);
+                       static_cast<double>(t.steady_samples) / static_cast<double>(m_accum);
   }
   s.tokens_per_sample = m_run->lm_block_size;
   s.backend = m_run->backend->description();
@@ -508,17 +530,22 @@ void Trainer::diverge() {
                                message};
   write_summary(files::to_json(summary));
   mon.log_most_overflowing();
+  // The hint suggests only what `ampctl resume --set` accepts (config/resume_rules.h).
   std::string hint;
+  const std::string resume = "'ampctl resume --checkpoint " + m_run_dir.string() + " --set ";
   if (d.reason == "overflow_at_scale_floor") {
     hint =
-        "the gradients overflow even at the smallest loss scale: lower optimizer.lr, clip with "
-        "training.grad_clip_norm, or train in bf16";
+        "the gradients overflow even at the smallest loss scale: continue from the last good "
+        "state with a lower learning rate or with clipping, " +
+        resume + "optimizer.lr=LR' or --set training.grad_clip_norm=1.0; or train again in bf16";
   } else {
-    hint = "lower optimizer.lr, clip with training.grad_clip_norm, or check the data";
+    hint =
+        "check the data; or continue from the last good state with a lower learning rate or "
+        "with clipping, " +
+        resume + "optimizer.lr=LR' or --set training.grad_clip_norm=1.0";
   }
-  hint += "; then continue from the last good state with 'ampctl resume --checkpoint " +
-          m_run_dir.string() +
-          " --set KEY=VALUE' (training.divergence_patience: 0 never stops a run)";
+  hint += " (resume accepts " + config::resumable_keys_text() +
+          "; training.divergence_patience: 0 never stops a run)";
   throw Error{ErrorKind::runtime, message, hint};
 }
 

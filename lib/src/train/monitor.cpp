@@ -9,6 +9,7 @@
 
 #include "ampctl/amp/grad_scaler.h"
 #include "ampctl/backend/backend.h"
+#include "ampctl/math/nn_math.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/run/metrics_line.h"
 
@@ -84,6 +85,7 @@ Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& op
   if (attribute) m_ring.seg = b.zeros({m_ring.capacity, m_ring.segments}, DType::i32);
   m_ring.host_seg.assign(static_cast<size_t>(m_ring.capacity * m_ring.segments), 0);
   m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
+  m_int_counts.assign(static_cast<size_t>(m_ring.segments), 0);
 }
 
 void Monitor::open_metrics(const std::filesystem::path& path, bool append) {
@@ -103,6 +105,11 @@ void Monitor::set_elapsed(double seconds) {
 void Monitor::record_scale() {
   const auto row = static_cast<int64_t>(m_ring.info.size());
   m_scaler->record_scale(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 1), {1}));
+}
+
+void Monitor::record_grad_norm(const Tensor& norm) {
+  const auto row = static_cast<int64_t>(m_ring.info.size());
+  m_backend->copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 3), {1}), norm);
 }
 
 void Monitor::record_step(int64_t step, double lr, const Tensor& loss, int64_t samples) {
@@ -137,8 +144,9 @@ void Monitor::step_started() {
 }
 
 void Monitor::step_finished(int64_t step) {
-  const bool flush_now =
-      static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity || step == m_opts.max_steps;
+  const bool flush_now = static_cast<int64_t>(m_ring.info.size()) >= m_ring.capacity ||
+                         step % std::max<int64_t>(1, m_opts.console_every) == 0 ||
+                         step == m_opts.max_steps;
   if (flush_now) m_backend->synchronize();
   const double dt = seconds_since(m_step_t0);
   RunTotals& t = m_totals;
@@ -170,20 +178,37 @@ void Monitor::flush() {
   const bool scaling = m_scaler->is_enabled();
   const int64_t patience = m_opts.divergence_patience;
   RunTotals& t = m_totals;
-  // This interval's overflows per tensor, for the console line.
-  std::vector<int64_t> interval_counts(static_cast<size_t>(segments), 0);
+  // The console interval's overflows per tensor and means (members: it may span read-backs).
+  std::vector<int64_t>& interval_counts = m_int_counts;
+  double& loss_sum = m_int_loss_sum;
+  double& norm_sum = m_int_norm_sum;
+  int64_t& loss_n = m_int_loss_n;
+  int64_t& norm_n = m_int_norm_n;
   for (size_t r = 0; r < m_ring.info.size(); ++r) {
     const auto& info = m_ring.info[r];
     const float loss = m_ring.host_f[r * StepRing::kF + 0];
     const float scale = m_ring.host_f[r * StepRing::kF + 1];
     const bool found_inf = m_ring.host_f[r * StepRing::kF + 2] != 0.0f;
+    const float grad_norm = m_ring.host_f[r * StepRing::kF + 3];
     const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
     const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
     const int32_t* flags =
         segments > 0 ? m_ring.host_seg.data() + r * static_cast<size_t>(segments) : nullptr;
     t.steps_done = info.step;
+    ++m_int_steps;
     if (found_inf) ++t.skipped;
+    if (std::isfinite(grad_norm)) {
+      norm_sum += grad_norm;
+      ++norm_n;
+    }
+    // Clipped: clip_grad_norm_'s coefficient, computed as the device computed it, below 1.
+    if (m_opts.grad_clip_norm &&
+        nn::clip_coef(grad_norm, static_cast<float>(*m_opts.grad_clip_norm)) < 1.0f) {
+      ++t.clipped;
+    }
     if (std::isfinite(loss)) {
+      loss_sum += loss;
+      ++loss_n;
       t.final_loss = loss;
       t.best_loss = std::min(t.best_loss, static_cast<double>(loss));
     }
@@ -238,6 +263,7 @@ void Monitor::flush() {
       line.loss = loss;
       line.scale = scale;
       line.found_inf = found_inf;
+      line.grad_norm = grad_norm;
       line.growth_tracker = scaling ? tracker : 0;
       if (scaling) line.hysteresis_tracker = hysteresis;
       line.lr = info.lr;
@@ -247,6 +273,7 @@ void Monitor::flush() {
       if (m_tb && m_writer) {
         m_tb->scalar(info.step, "train/loss", loss);
         m_tb->scalar(info.step, "train/lr", info.lr);
+        if (std::isfinite(grad_norm)) m_tb->scalar(info.step, "train/grad_norm", grad_norm);
         m_tb->scalar(info.step, "amp/scale", scale);
         m_tb->scalar(info.step, "amp/skipped", found_inf ? 1.0 : 0.0);
         m_tb->scalar(info.step, "amp/growth_tracker", line.growth_tracker);
@@ -268,19 +295,42 @@ void Monitor::flush() {
   if (const std::vector<std::string> names = ranked(interval_counts); !names.empty()) {
     overflowed = " overflow in " + join_names(names, 3);
   }
-  if (m_writer) {
+  // The console line at logging.every_steps' multiples and at the last step only: a read-back
+  // before an evaluation or a checkpoint keeps the interval open, so the cadence does not drift.
+  const bool console =
+      last.step % std::max<int64_t>(1, m_opts.console_every) == 0 || last.step == m_opts.max_steps;
+  if (m_writer && console) {
     const std::string tokens =
         m_opts.tokens_per_sample > 0
             ? fmt::format(" {:.0f} tokens/s", rate * static_cast<double>(m_opts.tokens_per_sample))
             : std::string();
+    // loss and grad_norm: means over the interval's steps (their finite values); scale: the last
+    // step's, as its metrics line records it (the one its backward used); skipped: since the run
+    // began.
+    const size_t steps = m_ring.info.size();
+    const std::string mean_of =
+        m_int_steps > 1 ? fmt::format(" (mean of {} steps)", m_int_steps) : "";
     spdlog::info(
-        "step {:>6}/{} loss {:.5g} scale {:g} skipped {}{} lr {:.3g} {:.0f} samples/s{} ETA {} "
-        "({:.1f}s)",
-        last.step, m_opts.max_steps, m_ring.host_f[(m_ring.info.size() - 1) * StepRing::kF + 0],
-        scaling ? m_scaler->get_scale() : 1.0, t.skipped, overflowed, last.lr, rate, tokens,
-        format_eta(eta), elapsed);
+        "step {:>6}/{} loss {:.5g}{} grad_norm {:.4g} scale {:g} skipped {} in total{} lr {:.3g} "
+        "{:.0f} samples/s{} ETA {} ({:.1f}s)",
+        last.step, m_opts.max_steps,
+        loss_n > 0 ? loss_sum / static_cast<double>(loss_n)
+                   : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 0]),
+        mean_of,
+        norm_n > 0 ? norm_sum / static_cast<double>(norm_n)
+                   : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 3]),
+        static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 1]), t.skipped, overflowed,
+        last.lr, rate, tokens, format_eta(eta), elapsed);
+  }
+  if (console) {
+    m_int_loss_sum = m_int_norm_sum = 0;
+    m_int_loss_n = m_int_norm_n = m_int_steps = 0;
+    std::fill(m_int_counts.begin(), m_int_counts.end(), 0);
   }
   t.final_scale = scaling ? m_scaler->get_scale() : 1.0;
+  // The scale the last update set counts too: max_scale is the largest scale the run held.
+  t.max_scale = std::max(t.max_scale, t.final_scale);
+  t.min_scale = std::min(t.min_scale, t.final_scale);
   if (m_tb && m_writer) {
     m_tb->scalar(last.step, "perf/samples_per_s", rate);
     m_tb->flush();

@@ -29,6 +29,10 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
   m_inject_here = options.inject_rank < 0 || options.inject_rank == parts.comm.rank();
   // The scaler's state exists before the first step, so no step allocates it.
   parts.scaler.init_state();
+  // grad_norm: with loss scaling and the whole arena checked on every rank, the scaler's check
+  // pass computes it (no second read of the gradients); run() takes global_norm otherwise.
+  m_fused_norm = parts.scaler.is_enabled() && !options.zero;
+  if (m_fused_norm) parts.scaler.set_norm_output(m_norm);
   if (options.zero && parts.model.lowp_params().defined()) {
     // The other ranks' ranges of the masters and of the fp16/bf16 copy, as views made once.
     const size_t n = parts.model.params().numel();
@@ -102,18 +106,26 @@ bool TrainStep::run(int64_t step) {
   }
   m_p.comm.all_reduce(m_loss_acc, dist::ReduceOp::mean);
 
-  if (m_opts.grad_clip_norm) {
-    // PyTorch's recipe: unscale first so the norm and the threshold are in real units.
+  // grad_norm, the global norm of the unscaled gradients, every step (clipped or not). Without
+  // clipping and with the fused norm it comes from the check inside scaler.step() below.
+  if (m_opts.grad_clip_norm || !m_fused_norm) {
+    // PyTorch's recipe: unscale first so the norm and the threshold are in real units. (An
+    // explicit unscale_ stores round(g * inv), the float the fused optimizer would compute from
+    // g as it reads it, and the optimizer then multiplies by 1: the same update bits.)
     scaler.unscale_(m_p.optimizer);
     const Tensor grads = model.grads();
-    // ZeRO-1: every rank unscaled its own shard; gathering them gives every rank the whole
-    // unscaled mean, bitwise ZeRO-0's, and so bitwise ZeRO-0's norm. (A sum of per-shard sums
-    // of squares would round differently from global_norm's fixed-order double sum (backend.h);
-    // docs/distributed.md, "ZeRO-1".)
-    if (m_opts.zero) m_p.comm.all_gather_shards(grads);
-    b.global_norm(std::span<const Tensor>(&grads, 1), m_norm);
-    b.clip_coef(m_norm, static_cast<float>(*m_opts.grad_clip_norm), m_coef);
-    b.mul_scalar_tensor(grads, m_coef, grads);
+    if (!m_fused_norm) {
+      // ZeRO-1: every rank unscaled its own shard; gathering them gives every rank the whole
+      // unscaled mean, bitwise ZeRO-0's, and so bitwise ZeRO-0's norm. (A sum of per-shard sums
+      // of squares would round differently from global_norm's fixed-order double sum
+      // (backend.h); docs/distributed.md, "ZeRO-1".)
+      if (m_opts.zero) m_p.comm.all_gather_shards(grads);
+      b.global_norm(std::span<const Tensor>(&grads, 1), m_norm);
+    }
+    if (m_opts.grad_clip_norm) {
+      b.clip_coef(m_norm, static_cast<float>(*m_opts.grad_clip_norm), m_coef);
+      b.mul_scalar_tensor(grads, m_coef, grads);
+    }
   }
 
   // The scaler's phase hook closes the unscale/check phase inside step(); without a scaler
@@ -131,6 +143,7 @@ bool TrainStep::run(int64_t step) {
   mon.phase_end(kOptimizer);
   scaler.update();
   mon.phase_end(kUpdate);
+  mon.record_grad_norm(m_norm);
   mon.record_step(step, lr, m_loss_acc, samples);
   return true;
 }

@@ -130,6 +130,15 @@ class GradScaler {
   // optimizer's gradients (each check zeroes it first); undefined without set_grad_segments.
   const Tensor& segment_found_tensor(const optim::Optimizer& optimizer) const;
 
+  // The global norm of the unscaled gradients, from the check pass itself (an extension):
+  // after this, every check of an optimizer's gradients (unscale_, or step's check-only pass)
+  // also writes into `norm` (f32[1] on this backend's device, caller-owned) the norm of the
+  // values the optimizer will use, unscaled by 1/scale (Backend::non_finite_check_unscale_norm_:
+  // global_norm's bits, no second read). Of the gradients this rank checks: with a found_inf
+  // hook (sharded gradients) that is its shard. An undefined tensor turns it off. No-op when
+  // disabled (there is no check pass; take global_norm of the gradients).
+  void set_norm_output(const Tensor& norm) { m_norm_out = norm; }
+
   // Profiling: `hook` runs inside step() after the inf check and before the optimizer update,
   // so a caller timing a step by phase can split "unscale/check" from "optimizer". Set once (it
   // is a std::function: setting it allocates, calling it does not); empty by default.
@@ -182,6 +191,7 @@ class GradScaler {
   std::map<const optim::Optimizer*, PerOptimizer> m_per_optimizer;
   std::function<void()> m_phase_hook;
   std::function<void(const Tensor&)> m_found_inf_hook;
+  Tensor m_norm_out;  // f32[1] or undefined: set_norm_output
 };
 
 }  // namespace ampctl::amp

@@ -174,6 +174,19 @@ class Backend {
                                              const Tensor& found_inf, const Tensor& inv_scale,
                                              const Tensor& segment_starts = Tensor{},
                                              const Tensor& segment_found = Tensor{}) = 0;
+  // non_finite_check_and_unscale_ and global_norm in one pass over the tensors (the trainer's
+  // grad_norm and clip_grad_norm's norm without a second read of the gradients): found_inf and
+  // the attribution as non_finite_check_and_unscale_; when `unscale`, each element := round(
+  // float(x) * inv_scale[0]) (untouched when inv_scale[0] == 1), else every element is only
+  // checked; and norm[0] (f32[1]) := the global norm of the unscaled values, i.e. of each
+  // element's round(float(x) * inv_scale[0]) in its dtype whether stored or not, in
+  // global_norm's order on this backend: bitwise global_norm of the tensors an unscale leaves.
+  // An inf or NaN element gives an inf or NaN norm.
+  virtual void non_finite_check_unscale_norm_(std::span<const Tensor> tensors,
+                                              const Tensor& found_inf, const Tensor& inv_scale,
+                                              bool unscale, const Tensor& norm,
+                                              const Tensor& segment_starts = Tensor{},
+                                              const Tensor& segment_found = Tensor{}) = 0;
   // inv[0] := float32(1 / double(scale[0])).
   virtual void inv_scale(const Tensor& scale, const Tensor& inv) = 0;
   // One update of scale (f32[1]), growth_tracker (i32[1]) and hysteresis_tracker (i32[1]) from

@@ -172,6 +172,9 @@ struct ScalerConfig {
 struct TrainingConfig {
   int64_t max_steps = 0;
   int64_t grad_accum_steps = 0;
+  // Examples per optimizer step over all ranks (0: grad_accum_steps decides); the accumulation
+  // then follows from it at run time (train/build.h: grad_accum_steps_for).
+  int64_t global_batch = 0;
   std::optional<double> grad_clip_norm;
   int64_t eval_every = 0;
   int64_t eval_batches = 0;         // language models: validation batches per evaluation

@@ -3,8 +3,9 @@
 // here only.
 //
 //   train line: {"kind": "train", "step", "loss", "scale", "found_inf", "skipped",
-//                "growth_tracker", "lr", "time_s"[, "hysteresis_tracker" when loss scaling is
-//                on][, "overflow_tensors": [names] on an overflowing step with attribution]}
+//                "grad_norm", "growth_tracker", "lr", "time_s"[, "hysteresis_tracker" when loss
+//                scaling is on][, "overflow_tensors": [names] on an overflowing step with
+//                attribution]}
 //   eval line:  {"kind": "eval", "step", "loss"[, "accuracy" for classification], "time_s"}
 // A non-finite loss or scale is written as null (run/numbers.h).
 #pragma once
@@ -24,6 +25,7 @@ struct TrainLine {
   double loss = 0;   // the step's mean loss over its micro-batches
   double scale = 1;  // the loss scale its backward used (1 without scaling)
   bool found_inf = false;
+  double grad_norm = 0;  // the global norm of the unscaled gradients (before clipping)
   int32_t growth_tracker = 0;
   std::optional<int32_t> hysteresis_tracker;  // with loss scaling
   double lr = 0;

@@ -35,6 +35,9 @@ struct Sweep {
   std::string base_text;  // the config file without its `sweep:` section (lines kept blank)
   std::string origin;     // the config file's name, for messages
   std::string base_name;  // the resolved base config's name (filled by validate())
+  // `--set KEY=VALUE` overrides of the base: applied before each run's own overrides, so a run
+  // may still override the same key; they are not part of the run names.
+  std::vector<std::string> base_overrides;
   std::vector<Run> runs;
 };
 

@@ -103,6 +103,10 @@ std::vector<optim::ParamGroup> shard_groups(std::vector<optim::ParamGroup> group
 // The step's options; resolves debug.inject_tensor against the model's parameters (Error{config}
 // with the closest name when it has none of that name).
 StepOptions step_options(const config::RunConfig& config, const nn::Model& model);
+// Micro-batches per optimizer step on each rank: training.grad_accum_steps, or, when
+// training.global_batch is set, global_batch / (data.batch_size x world). Throws Error{config}
+// naming training.global_batch when that does not divide.
+int64_t grad_accum_steps_for(const config::RunConfig& config, int world);
 // The monitor's options (`start`: when the run started).
 MonitorOptions monitor_options(const config::RunConfig& config, Clock::time_point start);
 

@@ -49,14 +49,19 @@ enum Phase { kData, kForward, kBackward, kUnscale, kOptimizer, kUpdate, kMetrics
 
 struct MonitorOptions {
   int64_t max_steps = 1;
-  int64_t metrics_every = 1;        // logging.metrics_every
-  int64_t ring_steps = 1;           // logging.every_steps: steps between read-backs (<= 1024)
+  int64_t metrics_every = 1;  // logging.metrics_every
+  int64_t ring_steps = 1;     // logging.every_steps: steps between read-backs (<= 1024)
+  // logging.every_steps: the console line comes at its multiples (and the last step), whatever
+  // other read-backs (before an evaluation or a checkpoint) happen in between.
+  int64_t console_every = 1;
   int64_t divergence_patience = 0;  // 0: no divergence rule
   double min_scale = 0;             // scaler.min_scale (the floor; 0: 2^-126)
   bool profile = false;
   // Language models: tokens per sample (block_size): the console adds tokens/s and eval lines
   // perplexity. 0 for other data.
   int64_t tokens_per_sample = 0;
+  // training.grad_clip_norm: a step whose grad_norm it clipped counts in totals().clipped.
+  std::optional<double> grad_clip_norm;
   Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
 };
 
@@ -95,6 +100,9 @@ class Monitor {
   // ---- inside the step (device copies only, no host sync, no allocation) ----
   // Before the scaler's update: records the scale this step's backward uses.
   void record_scale();
+  // After the step's norm is computed: records grad_norm (f32[1], the global norm of the
+  // unscaled gradients). Call before record_step.
+  void record_grad_norm(const Tensor& norm);
   // After the update: records the step's loss (f32[1]), the scaler's found_inf, trackers and
   // overflow flags, and the step's lr and `samples`.
   void record_step(int64_t step, double lr, const Tensor& loss, int64_t samples);
@@ -165,7 +173,7 @@ class Monitor {
 
  private:
   struct StepRing {
-    static constexpr int kF = 3;  // loss, scale used by the backward, found_inf
+    static constexpr int kF = 4;  // loss, scale used by the backward, found_inf, grad_norm
     static constexpr int kI = 2;  // growth tracker and hysteresis tracker after update
     Tensor f, i;
     int64_t capacity = 0;
@@ -203,6 +211,11 @@ class Monitor {
   std::optional<Divergence> m_divergence;
   std::vector<nlohmann::json> m_queued;  // queue_line
   std::unique_ptr<run::EventWriter> m_tb;
+  // The console interval so far (it may span several read-backs): finite losses and grad_norms
+  // summed, steps, and overflows per tensor.
+  double m_int_loss_sum = 0, m_int_norm_sum = 0;
+  int64_t m_int_loss_n = 0, m_int_norm_n = 0, m_int_steps = 0;
+  std::vector<int64_t> m_int_counts;
 
   // The step being timed.
   Clock::time_point m_step_t0;

@@ -2,7 +2,10 @@
 //   lr of this iteration -> zero_grad -> for each micro-batch: batch, forward, loss (seeded with
 //   the loss scale: the scaled loss's backward), backward -> [debug injection] -> gradient
 //   sync (dist: the mean over the ranks; the loss too) -> [unscale_, clip_grad_norm_] ->
-//   scaler.step -> scaler.update.
+//   scaler.step -> scaler.update. The gradient norm (grad_norm, the Monitor's) is computed every
+//   step: by the scaler's check pass (GradScaler::set_norm_output) when loss scaling is on and
+//   every rank checks the whole arena; by global_norm otherwise (ZeRO-1: after an all-gather of
+//   the unscaled shards, bitwise ZeRO-0's norm; bf16/fp32: no check pass to fuse it into).
 // The injection comes before the sync, as a rank's own overflow would: an inf on one rank
 // reaches every rank's averaged gradients, so every rank skips (one process: the sync is the
 // identity and the order does not matter). With ZeRO-1 (StepOptions::zero) the sync is a
@@ -96,6 +99,7 @@ class TrainStep {
   Tensor m_norm, m_coef;      // f32[1]: the gradient norm and the clip coefficient
   Tensor m_inject_at;         // the gradient element debug injection poisons
   bool m_inject_here = true;  // this rank injects (debug.inject_rank)
+  bool m_fused_norm = false;  // the scaler's check pass writes m_norm (set_norm_output)
   // ZeRO-1 with an fp16/bf16 copy: (masters, copy) views of every other rank's shard.
   std::vector<std::pair<Tensor, Tensor>> m_other_shards;
 };

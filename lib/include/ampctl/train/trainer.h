@@ -164,6 +164,9 @@ class Trainer {
   void open_tensorboard();
 
   const config::RunConfig m_cfg;  // a copy: the trainer outlives any caller temporary
+  int64_t m_accum = 1;
+  double m_last_eval_seconds = -1;  // the last evaluation's time (-1: none yet), for progress //
+                                    // micro-batches per step on each rank (grad_accum_steps_for)
   std::filesystem::path m_run_dir;
   std::chrono::steady_clock::time_point m_t0;
   int64_t m_next_step = 1;

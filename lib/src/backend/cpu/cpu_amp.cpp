@@ -19,6 +19,7 @@
 // splits that tensor's pass in two), so knowing which segments held an inf or NaN costs nothing
 // per element.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -27,6 +28,7 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/math/amp_math.h"
 #include "cpu_backend.h"
+#include "cpu_vector.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define AMPCTL_AMP_X86 1
@@ -225,6 +227,59 @@ void CpuBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
     }
     base += n;
   }
+}
+
+// global_norm's blocks (cpu_vector.h), each checked (and unscaled) then summed while it is in
+// the L1 cache: one read of the gradients from memory. The blocks run in order on this thread, so
+// found_inf and the segment flags need no synchronisation, and their sums are added in order as
+// global_norm adds them: the same bits.
+void CpuBackend::non_finite_check_unscale_norm_(std::span<const Tensor> tensors,
+                                                const Tensor& found_inf, const Tensor& inv_scale,
+                                                bool unscale, const Tensor& norm,
+                                                const Tensor& segment_starts,
+                                                const Tensor& segment_found) {
+  check_scalar(found_inf, DType::f32, "non_finite_check_unscale_norm_ found_inf");
+  check_scalar(inv_scale, DType::f32, "non_finite_check_unscale_norm_ inv_scale");
+  check_scalar(norm, DType::f32, "non_finite_check_unscale_norm_ norm");
+  size_t total = 0;
+  for (const Tensor& t : tensors) {
+    check_float(t, "non_finite_check_unscale_norm_");
+    total += t.numel();
+  }
+  check_segments(segment_starts, segment_found, total);
+  float* fi = found_inf.data_as<float>();
+  const float inv = *inv_scale.data_as<float>();
+  // Stored values are already unscaled; a check-only pass squares x * inv as it goes.
+  const float write_inv = unscale ? inv : 1.0f;
+  const float norm_inv = unscale ? 1.0f : inv;
+  const bool segmented = segment_starts.defined();
+  const int32_t* starts = segmented ? segment_starts.data_as<int32_t>() : nullptr;
+  int32_t* seg_found = segmented ? segment_found.data_as<int32_t>() : nullptr;
+  const size_t segments = segmented ? segment_starts.numel() : 1;
+
+  double sum = 0.0;
+  size_t base = 0;  // elements of the tensors before this one
+  size_t seg = 0;   // the segment holding element `base + i`
+  for (const Tensor& t : tensors) {
+    const size_t n = t.numel();
+    for (size_t lo = 0; lo < n; lo += vec::kNormBlock) {
+      const size_t hi = std::min(n, lo + vec::kNormBlock);
+      for (size_t i = lo; i < hi;) {
+        while (seg + 1 < segments && static_cast<size_t>(starts[seg + 1]) <= base + i) ++seg;
+        const size_t end =
+            seg + 1 < segments ? std::min(hi, static_cast<size_t>(starts[seg + 1]) - base) : hi;
+        if (unscale_piece(t, i, end - i, write_inv)) {
+          *fi = 1.0f;
+          if (segmented) seg_found[seg] = 1;
+        }
+        i = end;
+      }
+      sum += m_avx512 ? vec::norm_block_scaled(t.data(), t.dtype(), lo, hi, norm_inv)
+                      : vec::norm_block_scaled_portable(t.data(), t.dtype(), lo, hi, norm_inv);
+    }
+    base += n;
+  }
+  *norm.data_as<float>() = static_cast<float>(std::sqrt(sum));
 }
 
 void CpuBackend::inv_scale(const Tensor& scale, const Tensor& inv) {

@@ -1034,6 +1034,49 @@ double norm_block(const void* x, DType x_dtype, size_t begin, size_t end) {
   return sum;
 }
 
+// norm_block's lanes over x * inv (one float multiply per element, as amp::unscale_value): an
+// f32 block runs vectorised, the others through the portable code (their rounding to X).
+AMPCTL_AVX512 double norm_block_scaled_f32(const float* x, size_t begin, size_t end, float inv) {
+  const __m512 vinv = _mm512_set1_ps(inv);
+  __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+  for (size_t i = begin; i < end; i += 16) {
+    const __mmask16 k = head_mask(end - i);
+    // Masked-off lanes stay +0 (not 0 * inv), which adds nothing.
+    const __m512 v = _mm512_maskz_mul_ps(k, load16(x + i, k), vinv);
+    const __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    const __m512d b =
+        _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    lo = _mm512_fmadd_pd(a, a, lo);
+    hi = _mm512_fmadd_pd(b, b, hi);
+  }
+  alignas(64) double s[kNormLanes];
+  _mm512_store_pd(s, lo);
+  _mm512_store_pd(s + 8, hi);
+  return fold_norm_lanes(s);
+}
+
+double norm_block_scaled_portable(const void* x, DType x_dtype, size_t begin, size_t end,
+                                  float inv) {
+  double lane[kNormLanes] = {};
+  with_type(x_dtype, [&](auto* xt) {
+    using X = std::remove_pointer_t<decltype(xt)>;
+    const X* p = static_cast<const X*>(x);
+    for (size_t i = begin; i < end; ++i) {
+      const float u = inv == 1.0f ? static_cast<float>(p[i]) : static_cast<float>(p[i]) * inv;
+      const double v = static_cast<float>(X(u));  // the value an unscale would store
+      lane[(i - begin) % kNormLanes] += v * v;
+    }
+  });
+  return fold_norm_lanes(lane);
+}
+
+double norm_block_scaled(const void* x, DType x_dtype, size_t begin, size_t end, float inv) {
+  if (x_dtype == DType::f32) {
+    return norm_block_scaled_f32(static_cast<const float*>(x), begin, end, inv);
+  }
+  return norm_block_scaled_portable(x, x_dtype, begin, end, inv);
+}
+
 void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t c0, int64_t c1,
               float* acc) {
   with_type(x_dtype, [&](auto* xt) {

@@ -92,5 +92,11 @@ inline constexpr int kNormLanes = 16;
 // AVX-512 (norm_block) and in plain scalar code for any CPU (norm_block_portable): the same bits.
 double norm_block(const void* x, DType x_dtype, size_t begin, size_t end);
 double norm_block_portable(const void* x, DType x_dtype, size_t begin, size_t end);
+// The same order over the values an unscale by `inv` leaves: each element's float(x) * inv (x
+// itself when inv == 1) rounded to x's dtype, then squared (the trainer's grad_norm in the
+// check pass: non_finite_check_unscale_norm_). With inv == 1 the bits of norm_block.
+double norm_block_scaled(const void* x, DType x_dtype, size_t begin, size_t end, float inv);
+double norm_block_scaled_portable(const void* x, DType x_dtype, size_t begin, size_t end,
+                                  float inv);
 
 }  // namespace ampctl::cpu::vec

@@ -466,6 +466,60 @@ void CudaBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
   }
 }
 
+void CudaBackend::non_finite_check_unscale_norm_(std::span<const Tensor> tensors,
+                                                 const Tensor& found_inf, const Tensor& inv_scale,
+                                                 bool unscale, const Tensor& norm,
+                                                 const Tensor& segment_starts,
+                                                 const Tensor& segment_found) {
+  const char* op = "non_finite_check_unscale_norm_";
+  check_here(norm, op, "norm");
+  check_scalar(norm, DType::f32, op, "norm");
+  check_here(found_inf, op, "found_inf");
+  check_here(inv_scale, op, "inv_scale");
+  check_scalar(found_inf, DType::f32, op, "found_inf");
+  check_scalar(inv_scale, DType::f32, op, "inv_scale");
+  size_t total = 0;
+  for (const Tensor& t : tensors) {
+    check_here(t, op, "input");
+    check_floating(t, op, "input");
+    total += t.numel();
+  }
+  kernels::SegmentAttribution attr;
+  if (segment_starts.defined() != segment_found.defined()) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(op) + ": segment_starts and segment_found go together"};
+  }
+  if (segment_starts.defined()) {
+    check_here(segment_starts, op, "segment_starts");
+    check_here(segment_found, op, "segment_found");
+    if (segment_starts.dtype() != DType::i32 || segment_found.dtype() != DType::i32 ||
+        segment_starts.rank() != 1 || segment_starts.numel() == 0 ||
+        segment_found.numel() != segment_starts.numel() ||
+        total > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
+      throw Error{ErrorKind::invalid_argument,
+                  std::string(op) +
+                      ": expected segment_starts and segment_found i32 [S] with S >= 1 over "
+                      "fewer than 2^31 elements, got " +
+                      segment_starts.describe() + " and " + segment_found.describe()};
+    }
+    attr.starts = static_cast<const int32_t*>(segment_starts.data());
+    attr.found = static_cast<int32_t*>(segment_found.data());
+    attr.count = static_cast<int32_t>(segment_starts.numel());
+  }
+  DeviceScope scope(m_device.index);
+  auto* partials = static_cast<double*>(m_norm_partials.get());
+  std::vector<kernels::TensorPack> packs = make_packs(tensors);
+  if (packs.empty()) packs.emplace_back();  // zeroes the partials: the norm of nothing is 0
+  for (size_t i = 0; i < packs.size(); ++i) {
+    kernels::launch_non_finite_check_unscale_norm_partials(
+        packs[i], static_cast<float*>(found_inf.data()),
+        static_cast<const float*>(inv_scale.data()), unscale, partials, /*accumulate=*/i > 0, attr,
+        stream());
+    for (int t = 0; t < packs[i].count; ++t) attr.base += packs[i].tensors[t].numel;
+  }
+  kernels::launch_global_norm_finalize(partials, static_cast<float*>(norm.data()), stream());
+}
+
 void CudaBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
   check_here(scale, "inv_scale", "scale");
   check_here(inv, "inv_scale", "inv");

@@ -249,6 +249,10 @@ class CudaBackend final : public Backend {
                                      const Tensor& inv_scale,
                                      const Tensor& segment_starts = Tensor{},
                                      const Tensor& segment_found = Tensor{}) override;
+  void non_finite_check_unscale_norm_(std::span<const Tensor> tensors, const Tensor& found_inf,
+                                      const Tensor& inv_scale, bool unscale, const Tensor& norm,
+                                      const Tensor& segment_starts = Tensor{},
+                                      const Tensor& segment_found = Tensor{}) override;
   void inv_scale(const Tensor& scale, const Tensor& inv) override;
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                      const Tensor& hysteresis_tracker, const Tensor& found_inf,

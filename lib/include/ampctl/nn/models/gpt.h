@@ -1,4 +1,5 @@
-// Gpt: the GPT-2 language model (model.type: gpt) as nanoGPT's model.py writes it.
+// Gpt: the GPT-2 language model (model.type: gpt) in nanoGPT's model.py layout and names, with
+// GPT-2's and llm.c's tanh GELU (nanoGPT now uses the exact erf one).
 //
 // Architecture (C = n_embd, H = n_head, hs = C / H, V = the vocabulary, L = n_layer):
 //   x = drop(wte[idx] + wpe[pos])                                        f32 residual stream
