@@ -18,8 +18,10 @@
 #include "ampctl/config/resume_rules.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/core/run_lock.h"
 #include "ampctl/dist/process_group.h"
+#include "ampctl/train/agreement.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
@@ -34,6 +36,13 @@ namespace fs = std::filesystem;
 // was written): prints the message and returns 130 / 143 / 129. Call from a catch handler: any
 // other error is rethrown to main.
 int interrupted_exit(const Error& e) {
+  if (const auto* d = dynamic_cast<const train::RanksDisagree*>(&e)) {
+    // Every rank found the difference at once (agreement.h): each exits 2, the differing rank
+    // says why.
+    mark_exit_agreed();
+    if (d->reporter()) throw;
+    throw SilentExit{d->exit_code()};
+  }
   if (e.kind() != ErrorKind::interrupted) throw;
   // Every rank stopped at the same step (the loop agrees on stops): rank 0 says so.
   mark_exit_agreed();
@@ -41,7 +50,7 @@ int interrupted_exit(const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
   }
-  const int signo = train::stop_signal();
+  const int signo = train::stop_signal_or_agreed();
   return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
 }
 
@@ -94,6 +103,8 @@ fs::path run_dir_of(const fs::path& given) {
 int run_resume(const ResumeOptions& options) {
   // Before any input is opened (signals.h).
   train::install_stop_handlers();
+  // Several ranks stop together, at the trainer's agreement: loading gives up on no rank alone.
+  if (dist::process_world_size() > 1) set_stop_deferred(true);
   for (const std::string& set : options.sets) check_override(set);
   const fs::path run_dir = run_dir_of(options.checkpoint);
   // One writer per run directory, for this process's whole life (run_lock.h); taken before the

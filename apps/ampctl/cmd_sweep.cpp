@@ -36,6 +36,8 @@ int run_sweep(const SweepOptions& options) {
   sweep::Sweep spec = sweep::load_sweep(options.config, options.grid);
   spec.base_overrides = options.sets;
   sweep::validate(spec);
+  // Sizes only train would find too large: refused for every run before any starts.
+  check_sweep_runs(spec);
   sweep::ExecOptions exec;
   std::error_code ec;
   exec.exe = fs::read_symlink("/proc/self/exe", ec);

@@ -10,7 +10,9 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/dist/process_group.h"
+#include "ampctl/train/agreement.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
@@ -23,6 +25,13 @@ namespace {
 // was written): prints the message and returns 130 / 143 / 129. Call from a catch handler: any
 // other error is rethrown to main.
 int interrupted_exit(const Error& e) {
+  if (const auto* d = dynamic_cast<const train::RanksDisagree*>(&e)) {
+    // Every rank found the difference at once (agreement.h): each exits 2, the differing rank
+    // says why.
+    mark_exit_agreed();
+    if (d->reporter()) throw;
+    throw SilentExit{d->exit_code()};
+  }
   if (e.kind() != ErrorKind::interrupted) throw;
   // Every rank stopped at the same step (the loop agrees on stops): rank 0 says so.
   mark_exit_agreed();
@@ -30,7 +39,7 @@ int interrupted_exit(const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
   }
-  const int signo = train::stop_signal();
+  const int signo = train::stop_signal_or_agreed();
   return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
 }
 
@@ -63,6 +72,8 @@ int run_train(const TrainOptions& options) {
   // Before any input is opened: a signal while the config or data is read is then recorded and
   // honoured, never the default action (signals.h).
   train::install_stop_handlers();
+  // Several ranks stop together, at the trainer's agreement: loading gives up on no rank alone.
+  if (dist::process_world_size() > 1) set_stop_deferred(true);
   // Rank 0 alone reads and checks the configuration first, and alone chooses (and probes) the
   // run directory; its verdict goes to every rank, so a configuration error is reported once and
   // every rank exits 2 (one process: all of this is the plain sequence).

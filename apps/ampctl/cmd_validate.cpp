@@ -37,15 +37,7 @@ int run_validate(const ValidateOptions& options) {
   spec.base_overrides = options.sets;
   sweep::validate(spec);
   const config::RunConfig base = config::parse_config(spec.base_text, spec.origin, options.sets);
-  for (const sweep::Run& run : spec.runs) {
-    try {
-      std::vector<std::string> overrides = spec.base_overrides;
-      overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());
-      train::check_config_memory(config::parse_config(spec.base_text, spec.origin, overrides));
-    } catch (const Error& e) {
-      throw Error{e.kind(), "run " + run.name + ": " + e.what(), e.hint()};
-    }
-  }
+  check_sweep_runs(spec);
   std::fputs(config::to_yaml(base, config::YamlStyle::annotated).c_str(), stdout);
   std::printf("# sweep: %zu run(s), each valid (ampctl sweep --config %s)\n", spec.runs.size(),
               options.config.c_str());
@@ -58,6 +50,25 @@ int run_validate(const ValidateOptions& options) {
 }
 
 }  // namespace
+
+void check_sweep_runs(const sweep::Sweep& spec) {
+  // Every failing run is listed (a sweep with two bad runs names both), as sweep::validate
+  // lists the configuration problems.
+  std::string message;
+  for (const sweep::Run& run : spec.runs) {
+    try {
+      std::vector<std::string> overrides = spec.base_overrides;
+      overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());
+      train::check_config_memory(config::parse_config(spec.base_text, spec.origin, overrides));
+    } catch (const Error& e) {
+      message += "run " + run.name + ": " + e.what() + "\n";
+      if (!e.hint().empty()) message += "hint: " + e.hint() + "\n";
+    }
+  }
+  if (message.empty()) return;
+  message.pop_back();
+  throw Error{ErrorKind::config, message, "nothing was run; fix the sweep and run it again"};
+}
 
 void register_validate(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<ValidateOptions>();

@@ -10,7 +10,16 @@
 #include <string>
 #include <vector>
 
+namespace ampctl::sweep {
+struct Sweep;
+}
+
 namespace ampctl::app {
+
+// Every run of a sweep, checked as train would check it before its run directory exists (its
+// memory plan: train/memory_plan.h): one Error{config} listing every run that fails, each
+// "run NAME: ..." with its hint (validate and sweep, before any run starts).
+void check_sweep_runs(const sweep::Sweep& spec);
 
 struct Command {
   CLI::App* subcommand = nullptr;  // owned by the parent CLI::App

@@ -2,8 +2,10 @@
 // docs/reference.md. This is the only place that catches errors and prints them.
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -78,13 +80,26 @@ int finish(int code) {
 
 }  // namespace
 
+// Every command's output reaches its destination or the command fails: text still buffered
+// for stdout is written now, and a write that failed (a full disk, /dev/full, a closed pipe)
+// turns an exit 0 into exit 1 with the reason (a failed command keeps its own code).
+int check_stdout(int code) {
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int err = errno;
+  if (flushed && !std::ferror(stdout)) return code;
+  std::fprintf(stderr, "error: cannot write the standard output: %s\n",
+               err != 0 ? std::strerror(err) : "a write failed");
+  return code != 0 ? code : 1;
+}
+
 int main(int argc, char** argv) {
   try {
     ampctl::dist::init_process_group(&argc, &argv);
   } catch (const ampctl::Error& e) {
-    return print_error(e);
+    return check_stdout(print_error(e));
   }
-  return finish(run_command(argc, argv));
+  return finish(check_stdout(run_command(argc, argv)));
 }
 
 namespace {

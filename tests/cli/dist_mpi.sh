@@ -2,8 +2,10 @@
 # Data-parallel training through mpirun (docs/distributed.md), end to end on the CPU:
 #   dist_mpi.sh AMPCTL MPIRUN WORK CASE
 # CASE is one of: lm_equivalence, equivalence, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
-# config_error, sigterm, zero_inject, zero_equal, zero_resume. Each case takes a few seconds;
-# ctest runs each as cli.dist_<case>.
+# config_error, sigterm, zero_inject, zero_equal, zero_resume, usr1_zero0, usr1_zero1,
+# config_mismatch, data_mismatch. Each case takes a few seconds; ctest runs each as
+# cli.dist_<case>. No case can hang: every mpirun runs under `timeout` (MPI_LIMIT seconds), and a
+# job it kills fails its case.
 set -uo pipefail
 
 AMPCTL=$1
@@ -15,7 +17,8 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 cd "$DIR" || exit 1
 # As root in CI containers; oversubscribed on a 2-core machine; one thread per rank.
-MPI=("$MPIRUN" --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1
+MPI_LIMIT=${MPI_LIMIT:-90}
+MPI=(timeout -k 5 "$MPI_LIMIT" "$MPIRUN" --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1
   -x OPENBLAS_NUM_THREADS=1)
 export OPENBLAS_NUM_THREADS=1
 # Under the sanitizer build (scripts/test.sh step 2) the ranks run without LeakSanitizer: Open
@@ -29,6 +32,21 @@ fi
 fail() {
   echo "FAIL [$CASE]: $*" >&2
   exit 1
+}
+
+# The pid of rank R of the job that `timeout` (pid LAUNCHER) runs: mpirun is timeout's child, the
+# ranks are mpirun's.
+rank_pid() {
+  local launcher=$1 rank=$2 mpirun pid
+  for mpirun in $(pgrep -P "$launcher" 2>/dev/null); do
+    for pid in $(pgrep -P "$mpirun" 2>/dev/null); do
+      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
+        echo "$pid"
+        return 0
+      fi
+    done
+  done
+  return 1
 }
 
 # A small classification run; every step's metrics are logged.
@@ -281,11 +299,7 @@ kill_rank)
   launcher=$!
   rank1=""
   for _ in $(seq 1 200); do
-    for pid in $(pgrep -P "$launcher" 2>/dev/null); do
-      if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1; then
-        rank1=$pid
-      fi
-    done
+    rank1=$(rank_pid "$launcher" 1)
     [ -n "$rank1" ] && [ -f "$DIR/run/metrics.jsonl" ] && break
     sleep 0.05
   done
@@ -442,6 +456,99 @@ zero_resume)
   "$AMPCTL" resume --checkpoint "$DIR/one_rank" --set training.max_steps=8 >/dev/null 2>d.err ||
     fail "1-rank resume of a 2-rank ZeRO-1 checkpoint: $(cat d.err)"
   grep -q '"status": *"ok"' one_rank/summary.json || fail "the 1-rank resume did not finish"
+  ;;
+usr1_zero0 | usr1_zero1)
+  # SIGUSR1 (checkpoint and go on) to one rank only, or to mpirun (which forwards it, so the
+  # ranks see it at different step boundaries), 20 times: every request is agreed by both ranks
+  # at one step boundary, so each gives a checkpoint and none hangs (before the agreement,
+  # ZeRO-1 deadlocked in the checkpoint's gather and ZeRO-0 ignored rank 1's request). Then
+  # SIGTERM to mpirun stops the job with one checkpoint.
+  zero=${CASE#usr1_zero}
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
+    --set training.max_steps=100000000 --set logging.every_steps=1000 \
+    --set checkpoint.keep_last=2 --set distributed.zero="$zero" >out 2>err &
+  launcher=$!
+  rank0="" rank1=""
+  for _ in $(seq 1 400); do
+    rank0=$(rank_pid "$launcher" 0) rank1=$(rank_pid "$launcher" 1)
+    [ -n "$rank0" ] && [ -n "$rank1" ] && [ -f "$DIR/run/metrics.jsonl" ] && break
+    sleep 0.05
+  done
+  [ -n "$rank0" ] && [ -n "$rank1" ] || fail "ranks not found"
+  mpirun=$(pgrep -P "$launcher" | head -1)
+  checkpoints() { cat out err | grep -c 'SIGUSR1: checkpoint after step'; }
+  for i in $(seq 1 20); do
+    case $((i % 3)) in
+    0) target=$rank1 ;;
+    1) target=$mpirun ;;
+    2) target=$rank0 ;;
+    esac
+    before=$(checkpoints)
+    kill -USR1 "$target" || fail "signal $i: the job is gone: $(cat err)"
+    ok=""
+    for _ in $(seq 1 400); do
+      [ "$(checkpoints)" -gt "$before" ] && ok=1 && break
+      sleep 0.05
+    done
+    if [ -z "$ok" ]; then
+      kill -KILL "$rank0" "$rank1" 2>/dev/null
+      wait "$launcher"
+      fail "SIGUSR1 number $i (to pid $target) gave no checkpoint within 20 s: $(tail -3 err)"
+    fi
+  done
+  kill -TERM "$launcher"
+  wait "$launcher"
+  rc=$?
+  [ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "the job hung (killed by timeout): $(tail -5 err)"
+  [ "$rc" != 0 ] || fail "exit 0 after SIGTERM"
+  [ "$(grep -c 'stopped by SIGTERM' err)" = 1 ] || fail "expected one stop message: $(cat err)"
+  "$AMPCTL" inspect "$DIR/run" >/dev/null 2>insp.err || fail "the last checkpoint: $(cat insp.err)"
+  ;;
+config_mismatch)
+  # Rank 1 started with another --set: every rank exits 2 (no MPI abort, no hang), rank 1 names
+  # the key and both values, and nothing is written.
+  "${MPI[@]}" -np 1 "$AMPCTL" train --config "$DIR/base.yaml" --run-dir "$DIR/run" \
+    : -np 1 "$AMPCTL" train --config "$DIR/base.yaml" --run-dir "$DIR/run" \
+    --set training.max_steps=9 >out 2>err
+  rc=$?
+  [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"
+  grep -q "error: rank 1 of 2: its configuration differs from rank 0's: training.max_steps: 9 here, 8 on rank 0" err ||
+    fail "the error does not name rank 1 and the key: $(cat err)"
+  [ "$(grep -c '^error: ' err)" = 1 ] || fail "expected one error line: $(cat err)"
+  [ ! -e "$DIR/run" ] || fail "a run directory was left"
+  ;;
+data_mismatch)
+  # Rank 1 reads a text whose vocabulary has one character more (its own working directory):
+  # every rank exits 2 naming rank 1 and the vocabulary size, nothing written (before:
+  # MPI_ERR_TRUNCATE inside the gradient all-reduce, and a run directory left behind).
+  mkdir -p a b
+  python3 -c "
+import random
+r = random.Random(3)
+print(''.join(r.choice('abcdefgh \n') for _ in range(4000)))" >a/corpus.txt
+  { cat a/corpus.txt; echo "z"; } >b/corpus.txt
+  printf '%s\n' 'name: lm' 'device: cpu' 'precision: fp32' \
+    'model: {type: gpt, n_layer: 1, n_head: 2, n_embd: 8, block_size: 8}' \
+    'data:' '  train: {source: text, path: corpus.txt, vocab: char}' '  batch_size: 2' \
+    'training: {max_steps: 4}' >lm.yaml
+  "${MPI[@]}" -np 1 -wdir "$DIR/a" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    : -np 1 -wdir "$DIR/b" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    >out 2>err
+  rc=$?
+  [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"
+  grep -q "error: rank 1 of 2: its data differs from rank 0's: data: vocabulary size: 11 here, 10 on rank 0" err ||
+    fail "the error does not name rank 1 and the vocabulary: $(cat err)"
+  [ ! -e "$DIR/run" ] || fail "a run directory was left"
+  # The same vocabulary, another text: named by its contents.
+  python3 -c "print(open('$DIR/a/corpus.txt').read()[::-1], end='')" >b/corpus.txt
+  "${MPI[@]}" -np 1 -wdir "$DIR/a" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    : -np 1 -wdir "$DIR/b" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    >out 2>err
+  rc=$?
+  [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"
+  grep -q "error: rank 1 of 2: its data differs from rank 0's: data: the training text (corpus.txt.*) contents" err ||
+    fail "the error does not name the training text: $(cat err)"
+  [ ! -e "$DIR/run" ] || fail "a run directory was left"
   ;;
 *)
   fail "unknown case"

@@ -17,6 +17,7 @@
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/checkpoint/encoding.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/half.h"
 #include "ampctl/core/limits.h"
 
 namespace ampctl::checkpoint {
@@ -35,7 +36,8 @@ constexpr const char* kTopLevelKeys[] = {"format",    "version", "ampctl_version
                                          "scheduler", "rng",     "data",           "metrics"};
 // Keys a checkpoint may hold or not: the vocabulary of a language model on text data (older
 // checkpoints, and every other run's, have none).
-constexpr const char* kOptionalKeys[] = {"vocab"};
+// "crc32": the document's own CRC (document_crc), written last; checkpoints before it have none.
+constexpr const char* kOptionalKeys[] = {"vocab", "crc32"};
 constexpr const char* kTensorKeys[] = {"dtype", "shape", "data", "crc32"};
 const char* const kLatest = "latest";
 // `latest` holds one file name and a newline.
@@ -209,6 +211,136 @@ NamedTensor decode_tensor(const std::string& name, const ojson& entry, const std
                " (the tensor data is damaged)");
   }
   return t;
+}
+
+// --- the values: every tensor's domain ---
+
+// The bits of element i as a double (f32, f16, bf16; i32 as its integer).
+double element(const NamedTensor& t, size_t i) {
+  switch (t.dtype) {
+    case DType::f32: {
+      float v;
+      std::memcpy(&v, t.data.data() + 4 * i, 4);
+      return v;
+    }
+    case DType::f16: {
+      half v;
+      std::memcpy(&v, t.data.data() + 2 * i, 2);
+      return static_cast<float>(v);
+    }
+    case DType::bf16: {
+      bfloat16 v;
+      std::memcpy(&v, t.data.data() + 2 * i, 2);
+      return static_cast<float>(v);
+    }
+    case DType::i32: {
+      int32_t v;
+      std::memcpy(&v, t.data.data() + 4 * i, 4);
+      return v;
+    }
+  }
+  return 0.0;
+}
+
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
+}
+
+std::string number_text(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+// A value no run can produce, so that loading it would train on garbage and save it again:
+// a non-finite parameter, buffer or moment (a run whose state went non-finite never writes a
+// checkpoint of it: the divergence stop keeps the last good one), a negative variance or second
+// moment, a step counter below 0 or above the checkpoint's step, a negative BatchNorm count.
+std::optional<std::string> domain_problem(const NamedTensor& t, int64_t step) {
+  const bool floating = t.dtype != DType::i32;
+  const bool variance = ends_with(t.name, "running_var") || ends_with(t.name, "exp_avg_sq");
+  const bool counter = ends_with(t.name, ".step") || ends_with(t.name, "num_batches_tracked");
+  const auto n = static_cast<size_t>(t.numel());
+  for (size_t i = 0; i < n; ++i) {
+    const double v = element(t, i);
+    const std::string at = "element " + std::to_string(i) + " is " + number_text(v);
+    if (floating && !std::isfinite(v)) return at + ": not finite";
+    if (variance && v < 0.0) return at + ": a variance or second moment must be >= 0";
+    if (counter && (v < 0.0 || v != std::floor(v)))
+      return at + ": a counter must be an integer >= 0";
+    if (counter && ends_with(t.name, ".step") && v > static_cast<double>(step)) {
+      return at + ": the optimizer cannot have taken more steps than the checkpoint's " +
+             std::to_string(step);
+    }
+  }
+  return std::nullopt;
+}
+
+void check_domains(const std::vector<NamedTensor>& tensors, int64_t step,
+                   const std::string& where) {
+  for (const NamedTensor& t : tensors) {
+    if (std::optional<std::string> problem = domain_problem(t, step)) {
+      throw Error{ErrorKind::input, where + " tensor " + t.name + ": " + *problem,
+                  "the file was edited or written by something else: resume from another "
+                  "checkpoint of the run (checkpoints/step-*.json)"};
+    }
+  }
+}
+
+// The CRC-32 of the document's compact JSON text without its "crc32" key and without its
+// tensors' "data" (each tensor's own "crc32", which it keeps, covers that): so an edit anywhere
+// (config, scaler, metrics, vocab, a tensor's shape) is refused, and checking costs no second
+// pass over the tensor bytes.
+uint32_t document_crc(const ojson& doc) {
+  ojson copy = ojson::object();
+  for (const auto& [key, v] : doc.items()) {
+    if (key == "crc32") continue;
+    if ((key != "model" && key != "optimizer") || !v.is_object()) {
+      copy[key] = v;
+      continue;
+    }
+    ojson section = ojson::object();
+    for (const auto& [k, x] : v.items()) {
+      if (k != "tensors" || !x.is_object()) {
+        section[k] = x;
+        continue;
+      }
+      ojson tensors = ojson::object();
+      for (const auto& [name, entry] : x.items()) {
+        ojson e = ojson::object();
+        if (entry.is_object()) {
+          for (const auto& [ek, ev] : entry.items()) {
+            if (ek != "data") e[ek] = ev;
+          }
+        }
+        tensors[name] = std::move(e);
+      }
+      section[k] = std::move(tensors);
+    }
+    copy[key] = std::move(section);
+  }
+  const std::string text = copy.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  return crc32(text.data(), text.size());
+}
+
+void check_document_crc(const ojson& doc, const std::string& origin) {
+  if (!doc.contains("crc32")) return;
+  const ojson& crc = doc.at("crc32");
+  uint32_t stored = 0;
+  if (!crc.is_string() || !parse_crc32_hex(crc.get_ref<const std::string&>(), stored)) {
+    throw Error{ErrorKind::input,
+                origin + ": crc32: expected 8 lowercase hex digits, got " + short_dump(crc)};
+  }
+  const uint32_t computed = document_crc(doc);
+  if (computed != stored) {
+    throw Error{ErrorKind::input,
+                origin + ": crc32 mismatch over the document: stored " + crc32_hex(stored) +
+                    ", computed " + crc32_hex(computed) +
+                    " (the file was edited or damaged: its config, scaler, optimizer, metrics or "
+                    "vocab no longer hold what was written)",
+                "resume from another checkpoint of the run (checkpoints/step-*.json)"};
+  }
 }
 
 std::vector<NamedTensor> decode_tensors(const ojson& tensors, const std::string& where) {
@@ -631,6 +763,7 @@ std::string serialize(const CheckpointData& data) {
   doc["metrics"] = ojson(data.metrics);
   if (!data.vocab.is_null()) doc["vocab"] = ojson(data.vocab);
   try {
+    doc["crc32"] = crc32_hex(document_crc(doc));
     // Indented so a person can read the configuration and state; the tensors are one line each.
     return doc.dump(1, '\t') + "\n";
   } catch (const ojson::exception& e) {
@@ -674,6 +807,10 @@ CheckpointData parse_checkpoint(std::string_view text, const std::string& origin
       throw Error{ErrorKind::input, origin + ": " + *problem};
     }
   }
+  // Every part well formed: then the whole document as written, then what the values mean.
+  check_document_crc(doc, origin);
+  check_domains(data.model, data.step, origin + ": model");
+  check_domains(data.optimizer_tensors, data.step, origin + ": optimizer");
   return data;
 }
 

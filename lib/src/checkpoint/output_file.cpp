@@ -41,6 +41,13 @@ const char* type_name(mode_t mode) {
 bool is_run_file_name(const std::string& name) {
   const std::vector<std::string>& names = run_file_names();
   if (std::find(names.begin(), names.end(), name) != names.end()) return true;
+  // TensorBoard's event files (events.out.tfevents.<seconds>.<host>, one per start or resume).
+  if (name.rfind("events.out.tfevents.", 0) == 0) return true;
+  // The atomic writer's temporary files (.NAME.tmp-PID-HEX) and the run directory's probe.
+  if (name.size() > 1 && name[0] == '.' &&
+      (name.find(".tmp-") != std::string::npos || name.rfind(".ampctl-write-test-", 0) == 0)) {
+    return true;
+  }
   // The sweep's per-run locks, OUT/.<run>.lock.
   return name.size() > 5 && name[0] == '.' && name.compare(name.size() - 5, 5, ".lock") == 0;
 }
@@ -48,10 +55,14 @@ bool is_run_file_name(const std::string& name) {
 }  // namespace
 
 const std::vector<std::string>& run_file_names() {
-  static const std::vector<std::string> names = {
-      "config.yaml", "metrics.jsonl", "metrics.jsonl.tmp", "summary.json",
-      "sweep.json",  "sweep.csv",     "stdout.log",        "stderr.log",
-      "checkpoints", kRunLockFile,    ".ampctl-sweep-run", ".ampctl-sweep-config.yaml"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {"config.yaml",  "metrics.jsonl",     "metrics.jsonl.tmp",
+                                  "summary.json", "sweep.json",        "sweep.csv",
+                                  "stdout.log",   "stderr.log",        "checkpoints",
+                                  kRunLockFile,   ".ampctl-sweep-run", ".ampctl-sweep-config.yaml"};
+    n.push_back("vocab.json");  // a language model's vocabulary on text data
+    return n;
+  }();
   return names;
 }
 

@@ -751,6 +751,15 @@ Schema<RunConfig> make_run_schema() {
                   to_string(c.data.train.source) +
                   " data (token windows) needs a language model (model.type: gpt)";
          }
+         // A CNN reads the image shape [N, C, H, W] that only image sources give (train
+         // refused the rest when it built the model; validate and a sweep's pre-check said ok).
+         if (c.model.type == ModelType::cnn && !lm && c.data.train.source != SourceKind::idx &&
+             c.data.train.source != SourceKind::fashion_mnist) {
+           return std::string("cnn takes images [N, C, H, W], and data.train is a ") +
+                  to_string(c.data.train.source) +
+                  " source (rows of features); use data.train.source: idx or fashion_mnist, or "
+                  "model.type: mlp";
+         }
          if (!lm && c.model.type == ModelType::gpt) {
            return std::string("gpt takes token windows, and data.train is a ") +
                   to_string(c.data.train.source) +

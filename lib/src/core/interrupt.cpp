@@ -35,9 +35,17 @@ const char* stop_signal_name(int signo) {
   }
 }
 
+namespace {
+bool g_stop_deferred = false;
+}
+
+void set_stop_deferred(bool deferred) {
+  g_stop_deferred = deferred;
+}
+
 void check_stop(const char* what) {
   const int signo = g_stop_request;
-  if (signo == 0) return;
+  if (signo == 0 || g_stop_deferred) return;
   throw Error{ErrorKind::interrupted, std::string("stopped by ") + stop_signal_name(signo) +
                                           " while " + what +
                                           "; nothing was trained, no checkpoint written"};

@@ -60,6 +60,21 @@ void check_compatible(const Dataset& train, Dataset& eval) {
                                       " features and data.train " + std::to_string(train.features) +
                                       names};
   }
+  // Images: the same [C, H, W], not only the same count (a CNN's convolutions read the shape:
+  // 14x56 against 28x28 would evaluate on scrambled images).
+  if (eval.image != train.image && !eval.image.empty() && !train.image.empty()) {
+    const auto dims = [](const std::vector<int64_t>& s) {
+      std::string t;
+      for (int64_t d : s) {
+        if (!t.empty()) t += 'x';
+        t += std::to_string(d);
+      }
+      return t;
+    };
+    throw Error{ErrorKind::input, "data.eval holds images of " + dims(eval.image) +
+                                      " (channels x height x width) and data.train of " +
+                                      dims(train.image) + names};
+  }
   if (eval.task == Task::regression) {
     if (eval.targets != train.targets) {
       throw Error{ErrorKind::input, "data.eval has " + std::to_string(eval.targets) +

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "ampctl/core/error.h"
 
@@ -95,10 +96,26 @@ std::string scalar_event(double wall_time, int64_t step, std::string_view tag, f
   return e;
 }
 
-std::string file_version_event(double wall_time) {
+std::string file_version_event(double wall_time, std::optional<int64_t> step) {
   std::string e;
   f64(e, 1, wall_time);
+  if (step) {
+    key(e, 2, 0);
+    varint(e, static_cast<uint64_t>(*step));
+  }
   bytes(e, 3, "brain.Event:2");
+  return e;
+}
+
+std::string session_start_event(double wall_time, int64_t step) {
+  std::string log;
+  key(log, 1, 0);  // SessionLog.status
+  varint(log, 1);  // START
+  std::string e;
+  f64(e, 1, wall_time);
+  key(e, 2, 0);
+  varint(e, static_cast<uint64_t>(step));
+  bytes(e, 6, log);  // Event.session_log
   return e;
 }
 
@@ -113,7 +130,7 @@ std::string tfrecord(std::string_view data) {
   return out;
 }
 
-EventWriter::EventWriter(const std::filesystem::path& dir) {
+EventWriter::EventWriter(const std::filesystem::path& dir, std::optional<int64_t> purge_step) {
   const double t = now_seconds();
   const std::string base =
       "events.out.tfevents." + std::to_string(static_cast<int64_t>(t)) + "." + host_name();
@@ -126,7 +143,10 @@ EventWriter::EventWriter(const std::filesystem::path& dir) {
     throw Error{ErrorKind::runtime, "cannot create the TensorBoard event file " + m_path.string() +
                                         ": " + std::strerror(errno)};
   }
-  m_buffer = tfrecord(file_version_event(t));
+  m_buffer = tfrecord(file_version_event(t, purge_step));
+  // What SummaryWriter(purge_step=N) writes: TensorBoard drops the earlier files' events at
+  // steps >= N, which the interrupted run logged and this one logs again.
+  if (purge_step) m_buffer += tfrecord(session_start_event(t, *purge_step));
   flush();
 }
 

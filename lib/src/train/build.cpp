@@ -18,6 +18,7 @@
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/optim/sgd.h"
+#include "ampctl/train/agreement.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/memory_plan.h"
 
@@ -199,6 +200,47 @@ void check_shards(const data::Dataset& train, int64_t batch, int world, bool dro
   }
 }
 
+// A CNN's BatchNorm normalises each channel over the rows and positions of one micro-batch: it
+// needs more than one value per channel in training (PyTorch refuses it too). The smallest
+// micro-batch is a rank's share of a short last batch (data.drop_last: false), which comes only
+// once an epoch: refused here, before step 1, rather than at whichever step reaches it (and
+// again at every resume).
+void check_batch_norm(const config::RunConfig& cfg, const data::Dataset& train, int world) {
+  if (cfg.model.type != config::ModelType::cnn || !cfg.model.batch_norm ||
+      train.image.size() != 3) {
+    return;
+  }
+  const int64_t batch = cfg.data.batch_size, global = batch * world;
+  const int64_t rest = cfg.data.drop_last ? 0 : train.size() % global;
+  const int64_t rows = rest > 0 ? std::min(batch, rest / world) : batch;
+  int64_t h = train.image[1], w = train.image[2];
+  for (size_t i = 0; i < cfg.model.conv.size(); ++i) {
+    const int64_t k = cfg.model.conv[i][1];
+    h = h + 2 * (k / 2) - k + 1;  // stride 1, padding k / 2
+    w = w + 2 * (k / 2) - k + 1;
+    if (h < 1 || w < 1) return;  // the model reports a kernel that does not fit
+    if (rows * h * w <= 1) {
+      throw Error{ErrorKind::config,
+                  "model.batch_norm: the BatchNorm after model.conv[" + std::to_string(i) +
+                      "] would see 1 value per channel (" + std::to_string(rows) + " row" +
+                      (rows == 1 ? "" : "s") + " of " + std::to_string(h) + "x" +
+                      std::to_string(w) + " maps" +
+                      (rows < batch ? ": the last batch of " + std::to_string(rest) + " of " +
+                                          train.origin + "'s " + std::to_string(train.size()) +
+                                          " samples, with data.drop_last: false"
+                                    : std::string(", data.batch_size ") + std::to_string(batch)) +
+                      "); it needs more than one to normalise",
+                  rows < batch ? "set data.drop_last: true, or change data.batch_size"
+                               : "raise data.batch_size, use fewer pools (model.pool), or set "
+                                 "model.batch_norm: false"};
+    }
+    if (cfg.model.pool > 1) {
+      h /= cfg.model.pool;
+      w /= cfg.model.pool;
+    }
+  }
+}
+
 }  // namespace
 
 RunObjects::RunObjects() = default;
@@ -334,6 +376,8 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   r.backend = make_backend(r.device);
   Backend& b = *r.backend;
   r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
+  // Several ranks: the same resolved configuration everywhere before anything else (agreement.h).
+  agree_on_inputs(*r.comm, config_items(cfg), "configuration");
 
   // data.batch_size is per rank: the loader serves the global batch of one global shuffle
   // (the same for every world size) and the batcher takes this rank's shard of it.
@@ -353,6 +397,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   if (r.language_model) {
     // The windows' length is the model's: checked once it is built.
     r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
+    agree_on_inputs(*r.comm, data_items(r.lm), "data");
     if (speak) {
       spdlog::info("data: loaded {} training tokens{} in {:.1f}s", r.lm.train.size(),
                    r.lm.eval ? fmt::format(", {} eval tokens", r.lm.eval->size()) : "",
@@ -368,12 +413,14 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
                      r.lm.eval ? r.lm.eval->size() : 0, b.device(), &b);
   } else {
     r.data = data::load_data(data_options(cfg.data), seed);
+    agree_on_inputs(*r.comm, data_items(r.data), "data");
     if (speak) {
       spdlog::info("data: loaded {} training rows{} in {:.1f}s", r.data.train.size(),
                    r.data.eval ? fmt::format(", {} eval rows", r.data.eval->size()) : "",
                    load_seconds());
     }
     check_shards(r.data.train, batch, world, cfg.data.drop_last);
+    check_batch_norm(cfg, r.data.train, world);
     r.loader = std::make_unique<data::DataLoader>(r.data.train, batch * world, cfg.data.shuffle,
                                                   cfg.data.drop_last, seed);
     const data::Dataset& train = r.data.train;

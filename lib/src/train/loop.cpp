@@ -168,10 +168,14 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
   restore(ck);
   if (is_root()) {
     m_dir->write_config(config::to_yaml(m_cfg));
+    // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
+    // the same): a damaged or deleted vocab.json is written again, as sample and export read it.
+    if (m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
     m_dir->truncate_metrics(ck.step);
   }
   m_monitor->open_metrics(m_run_dir / files::kMetricsFile, /*append=*/true);
-  open_tensorboard();
+  // metrics.jsonl keeps the steps up to the checkpoint's: so does TensorBoard's view.
+  open_tensorboard(ck.step + 1);
   m_next_step = ck.step + 1;
   m_resumed_at = ck.step;
   m_last_checkpoint = ck.step;
@@ -217,16 +221,19 @@ void Trainer::step() {
   }
   const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
   if (ckpt_every > 0 && step % ckpt_every == 0 && step != max_steps) write_checkpoint();
-  // SIGUSR1 (Slurm's --signal before a time limit): a checkpoint now, and training goes on. After
-  // the last step finish() writes one anyway.
-  if (step != max_steps && take_checkpoint_request()) {
+  // After the last step finish() comes next: it honours a stop request in its evaluation and
+  // writes a checkpoint anyway.
+  if (step == max_steps) return;
+  // SIGUSR1 (Slurm's --signal before a time limit): a checkpoint now, and training goes on. A
+  // stop (SIGINT, SIGTERM, ...) checkpoints and ends the run. Both are agreed over the ranks
+  // here, so every rank checkpoints or stops after this same step, whichever rank received the
+  // signal (a checkpoint is a collective with ZeRO-1).
+  const Requests requests = agreed_requests(/*take_checkpoint=*/true);
+  if (requests.stop != 0) stop(requests.stop);
+  if (requests.checkpoint) {
     // The periodic checkpoint of this step, when there is one, is the one asked for.
     if (m_last_checkpoint != step) write_checkpoint();
     if (is_root()) spdlog::info("SIGUSR1: checkpoint after step {}; training goes on", step);
-  }
-  // After the last step finish() comes next: it honours a stop request in its evaluation.
-  if (step != max_steps) {
-    if (const int sig = agreed_stop()) stop(sig);
   }
 }
 
@@ -253,12 +260,25 @@ void Trainer::check_replicas() const {
 }
 
 int Trainer::agreed_stop() const {
-  // Several ranks: a signal seen by any rank stops all of them after the same step (one host
+  return agreed_requests(/*take_checkpoint=*/false).stop;
+}
+
+Trainer::Requests Trainer::agreed_requests(bool take_checkpoint) const {
+  // Several ranks: a signal seen by any rank acts on all of them after the same step (one host
   // all-reduce per step, no device work), so they checkpoint together and none waits alone in
-  // the next collective.
+  // the next collective. One word carries both requests: the stop signal times 2, plus 1 for a
+  // checkpoint request. Its max over the ranks is the largest stop signal when any rank has one
+  // (a stop checkpoints anyway, so it outranks a checkpoint request), else whether any rank
+  // asked for a checkpoint: deterministic, whatever the ranks' timing.
   const int sig = stop_signal();
-  if (m_run->comm->world_size() == 1) return sig;
-  return static_cast<int>(m_run->comm->all_reduce_host(sig, dist::ReduceOp::max));
+  const bool checkpoint = take_checkpoint && take_checkpoint_request();
+  if (m_run->comm->world_size() == 1) return {sig, checkpoint};
+  const int64_t word = int64_t{sig} * 2 + (checkpoint ? 1 : 0);
+  const int64_t agreed = m_run->comm->all_reduce_host(word, dist::ReduceOp::max);
+  const auto stop = static_cast<int>(agreed / 2);
+  // A rank that did not receive the stop signal exits as the others do.
+  if (stop != 0 && sig == 0) note_agreed_stop(stop);
+  return {stop, stop == 0 && agreed % 2 == 1};
 }
 
 nlohmann::json Trainer::evaluate(int64_t step) {
@@ -395,9 +415,9 @@ files::Summary Trainer::summary_of(const std::string& status) const {
   return s;
 }
 
-void Trainer::open_tensorboard() {
+void Trainer::open_tensorboard(std::optional<int64_t> purge_step) {
   if (m_cfg.logging.tensorboard && is_root()) {
-    m_monitor->set_tensorboard(std::make_unique<files::EventWriter>(m_dir->path()));
+    m_monitor->set_tensorboard(std::make_unique<files::EventWriter>(m_dir->path(), purge_step));
   }
   if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
     spdlog::info(
@@ -544,8 +564,17 @@ void Trainer::diverge() {
         "with clipping, " +
         resume + "optimizer.lr=LR' or --set training.grad_clip_norm=1.0";
   }
-  hint += " (resume accepts " + config::resumable_keys_text() +
-          "; training.divergence_patience: 0 never stops a run)";
+  if (ckpt) {
+    hint += " (resume accepts " + config::resumable_keys_text() +
+            "; training.divergence_patience: 0 never stops a run)";
+  } else {
+    // Nothing to resume from: no good state was ever written.
+    hint =
+        "no checkpoint of a good state exists to resume from: train again with a lower "
+        "learning rate or with clipping ('ampctl train ... --set optimizer.lr=LR' or --set "
+        "training.grad_clip_norm=1.0), or in bf16 (training.divergence_patience: 0 never stops "
+        "a run)";
+  }
   throw Error{ErrorKind::runtime, message, hint};
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/half.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/core/philox.h"
 #include "ampctl/data/vocab.h"
 #include "ampctl/nn/model.h"
@@ -117,6 +119,34 @@ int64_t pick_token(const std::vector<float>& logits, double temperature,
   return last;  // rounding left u * sum at the very top
 }
 
+namespace {
+
+// Draw i's logits give a distribution: finite, and still finite once divided by the
+// temperature (a subnormal one overflows them to inf, and the draw would be no draw).
+void check_logits(const std::vector<float>& row, double temperature, int64_t i) {
+  double largest = 0;
+  for (size_t j = 0; j < row.size(); ++j) {
+    if (!std::isfinite(row[j])) {
+      throw Error{ErrorKind::runtime,
+                  "the model's logits are not finite at new token " + std::to_string(i) +
+                      " (logit " + std::to_string(j) + " is " + std::to_string(row[j]) +
+                      "): there is no distribution to draw from",
+                  "sample a checkpoint whose evaluation loss is finite"};
+    }
+    largest = std::max(largest, std::fabs(static_cast<double>(row[j])));
+  }
+  if (!std::isfinite(largest / temperature)) {
+    char t[32];
+    std::snprintf(t, sizeof t, "%g", temperature);
+    throw Error{ErrorKind::usage,
+                std::string("--temperature ") + t + " is too small: the logits (up to " +
+                    std::to_string(largest) + ") divided by it overflow",
+                "give a larger temperature (1e-3 is already nearly greedy)"};
+  }
+}
+
+}  // namespace
+
 SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions& options) {
   if (options.tokens < 1) {
     throw Error{ErrorKind::usage, "--tokens must be >= 1, got " + std::to_string(options.tokens)};
@@ -199,10 +229,25 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
     }
     throw Error{ErrorKind::input, "the checkpoint has no transformer.wpe.weight tensor"};
   }();
+  // The text of ids, as the whole result's text spells them (decoding is per token).
+  const auto text_of = [&](const std::vector<int32_t>& ids, bool first) {
+    if (vocab) return vocab->decode(ids);
+    std::string t;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i > 0 || !first) t += ' ';
+      t += std::to_string(ids[i]);
+    }
+    return t;
+  };
+  if (options.on_text) options.on_text(text_of(out.prompt_ids, /*first=*/true));
   std::vector<int32_t> context = out.prompt_ids;
   context.reserve(context.size() + static_cast<size_t>(options.tokens));
   Tensor input = b.empty({1, block}, DType::i32);
   for (int64_t i = 0; i < options.tokens; ++i) {
+    if (const int signo = stop_request()) {
+      out.stopped_by = signo;
+      break;
+    }
     const auto len = std::min<int64_t>(block, static_cast<int64_t>(context.size()));
     const Tensor in = input.view(0, {1, len});
     b.upload(in, context.data() + (context.size() - static_cast<size_t>(len)),
@@ -212,10 +257,12 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
     std::vector<float> row = read_row(b, logits, len - 1, width);
     // Padded rows beyond the vocabulary are never drawn.
     if (vocab) row.resize(static_cast<size_t>(vocab->size()));
+    check_logits(row, options.temperature, i);
     const int64_t id = pick_token(row, options.temperature, options.top_k,
                                   uniform_draw(options.seed, static_cast<uint64_t>(i)));
     context.push_back(static_cast<int32_t>(id));
     out.new_ids.push_back(static_cast<int32_t>(id));
+    if (options.on_text) options.on_text(text_of({static_cast<int32_t>(id)}, /*first=*/false));
   }
   if (vocab) {
     out.text = vocab->decode(context);

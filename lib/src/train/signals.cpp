@@ -11,6 +11,7 @@ namespace ampctl::train {
 namespace {
 
 volatile std::sig_atomic_t g_checkpoint_request = 0;
+int g_agreed_stop = 0;
 
 extern "C" void on_stop_signal(int signo) {
   if (stop_request() != 0) {
@@ -67,6 +68,15 @@ bool take_checkpoint_request() {
 
 void request_checkpoint() {
   g_checkpoint_request = 1;
+}
+
+void note_agreed_stop(int signo) {
+  g_agreed_stop = signo;
+}
+
+int stop_signal_or_agreed() {
+  const int own = stop_request();
+  return own != 0 ? own : g_agreed_stop;
 }
 
 int stop_exit_code(int signo) {

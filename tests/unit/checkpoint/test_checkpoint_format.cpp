@@ -3,7 +3,9 @@
 // and the problem.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "ampctl/checkpoint/checkpoint.h"
@@ -55,7 +57,7 @@ TEST(CheckpointFormat, LayoutFollowsSpec) {
   for (const auto& [k, v] : doc.items()) keys.push_back(k);
   EXPECT_EQ(keys, (std::vector<std::string>{"format", "version", "ampctl_version", "step", "config",
                                             "scaler", "model", "optimizer", "scheduler", "rng",
-                                            "data", "metrics"}));
+                                            "data", "metrics", "crc32"}));
   EXPECT_EQ(doc["format"], "ampctl-checkpoint");
   EXPECT_EQ(doc["version"], 1);
   EXPECT_TRUE(doc["ampctl_version"].is_string());
@@ -394,7 +396,8 @@ TEST(CheckpointFormat, VocabIsOptionalAndChecked) {
   d.vocab = nlohmann::json::array({"\n", " ", "a", "\xc3\xa9"});
   const std::string with = serialize(d);
   const ojson doc = ojson::parse(with);
-  EXPECT_EQ(std::prev(doc.end()).key(), "vocab");
+  EXPECT_EQ(std::prev(std::prev(doc.end())).key(), "vocab");
+  EXPECT_EQ(std::prev(doc.end()).key(), "crc32");
   const CheckpointData back = parse_checkpoint(with, kOrigin);
   EXPECT_EQ(back.vocab, d.vocab);
   EXPECT_EQ(serialize(back), with);
@@ -411,6 +414,92 @@ TEST(CheckpointFormat, VocabIsOptionalAndChecked) {
     }
     d.vocab = bad;
     EXPECT_THROW(serialize(d), Error);
+  }
+}
+
+// The document's crc32 covers everything but the tensors' data (their own crc32 covers that):
+// an edit of the configuration, the scaler, the metrics or a vocabulary is refused; a document
+// without it (written before it existed) is read as it was.
+TEST(CheckpointFormat, DocumentCrcCoversEverySection) {
+  CheckpointData d = make_sample(8, 10);
+  d.vocab = nlohmann::json::array({"a", "b"});
+  const std::string good = serialize(d);
+  ASSERT_NO_THROW(parse_checkpoint(good, kOrigin));
+  const std::vector<std::function<void(ojson&)>> edits = {
+      [](ojson& doc) { doc["config"]["seed"] = 8; },
+      [](ojson& doc) { doc["metrics"]["skipped_steps"] = 4; },
+      [](ojson& doc) { doc["vocab"][1] = "c"; },
+      [](ojson& doc) { doc["scheduler"]["type"] = "cosine"; },
+      [](ojson& doc) { doc["optimizer"]["step"] = 11; },
+  };
+  for (const auto& edit : edits) {
+    ojson doc = ojson::parse(good);
+    edit(doc);
+    try {
+      parse_checkpoint(doc.dump(1, '\t'), kOrigin);
+      ADD_FAILURE() << "an edited document was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      EXPECT_NE(std::string(e.what()).find("crc32 mismatch over the document"), std::string::npos)
+          << e.what();
+    }
+    // Without the document's crc32, the same edit is what an older checkpoint holds.
+    doc.erase("crc32");
+    EXPECT_NO_THROW(parse_checkpoint(doc.dump(), kOrigin));
+  }
+  // Reformatted (compact, no tabs) but not edited: the same document.
+  EXPECT_NO_THROW(parse_checkpoint(ojson::parse(good).dump(), kOrigin));
+}
+
+// Values no run writes are refused with the tensor and the element named.
+TEST(CheckpointFormat, TensorDomainsAreChecked) {
+  struct Case {
+    const char* name;
+    DType dtype;
+    std::vector<float> values;
+    bool optimizer;
+    const char* expected;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<Case> cases = {
+      {"layers.0.weight",
+       DType::f32,
+       {1, nan},
+       false,
+       "model tensor layers.0.weight: element 1 is nan"},
+      {"bn.running_var", DType::f32, {1, -0.5f}, false, "element 1 is -0.5: a variance"},
+      {"bn.running_mean", DType::f32, {-inf}, false, "element 0 is -inf: not finite"},
+      {"param_groups.0.exp_avg_sq", DType::f32, {0, -1}, true, "element 1 is -1: a variance"},
+      {"param_groups.0.momentum_buffer", DType::f32, {inf}, true, "element 0 is inf: not finite"},
+      {"param_groups.0.step", DType::i32, {11}, true, "than the checkpoint's 10"},
+      {"param_groups.0.step", DType::i32, {-1}, true, "a counter must be an integer >= 0"},
+      {"bn.num_batches_tracked", DType::i32, {-2}, false, "a counter must be an integer >= 0"},
+  };
+  for (const Case& c : cases) {
+    CheckpointData d = make_sample(3, 10);
+    NamedTensor t;
+    t.name = c.name;
+    t.dtype = c.dtype;
+    t.shape = {static_cast<int64_t>(c.values.size())};
+    t.data.resize(c.values.size() * 4);
+    for (size_t i = 0; i < c.values.size(); ++i) {
+      if (c.dtype == DType::i32) {
+        const auto v = static_cast<int32_t>(c.values[i]);
+        std::memcpy(t.data.data() + 4 * i, &v, 4);
+      } else {
+        std::memcpy(t.data.data() + 4 * i, &c.values[i], 4);
+      }
+    }
+    (c.optimizer ? d.optimizer_tensors : d.model).push_back(t);
+    try {
+      parse_checkpoint(serialize(d), kOrigin);
+      ADD_FAILURE() << c.name << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      EXPECT_NE(std::string(e.what()).find(c.expected), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.name), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -8,7 +8,8 @@
 // (exit 2) naming the path and why: a directory, a device (/dev/null), a FIFO, a socket, a
 // dangling symlink, a missing folder. A run's own files are, in a run or sweep directory (one
 // holding metrics.jsonl, summary.json, checkpoints/, sweep.json or a sweep mark), the files ampctl
-// writes there (config.yaml, metrics.jsonl, summary.json, sweep.json, ...) and anything inside its
+// writes there (config.yaml, metrics.jsonl, summary.json, vocab.json, events.out.tfevents.*, the
+// lock, temporary files, sweep.json, ...) and anything inside its
 // checkpoints/ folder, existing or not: a summary.json written there would make a sweep take an
 // unfinished run for a finished one.
 //

@@ -18,5 +18,8 @@ const char* stop_signal_name(int signo);
 // Throws Error{interrupted} ("stopped by SIGTERM while WHAT; nothing was trained from it") when
 // a stop was requested. Cheap (one load): loops call it once per row or chunk.
 void check_stop(const char* what);
+// With `deferred`, check_stop never throws: the caller agrees on the stop itself (several ranks
+// of a data-parallel job, which must all stop at one point, whichever received the signal).
+void set_stop_deferred(bool deferred);
 
 }  // namespace ampctl

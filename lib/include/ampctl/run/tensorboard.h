@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,18 +30,25 @@ namespace ampctl::run {
 uint32_t crc32c(const void* data, size_t n);
 uint32_t masked_crc32c(const void* data, size_t n);
 
-// The serialized Event of one scalar, and of the file_version record.
+// The serialized Event of one scalar, and of the file_version record (with `step`: at that step,
+// as PyTorch's SummaryWriter(purge_step=step) writes it).
 std::string scalar_event(double wall_time, int64_t step, std::string_view tag, float value);
-std::string file_version_event(double wall_time);
+std::string file_version_event(double wall_time, std::optional<int64_t> step = std::nullopt);
+// An Event holding session_log (field 6) {status: START} at `step`: TensorBoard then discards
+// the events of the same run directory at steps >= `step` read before it (a resumed run's
+// restart; SummaryWriter(purge_step=step)).
+std::string session_start_event(double wall_time, int64_t step);
 // data framed as one TFRecord.
 std::string tfrecord(std::string_view data);
 
 class EventWriter {
  public:
   // Creates dir/events.out.tfevents.<seconds>.<host> (a new file: an existing one is never
-  // overwritten, a ".N" suffix is added instead) and writes the file_version record.
-  // Throws Error{runtime} naming the file when it cannot be created.
-  explicit EventWriter(const std::filesystem::path& dir);
+  // overwritten, a ".N" suffix is added instead) and writes the file_version record; with
+  // `purge_step` (a resumed run: its first step) both at that step and a SessionLog START
+  // after it. Throws Error{runtime} naming the file when it cannot be created.
+  explicit EventWriter(const std::filesystem::path& dir,
+                       std::optional<int64_t> purge_step = std::nullopt);
   ~EventWriter();
   EventWriter(const EventWriter&) = delete;
   EventWriter& operator=(const EventWriter&) = delete;

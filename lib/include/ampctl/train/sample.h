@@ -14,8 +14,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ampctl/checkpoint/checkpoint.h"
@@ -28,6 +30,9 @@ struct SampleOptions {
   double temperature = 1.0;      // > 0
   std::optional<int64_t> top_k;  // >= 1
   uint64_t seed = 0;
+  // Called with the prompt's text, then with each new token's as it is drawn: the pieces
+  // concatenated are SampleResult::text (`ampctl sample` streams them to stdout).
+  std::function<void(std::string_view)> on_text;
 };
 
 struct SampleResult {
@@ -35,14 +40,18 @@ struct SampleResult {
   // The prompt and the new tokens decoded (text), or their ids separated by spaces (a
   // checkpoint without a vocabulary).
   std::string text;
+  // A stop request (core/interrupt.h: SIGINT, SIGTERM, SIGHUP) seen between two draws ended the
+  // generation early: its signal; new_ids holds what was drawn before it. 0 otherwise.
+  int stopped_by = 0;
 };
 
 // The tokens to start from when the prompt is empty: the id of '\n' in a character or byte
 // vocabulary (nanoGPT's sample.py starts from "\n"), else id 0.
 //
-// Throws Error{usage} for options out of range, Error{input} for a checkpoint that is not a
-// language model's, a prompt character outside the vocabulary (naming it) or an id >= the
-// vocabulary size.
+// Throws Error{usage} for options out of range (and a --temperature so small that the logits
+// divided by it overflow), Error{input} for a checkpoint that is not a language model's, a
+// prompt character outside the vocabulary (naming it) or an id >= the vocabulary size, and
+// Error{runtime} when the model's logits are not finite (no distribution to draw from).
 SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions& options);
 
 // The index of the token drawn from `logits` (one row of the vocabulary) with draw `u` in

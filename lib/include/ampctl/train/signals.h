@@ -21,6 +21,11 @@
 // SIGUSR1 records a checkpoint request (what Slurm's --signal sends before a time limit): the
 // Trainer writes a checkpoint at the next step boundary and training goes on.
 //
+// With several ranks every request is agreed at a step boundary (Trainer::agreed_requests): a
+// signal any rank received acts on every rank after the same step. Data loading then does not
+// give up on its own (set_stop_deferred): the trainer's agreement right after it stops every
+// rank together.
+//
 // Commands install the handlers before they open any input, so no signal finds the default
 // action (death without a checkpoint) while a config or data file is read.
 #pragma once
@@ -40,6 +45,12 @@ void clear_stop_request();
 bool take_checkpoint_request();
 // What SIGUSR1 does, for tests and tools.
 void request_checkpoint();
+// The stop the ranks agreed on (several ranks): a rank that did not receive the signal itself
+// exits as the others do. Recorded apart from stop_signal(), so that the signal, when it does
+// reach this rank later, is still a first request (not the second one that kills the process).
+void note_agreed_stop(int signo);
+// stop_signal(), else the agreed stop, else 0: what decides a stopped run's exit code.
+int stop_signal_or_agreed();
 // The exit code for a run stopped by `signo`: 129 for SIGHUP, 130 for SIGINT, 131 for SIGQUIT,
 // 143 for SIGTERM (128 + signo).
 int stop_exit_code(int signo);

@@ -155,13 +155,21 @@ class Trainer {
   bool is_root() const;
   // stop_signal() (signals.h), agreed over the ranks: the same on every rank.
   int agreed_stop() const;
+  // The requests every rank acts on at this step boundary: the stop signal (0: none) and, with
+  // `take_checkpoint`, whether a checkpoint was asked for (SIGUSR1), each agreed over the ranks
+  // in one host all-reduce, whichever rank received the signal (docs/distributed.md).
+  struct Requests {
+    int stop = 0;
+    bool checkpoint = false;
+  };
+  Requests agreed_requests(bool take_checkpoint) const;
   // Several ranks: Error{runtime} unless every rank's parameters have the same bits.
   void check_replicas() const;
   void log_start() const;
   // Gradient numerics and TensorBoard (train/numerics.h, run/tensorboard.h): after a sampled
   // step, its line, scalars and warning; after metrics.jsonl is opened, the event file.
   void record_numerics(int64_t step);
-  void open_tensorboard();
+  void open_tensorboard(std::optional<int64_t> purge_step = std::nullopt);
 
   const config::RunConfig m_cfg;  // a copy: the trainer outlives any caller temporary
   int64_t m_accum = 1;
