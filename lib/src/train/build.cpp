@@ -307,7 +307,8 @@ std::string resolve_device(const std::string& device) {
 }
 
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
-                                      const dist::CommunicatorFactory& comm) {
+                                      const dist::CommunicatorFactory& comm,
+                                      const std::optional<data::Normalization>& saved_input) {
   auto run = std::make_unique<RunObjects>();
   RunObjects& r = *run;
   const auto seed = static_cast<uint64_t>(cfg.seed);
@@ -340,7 +341,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     check_run_memory(cfg, /*features=*/1, r.lm.vocab_size, r.lm.train.size(),
                      r.lm.eval ? r.lm.eval->size() : 0, b.device(), &b);
   } else {
-    r.data = data::load_data(data_options(cfg.data), seed);
+    r.data = data::load_data(data_options(cfg.data), seed, saved_input);
     check_shards(r.data.train, batch, world, cfg.data.drop_last);
     r.loader = std::make_unique<data::DataLoader>(r.data.train, batch * world, cfg.data.shuffle,
                                                   cfg.data.drop_last, seed);
