@@ -19,14 +19,21 @@ package cannot be installed on this machine. It checks an `ampctl export --forma
      the standard bound K u sum_k |x_k w_k|, propagated through the layers; we use
      4 * (n_layer + 1) * K_max * u * max|logit| + 1e-6, where K_max = 4 n_embd is the deepest
      product, and report the worst logit and how much of the bound it used.
-Exit 0 when every logit is within the bound, 1 otherwise; 77 (skip) without torch.
+  5. with --ampctl BIN --checkpoint RUN: ampctl's own forward. Each window (block_size + 1
+     characters) is written to a file of exactly that length, so the evaluation has one window
+     to draw, and `ampctl eval --checkpoint RUN --set precision=fp32 --set data.eval=...` gives
+     its mean next-token loss; the module's cross-entropy on the same window must agree within
+     2 x the logit bound (the loss moves by at most 2 max|d logit|) + 1e-6 (its log-sum-exp).
+Exit 0 when every logit and loss is within its bound, 1 otherwise; 77 (skip) without torch.
 """
 import argparse
 import json
 import math
 import os
 import struct
+import subprocess
 import sys
+import tempfile
 
 try:
     import torch
@@ -174,6 +181,8 @@ def main():
                     help="`ampctl export --format safetensors` of the same checkpoint")
     ap.add_argument("--text", required=True, help="text to cut the windows from")
     ap.add_argument("--windows", type=int, default=4)
+    ap.add_argument("--ampctl", help="the ampctl binary (with --checkpoint: compare losses)")
+    ap.add_argument("--checkpoint", help="the run (or checkpoint) the folder was exported from")
     args = ap.parse_args()
 
     cfg = json.load(open(os.path.join(args.hf, "config.json")))
@@ -189,8 +198,9 @@ def main():
     t = cfg["n_positions"]
     if len(ids) < args.windows * t:
         sys.exit(f"{args.text}: fewer than {args.windows} windows of {t} known characters")
-    step = (len(ids) - t) // max(1, args.windows - 1)
-    idx = torch.tensor([ids[w * step:w * step + t] for w in range(args.windows)])
+    step = (len(ids) - t - 1) // max(1, args.windows - 1)
+    windows = [ids[w * step:w * step + t + 1] for w in range(args.windows)]
+    idx = torch.tensor([w[:t] for w in windows])
 
     ref_state, _ = load_safetensors(args.safetensors)
     with torch.no_grad():
@@ -204,7 +214,28 @@ def main():
           f"|diff| {diff.max().item():.3g} (hf {hf_logits.flatten()[worst].item():.7g}, "
           f"nanoGPT layout {ref_logits.flatten()[worst].item():.7g}), bound {bound:.3g} "
           f"({100 * diff.max().item() / bound:.1f}% used)")
-    sys.exit(0 if diff.max().item() <= bound else 1)
+    ok = diff.max().item() <= bound
+    if args.ampctl and args.checkpoint:
+        inverse = {i: ch for ch, i in vocab.items()}
+        targets = torch.tensor([w[1:] for w in windows])
+        with tempfile.TemporaryDirectory() as tmp:
+            for w, window in enumerate(windows):
+                path = os.path.join(tmp, f"window{w}.txt")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write("".join(inverse[i] for i in window))
+                out = subprocess.run(
+                    [args.ampctl, "eval", "--checkpoint", args.checkpoint, "--json",
+                     "--set", "precision=fp32", "--set", "data.batch_size=1",
+                     "--set", "training.eval_batches=1",
+                     "--set", "data.eval={source: text, path: '" + path + "'}"],
+                    capture_output=True, text=True, check=True)
+                theirs = json.loads(out.stdout)["loss"]
+                ours = F.cross_entropy(hf_logits[w], targets[w]).item()
+                loss_bound = 2 * bound + 1e-6
+                print(f"window {w}: ampctl eval loss {theirs:.7g}, hf module {ours:.7g}, "
+                      f"|diff| {abs(theirs - ours):.3g} (bound {loss_bound:.3g})")
+                ok = ok and abs(theirs - ours) <= loss_bound
+    sys.exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
