@@ -1,14 +1,18 @@
 // `ampctl export --checkpoint FILE --format safetensors --out FILE`: the model tensors of a
 // checkpoint in the safetensors format (loadable by safetensors.torch.load_file), written
-// atomically. A format other than safetensors is a usage error (exit 2); a damaged checkpoint
+// atomically, with the vocabulary and input statistics in its metadata. `--format hf --out DIR`:
+// a GPT checkpoint as a Hugging Face GPT-2 folder (checkpoint/hf_gpt2.h: config.json,
+// model.safetensors, vocab.json). Another format is a usage error (exit 2); a damaged checkpoint
 // an input error (exit 2). --out accepts only a path the command may own (output_file.h): never
-// the checkpoint itself, a run's own files, a device, a FIFO or a directory (exit 2).
+// the checkpoint itself, a run's own files, a device, a FIFO; a file for safetensors, and for hf
+// a new or empty directory, or one holding only an earlier hf export's files (exit 2).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
 
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/checkpoint/hf_gpt2.h"
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/checkpoint/safetensors.h"
 #include "ampctl/core/error.h"
@@ -24,10 +28,64 @@ struct ExportOptions {
   std::string out;
 };
 
+namespace fs = std::filesystem;
+
+// --out DIR of --format hf: new (in an existing folder), or an existing directory that is empty
+// or holds only the files an hf export writes (an earlier export, replaced file by file).
+void check_hf_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    const fs::path parent = dir.parent_path().empty() ? fs::path(".") : dir.parent_path();
+    if (!fs::is_directory(parent, ec)) {
+      throw Error{ErrorKind::usage,
+                  "--out " + dir.string() + ": the folder " + parent.string() + " does not exist"};
+    }
+    return;
+  }
+  if (!fs::is_directory(dir, ec)) {
+    throw Error{ErrorKind::usage,
+                "--out " + dir.string() + ": --format hf writes a directory, and this is a file",
+                "name a new directory"};
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name != "config.json" && name != "model.safetensors" && name != "vocab.json") {
+      throw Error{ErrorKind::usage,
+                  "--out " + dir.string() + " holds " + name +
+                      ": --format hf writes only into a new or empty directory (or over an "
+                      "earlier hf export)",
+                  "name a new directory"};
+    }
+  }
+}
+
+int run_export_hf(const ExportOptions& options) {
+  const fs::path dir = options.out;
+  check_hf_dir(dir);
+  const checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
+  const checkpoint::HfExport out = checkpoint::hf_export(loaded.data);
+  std::error_code ec;
+  fs::create_directory(dir, ec);
+  if (ec) throw Error{ErrorKind::usage, "--out " + dir.string() + ": " + ec.message()};
+  const std::vector<fs::path> inputs = {options.checkpoint, loaded.path};
+  auto write = [&](const char* name, const std::string& bytes) {
+    const fs::path path = checkpoint::checked_output_path(dir / name, inputs, "--out");
+    checkpoint::write_output_file(path, bytes, "--out");
+  };
+  write("config.json", out.config_json);
+  write("model.safetensors", out.model_safetensors);
+  if (!out.vocab_json.empty()) write("vocab.json", out.vocab_json);
+  std::printf("wrote %s: config.json, model.safetensors%s (Hugging Face GPT-2; step %lld of %s)\n",
+              options.out.c_str(), out.vocab_json.empty() ? "" : ", vocab.json",
+              static_cast<long long>(loaded.data.step), loaded.path.string().c_str());
+  return 0;
+}
+
 int run_export(const ExportOptions& options) {
+  if (options.format == "hf") return run_export_hf(options);
   if (options.format != "safetensors") {
     throw Error{ErrorKind::usage, "--format: unsupported export format '" + options.format + "'",
-                "the only format is safetensors"};
+                "the formats are safetensors and hf"};
   }
   // Checked before the (possibly large) checkpoint is read, and again against the file chosen
   // when --checkpoint names a run directory.
@@ -54,10 +112,13 @@ void register_export(CLI::App& app, Commands& commands) {
                   "a checkpoint file, or a run directory (its newest complete checkpoint)")
       ->required()
       ->type_name("FILE");
-  sub->add_option("--format", options->format, "the output format: safetensors")
+  sub->add_option("--format", options->format,
+                  "the output format: safetensors (one file) | hf (a Hugging Face GPT-2 directory)")
       ->required()
       ->type_name("FORMAT");
-  sub->add_option("--out", options->out, "the file to write")->required()->type_name("FILE");
+  sub->add_option("--out", options->out, "the file to write (--format hf: the directory)")
+      ->required()
+      ->type_name("PATH");
   commands.push_back({sub, [options] { return run_export(*options); }});
 }
 

@@ -1,4 +1,5 @@
-// `ampctl train --config FILE [--set KEY=VALUE]... [--run-dir DIR] [--print-config]`: trains the
+// `ampctl train --config FILE [--set KEY=VALUE]... [--run-dir DIR] [--init-from PATH]
+// [--print-config]`: trains the
 // configured model and writes config.yaml, metrics.jsonl and summary.json into the run directory
 // (runs/<name> by default, runs/<name>-2, -3, ... when that one already holds a run). It never
 // overwrites its input: a --config that is the run directory's own config.yaml is refused.
@@ -47,8 +48,21 @@ struct TrainOptions {
   std::string config;
   std::vector<std::string> sets;
   std::string run_dir;
+  std::string init_from;
   bool print_config = false;
 };
+
+// --init-from PATH is init.from=PATH after the --set overrides (a YAML single-quoted scalar, so
+// any path reads back as itself).
+std::vector<std::string> overrides_of(const TrainOptions& options) {
+  std::vector<std::string> sets = options.sets;
+  if (!options.init_from.empty()) {
+    std::string quoted = "'";
+    for (char c : options.init_from) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+    sets.push_back("init.from=" + quoted + "'");
+  }
+  return sets;
+}
 
 // train writes the run's resolved configuration to RUN_DIR/config.yaml; when that is the file
 // it was given, refuse (exit 2) rather than overwrite the user's text (comments and all). Writing
@@ -84,7 +98,7 @@ int run_train(const TrainOptions& options) {
   std::exception_ptr failure;
   if (root) {
     try {
-      resolved = config::load_config(options.config, options.sets);
+      resolved = config::load_config(options.config, overrides_of(options));
       if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
       dir = train::choose_run_dir(resolved, options.run_dir);
       refuse_config_in_run_dir(options.config, dir);
@@ -105,7 +119,7 @@ int run_train(const TrainOptions& options) {
   std::string dir_text = dir.string();
   dist::broadcast_from_root(dir_text);
   if (!root) {
-    resolved = config::load_config(options.config, options.sets);
+    resolved = config::load_config(options.config, overrides_of(options));
     dir = dir_text;
   }
   // With several ranks a stop is agreed inside the trainer (every rank checkpoints together).
@@ -135,6 +149,11 @@ void register_train(CLI::App& app, Commands& commands) {
   sub->add_option("--run-dir", options->run_dir,
                   "where to write the run (default: runs/<name>; must not hold a run)")
       ->type_name("DIR");
+  sub->add_option("--init-from", options->init_from,
+                  "start from these weights (sets init.from): an ampctl checkpoint or run "
+                  "directory, a safetensors file (ampctl export, or Hugging Face GPT-2), or an "
+                  "export --format hf directory")
+      ->type_name("PATH");
   sub->add_flag("--print-config", options->print_config,
                 "print the resolved configuration before training");
   commands.push_back({sub, [options] { return run_train(*options); }});

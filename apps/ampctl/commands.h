@@ -59,5 +59,6 @@ void register_resume(CLI::App& app, Commands& commands);
 void register_sweep(CLI::App& app, Commands& commands);
 void register_report(CLI::App& app, Commands& commands);
 void register_sample(CLI::App& app, Commands& commands);
+void register_eval(CLI::App& app, Commands& commands);
 
 }  // namespace ampctl::app

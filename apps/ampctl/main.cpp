@@ -121,6 +121,7 @@ int run_command(int argc, char** argv) {
   ampctl::app::register_inspect(app, commands);
   ampctl::app::register_export(app, commands);
   ampctl::app::register_sample(app, commands);
+  ampctl::app::register_eval(app, commands);
 
   try {
     try {

@@ -34,10 +34,10 @@ namespace {
 constexpr const char* kTopLevelKeys[] = {"format",    "version", "ampctl_version", "step",
                                          "config",    "scaler",  "model",          "optimizer",
                                          "scheduler", "rng",     "data",           "metrics"};
-// Keys a checkpoint may hold or not: the vocabulary of a language model on text data (older
-// checkpoints, and every other run's, have none).
+// Keys a checkpoint may hold or not: the vocabulary of a language model on text data, the input
+// statistics of a run with data.normalize (older checkpoints, and every other run's, have none).
 // "crc32": the document's own CRC (document_crc), written last; checkpoints before it have none.
-constexpr const char* kOptionalKeys[] = {"vocab", "crc32"};
+constexpr const char* kOptionalKeys[] = {"vocab", "input", "crc32"};
 constexpr const char* kTensorKeys[] = {"dtype", "shape", "data", "crc32"};
 const char* const kLatest = "latest";
 // `latest` holds one file name and a newline.
@@ -525,6 +525,31 @@ void check_top_level(const ojson& doc, const std::string& origin) {
 }
 
 // A vocabulary is null (none) or a non-empty array of strings (data/vocab.h reads it).
+std::optional<std::string> input_problem(const nlohmann::json& input) {
+  if (input.is_null()) return std::nullopt;
+  if (!input.is_object()) return "input: expected an object, got " + std::string(input.type_name());
+  for (const auto& [key, v] : input.items()) {
+    if (key != "mean" && key != "std" && key != "pixel_scale")
+      return "input: unknown key '" + key + "'";
+  }
+  if (!input.contains("pixel_scale") || !input["pixel_scale"].is_number() ||
+      !(input["pixel_scale"].get<double>() > 0)) {
+    return std::string("input: pixel_scale must be a number > 0");
+  }
+  for (const char* key : {"mean", "std"}) {
+    if (!input.contains(key) || !input[key].is_array() || input[key].empty())
+      return std::string("input: ") + key + " must be a non-empty array of numbers";
+    for (const nlohmann::json& x : input[key]) {
+      if (!x.is_number()) return std::string("input: ") + key + " holds a non-number";
+    }
+  }
+  if (input["mean"].size() != input["std"].size()) {
+    return "input: mean has " + std::to_string(input["mean"].size()) + " values, std " +
+           std::to_string(input["std"].size());
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> vocab_problem(const nlohmann::json& vocab) {
   if (vocab.is_null()) return std::nullopt;
   if (!vocab.is_array() || vocab.empty()) {
@@ -744,6 +769,9 @@ std::string serialize(const CheckpointData& data) {
   if (std::optional<std::string> problem = vocab_problem(data.vocab)) {
     throw Error{ErrorKind::invalid_argument, "cannot serialize checkpoint: " + *problem};
   }
+  if (std::optional<std::string> problem = input_problem(data.input)) {
+    throw Error{ErrorKind::invalid_argument, "cannot serialize checkpoint: " + *problem};
+  }
 
   ojson doc = ojson::object();
   doc["format"] = kFormat;
@@ -762,6 +790,7 @@ std::string serialize(const CheckpointData& data) {
   doc["data"] = ojson(data.data);
   doc["metrics"] = ojson(data.metrics);
   if (!data.vocab.is_null()) doc["vocab"] = ojson(data.vocab);
+  if (!data.input.is_null()) doc["input"] = ojson(data.input);
   try {
     doc["crc32"] = crc32_hex(document_crc(doc));
     // Indented so a person can read the configuration and state; the tensors are one line each.
@@ -804,6 +833,12 @@ CheckpointData parse_checkpoint(std::string_view text, const std::string& origin
   if (doc.contains("vocab")) {
     data.vocab = free_form(doc.at("vocab"));
     if (std::optional<std::string> problem = vocab_problem(data.vocab)) {
+      throw Error{ErrorKind::input, origin + ": " + *problem};
+    }
+  }
+  if (doc.contains("input")) {
+    data.input = free_form(doc.at("input"));
+    if (std::optional<std::string> problem = input_problem(data.input)) {
       throw Error{ErrorKind::input, origin + ": " + *problem};
     }
   }

@@ -644,6 +644,17 @@ Schema<RunConfig> make_run_schema() {
                    "0 = only at the end (and on SIGINT/SIGTERM)"),
       int_field<C>(AMPCTL_KEY(checkpoint.keep_last), 3, {1, INT64_MAX}, "checkpoints kept, >= 1"),
 
+      string_field<C>(AMPCTL_KEY(init.from), "", nullptr,
+                      "start from these weights: an ampctl checkpoint or run directory, a "
+                      "safetensors file (ampctl's names, or Hugging Face GPT-2's), or a directory "
+                      "holding model.safetensors (export --format hf); \"\" = the model's own "
+                      "initialisation. The optimizer, scaler, step and data start fresh"),
+      bool_field<C>(AMPCTL_KEY(init.strict), true,
+                    "every model tensor must be in init.from with its shape (nanoGPT's crop of "
+                    "the position table and a vocabulary padded to a multiple of 64 aside); "
+                    "false: missing tensors keep their initialisation, unexpected ones are "
+                    "ignored, both listed"),
+
       int_field<C>(AMPCTL_KEY(logging.every_steps), 10, {1, INT64_MAX}, "console lines"),
       int_field<C>(AMPCTL_KEY(logging.metrics_every), 1, {1, INT64_MAX}, "metrics.jsonl lines"),
       bool_field<C>(AMPCTL_KEY(logging.profile), false,

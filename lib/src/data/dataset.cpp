@@ -125,6 +125,11 @@ Dataset load_source(const SourceOptions& source, uint64_t seed, Role role) {
 }
 
 DataSplit load_data(const DataOptions& options, uint64_t seed) {
+  return load_data(options, seed, std::nullopt);
+}
+
+DataSplit load_data(const DataOptions& options, uint64_t seed,
+                    const std::optional<Normalization>& saved) {
   DataSplit out;
   out.train = load_source(options.train, seed, Role::train);
   if (out.train.task == Task::classification && out.train.classes < 2) {
@@ -138,7 +143,21 @@ DataSplit load_data(const DataOptions& options, uint64_t seed) {
     out.eval = load_source(*options.eval, seed, Role::eval);
     check_compatible(out.train, *out.eval);
   }
-  if (options.normalize) {
+  if (options.normalize && saved) {
+    if (static_cast<int64_t>(saved->mean.size()) != out.train.features ||
+        saved->pixels != out.train.pixels) {
+      throw Error{ErrorKind::input,
+                  "the saved input statistics (data.normalize) are for " +
+                      std::to_string(saved->mean.size()) +
+                      (saved->pixels ? " pixel features" : " features") + ", " + out.train.origin +
+                      " has " + std::to_string(out.train.features) +
+                      (out.train.pixels ? " pixel features" : " features"),
+                  "use data of the shape the weights were trained on"};
+    }
+    out.normalization = saved;
+    apply_normalization(*out.normalization, out.train);
+    if (out.eval) apply_normalization(*out.normalization, *out.eval);
+  } else if (options.normalize) {
     out.normalization = compute_normalization(out.train);
     apply_normalization(*out.normalization, out.train);
     if (out.eval) apply_normalization(*out.normalization, *out.eval);
@@ -184,6 +203,7 @@ Normalization compute_normalization(const Dataset& train) {
   const int64_t n = train.size();
   const double pixel = train.pixels ? 255.0 : 1.0;
   Normalization stats;
+  stats.pixels = train.pixels;
   stats.mean.assign(f, 0.0);
   stats.std.assign(f, 0.0);
   for (int64_t i = 0; i < n; ++i) {

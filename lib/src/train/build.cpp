@@ -364,7 +364,8 @@ std::string source_text(const config::DataSource& s) {
 }  // namespace
 
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
-                                      const dist::CommunicatorFactory& comm) {
+                                      const dist::CommunicatorFactory& comm,
+                                      const std::optional<data::Normalization>& saved_input) {
   auto run = std::make_unique<RunObjects>();
   RunObjects& r = *run;
   const auto seed = static_cast<uint64_t>(cfg.seed);
@@ -412,7 +413,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     check_run_memory(cfg, /*features=*/1, r.lm.vocab_size, r.lm.train.size(),
                      r.lm.eval ? r.lm.eval->size() : 0, b.device(), &b);
   } else {
-    r.data = data::load_data(data_options(cfg.data), seed);
+    r.data = data::load_data(data_options(cfg.data), seed, saved_input);
     agree_on_inputs(*r.comm, data_items(r.data), "data");
     if (speak) {
       spdlog::info("data: loaded {} training rows{} in {:.1f}s", r.data.train.size(),

@@ -12,6 +12,7 @@
 #include "ampctl/run/checkpoint_metrics.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/build.h"
+#include "ampctl/train/init_from.h"
 #include "ampctl/train/monitor.h"
 
 namespace ampctl::train {
@@ -121,6 +122,7 @@ checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunCo
   d.rng = objects.model->rng_state();
   d.data = objects.batcher->state();
   if (objects.lm.vocab) d.vocab = objects.lm.vocab->to_json();
+  if (objects.data.normalization) d.input = input_to_json(*objects.data.normalization);
   run::CheckpointMetrics m;
   m.totals = mon.totals();
   m.wall_time_s = mon.elapsed();

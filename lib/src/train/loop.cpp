@@ -23,6 +23,8 @@
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/build.h"
 #include "ampctl/train/checkpoint_state.h"
+#include "ampctl/train/evaluate.h"
+#include "ampctl/train/init_from.h"
 #include "ampctl/train/monitor.h"
 #include "ampctl/train/numerics.h"
 #include "ampctl/train/signals.h"
@@ -68,7 +70,7 @@ bool Trainer::is_root() const {
 }
 
 void Trainer::setup() {
-  m_run = build_run(m_cfg, m_comm_factory);
+  m_run = build_run(m_cfg, m_comm_factory, input_from_json(m_saved_input, "the saved statistics"));
   RunObjects& r = *m_run;
   m_accum = grad_accum_steps_for(m_cfg, r.comm->world_size());
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
@@ -94,10 +96,23 @@ void Trainer::setup() {
 void Trainer::begin() {
   // Refuse an unusable device or run directory before anything is loaded or written.
   resolve_device(m_cfg.device);
+  // The weights to start from are read before the run directory exists: a missing or damaged
+  // file leaves nothing behind.
+  if (!m_cfg.init.from.empty()) {
+    m_init = std::make_unique<InitSource>(read_init_source(m_cfg.init.from));
+    if (!m_init->input.is_null() && !m_cfg.data.normalize) {
+      throw Error{ErrorKind::config,
+                  "data.normalize: false, but init.from " + m_init->file.string() +
+                      " was trained on normalised inputs: its weights expect them",
+                  "set data.normalize: true (the saved statistics are applied, not recomputed)"};
+    }
+    m_saved_input = m_init->input;
+  }
   // Other ranks of a job never create or probe the run directory (rank 0 writes it).
   if (dist::process_rank() == 0) m_dir = std::make_unique<RunDir>(m_run_dir);
   try {
     setup();
+    if (m_init) apply_init();
     // The writer locks the run directory before it writes anything (run_dir.h); a command may
     // hold the lock already (resume), which is then shared.
     if (is_root()) m_dir->lock();
@@ -108,11 +123,41 @@ void Trainer::begin() {
   }
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
   if (is_root() && m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
+  if (is_root() && m_run->data.normalization) {
+    m_dir->write_input_stats(input_to_json(*m_run->data.normalization).dump());
+  }
   m_monitor->open_metrics(m_run_dir / files::kMetricsFile, /*append=*/false);
   open_tensorboard();
   if (is_root()) log_start();
   m_next_step = 1;
+  // Where fine-tuning starts: an evaluation of the loaded weights, logged at step 0.
+  if (m_init) m_monitor->totals().last_eval = evaluate(0);
   if (const int sig = agreed_stop()) stop(sig);  // it came while the data loaded
+}
+
+void Trainer::apply_init() {
+  RunObjects& r = *m_run;
+  if (r.lm.vocab) check_init_vocab(*m_init, r.lm.vocab->to_json());
+  if (!r.language_model && m_cfg.data.normalize && m_init->input.is_null() && is_root()) {
+    spdlog::warn(
+        "init.from {} holds no input statistics: data.normalize computes them from this "
+        "run's data",
+        m_init->file.string());
+  }
+  const InitReport report = load_init_weights(*m_init, *r.model, m_cfg.init.strict);
+  if (r.comm->world_size() > 1) {
+    // Every rank read the same file; rank 0's values are the replicas' start, bit for bit.
+    r.comm->broadcast(r.model->params(), 0);
+    for (const auto& [name, t] : r.model->state_buffers()) r.comm->broadcast(t, 0);
+    r.model->sync_lowp();
+  }
+  if (is_root()) {
+    spdlog::info("init.from {} ({}): {} tensors loaded", m_init->file.string(), m_init->format,
+                 m_init->tensors.size() - report.unexpected.size());
+    for (const std::string& a : report.adapted) spdlog::info("init.from: {}", a);
+  }
+  m_init->tensors.clear();  // the values are on the device now
+  m_init->tensors.shrink_to_fit();
 }
 
 void Trainer::log_start() const {
@@ -163,6 +208,9 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
                 "resume with --set training.max_steps=N for N >= " + std::to_string(ck.step)};
   }
   if (dist::process_rank() == 0) m_dir = std::make_unique<RunDir>(m_run_dir);
+  // The statistics the run was trained with (a checkpoint from before they were stored has
+  // none: they are computed from the data again, as that build did).
+  m_saved_input = ck.input;
   setup();
   if (is_root()) m_dir->lock();
   restore(ck);
@@ -282,55 +330,26 @@ Trainer::Requests Trainer::agreed_requests(bool take_checkpoint) const {
 }
 
 nlohmann::json Trainer::evaluate(int64_t step) {
-  Batcher& batcher = *m_run->batcher;
-  if (!batcher.has_eval()) return nullptr;
+  if (!m_run->batcher->has_eval()) return nullptr;
   const auto t0 = Clock::now();
-  Backend& b = *m_run->backend;
-  nn::Model& model = *m_run->model;
-  const bool classification = batcher.classification();
-  Tensor loss_sum = b.zeros({1}, DType::f32);
-  Tensor correct = b.zeros({1}, DType::i32);
-  Tensor correct_sum = b.zeros({1}, DType::f32);
-  Tensor correct_f = b.zeros({1}, DType::f32);
-  const int64_t n = batcher.eval_size();  // this rank's shard
-  dist::Communicator& comm = *m_run->comm;
   // Progress: a line before the first evaluation, and before any after one that took a second
   // or more, so a long one does not look like a hang.
   if (is_root() && (m_last_eval_seconds < 0 || m_last_eval_seconds >= 1.0)) {
-    spdlog::info("eval  step {:>6}: evaluating {} examples{}", step, batcher.eval_total(),
+    spdlog::info("eval  step {:>6}: evaluating {} examples{}", step, m_run->batcher->eval_total(),
                  m_last_eval_seconds >= 0
                      ? fmt::format(" (the last evaluation took {:.1f}s)", m_last_eval_seconds)
                      : std::string());
   }
-  for (int64_t done = 0; done < n;) {
-    // With several ranks the evaluation runs to its end (its sums are reduced over the ranks).
-    if (comm.world_size() == 1 && stop_signal() != 0) {
-      // A long evaluation must not hold a stop request up: the caller checkpoints, and the
-      // resumed run evaluates this step again from the start.
-      m_eval_pending = true;
-      m_monitor->add_eval_seconds(seconds_since(t0));
-      return m_monitor->totals().last_eval;
-    }
-    const Batch batch = batcher.eval_batch(done);
-    model.forward(batch.input, batch.rows, /*training=*/false);
-    model.loss(batch.target, batch.rows, m_eval_loss, classification ? correct : Tensor{},
-               Tensor{});
-    b.add_(loss_sum, m_eval_loss, static_cast<float>(batch.rows));
-    if (classification) {
-      b.cast(correct, correct_f);
-      b.add_(correct_sum, correct_f);
-    }
-    done += batch.rows;
+  // A long evaluation must not hold a stop request up: the caller checkpoints, and the resumed
+  // run evaluates this step again from the start.
+  const EvalResult r = evaluate_run(*m_run, m_eval_loss, [] { return stop_signal() != 0; });
+  if (!r.complete) {
+    m_eval_pending = true;
+    m_monitor->add_eval_seconds(seconds_since(t0));
+    return m_monitor->totals().last_eval;
   }
-  // The ranks' shards' sums added in rank order (the identity for one process).
-  comm.all_reduce(loss_sum, dist::ReduceOp::sum);
-  if (classification) comm.all_reduce(correct_sum, dist::ReduceOp::sum);
-  const auto total = static_cast<double>(batcher.eval_total());
-  const double loss = b.read_scalar_f32(loss_sum) / total;
-  std::optional<double> accuracy;
-  if (classification) accuracy = b.read_scalar_f32(correct_sum) / total;
   m_last_eval_seconds = seconds_since(t0);
-  return m_monitor->record_eval(step, loss, accuracy, m_last_eval_seconds);
+  return m_monitor->record_eval(step, r.loss, r.accuracy, m_last_eval_seconds);
 }
 
 void Trainer::abandon_step(int64_t step, Batcher::Cursor cursor, uint64_t dropout_calls) {

@@ -99,6 +99,12 @@ void RunDir::write_vocab(const std::string& json) const {
   if (!out) throw Error{ErrorKind::runtime, "cannot write " + vocab_path().string()};
 }
 
+void RunDir::write_input_stats(const std::string& json) const {
+  std::ofstream out(input_stats_path());
+  out << json << '\n';
+  if (!out) throw Error{ErrorKind::runtime, "cannot write " + input_stats_path().string()};
+}
+
 void RunDir::truncate_metrics(int64_t last_step) const {
   const fs::path path = metrics_path();
   std::string kept;

@@ -36,6 +36,30 @@ TEST(CheckpointFormat, RoundTripIsExactAndByteIdentical) {
   }
 }
 
+TEST(CheckpointFormat, InputStatisticsRoundTripExactlyAndAreOptional) {
+  CheckpointData d = make_sample(4, 7);
+  // Doubles that need all 17 digits: the statistics must come back bit for bit.
+  d.input = {{"mean", {0.1, 1.0 / 3.0, -2.5e-7}},
+             {"pixel_scale", 255},
+             {"std", {0.30000000000000004, 1e-9, 7.0}}};
+  const std::string text = serialize(d);
+  const CheckpointData back = parse_checkpoint(text, kOrigin);
+  EXPECT_TRUE(back == d);
+  EXPECT_EQ(back.input["mean"][1].get<double>(), 1.0 / 3.0);
+  // A checkpoint without them (every older one) parses with none.
+  d.input = nullptr;
+  EXPECT_TRUE(parse_checkpoint(serialize(d), kOrigin).input.is_null());
+  // Malformed statistics are refused, naming the key.
+  ojson doc = ojson::parse(text);
+  doc["input"]["std"] = {1.0};
+  try {
+    parse_checkpoint(doc.dump(), kOrigin);
+    ADD_FAILURE() << "accepted mean and std of different lengths";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input"), std::string::npos) << e.what();
+  }
+}
+
 TEST(CheckpointFormat, DeterministicForEqualState) {
   const std::string a = serialize(make_sample(5, 100));
   const std::string b = serialize(make_sample(5, 100));  // built again from scratch

@@ -76,6 +76,53 @@ TEST(Safetensors, RefusesTensorsTheFormatCannotHold) {
   EXPECT_THROW(encode_safetensors(tensors, {}), Error);
 }
 
+TEST(Safetensors, DecodeReadsBackWhatEncodeWrote) {
+  const CheckpointData d = make_sample(21, 5);
+  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"vocab", "[\"a\"]"}};
+  const SafetensorsFile f = decode_safetensors(encode_safetensors(d.model, meta), "x");
+  EXPECT_EQ(f.metadata, meta);
+  ASSERT_EQ(f.tensors.size(), d.model.size());
+  for (size_t i = 0; i < d.model.size(); ++i) {
+    EXPECT_EQ(f.tensors[i], d.model[i]) << "tensor " << i << ": in data order, bytes intact";
+  }
+}
+
+TEST(Safetensors, DecodeRefusesDamagedFilesNamingTheProblem) {
+  const CheckpointData d = make_sample(3, 1);
+  const std::string good = encode_safetensors(d.model, {});
+  auto refused = [](const std::string& bytes, const std::string& needle) {
+    try {
+      decode_safetensors(bytes, "f.safetensors");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      return;
+    }
+    ADD_FAILURE() << "accepted a damaged file (" << needle << ")";
+  };
+  refused("", "too short");
+  refused(good.substr(0, good.size() - 1), "outside");  // truncated data
+  std::string big = good;
+  big[0] = static_cast<char>(0xff);  // a header longer than the file
+  refused(big, "header claims");
+  std::string nonjson = good;
+  nonjson[8] = 'x';
+  refused(nonjson, "not JSON");
+  // A dtype this reader does not decode is refused unless skipped (Hugging Face's masks).
+  auto with_dtype = [&](const std::string& dtype) {
+    const std::string header = "{\"m\":{\"dtype\":\"" + dtype +
+                               "\",\"shape\":[2],\"data_offsets\":[0,2]}}";
+    std::string out;
+    for (int i = 0; i < 8; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return out + header + std::string(2, '\0');
+  };
+  refused(with_dtype("BOOL"), "is not read");
+  EXPECT_TRUE(decode_safetensors(with_dtype("BOOL"), "f", [](const std::string&) {
+                return true;
+              }).tensors.empty());
+  refused(with_dtype("F32"), "bytes for F32");
+}
+
 std::string run_command(const std::string& command, int& status) {
   std::string out;
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");

@@ -68,6 +68,11 @@ struct CheckpointData {
   // A language model's vocabulary on text data: the tokens' strings in id order (data/vocab.h),
   // stored as the top-level "vocab" after "metrics"; null (the key left out) for other runs.
   nlohmann::json vocab;
+  // The input statistics of a run with data.normalize (data/dataset.h, Normalization), stored as
+  // the top-level "input" after "vocab": {"mean": [f doubles], "std": [f doubles], "pixel_scale":
+  // 255 for pixel data, else 1}; a feature x is fed as (x / pixel_scale - mean) / std', std' =
+  // std, or 1 where std < 1e-6. Null (the key left out) for other runs and older checkpoints.
+  nlohmann::json input;
 
   bool operator==(const CheckpointData&) const = default;
 };

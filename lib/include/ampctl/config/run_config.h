@@ -188,6 +188,13 @@ struct CheckpointConfig {
   bool operator==(const CheckpointConfig&) const = default;
 };
 
+// init.*: the weights a run starts from (`ampctl train --init-from`; train/init_from.h).
+struct InitConfig {
+  std::string from;     // "" = the model's own initialisation
+  bool strict = false;  // every tensor matched by name and shape
+  bool operator==(const InitConfig&) const = default;
+};
+
 struct LoggingConfig {
   int64_t every_steps = 0;
   int64_t metrics_every = 0;
@@ -226,6 +233,7 @@ struct RunConfig {
   ScalerConfig scaler;
   TrainingConfig training;
   CheckpointConfig checkpoint;
+  InitConfig init;
   LoggingConfig logging;
   DistributedConfig distributed;
   DebugConfig debug;

@@ -50,6 +50,7 @@ struct Normalization {
   static constexpr double kMinStd = 1e-6;
   std::vector<double> mean;  // of x * s over the training samples
   std::vector<double> std;   // population std (divides by N, as torchvision and sklearn do)
+  bool pixels = false;       // made from pixel data: applied to x / 255
 
   double divisor(int64_t feature) const {
     const double s = std[static_cast<size_t>(feature)];
@@ -71,6 +72,12 @@ Dataset load_source(const SourceOptions& source, uint64_t seed, Role role);
 // within the training classes, whose count the eval set then takes), the split applied and
 // everything normalised with the training part's statistics when data.normalize is set.
 DataSplit load_data(const DataOptions& options, uint64_t seed);
+// The same with statistics saved by an earlier run (a checkpoint's, an export's) instead of
+// computed ones, when options.normalize: resume, evaluation and --init-from feed the model
+// what it was trained on. Throws Error{input} when they do not fit the data (another feature
+// count, or pixel statistics for non-pixel data and back).
+DataSplit load_data(const DataOptions& options, uint64_t seed,
+                    const std::optional<Normalization>& saved);
 
 // {split_fraction: f}: how many of `samples` are held out: f * samples rounded to nearest
 // (halves up), at least 1. Throws Error{config} when that leaves no training sample.

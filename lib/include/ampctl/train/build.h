@@ -75,10 +75,12 @@ struct RunObjects {
 };
 
 // Loads the data and builds every object of `config`; the communicator from `comm` (empty: a
-// single process, dist::SingleProcess). Throws ampctl::Error for an unusable device, bad data
-// or an invalid model.
+// single process, dist::SingleProcess). With data.normalize, `saved_input` (a checkpoint's or
+// an init.from source's statistics) is applied instead of statistics computed from the data.
+// Throws ampctl::Error for an unusable device, bad data or an invalid model.
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& config,
-                                      const dist::CommunicatorFactory& comm = {});
+                                      const dist::CommunicatorFactory& comm = {},
+                                      const std::optional<data::Normalization>& saved_input = {});
 
 // The model options of a run's configuration: the architecture (model.*), the activation dtype
 // of the precision, the loss, the sizes the data set gives, the largest batch and the seed.

@@ -56,6 +56,9 @@ class RunDir {
   // vocab.json: a language model's vocabulary on text data (data/vocab.h's JSON array).
   std::filesystem::path vocab_path() const { return m_path / "vocab.json"; }
   void write_vocab(const std::string& json) const;
+  // input.json: the data.normalize statistics (checkpoint.h, CheckpointData::input's JSON).
+  std::filesystem::path input_stats_path() const { return m_path / "input.json"; }
+  void write_input_stats(const std::string& json) const;
   // Drops the lines of metrics.jsonl with a step > last_step and any torn line (a run that
   // died after its checkpoint), replacing the file atomically.
   void truncate_metrics(int64_t last_step) const;

@@ -80,6 +80,7 @@ struct Summary;
 namespace ampctl::train {
 
 class NumericsRecorder;  // train/numerics.h
+struct InitSource;       // train/init_from.h
 
 struct RunObjects;
 class Monitor;
@@ -136,6 +137,9 @@ class Trainer {
 
  private:
   void setup();
+  // init.from: the source's weights into the model (train/init_from.h), checked against the
+  // run's vocabulary and data.normalize first; then broadcast from rank 0.
+  void apply_init();
   nlohmann::json evaluate(int64_t step);
   void restore(const checkpoint::CheckpointData& ckpt);
   // Writes a checkpoint after the last step run and throws Error{interrupted} (signals.h).
@@ -189,6 +193,10 @@ class Trainer {
   dist::CommunicatorFactory m_comm_factory;
   std::unique_ptr<RunDir> m_dir;  // held for the run's life
   std::unique_ptr<RunObjects> m_run;
+  std::unique_ptr<InitSource> m_init;  // init.from, read by begin() before the run directory
+  // data.normalize statistics to apply instead of computing them (a resumed checkpoint's, an
+  // init.from source's); null: compute them from the data.
+  nlohmann::json m_saved_input;
   std::unique_ptr<Monitor> m_monitor;
   std::unique_ptr<TrainStep> m_step;
   Tensor m_eval_loss;                            // f32[1]

@@ -1,0 +1,355 @@
+// init.from: reading a source of weights and matching it to a model; see init_from.h.
+#include "ampctl/train/init_from.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/checkpoint/hf_gpt2.h"
+#include "ampctl/checkpoint/safetensors.h"
+#include "ampctl/core/error.h"
+#include "ampctl/core/half.h"
+#include "ampctl/core/input_file.h"
+#include "ampctl/nn/model.h"
+
+namespace ampctl::train {
+
+namespace fs = std::filesystem;
+using checkpoint::NamedTensor;
+
+namespace {
+
+// The largest weights file read whole (GPT-2 xl in f32 is 6.4 GB).
+constexpr size_t kMaxWeightsBytes = size_t{64} << 30;
+constexpr int64_t kVocabMultiple = 64;
+
+std::string describe(const NamedTensor& t) {
+  return t.name + " " + shape_str(t.shape);
+}
+
+nlohmann::json metadata_json(const std::map<std::string, std::string>& metadata, const char* key,
+                             const std::string& origin) {
+  const auto it = metadata.find(key);
+  if (it == metadata.end()) return nullptr;
+  try {
+    return nlohmann::json::parse(it->second);
+  } catch (const nlohmann::json::exception&) {
+    throw Error{ErrorKind::input, origin + ": __metadata__." + key + " is not JSON text"};
+  }
+}
+
+// A vocab.json next to a model.safetensors: tokenizers' {token: id} or ampctl's array.
+nlohmann::json read_vocab_file(const fs::path& path) {
+  const std::string text = read_regular_file(path, size_t{64} << 20, "vocabulary");
+  nlohmann::json v;
+  try {
+    v = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error{ErrorKind::input, path.string() + ": not JSON: " + e.what()};
+  }
+  if (v.is_array()) return v;
+  if (!v.is_object()) {
+    throw Error{ErrorKind::input, path.string() + ": expected {token: id} or an array of tokens"};
+  }
+  std::vector<std::string> by_id(v.size());
+  std::vector<bool> seen(v.size(), false);
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= v.size() ||
+        seen[it.value().get<size_t>()]) {
+      throw Error{ErrorKind::input, path.string() + ": token '" + it.key() +
+                                        "' has no distinct id in [0, " + std::to_string(v.size()) +
+                                        ")"};
+    }
+    seen[it.value().get<size_t>()] = true;
+    by_id[it.value().get<size_t>()] = it.key();
+  }
+  return by_id;
+}
+
+InitSource from_checkpoint(const fs::path& path) {
+  checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(path);
+  InitSource s;
+  s.file = loaded.path;
+  s.format = "ampctl checkpoint";
+  s.tensors = std::move(loaded.data.model);
+  s.vocab = std::move(loaded.data.vocab);
+  s.input = std::move(loaded.data.input);
+  return s;
+}
+
+InitSource from_safetensors(const fs::path& file) {
+  const std::string bytes = read_regular_file(file, kMaxWeightsBytes, "weights file");
+  InitSource s;
+  s.file = file;
+  // Which layout: ampctl's exports say so in their metadata; any other file is read as Hugging
+  // Face's. (No ampctl tensor name ends in .attn.bias, so the skip drops only Hugging Face's
+  // masks.)
+  checkpoint::SafetensorsFile f =
+      checkpoint::decode_safetensors(bytes, file.string(), checkpoint::hf_ignored_buffer);
+  if (f.metadata.count("ampctl_version") != 0) {
+    s.format = "ampctl safetensors";
+    for (NamedTensor& t : f.tensors) {
+      if (t.name == "input.mean" || t.name == "input.std") continue;
+      s.tensors.push_back(std::move(t));
+    }
+    s.vocab = metadata_json(f.metadata, "vocab", file.string());
+    s.input = metadata_json(f.metadata, "input", file.string());
+    return s;
+  }
+  s.format = "Hugging Face GPT-2 safetensors";
+  for (NamedTensor& t : f.tensors) {
+    t.name = checkpoint::hf_to_ampctl_name(t.name);
+    s.tensors.push_back(checkpoint::hf_conv1d_weight(t.name) && t.shape.size() == 2
+                            ? checkpoint::transpose_2d(t)
+                            : std::move(t));
+  }
+  return s;
+}
+
+bool looks_like_checkpoint(const fs::path& file) {
+  // A checkpoint is JSON text ('{' first); a safetensors file starts with its header's length.
+  std::ifstream in(file, std::ios::binary);
+  return in.get() == '{';
+}
+
+// The values of `t` as f32 (exact: f16 and bf16 widen without rounding).
+std::vector<float> as_f32(const NamedTensor& t) {
+  const auto n = static_cast<size_t>(t.numel());
+  std::vector<float> out(n);
+  const uint8_t* p = t.data.data();
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h = 0;
+    switch (t.dtype) {
+      case DType::f32:
+        std::memcpy(&out[i], p + 4 * i, 4);
+        break;
+      case DType::f16:
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = half_bits_to_float(h);
+        break;
+      case DType::bf16:
+        std::memcpy(&h, p + 2 * i, 2);
+        out[i] = bf16_bits_to_float(h);
+        break;
+      case DType::i32:
+        throw Error{ErrorKind::invalid_argument, "as_f32: an integer tensor"};
+    }
+  }
+  return out;
+}
+
+bool all_zero(const NamedTensor& t) {
+  if (t.dtype == DType::i32) return false;
+  const std::vector<float> v = as_f32(t);
+  return std::all_of(v.begin(), v.end(), [](float x) { return x == 0.0f; });
+}
+
+}  // namespace
+
+InitSource read_init_source(const fs::path& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    const fs::path st = path / "model.safetensors";
+    if (fs::exists(st, ec)) {
+      InitSource s = from_safetensors(st);
+      const fs::path vocab = path / "vocab.json";
+      if (s.vocab.is_null() && fs::exists(vocab, ec)) s.vocab = read_vocab_file(vocab);
+      return s;
+    }
+    return from_checkpoint(path);
+  }
+  require_regular_file(path, "init.from");
+  return looks_like_checkpoint(path) ? from_checkpoint(path) : from_safetensors(path);
+}
+
+InitReport load_init_weights(const InitSource& source, nn::Model& model, bool strict) {
+  std::vector<std::pair<std::string, Tensor>> targets = model.state_tensors();
+  for (auto& b : model.state_buffers()) targets.push_back(std::move(b));
+  std::map<std::string, const NamedTensor*> by_name;
+  for (const NamedTensor& t : source.tensors) by_name[t.name] = &t;
+  std::set<std::string> used;
+  std::set<std::string> target_names;
+  for (const auto& [name, t] : targets) target_names.insert(name);
+
+  InitReport report;
+  std::vector<std::string> misfits;
+  struct Upload {
+    Tensor target;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Upload> uploads;
+
+  for (const auto& [name, t] : targets) {
+    const NamedTensor* s = nullptr;
+    if (const auto it = by_name.find(name); it != by_name.end()) s = it->second;
+    // A file without a head (Hugging Face's tied GPT-2) gives an untied model its embedding.
+    if (s == nullptr && name == "lm_head.weight") {
+      if (const auto it = by_name.find("transformer.wte.weight"); it != by_name.end()) {
+        s = it->second;
+        report.adapted.push_back(
+            "lm_head.weight from transformer.wte.weight (the file's head is "
+            "tied)");
+      }
+    }
+    if (s == nullptr) {
+      report.missing.push_back(name + " " + shape_str(t.shape()));
+      continue;
+    }
+    used.insert(s->name);
+    const std::string both = name + ": the file has " + dtype_name(s->dtype) + " " +
+                             shape_str(s->shape) + ", the model needs " + dtype_name(t.dtype()) +
+                             " " + shape_str(t.shape());
+    if (t.dtype() != DType::f32 ? s->dtype != t.dtype() : s->dtype == DType::i32) {
+      misfits.push_back(both);
+      continue;
+    }
+    Upload u{t, {}};
+    if (s->shape == t.shape()) {
+      if (t.dtype() == DType::f32 && s->dtype != DType::f32) {
+        const std::vector<float> v = as_f32(*s);
+        u.bytes.assign(reinterpret_cast<const uint8_t*>(v.data()),
+                       reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+      } else {
+        u.bytes = s->data;
+      }
+      uploads.push_back(std::move(u));
+      continue;
+    }
+    const bool matrix = s->shape.size() == 2 && t.shape().size() == 2 && s->shape[1] == t.dim(1);
+    const int64_t have = matrix ? s->shape[0] : 0, need = matrix ? t.dim(0) : 0;
+    const bool crop = matrix && name == "transformer.wpe.weight" && have > need;
+    const bool pad = matrix && (name == "transformer.wte.weight" || name == "lm_head.weight") &&
+                     have < need &&
+                     need == (have + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
+    if (!crop && !pad) {
+      misfits.push_back(both);
+      continue;
+    }
+    std::vector<float> v = as_f32(*s);
+    const auto cols = static_cast<size_t>(t.dim(1));
+    if (crop) {
+      v.resize(static_cast<size_t>(need) * cols);
+      report.adapted.push_back(name + ": the first " + std::to_string(need) + " of " +
+                               std::to_string(have) + " positions (block_size crop)");
+    } else {
+      // The mean row, in double over the rows in order, rounded once.
+      std::vector<double> mean(cols, 0.0);
+      for (int64_t r = 0; r < have; ++r) {
+        for (size_t c = 0; c < cols; ++c) mean[c] += v[static_cast<size_t>(r) * cols + c];
+      }
+      for (int64_t r = have; r < need; ++r) {
+        for (size_t c = 0; c < cols; ++c) {
+          v.push_back(static_cast<float>(mean[c] / static_cast<double>(have)));
+        }
+      }
+      report.adapted.push_back(name + ": " + std::to_string(have) + " rows padded to " +
+                               std::to_string(need) + " with their mean row");
+    }
+    u.bytes.assign(reinterpret_cast<const uint8_t*>(v.data()),
+                   reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+    uploads.push_back(std::move(u));
+  }
+
+  const NamedTensor* wte = nullptr;
+  if (const auto it = by_name.find("transformer.wte.weight"); it != by_name.end()) wte = it->second;
+  for (const NamedTensor& s : source.tensors) {
+    if (used.count(s.name) != 0) continue;
+    // A tied model: the file's head is the embedding (ampctl's export writes both).
+    if (s.name == "lm_head.weight" && wte != nullptr && target_names.count(s.name) == 0 &&
+        s.shape == wte->shape && s.dtype == wte->dtype && s.data == wte->data) {
+      continue;
+    }
+    // A bias the model does not have, all zero: a bias-free GPT's hf export.
+    if (s.name.size() > 5 && s.name.compare(s.name.size() - 5, 5, ".bias") == 0 &&
+        target_names.count(s.name) == 0 && all_zero(s)) {
+      report.adapted.push_back(s.name + ": zero bias (the model has none)");
+      continue;
+    }
+    report.unexpected.push_back(describe(s));
+  }
+
+  const std::string origin = "init.from " + source.file.string() + " (" + source.format + ")";
+  if (!misfits.empty() || (strict && (!report.missing.empty() || !report.unexpected.empty()))) {
+    std::string message = origin + " does not fit the model:";
+    for (const std::string& m : misfits) message += "\n  " + m;
+    for (const std::string& m : report.missing) message += "\n  missing from the file: " + m;
+    if (strict) {
+      for (const std::string& m : report.unexpected) message += "\n  not in the model: " + m;
+    }
+    const std::string hint =
+        misfits.empty() ? "init.strict: false keeps the missing tensors' initialisation and "
+                          "ignores the unexpected ones"
+                        : "the model's configuration (model.*, the vocabulary, block_size) must "
+                          "match the weights' (ampctl inspect shows a checkpoint's tensors)";
+    throw Error{ErrorKind::input, message, hint};
+  }
+  for (const std::string& m : report.missing) {
+    spdlog::warn("{}: {} missing: keeps the model's initialisation", origin, m);
+  }
+  for (const std::string& m : report.unexpected) {
+    spdlog::warn("{}: {} is not in the model: ignored", origin, m);
+  }
+  Backend& b = model.backend();
+  for (const Upload& u : uploads) b.upload(u.target, u.bytes.data(), u.bytes.size());
+  model.sync_lowp();
+  return report;
+}
+
+void check_init_vocab(const InitSource& source, const nlohmann::json& run_vocab) {
+  if (run_vocab.is_null() || source.vocab.is_null() || source.vocab == run_vocab) return;
+  const size_t n = std::min(source.vocab.size(), run_vocab.size());
+  size_t i = 0;
+  while (i < n && source.vocab[i] == run_vocab[i]) ++i;
+  const std::string where = i < n
+                                ? "token " + std::to_string(i) + " is " + source.vocab[i].dump() +
+                                      " there and " + run_vocab[i].dump() + " here"
+                                : "it holds " + std::to_string(source.vocab.size()) +
+                                      " tokens, the run's text " + std::to_string(run_vocab.size());
+  throw Error{ErrorKind::input,
+              "init.from " + source.file.string() +
+                  ": the weights were trained with another vocabulary than this run's text "
+                  "gives (" +
+                  where + "): the ids would mean other characters",
+              "fine-tune on text whose characters give the same vocabulary, or use "
+              "data.train.vocab: byte in both runs (always the same 256 tokens)"};
+}
+
+nlohmann::json input_to_json(const data::Normalization& stats) {
+  return {{"mean", stats.mean}, {"pixel_scale", stats.pixels ? 255 : 1}, {"std", stats.std}};
+}
+
+std::optional<data::Normalization> input_from_json(const nlohmann::json& json,
+                                                   const std::string& origin) {
+  if (json.is_null()) return std::nullopt;
+  auto bad = [&] {
+    return Error{ErrorKind::input,
+                 origin +
+                     ": input statistics: expected {\"mean\": [...], \"std\": [...], "
+                     "\"pixel_scale\": 1 or 255}"};
+  };
+  if (!json.is_object() || !json.contains("mean") || !json.contains("std") ||
+      !json.contains("pixel_scale") || !json["mean"].is_array() || !json["std"].is_array() ||
+      json["mean"].size() != json["std"].size() || !json["pixel_scale"].is_number()) {
+    throw bad();
+  }
+  data::Normalization s;
+  const double scale = json["pixel_scale"].get<double>();
+  if (scale != 1 && scale != 255) throw bad();
+  s.pixels = scale == 255;
+  for (const nlohmann::json& x : json["mean"]) {
+    if (!x.is_number()) throw bad();
+    s.mean.push_back(x.get<double>());
+  }
+  for (const nlohmann::json& x : json["std"]) {
+    if (!x.is_number()) throw bad();
+    s.std.push_back(x.get<double>());
+  }
+  return s;
+}
+
+}  // namespace ampctl::train
