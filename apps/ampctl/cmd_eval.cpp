@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "ampctl/core/error.h"
 #include "ampctl/train/evaluate.h"
 #include "commands.h"
@@ -42,6 +44,8 @@ int run_eval(const EvalOptions& options) {
     request.init_from = options.init_from;
   }
   request.overrides = options.sets;
+  // stdout holds the result alone (one line, or one JSON object): no loading progress lines.
+  spdlog::set_level(spdlog::level::warn);
   const nlohmann::ordered_json r = train::evaluate_checkpoint(request);
   if (options.json) {
     std::printf("%s\n", r.dump().c_str());

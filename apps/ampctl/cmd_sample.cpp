@@ -101,7 +101,6 @@ void register_sample(CLI::App& app, Commands& commands) {
                   "divide the logits by T > 0 before the softmax (default 1.0)")
       ->type_name("T");
   sub->add_option("--top-k", args->top_k, "draw only among the K most likely tokens (K >= 1)")
-      ->check(CLI::PositiveNumber)  // 0 would read as "not given": refuse it (exit 2)
       ->type_name("K");
   sub->add_option("--seed", args->seed,
                   "seeds the draws: the same seed gives the same text (default 0)")

@@ -43,6 +43,17 @@ string(REGEX REPLACE "\"hidden\": \\[([\t\n ]*)256," "\"hidden\": [\\1128," edit
 if(edited STREQUAL text)
   message(FATAL_ERROR "could not find the hidden widths in ${ckpt}")
 endif()
+# With its document CRC the edit is refused as damage; without one (a checkpoint written before
+# the CRC existed) the tensors' shapes are checked against the config.
+string(REGEX REPLACE ",[\t\n ]*\"crc32\": \"[0-9a-f]+\"[\t\n ]*}[\t\n ]*$" "\n}\n" edited_old "${edited}")
+file(MAKE_DIRECTORY ${WORK}/resume-edited-crc/checkpoints)
+file(WRITE ${WORK}/resume-edited-crc/checkpoints/step-00000020.json "${edited}")
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${WORK}/resume-edited-crc/checkpoints/step-00000020.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "crc32 mismatch over the document")
+  message(FATAL_ERROR "edited config with its CRC: expected exit 2 naming the CRC, got ${rc}: ${err}")
+endif()
+set(edited "${edited_old}")
 file(MAKE_DIRECTORY ${WORK}/resume-edited/checkpoints)
 file(WRITE ${WORK}/resume-edited/checkpoints/step-00000020.json "${edited}")
 execute_process(COMMAND ${AMPCTL} resume --checkpoint ${WORK}/resume-edited/checkpoints/step-00000020.json

@@ -48,9 +48,11 @@ TEST(MetricsLine, TrainLineHasItsFieldsAndReadsBack) {
   l.hysteresis_tracker = 1;
   l.lr = 0.25;
   l.time_s = 1.5;
+  l.grad_norm = 2.5;
   l.overflow_tensors = std::vector<std::string>{"layers.0.weight"};
   EXPECT_EQ(to_json(l).dump(),
-            R"({"found_inf":true,"growth_tracker":0,"hysteresis_tracker":1,"kind":"train",)"
+            R"({"found_inf":true,"grad_norm":2.5,"growth_tracker":0,"hysteresis_tracker":1,)"
+            R"("kind":"train",)"
             R"("loss":0.5,"lr":0.25,"overflow_tensors":["layers.0.weight"],"scale":32768.0,)"
             R"("skipped":true,"step":7,"time_s":1.5})");
   const auto r = read_metrics_line(to_json(l).dump());

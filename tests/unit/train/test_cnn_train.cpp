@@ -164,12 +164,14 @@ TEST(CnnTrain, AnInjectedOverflowIsAttributedByName) {
 }
 
 TEST(CnnTrain, ACnnOnFeatureRowsIsAConfigErrorNamingModelType) {
-  const config::RunConfig cfg = config::parse_config(
-      "device: cpu\nmodel: {type: cnn}\n"
-      "data: {train: {source: synthetic, samples: 256, features: 8, classes: 2}}\n",
-      "cnn.yaml");
   const fs::path dir = fresh_dir("rows");
   try {
+    // Refused when the configuration is read (validate refuses it too), or at the latest when
+    // the trainer builds the model.
+    const config::RunConfig cfg = config::parse_config(
+        "device: cpu\nmodel: {type: cnn}\n"
+        "data: {train: {source: synthetic, samples: 256, features: 8, classes: 2}}\n",
+        "cnn.yaml");
     Trainer t(cfg, dir);
     t.begin();
     ADD_FAILURE() << "no error";
