@@ -103,7 +103,7 @@ TEST(Safetensors, DecodeRefusesDamagedFilesNamingTheProblem) {
   refused("", "too short");
   refused(good.substr(0, good.size() - 1), "outside");  // truncated data
   std::string big = good;
-  big[0] = static_cast<char>(0xff);  // a header longer than the file
+  big[6] = static_cast<char>(0x7f);  // a header longer than the file
   refused(big, "header claims");
   std::string nonjson = good;
   nonjson[8] = 'x';
