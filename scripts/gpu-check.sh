@@ -14,12 +14,12 @@
 #   5. every other ampctl_test_*            the CPU tests, cheap
 #   6. ampctl_bench --device cuda --quick   op throughput on the GPU (a failure fails the check;
 #                                           the numbers are for reading, not gating)
-#   7. scripts/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
+#   7. scripts/bench/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
 #   8. training on the CPU and the GPU      the MLP, the GPT and the CNN: the same skip decisions,
 #                                           and the GPU bitwise repeatable (the GPT also with its
 #                                           GELU epilogues off, AMPCTL_GELU=composed)
 #   last: nccl_reference, nccl_one_rank     the NCCL communicator on one rank (builds with NCCL)
-#   bench_gpt (scripts/bench_gpt_gpu.py)    GPT-2 small against PyTorch AMP, when torch imports
+#   bench_gpt (scripts/bench/bench_gpt_gpu.py)    GPT-2 small against PyTorch AMP, when torch imports
 # and prints a summary table last. Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
@@ -188,7 +188,7 @@ fi
 HAVE_TORCH=0
 if command -v python3 >/dev/null && python3 -c 'import torch' 2>/dev/null; then
   HAVE_TORCH=1
-  run_step bench_torch 150 python3 scripts/bench_pytorch_ops.py
+  run_step bench_torch 150 python3 scripts/bench/bench_pytorch_ops.py
   [[ ${results[-1]} == PASS ]] && details[-1]="PyTorch on the same ops and sizes"
 fi
 
@@ -203,9 +203,9 @@ run_step train_gpu 120 "$B/ampctl" train --config configs/quickstart.yaml --set 
   "${common[@]}" --run-dir "$RUNS/gpu"
 run_step train_gpu_again 120 "$B/ampctl" train --config configs/quickstart.yaml \
   --set device=cuda "${common[@]}" --run-dir "$RUNS/gpu2"
-run_step cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/cpu" "$RUNS/gpu" --mode backends
+run_step cpu_vs_gpu 30 python3 scripts/dev/compare_runs.py "$RUNS/cpu" "$RUNS/gpu" --mode backends
 details[-1]=$(tail -1 "$LOG_DIR/cpu_vs_gpu.log" | cut -c1-70)
-run_step gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpu" "$RUNS/gpu2" --mode bitwise
+run_step gpu_repeat 30 python3 scripts/dev/compare_runs.py "$RUNS/gpu" "$RUNS/gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpu_repeat.log" | cut -c1-70)
 
 # ---- a GPT on both backends: the fused attention end to end ----
@@ -233,16 +233,16 @@ run_step gpt_train_cpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cpu
 run_step gpt_train_gpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cuda --run-dir "$RUNS/gpt_gpu"
 run_step gpt_train_gpu_again 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cuda \
   --run-dir "$RUNS/gpt_gpu2"
-run_step gpt_cpu_vs_gpu 30 python3 scripts/compare_runs.py "$RUNS/gpt_cpu" "$RUNS/gpt_gpu" --mode backends
+run_step gpt_cpu_vs_gpu 30 python3 scripts/dev/compare_runs.py "$RUNS/gpt_cpu" "$RUNS/gpt_gpu" --mode backends
 details[-1]=$(tail -1 "$LOG_DIR/gpt_cpu_vs_gpu.log" | cut -c1-70)
-run_step gpt_gpu_repeat 30 python3 scripts/compare_runs.py "$RUNS/gpt_gpu" "$RUNS/gpt_gpu2" --mode bitwise
+run_step gpt_gpu_repeat 30 python3 scripts/dev/compare_runs.py "$RUNS/gpt_gpu" "$RUNS/gpt_gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpt_gpu_repeat.log" | cut -c1-70)
 # The same GPU run with cuBLASLt's GELU epilogues off (AMPCTL_GELU=composed, read once per
 # process; the runs above fused c_fc + GELU, width 256): the composed path must make the fused
 # run's skip and scale decisions, and the table's linear_gelu cases hold on it too.
 run_step gpt_train_gpu_gelu_composed 120 env AMPCTL_GELU=composed "$B/ampctl" train \
   "${gpt_common[@]}" --set device=cuda --run-dir "$RUNS/gpt_gpu_gelu_composed"
-run_step gpt_gelu_fused_vs_composed 30 python3 scripts/compare_runs.py "$RUNS/gpt_gpu" \
+run_step gpt_gelu_fused_vs_composed 30 python3 scripts/dev/compare_runs.py "$RUNS/gpt_gpu" \
   "$RUNS/gpt_gpu_gelu_composed" --mode backends
 details[-1]=$(tail -1 "$LOG_DIR/gpt_gelu_fused_vs_composed.log" | cut -c1-70)
 if [[ -x $B/ampctl_test_cuda ]]; then
@@ -304,10 +304,10 @@ for model in gpt cnn; do
     "${common[@]}" --run-dir "$RUNS/${model}_e2e_gpu"
   run_step "${model}_e2e_gpu_again" 120 "$B/ampctl" train --config "$B/${model}_e2e.yaml" \
     --set device=cuda "${common[@]}" --run-dir "$RUNS/${model}_e2e_gpu2"
-  run_step "${model}_e2e_cpu_vs_gpu" 30 python3 scripts/compare_runs.py "$RUNS/${model}_e2e_cpu" \
+  run_step "${model}_e2e_cpu_vs_gpu" 30 python3 scripts/dev/compare_runs.py "$RUNS/${model}_e2e_cpu" \
     "$RUNS/${model}_e2e_gpu" --mode backends
   details[-1]=$(tail -1 "$LOG_DIR/${model}_e2e_cpu_vs_gpu.log" | cut -c1-70)
-  run_step "${model}_e2e_gpu_repeat" 30 python3 scripts/compare_runs.py "$RUNS/${model}_e2e_gpu" \
+  run_step "${model}_e2e_gpu_repeat" 30 python3 scripts/dev/compare_runs.py "$RUNS/${model}_e2e_gpu" \
     "$RUNS/${model}_e2e_gpu2" --mode bitwise
   details[-1]=$(tail -1 "$LOG_DIR/${model}_e2e_gpu_repeat.log" | cut -c1-70)
 done
@@ -334,7 +334,7 @@ print(f"{len(a)} train lines, {bad} differ with numerics_every 1")
 sys.exit(1 if bad else 0)' "$RUNS/gpu" "$RUNS/gpu_numerics"
 details[-1]=$(tail -1 "$LOG_DIR/numerics_bitwise.log" | cut -c1-70)
 if python3 -c 'import tensorboard' 2>/dev/null; then
-  run_step tensorboard 60 python3 scripts/check_tensorboard.py "$RUNS/gpu_numerics"
+  run_step tensorboard 60 python3 scripts/dev/check_tensorboard.py "$RUNS/gpu_numerics"
   details[-1]=$(tail -1 "$LOG_DIR/tensorboard.log" | cut -c1-70)
 else
   echo "gpu-check: python3 cannot import tensorboard: the EventAccumulator check is skipped"
@@ -364,7 +364,7 @@ YAML
     details[-1]="step $a_ms ms"
   fi
   if ((HAVE_TORCH)); then
-    run_step "torch_$name" 200 python3 scripts/bench_pytorch.py --features "$features" \
+    run_step "torch_$name" 200 python3 scripts/bench/bench_pytorch.py --features "$features" \
       --hidden "$hidden" --classes "$classes" --batch "$batch" --steps "$steps" --samples "$samples"
     t_ms=$(python3 -c "import json,sys;print('%.3f'%json.loads(open('$LOG_DIR/torch_$name.log').read().strip().splitlines()[-1])['step_ms'])" 2>/dev/null || echo "?")
     details[-1]="step $t_ms ms"
@@ -421,15 +421,15 @@ else
   echo "gpu-check: this build has no NCCL: the NCCL step is skipped"
 fi
 
-# ---- GPT-2 small: ampctl against PyTorch AMP eager and compiled (scripts/bench_gpt_gpu.py) ----
+# ---- GPT-2 small: ampctl against PyTorch AMP eager and compiled (scripts/bench/bench_gpt_gpu.py) ----
 # ms/step, tokens/s, MFU against the H200's dense fp16 peak and against the cuBLAS rate measured
 # in the same run, peak memory; about 2.5 minutes (torch.compile's compilation most of it). The
 # T x n_embd scaling table takes as long again, so it is a device call of its own:
-# scripts/bench_gpt_gpu.sh (GPU_CHECK_GPT_ARGS= here adds it, if the budget allows).
+# scripts/bench/bench_gpt_gpu.sh (GPU_CHECK_GPT_ARGS= here adds it, if the budget allows).
 GPT_TABLE=()
 if ((HAVE_TORCH)); then
   # shellcheck disable=SC2086  # word splitting of the extra arguments is intended
-  run_step bench_gpt 300 python3 scripts/bench_gpt_gpu.py --ampctl "$B/ampctl" \
+  run_step bench_gpt 300 python3 scripts/bench/bench_gpt_gpu.py --ampctl "$B/ampctl" \
     --json "$RESULT_DIR/bench_gpt.json" ${GPU_CHECK_GPT_ARGS---no-scaling}
   mapfile -t GPT_TABLE < <(sed -n '/^GPT-2 small/,/^bench_gpt_gpu:/p' "$LOG_DIR/bench_gpt.log")
   details[-1]=$(grep -m1 '^ampctl fp16' "$LOG_DIR/bench_gpt.log" | tr -s ' ' | cut -c1-70)

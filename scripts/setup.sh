@@ -19,7 +19,7 @@ packages=(
 if [[ "${1:-all}" != build ]]; then
   packages+=(
     dataset-fashion-mnist
-    fortunes                 # configs/gpt_fortunes.yaml's corpus (scripts/fortunes_corpus.sh)
+    fortunes                 # configs/gpt_fortunes.yaml's corpus (scripts/examples/fortunes_corpus.sh)
     clang libclang-rt-14-dev # libFuzzer targets (scripts/fuzz.sh)
     libbenchmark-dev         # op-level benchmarks (apps/bench)
     chromium                 # the report's headless-browser test

@@ -15,10 +15,10 @@
 //     against Backend's default composition of its separate ops. Counter FLOP/s.
 //
 // Machines are shared and noisy: run with repetitions and random interleaving and compare
-// medians, e.g. (what scripts/bench_cpu.sh does):
+// medians, e.g. (what scripts/bench/bench_cpu.sh does):
 //   ampctl_bench_ops --benchmark_repetitions=7 --benchmark_enable_random_interleaving=true
 //       --benchmark_report_aggregates_only=true
-// scripts/bench_cpu.sh --ops prints the ratios (ampctl op / its baseline) from that run.
+// scripts/bench/bench_cpu.sh --ops prints the ratios (ampctl op / its baseline) from that run.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 

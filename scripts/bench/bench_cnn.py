@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch side of scripts/bench_cnn.sh: the model and recipe of a cnn config (default
+"""PyTorch side of scripts/bench/bench_cnn.sh: the model and recipe of a cnn config (default
 configs/fashion_mnist_cnn.yaml; docs/reference.md, "The CNN": model.conv, pool, batch_norm,
 hidden, dropout; AdamW with optimizer.lr and weight_decay; OneCycleLR with the scheduler's
 pct_start, div_factor and final_div_factor; data.batch_size; training.max_steps) in float32 on

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CNN benchmark: a cnn config (--config; configs/fashion_mnist_cnn.yaml by default) in ampctl
-# (fp16) beside the same model and recipe in PyTorch fp32 (scripts/bench_cnn.py, Debian's
+# (fp16) beside the same model and recipe in PyTorch fp32 (scripts/bench/bench_cnn.py, Debian's
 # python3-torch with oneDNN), both on the CPU with the same thread count.
 #   1. step time: interleaved rounds (ampctl, then PyTorch, R times), each side's median over the
 #      rounds and the ratio ampctl / PyTorch (goal: <= 0.5). ampctl's number is summary.json's
@@ -15,11 +15,11 @@
 #      process's, data loading and evaluation included; on a machine shared with other work
 #      the CPU time is the steadier measure.
 #
-#   scripts/bench_cnn.sh [--build DIR] [--config FILE] [--rounds N] [--threads N]
+#   scripts/bench/bench_cnn.sh [--build DIR] [--config FILE] [--rounds N] [--threads N]
 #                        [--time-only | --train-only] [--concurrent] [--keep]
 #   --keep leaves the ampctl run directories (summary.json, metrics.jsonl) in place and names them.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=build
 ROUNDS=3
 THREADS=2
@@ -97,7 +97,7 @@ def ampctl_train(tag, sets, n=threads):
     return ampctl_finish(ampctl_start(tag, sets, n))
 
 def torch_start(args, n):
-    cmd = ["/usr/bin/python3", "scripts/bench_cnn.py", "--config", config, "--threads", str(n)]
+    cmd = ["/usr/bin/python3", "scripts/bench/bench_cnn.py", "--config", config, "--threads", str(n)]
     # stderr passes through: the training's progress lines, or the error.
     p = subprocess.Popen(cmd + args, env=env_for(n), stdout=subprocess.PIPE, text=True)
     return p, time.perf_counter()
@@ -108,7 +108,7 @@ def torch_finish(started):
     wall = time.perf_counter() - t0
     cpu["torch"] = reaped_cpu()
     if p.returncode != 0:
-        sys.exit(f"bench_cnn.sh: scripts/bench_cnn.py failed ({p.returncode})")
+        sys.exit(f"bench_cnn.sh: scripts/bench/bench_cnn.py failed ({p.returncode})")
     return json.loads(out.strip().splitlines()[-1]), wall
 
 def torch_run(args, n=threads):

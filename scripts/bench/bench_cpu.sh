@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # CPU training-step benchmark: ampctl (fp16, bf16, fp32) side by side with PyTorch on the CPU
-# (fp32, bf16 autocast; scripts/bench_pytorch_cpu.py), on the same MLPs with the same work per
+# (fp32, bf16 autocast; scripts/bench/bench_pytorch_cpu.py), on the same MLPs with the same work per
 # step (Adam, cross-entropy, a fresh batch, no evaluation or checkpoint inside the timed steps),
 # interleaved round by round so that a noisy shared machine hits every column alike. Prints a
 # table of medians and ratios (ampctl / PyTorch; below 1 means ampctl is faster).
 #
-#   scripts/bench_cpu.sh [--build DIR] [--rounds N] [--quick] [--ops | --ops-only] [--threads N]
+#   scripts/bench/bench_cpu.sh [--build DIR] [--rounds N] [--quick] [--ops | --ops-only] [--threads N]
 #
 #   --build DIR   the build directory holding ampctl (and ampctl_bench_ops); default: build
 #   --rounds N    interleaved rounds (default 5); each column's number is the median over them
@@ -21,7 +21,7 @@
 # OpenMP wait policy) is tried and the fastest kept, per model and precision; the table says
 # which. Models: 784-1024-1024-10 at batch 256 and 32-256-256-10 at batch 128.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 BUILD=build
 ROUNDS=5
@@ -99,7 +99,7 @@ logging: {{every_steps: {log_every}, metrics_every: {log_every}, profile: true}}
 def torch_run(model, precision, extra_env, steps=None):
     name, features, hidden, classes, batch, _, tsteps = model
     env = dict(env0, **extra_env)
-    out = subprocess.run([sys.executable, "scripts/bench_pytorch_cpu.py", "--features", str(features),
+    out = subprocess.run([sys.executable, "scripts/bench/bench_pytorch_cpu.py", "--features", str(features),
                           "--hidden", ",".join(map(str, hidden)), "--classes", str(classes),
                           "--batch", str(batch), "--precision", precision,
                           "--steps", str(steps or tsteps), "--warmup", "20" if quick else "30",

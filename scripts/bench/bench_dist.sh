@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Data-parallel scaling on this machine's CPUs (docs/distributed.md, "Measured"):
-#   scripts/bench_dist.sh [BUILD_DIR] [STEPS]
+#   scripts/bench/bench_dist.sh [BUILD_DIR] [STEPS]
 # Trains the same global batch three ways with logging.profile on and prints, from each run's
 # summary.json (phase_ms: milliseconds per steady step):
 #   A: 2 ranks x 1 thread (mpirun -np 2, batch B per rank)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The PyTorch side of scripts/bench_gpt_cpu.sh: the training step time of nanoGPT's model
-(scripts/bench_gpt_fortunes.py's GPT, the same code) on the CPU, in fp32 or under
+"""The PyTorch side of scripts/bench/bench_gpt_cpu.sh: the training step time of nanoGPT's model
+(scripts/bench/bench_gpt_fortunes.py's GPT, the same code) on the CPU, in fp32 or under
 torch.autocast("cpu", dtype=torch.bfloat16), with ampctl's recipe (AdamW, weight decay on
 matrices, gradient clipping at 1.0).
 

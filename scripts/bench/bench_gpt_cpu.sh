@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # GPT step time on the CPU: ampctl fp16 / bf16 / fp32 beside PyTorch fp32 and bf16 autocast
-# (Debian's python3-torch, scripts/bench_gpt_cpu.py with nanoGPT's model), on two models:
+# (Debian's python3-torch, scripts/bench/bench_gpt_cpu.py with nanoGPT's model), on two models:
 #   fortunes     configs/gpt_fortunes.yaml: 4 layers x 128, 4 heads, block 64, batch 12
 #   shakespeare  nanoGPT's shakespeare-char size: 6 layers x 384, 6 heads, block 256, batch 64
-# both character level on the fortunes corpus (scripts/fortunes_corpus.sh; Shakespeare is not
+# both character level on the fortunes corpus (scripts/examples/fortunes_corpus.sh; Shakespeare is not
 # available offline), dropout 0 and no biases (bench_gpt_fortunes.py's model has no dropout).
 #
 # Method: PyTorch's thread setting is picked first: every pair of OpenMP threads (torch's
@@ -22,10 +22,10 @@
 # --torch-threads N skips the trial and gives PyTorch N OpenMP threads, and --torch-blas M
 # (default N) M OpenBLAS threads.
 #
-#   scripts/bench_gpt_cpu.sh [--build DIR] [--rounds N] [--big-rounds N] [--threads N]
+#   scripts/bench/bench_gpt_cpu.sh [--build DIR] [--rounds N] [--big-rounds N] [--threads N]
 #                            [--torch-threads N] [--torch-blas M] [--models fortunes,shakespeare]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=build
 ROUNDS=3
 BIG_ROUNDS=1
@@ -52,7 +52,7 @@ AMPCTL=$BUILD/ampctl
   { echo "bench_gpt_cpu.sh: /usr/bin/python3 has no torch (apt-get install python3-torch)" >&2; exit 2; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-bench-gpt.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-bash scripts/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
+bash scripts/examples/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
 
 exec /usr/bin/python3 - "$AMPCTL" "$WORK" "$ROUNDS" "$THREADS" "$MODELS" "$BIG_ROUNDS" "$TORCH_THREADS" "$TORCH_BLAS" <<'PY'
 import json, os, statistics, subprocess, sys
@@ -92,7 +92,7 @@ def torch_step(model, precision, setting):
     # on OpenBLAS (pthreads), whose pool torch.set_num_threads does not size.
     nthreads, blas = setting
     L, H, C, T, B, _, (warm, steps) = MODELS[model]
-    out = subprocess.run(["/usr/bin/python3", "scripts/bench_gpt_cpu.py", "--corpus", corpus,
+    out = subprocess.run(["/usr/bin/python3", "scripts/bench/bench_gpt_cpu.py", "--corpus", corpus,
                           "--n-layer", str(L), "--n-head", str(H), "--n-embd", str(C),
                           "--block-size", str(T), "--batch", str(B), "--precision", precision,
                           "--warmup", str(warm), "--steps", str(steps), "--threads", str(nthreads)],

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The reference side of scripts/bench_gpt_fortunes.sh: configs/gpt_fortunes.yaml's model and
+"""The reference side of scripts/bench/bench_gpt_fortunes.sh: configs/gpt_fortunes.yaml's model and
 recipe in PyTorch fp32 on the CPU (Debian's python3-torch), written as nanoGPT's model.py and
 train.py write them.
 

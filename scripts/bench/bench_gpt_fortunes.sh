@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # configs/gpt_fortunes.yaml against PyTorch: ampctl trains the config (fp16, dynamic loss scaling,
-# on the CPU unless DEVICE says otherwise), and scripts/bench_gpt_fortunes.py trains the same
+# on the CPU unless DEVICE says otherwise), and scripts/bench/bench_gpt_fortunes.py trains the same
 # model and recipe in PyTorch fp32 on the CPU (Debian's python3-torch at /usr/bin/python3), on
 # the same corpus and the same 90/10 split; then the two validation losses (the mean of 50
 # validation batches after the last step) and wall times are printed side by side, with the
 # difference. The issue's target: ampctl's loss within 0.03 of PyTorch's. Takes minutes on two
-# cores (run it niced next to other work: `nice bash scripts/bench_gpt_fortunes.sh`).
+# cores (run it niced next to other work: `nice bash scripts/bench/bench_gpt_fortunes.sh`).
 #
-#   bash scripts/bench_gpt_fortunes.sh [AMPCTL] [WORK_DIR]
+#   bash scripts/bench/bench_gpt_fortunes.sh [AMPCTL] [WORK_DIR]
 # Environment: STEPS (default the config's 2000), THREADS (PyTorch's, default 2), DEVICE (cpu).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 ampctl=${1:-$root/build/ampctl}
 work=${2:-$(mktemp -d /tmp/ampctl-gpt-fortunes.XXXXXX)}
 steps=${STEPS:-2000}
@@ -18,7 +18,7 @@ threads=${THREADS:-2}
 device=${DEVICE:-cpu}
 mkdir -p "$work"
 corpus=$work/fortunes.txt
-bash "$root/scripts/fortunes_corpus.sh" "$corpus"
+bash "$root/scripts/examples/fortunes_corpus.sh" "$corpus"
 
 echo "bench_gpt_fortunes: ampctl ($device, fp16), $steps steps -> $work/ampctl"
 t0=$(date +%s.%N)
@@ -31,7 +31,7 @@ t0=$(date +%s.%N)
 t1=$(date +%s.%N)
 
 echo "bench_gpt_fortunes: PyTorch $(/usr/bin/python3 -c 'import torch; print(torch.__version__)') (cpu, fp32, $threads threads), $steps steps"
-/usr/bin/python3 "$root/scripts/bench_gpt_fortunes.py" --corpus "$corpus" --steps "$steps" \
+/usr/bin/python3 "$root/scripts/bench/bench_gpt_fortunes.py" --corpus "$corpus" --steps "$steps" \
   --threads "$threads" >"$work/pytorch.json"
 t2=$(date +%s.%N)
 

@@ -19,7 +19,7 @@ its peak memory is its own:
         its summary.json's steady_step_ms is the MEAN over the steps after the first logging
         interval (logging.every_steps = warmup): ampctl never waits for the device inside a
         step, so a per-step time does not exist without changing what is timed;
-      - PyTorch (nanoGPT's model as scripts/bench_gpt_fortunes.py writes it, on the GPU):
+      - PyTorch (nanoGPT's model as scripts/bench/bench_gpt_fortunes.py writes it, on the GPU):
         autocast(float16) + GradScaler + AdamW(fused=True), eager and torch.compile'd; the
         MEDIAN of per-step CUDA-event times over the timed steps (events: no sync in a step);
   * tokens/s = batch * T / step time; MFU = (6 N + 12 L T C) flop/token * tokens/s / peak,
@@ -36,7 +36,7 @@ its peak memory is its own:
 
 Prints one table, and writes every number as JSON to --json when given.
 
-  python3 scripts/bench_gpt_gpu.py --ampctl build-cuda/apps/ampctl/ampctl
+  python3 scripts/bench/bench_gpt_gpu.py --ampctl build-cuda/apps/ampctl/ampctl
 Needs: a CUDA GPU, PyTorch >= 2.0 with CUDA, nvidia-smi (for the memory column; without it the
 column says "?"). Expected time on an H200: about 4 minutes (torch.compile's compilation takes
 most of it); --no-compile and --no-scaling make it shorter.

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# The whole GPT benchmark of scripts/bench_gpt_gpu.py (GPT-2 small against PyTorch AMP eager and
+# The whole GPT benchmark of scripts/bench/bench_gpt_gpu.py (GPT-2 small against PyTorch AMP eager and
 # torch.compile, and the T x n_embd scaling table) as one device call of its own, from the same
 # bundle scripts/gpu-check.sh runs (gpu-bundle/ampctl-gpu-bundle.tar.xz, made by
 # scripts/gpu-bundle.sh): it unpacks the bundle into a temporary folder, puts the bundle's and
 # the machine's CUDA 13 cuBLAS on LD_LIBRARY_PATH, and runs the benchmark under `timeout`.
 # gpu-check runs the same benchmark without the scaling table, to stay inside its time budget.
 #
-# Usage (GPU machine, repo root): bash scripts/bench_gpt_gpu.sh [bench_gpt_gpu.py options]
+# Usage (GPU machine, repo root): bash scripts/bench/bench_gpt_gpu.sh [bench_gpt_gpu.py options]
 # Writes bench_gpt.log and bench_gpt.json to $OUT (or gpu-bundle/check-logs/). About 5 minutes
 # on an H200.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 2
+cd "$(dirname "$0")/../.." || exit 2
 
 ARCHIVE=gpu-bundle/ampctl-gpu-bundle.tar.xz
 RESULT_DIR=${OUT:-gpu-bundle/check-logs}
@@ -47,6 +47,6 @@ if ldd "$B/ampctl" 2>&1 | grep -q "version .GLIBCXX\|version .CXXABI\|libstdc++.
   export LD_LIBRARY_PATH=$B/lib/fallback:$LD_LIBRARY_PATH
 fi
 
-timeout --kill-after=10 560 python3 scripts/bench_gpt_gpu.py --ampctl "$B/ampctl" \
+timeout --kill-after=10 560 python3 scripts/bench/bench_gpt_gpu.py --ampctl "$B/ampctl" \
   --json "$RESULT_DIR/bench_gpt.json" "$@" 2>&1 | tee "$RESULT_DIR/bench_gpt.log"
 exit "${PIPESTATUS[0]}"

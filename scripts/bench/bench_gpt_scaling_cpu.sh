@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
 # How the GPT step's cost grows on the CPU: ms per training step for T (block size) x n_embd,
-# ampctl fp16 beside PyTorch fp32 (Debian's python3-torch, scripts/bench_gpt_cpu.py: nanoGPT's
-# model and ampctl's recipe), the small end of the GPU table (scripts/bench_gpt_gpu.py, T 256-1024
+# ampctl fp16 beside PyTorch fp32 (Debian's python3-torch, scripts/bench/bench_gpt_cpu.py: nanoGPT's
+# model and ampctl's recipe), the small end of the GPU table (scripts/bench/bench_gpt_gpu.py, T 256-1024
 # x n_embd 384-1024, which overlaps it at T 256, n_embd 384).
 #
 # Grid: T in 64, 128, 256 x n_embd in 128, 256, 384; 4 layers, heads of 64 (n_head = n_embd / 64,
-# as GPT-2), batch 8, character level on the fortunes corpus (scripts/fortunes_corpus.sh), dropout
+# as GPT-2), batch 8, character level on the fortunes corpus (scripts/examples/fortunes_corpus.sh), dropout
 # 0, no biases. Each cell runs ampctl then PyTorch, back to back, so that both see the same load:
 #   * ampctl: summary.json's phase_ms (logging.profile) total minus its data phase over the steady
 #     steps, those after the first logging interval (--steps steps, logged every --steps / 3);
 #   * PyTorch: the median of --steps timed steps after 2 warm-up ones (the batch drawn outside the
 #     clock), at --torch-threads OpenMP threads and --torch-blas OpenBLAS threads (Debian's torch
-#     runs fp32 products on OpenBLAS; defaults 1 and 2: pick them with scripts/bench_gpt_cpu.sh's
+#     runs fp32 products on OpenBLAS; defaults 1 and 2: pick them with scripts/bench/bench_gpt_cpu.sh's
 #     trial of every pair).
 # With --rounds R every cell runs R times (interleaved by round) and the medians are printed.
 # Prints a markdown table of ms/step and the ratio ampctl / PyTorch, and how each side's time
 # grows along each axis (the cell over the smallest cell of its row or column).
 #
-#   scripts/bench_gpt_scaling_cpu.sh [--build DIR] [--threads N] [--torch-threads N] [--torch-blas M]
+#   scripts/bench/bench_gpt_scaling_cpu.sh [--build DIR] [--threads N] [--torch-threads N] [--torch-blas M]
 #                                    [--steps N] [--rounds R] [--precision fp16|bf16|fp32]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 BUILD=build
 THREADS=2
 TORCH_THREADS=1
@@ -51,7 +51,7 @@ AMPCTL=$BUILD/ampctl
   { echo "bench_gpt_scaling_cpu.sh: /usr/bin/python3 has no torch (apt-get install python3-torch)" >&2; exit 2; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-bench-scaling.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-bash scripts/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
+bash scripts/examples/fortunes_corpus.sh "$WORK/fortunes.txt" >/dev/null
 
 /usr/bin/python3 - "$AMPCTL" "$WORK" "$THREADS" "$TORCH_THREADS" "$STEPS" "$ROUNDS" "$PRECISION" "$TORCH_BLAS" <<'PY'
 import json, os, statistics, subprocess, sys
@@ -83,7 +83,7 @@ def ampctl_step(T, C):
     return ph["total"] - ph["data"]
 
 def torch_step(T, C):
-    out = subprocess.run(["/usr/bin/python3", "scripts/bench_gpt_cpu.py", "--corpus", corpus,
+    out = subprocess.run(["/usr/bin/python3", "scripts/bench/bench_gpt_cpu.py", "--corpus", corpus,
                           "--n-layer", str(L), "--n-head", str(C // 64), "--n-embd", str(C),
                           "--block-size", str(T), "--batch", str(B), "--precision",
                           torch_precision, "--warmup", "2", "--steps", str(steps),

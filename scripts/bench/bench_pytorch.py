@@ -5,7 +5,7 @@ ratio in one gpu-check run. PyTorch's documented recipe: autocast(float16) + Gra
 pinned host memory (non_blocking), as a DataLoader with pin_memory does, so both sides move the
 same bytes.
 
-  python3 scripts/bench_pytorch.py --features 784 --hidden 1024,1024 --classes 10 --batch 256 \
+  python3 scripts/bench/bench_pytorch.py --features 784 --hidden 1024,1024 --classes 10 --batch 256 \
       --steps 300 --warmup 30
 Prints one JSON object: the median step time (over chunks of 20 steps), samples/s, TFLOP/s.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch's training step on the CPU, the anchor of ampctl's CPU benchmark (scripts/bench_cpu.sh).
+"""PyTorch's training step on the CPU, the anchor of ampctl's CPU benchmark (scripts/bench/bench_cpu.sh).
 
 The same MLP ampctl trains (Linear/ReLU, cross-entropy, Adam with PyTorch's defaults, lr 1e-3),
 tuned as well as PyTorch allows on this machine:
@@ -14,7 +14,7 @@ Precisions: fp32, and bf16 autocast (torch.autocast("cpu", dtype=torch.bfloat16)
 matmul, fp32 master weights and fp32 loss), as PyTorch's CPU AMP recipe; no GradScaler (bf16
 needs none).
 
-  python3 scripts/bench_pytorch_cpu.py --features 784 --hidden 1024,1024 --classes 10 \\
+  python3 scripts/bench/bench_pytorch_cpu.py --features 784 --hidden 1024,1024 --classes 10 \\
       --batch 256 --precision fp32 --steps 200 --warmup 30
 
 Prints one JSON object: median step time in ms (each step timed alone), the 25th/75th

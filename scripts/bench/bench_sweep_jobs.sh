@@ -3,9 +3,9 @@
 # scaler.growth_interval, 4 runs) with `--jobs 1` (each run's threads = all cores) against
 # `--jobs N` (cores divided among the runs), side by side: the two modes alternate, REPEATS pairs,
 # each into a fresh directory; prints every pair's wall times, then the medians and their ratio.
-#   AMPCTL=build/ampctl scripts/bench_sweep_jobs.sh [REPEATS] [STEPS] [JOBS]
+#   AMPCTL=build/ampctl scripts/bench/bench_sweep_jobs.sh [REPEATS] [STEPS] [JOBS]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 AMPCTL=${AMPCTL:-build/ampctl}
 REPEATS=${1:-5}

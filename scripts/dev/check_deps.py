@@ -37,8 +37,8 @@ and lib/src/<module>/ (the folder names the module), in kernels/ (module `kernel
 tests/ may include anything. A violation is reported as `file:line: <module> -> <module>` with
 the include and the allowed set; the exit status is then 1.
 
-Usage: scripts/check_deps.py [--root DIR]   (default: the repository holding this script)
-       scripts/check_deps.py --self-test    (checks the checker on temporary trees)
+Usage: scripts/dev/check_deps.py [--root DIR]   (default: the repository holding this script)
+       scripts/dev/check_deps.py --self-test    (checks the checker on temporary trees)
 Python 3 standard library only.
 """
 import argparse
@@ -153,7 +153,7 @@ def check(root, pending=None):
                                     f"'{m.group(1)}', but {module} may include only {allowed}")
     for rel, target in sorted(pending - seen_pending):
         if os.path.exists(os.path.join(root, "lib")):
-            problems.append(f"scripts/check_deps.py: PENDING entry ({rel}, {target}) matches no "
+            problems.append(f"scripts/dev/check_deps.py: PENDING entry ({rel}, {target}) matches no "
                             "include any more: delete it")
     return problems, checked
 
@@ -161,7 +161,7 @@ def check(root, pending=None):
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                       ".."))
+                                                       "..", ".."))
     parser.add_argument("--self-test", action="store_true")
     args = parser.parse_args(argv)
     if args.self_test:
@@ -174,7 +174,7 @@ def main(argv):
         print(f"error: {p}")
     if problems:
         print(f"check_deps: {len(problems)} violation(s) of the dependency rule "
-              "(the table is at the top of scripts/check_deps.py)")
+              "(the table is at the top of scripts/dev/check_deps.py)")
         return 1
     print(f"check_deps: ok, {checked} includes across modules follow the rule")
     return 0

@@ -12,7 +12,7 @@ package cannot be installed on this machine. It checks an `ampctl export --forma
      DIR/vocab.json, in fp32;
   3. runs the same windows through nanoGPT's layout (nn.Linear weights [out, in]) loaded from
      the plain `ampctl export --format safetensors` FILE of the same checkpoint (ampctl's own
-     names: the layout ampctl's forward reads, checked against nanoGPT by scripts/golden_gpt.py);
+     names: the layout ampctl's forward reads, checked against nanoGPT by scripts/golden/golden_gpt.py);
   4. compares the logits: the two differ only in the order of the fp32 sums of the matrix
      products (addmm of x and W[in, out] against x @ W[out, in]^T), so every logit must agree
      within a bound derived from fp32's unit roundoff u = 2^-24: per matrix product of depth K

@@ -6,9 +6,9 @@
 # of their names (LC_ALL=C), so the corpus is the same on every machine with the same package.
 # Writes to a temporary file next to OUT and renames it, so OUT is never half written.
 #
-#   bash scripts/fortunes_corpus.sh [OUT]     # OUT defaults to data/fortunes.txt
+#   bash scripts/examples/fortunes_corpus.sh [OUT]     # OUT defaults to data/fortunes.txt
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 src=${FORTUNES_DIR:-/usr/share/games/fortunes}
 out=${1:-$root/data/fortunes.txt}
 if [[ ! -d $src ]]; then

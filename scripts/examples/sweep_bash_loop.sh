@@ -2,10 +2,10 @@
 # A scripted sweep without the built-in command: a plain bash loop over `ampctl train --set ...`,
 # one run directory per combination of scaler.init_scale x scaler.growth_interval. Finished runs
 # (summary.json present) are skipped, so the loop can be re-run after an interruption (runs cut
-# short are NOT resumed here; `ampctl sweep` does that: see scripts/sweep_builtin.sh).
-#   AMPCTL=build/ampctl OUT=sweeps/bash_loop scripts/sweep_bash_loop.sh [extra --set flags]
+# short are NOT resumed here; `ampctl sweep` does that: see scripts/examples/sweep_builtin.sh).
+#   AMPCTL=build/ampctl OUT=sweeps/bash_loop scripts/examples/sweep_bash_loop.sh [extra --set flags]
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 AMPCTL=${AMPCTL:-build/ampctl}
 CONFIG=${CONFIG:-configs/quickstart.yaml}

@@ -6,14 +6,14 @@ one fixed batch the logits, the loss and every parameter's gradient, then BatchN
 statistics after 3 SGD steps (lr 0.1) on that batch. tests/unit/nn/test_cnn.cpp rebuilds the
 same initialisation in ampctl from the seed and compares (no torch needed there).
 
-The initial weights come from ampctl, as for scripts/golden_gpt.py: the golden test, run with
+The initial weights come from ampctl, as for scripts/golden/golden_gpt.py: the golden test, run with
 AMPCTL_GOLDEN_CNN_INIT set, writes them as the safetensors file `ampctl export` writes (the
 parameters, then the BatchNorm buffers, num_batches_tracked as an I32 scalar), which this
 script loads with load_state_dict(strict=True), so the names are checked too. Regenerate with:
 
   AMPCTL_GOLDEN_CNN_INIT=/tmp/cnn_init.safetensors build/tests/ampctl_test_nn \\
       --gtest_filter='Cnn.MatchesPyTorch*'
-  /usr/bin/python3 scripts/golden_cnn.py /tmp/cnn_init.safetensors \
+  /usr/bin/python3 scripts/golden/golden_cnn.py /tmp/cnn_init.safetensors \
       tests/data/golden/cnn_batchnorm.json
 """
 import collections

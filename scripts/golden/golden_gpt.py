@@ -13,7 +13,7 @@ GPT.load_state_dict. Regenerate with:
 
   AMPCTL_GOLDEN_GPT_INIT=/tmp/gpt_init.safetensors build/tests/ampctl_test_nn \\
       --gtest_filter='GptGolden.*'
-  /usr/bin/python3 scripts/golden_gpt.py /tmp/gpt_init.safetensors tests/data/golden/gpt_tiny.json
+  /usr/bin/python3 scripts/golden/golden_gpt.py /tmp/gpt_init.safetensors tests/data/golden/gpt_tiny.json
 
 The model class follows nanoGPT's model.py (https://github.com/karpathy/nanoGPT, MIT licence,
 Copyright (c) 2022 Andrej Karpathy): the same module tree, parameter names, and forward. torch

@@ -5,7 +5,7 @@ momentum or Adam's beta1) and the lr and momentum sequences of its schedulers, c
 PyTorch itself (Debian's python3-torch 1.13 on the CPU, float32), for tests/unit/optim to
 compare against.
 
-Run with Debian's interpreter: /usr/bin/python3 scripts/golden_pytorch.py
+Run with Debian's interpreter: /usr/bin/python3 scripts/golden/golden_pytorch.py
 (apt-get install python3-torch first). The output is checked in; CI does not need PyTorch.
 """
 import json
@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "data", "golden",
+OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "golden",
                    "pytorch_optim_sched.json")
 
 

@@ -84,7 +84,7 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
                             "file's folder") +
                     (path.find("fortunes") != std::string::npos
                          ? "; configs/gpt_fortunes.yaml's corpus is written by 'bash "
-                           "scripts/fortunes_corpus.sh' (run from the repository root)"
+                           "scripts/examples/fortunes_corpus.sh' (run from the repository root)"
                          : "")};
   }
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");

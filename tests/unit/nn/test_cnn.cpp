@@ -1,5 +1,5 @@
 // The CNN (models/cnn.h) against PyTorch: tests/data/golden/cnn_batchnorm.json, written by
-// scripts/golden_cnn.py, holds for one tiny CNN with BatchNorm, run by torch from ampctl's
+// scripts/golden/golden_cnn.py, holds for one tiny CNN with BatchNorm, run by torch from ampctl's
 // initial weights (this test, with AMPCTL_GOLDEN_CNN_INIT set, writes them as `ampctl export`
 // does; the script loads them with load_state_dict(strict=True)), and one batch: the logits, the
 // loss and every parameter gradient, and BatchNorm's running statistics after 3 SGD steps. The
@@ -85,7 +85,7 @@ TEST(Cnn, MatchesPyTorchOutputsGradientsAndRunningStats) {
   auto model = build_model(*be, tiny_options(g));
   if (const char* out = std::getenv("AMPCTL_GOLDEN_CNN_INIT")) {
     // The initial weights as `ampctl export` writes them (parameters, then buffers, as a
-    // checkpoint holds them), for scripts/golden_cnn.py.
+    // checkpoint holds them), for scripts/golden/golden_cnn.py.
     checkpoint::CheckpointData data;
     data.config = {{"model", {{"type", "cnn"}}}};
     for (const auto& [name, t] : model->state_tensors()) {

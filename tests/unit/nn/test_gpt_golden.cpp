@@ -1,5 +1,5 @@
 // The GPT in fp32 against PyTorch, as llm.c's test_gpt2: nanoGPT's GPT class run by torch 1.13
-// on the CPU from ampctl's initial weights (scripts/golden_gpt.py, checked in as
+// on the CPU from ampctl's initial weights (scripts/golden/golden_gpt.py, checked in as
 // tests/data/golden/gpt_tiny.json): the logits, the loss and every parameter's gradient of one
 // batch, and the losses of 10 AdamW steps with nanoGPT's groups (decay_on: matrices).
 //
@@ -94,7 +94,7 @@ TEST(GptGolden, MatchesNanoGptInPyTorch) {
   Gpt model(*be, options_of(cfg, B));
 
   if (const char* out = std::getenv("AMPCTL_GOLDEN_GPT_INIT")) {
-    // The initial weights as `ampctl export` writes them, for scripts/golden_gpt.py.
+    // The initial weights as `ampctl export` writes them, for scripts/golden/golden_gpt.py.
     checkpoint::CheckpointData data;
     data.config = {{"model", {{"type", "gpt"}, {"tie_embeddings", true}}}};
     for (const auto& [name, t] : model.state_tensors()) {

@@ -1,5 +1,5 @@
 // SGD, Adam, AdamW and the lr schedules against trajectories computed by PyTorch itself
-// (scripts/golden_pytorch.py, torch 1.13 on the CPU, float32, checked in as
+// (scripts/golden/golden_pytorch.py, torch 1.13 on the CPU, float32, checked in as
 // tests/data/golden/pytorch_optim_sched.json), alone and driven by OneCycleLR with its default
 // cycle_momentum (SGD's momentum or Adam's beta1 cycled per step).
 //

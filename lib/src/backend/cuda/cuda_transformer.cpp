@@ -154,7 +154,7 @@ namespace {
 
 // AMPCTL_ATTENTION (read once): unset or "fused", the fused kernels with their tile products on
 // the tensor cores; "fused_fma", the same kernels with fp32 FMA products; "materialised", the
-// composition on the GPU too. For benchmarks side by side (scripts/bench_gpt_gpu.py) and for
+// composition on the GPU too. For benchmarks side by side (scripts/bench/bench_gpt_gpu.py) and for
 // checking one variant against the other (scripts/gpu-check.sh runs the table test under each).
 enum class AttentionPath { tensor_cores, fma, materialised };
 
