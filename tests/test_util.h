@@ -1,11 +1,15 @@
-// Small helpers shared by the unit tests: building tensors from values and reading them back.
+// Small helpers shared by the unit tests: building tensors from values and reading them back, a
+// fresh temporary folder.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "ampctl/backend/backend.h"
 
@@ -20,6 +24,16 @@ inline std::string test_data_dir() {
 #else
   return "tests/data";
 #endif
+}
+
+// An empty path under the system's temporary folder, unique to this process and to `tag` and
+// `name` (whatever an earlier run left there is removed; the folder itself is not created).
+inline std::filesystem::path fresh_dir(const std::string& tag, const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path d = fs::temp_directory_path() /
+               ("ampctl_test_" + tag + "_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  return d;
 }
 
 inline Tensor make_f32(Backend& b, const std::vector<float>& v) {

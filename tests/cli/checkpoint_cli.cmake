@@ -30,16 +30,7 @@ set(good [=[{
 file(WRITE ${run}/checkpoints/step-00000007.json "${good}")
 file(WRITE ${run}/checkpoints/latest "step-00000007.json\n")
 
-function(expect_exit code)
-  cmake_parse_arguments(E "" "" "ARGS" ${ARGN})
-  execute_process(COMMAND ${AMPCTL} ${E_ARGS} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
-  if(NOT rc EQUAL code)
-    message(FATAL_ERROR "ampctl ${E_ARGS}: expected exit ${code}, got ${rc}\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-  set(err "${err}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/expect.cmake)
 
 function(expect_match text regex what)
   if(NOT text MATCHES "${regex}")
@@ -48,27 +39,29 @@ function(expect_match text regex what)
 endfunction()
 
 # inspect, text
-expect_exit(0 ARGS inspect ${run})
+expect_run("ampctl inspect ${run}" 0 "" ${AMPCTL} inspect ${run})
 foreach(line "step: +7\n" "scale: +1024\\.0\n" "growth tracker: +5\n" "last loss: +0\\.6931\n"
              "parameters: +8\n" "precision: +fp16\n" "w +f32 +\\[2,3\\]" "b +f16 +\\[2\\]"
              "step-00000007\\.json")
-  expect_match("${out}" "${line}" "inspect")
+  expect_match("${last_out}" "${line}" "inspect")
 endforeach()
 
 # inspect --json: one object
-expect_exit(0 ARGS inspect ${run}/checkpoints/step-00000007.json --json)
-string(JSON step GET "${out}" step)
-string(JSON params GET "${out}" parameters)
-string(JSON tracker GET "${out}" growth_tracker)
-string(JSON name1 GET "${out}" tensors 1 name)
+expect_run("ampctl inspect ${run}/checkpoints/step-00000007.json --json" 0 ""
+           ${AMPCTL} inspect ${run}/checkpoints/step-00000007.json --json)
+string(JSON step GET "${last_out}" step)
+string(JSON params GET "${last_out}" parameters)
+string(JSON tracker GET "${last_out}" growth_tracker)
+string(JSON name1 GET "${last_out}" tensors 1 name)
 if(NOT step EQUAL 7 OR NOT params EQUAL 8 OR NOT tracker EQUAL 5 OR NOT name1 STREQUAL "b")
   message(FATAL_ERROR "inspect --json: step ${step}, parameters ${params}, tracker ${tracker}, "
-                      "tensors[1] ${name1}:\n${out}")
+                      "tensors[1] ${name1}:\n${last_out}")
 endif()
 
 # export: 8-byte length, header, then w's 24 bytes and b's 4 bytes in checkpoint order
 set(st ${dir}/model.safetensors)
-expect_exit(0 ARGS export --checkpoint ${run} --format safetensors --out ${st})
+expect_run("ampctl export --checkpoint ${run} --format safetensors --out ${st}" 0 ""
+           ${AMPCTL} export --checkpoint ${run} --format safetensors --out ${st})
 file(SIZE ${st} size)
 file(READ ${st} len_hex LIMIT 8 HEX)
 string(SUBSTRING "${len_hex}" 2 2 hi_byte)
@@ -104,32 +97,35 @@ else()
   message(STATUS "python3 not found: the independent safetensors reader was skipped")
 endif()
 
-expect_exit(2 ARGS export --checkpoint ${run} --format onnx --out ${dir}/x.onnx)
-expect_match("${err}" "error: --format: unsupported export format 'onnx'" "export --format onnx")
+expect_run("ampctl export --checkpoint ${run} --format onnx --out ${dir}/x.onnx" 2 ""
+           ${AMPCTL} export --checkpoint ${run} --format onnx --out ${dir}/x.onnx)
+expect_match("${last_err}" "error: --format: unsupported export format 'onnx'" "export --format onnx")
 if(EXISTS ${dir}/x.onnx)
   message(FATAL_ERROR "a refused export wrote its output")
 endif()
-expect_exit(2 ARGS export --checkpoint ${run} --out ${dir}/x.safetensors)
+expect_run("ampctl export --checkpoint ${run} --out ${dir}/x.safetensors" 2 ""
+           ${AMPCTL} export --checkpoint ${run} --out ${dir}/x.safetensors)
 
 # Damaged, missing and foreign checkpoints: exit 2 with the problem named.
 string(REPLACE "37db8184" "37db8185" bad_crc "${good}")
 file(WRITE ${dir}/bad_crc.json "${bad_crc}")
-expect_exit(2 ARGS inspect ${dir}/bad_crc.json)
-expect_match("${err}" "error: .*bad_crc\\.json: model tensor w: crc32 mismatch: stored 37db8185, computed 37db8184"
+expect_run("ampctl inspect ${dir}/bad_crc.json" 2 "" ${AMPCTL} inspect ${dir}/bad_crc.json)
+expect_match("${last_err}" "error: .*bad_crc\\.json: model tensor w: crc32 mismatch: stored 37db8185, computed 37db8184"
              "damaged tensor")
 string(SUBSTRING "${good}" 0 200 truncated)
 file(WRITE ${dir}/truncated.json "${truncated}")
-expect_exit(2 ARGS inspect ${dir}/truncated.json)
-expect_match("${err}" "truncated" "truncated checkpoint")
+expect_run("ampctl inspect ${dir}/truncated.json" 2 "" ${AMPCTL} inspect ${dir}/truncated.json)
+expect_match("${last_err}" "truncated" "truncated checkpoint")
 file(WRITE ${dir}/config.yaml "precision: fp16\n")
-expect_exit(2 ARGS inspect ${dir}/config.yaml)
-expect_match("${err}" "not JSON at all" "a YAML file")
-expect_exit(2 ARGS inspect ${dir}/nope.json)
-expect_match("${err}" "nope\\.json: no such file or directory" "a missing file")
+expect_run("ampctl inspect ${dir}/config.yaml" 2 "" ${AMPCTL} inspect ${dir}/config.yaml)
+expect_match("${last_err}" "not JSON at all" "a YAML file")
+expect_run("ampctl inspect ${dir}/nope.json" 2 "" ${AMPCTL} inspect ${dir}/nope.json)
+expect_match("${last_err}" "nope\\.json: no such file or directory" "a missing file")
 file(MAKE_DIRECTORY ${dir}/empty_run)
-expect_exit(2 ARGS inspect ${dir}/empty_run)
-expect_match("${err}" "no complete checkpoint in" "an empty run directory")
-expect_exit(2 ARGS export --checkpoint ${dir}/bad_crc.json --format safetensors --out ${dir}/y.st)
+expect_run("ampctl inspect ${dir}/empty_run" 2 "" ${AMPCTL} inspect ${dir}/empty_run)
+expect_match("${last_err}" "no complete checkpoint in" "an empty run directory")
+expect_run("ampctl export --checkpoint ${dir}/bad_crc.json --format safetensors --out ${dir}/y.st" 2 ""
+           ${AMPCTL} export --checkpoint ${dir}/bad_crc.json --format safetensors --out ${dir}/y.st)
 if(EXISTS ${dir}/y.st)
   message(FATAL_ERROR "export of a damaged checkpoint wrote its output")
 endif()

@@ -26,16 +26,9 @@ file(REMOVE_RECURSE ${base})
 file(MAKE_DIRECTORY ${base})
 
 # Each check reports its failure with SEND_ERROR and the script goes on, so one run lists every
-# case that fails (the test fails at the end). Fails unless `rc` is `want` and `err` matches
-# `pattern`.
-function(expect what rc err want pattern)
-  if(NOT rc EQUAL want)
-    message(SEND_ERROR "${what}: expected exit ${want}, got ${rc}:\n${err}")
-  endif()
-  if(NOT err MATCHES "${pattern}")
-    message(SEND_ERROR "${what}: the message does not match '${pattern}':\n${err}")
-  endif()
-endfunction()
+# case that fails (the test fails at the end); expect_exit is expect.cmake's.
+include(${CMAKE_CURRENT_LIST_DIR}/expect.cmake)
+set(expect_failure SEND_ERROR)
 
 function(expect_unchanged what file sha)
   file(SHA256 ${file} now)
@@ -62,7 +55,7 @@ file(WRITE ${base}/fast.yaml "${fast_yaml}")
 set(run ${base}/run)
 execute_process(COMMAND ${AMPCTL} train --config ${base}/fast.yaml --set checkpoint.every_steps=10
                 --run-dir ${run} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
-expect("train" "${rc}" "${err}" 0 ".*")
+expect_exit("train" "${rc}" "${err}" 0 ".*")
 set(ck ${run}/checkpoints/step-00000020.json)
 foreach(f ${ck} ${run}/checkpoints/latest ${run}/metrics.jsonl ${run}/config.yaml
         ${run}/summary.json)
@@ -91,7 +84,7 @@ function(export_to what checkpoint out want pattern)
   execute_process(COMMAND timeout -s KILL 60 ${AMPCTL} export --checkpoint ${checkpoint}
                   --format safetensors --out ${out} RESULT_VARIABLE rc ERROR_VARIABLE err
                   OUTPUT_QUIET)
-  expect("export --out ${what}" "${rc}" "${err}" ${want} "${pattern}")
+  expect_exit("export --out ${what}" "${rc}" "${err}" ${want} "${pattern}")
 endfunction()
 export_to("a device" ${run} ${dev} 2 "error: --out ${dev}: is a device")
 expect_type("export to a device" ${dev} -c)
@@ -126,7 +119,7 @@ endforeach()
 execute_process(COMMAND prlimit --fsize=512 -- ${AMPCTL} export --checkpoint ${run} --format
                 safetensors --out ${base}/full.safetensors RESULT_VARIABLE rc ERROR_VARIABLE err
                 OUTPUT_QUIET)
-expect("export on a full disk" "${rc}" "${err}" 2 "error: --out: cannot write .*File too large")
+expect_exit("export on a full disk" "${rc}" "${err}" 2 "error: --out: cannot write .*File too large")
 if(EXISTS ${base}/full.safetensors)
   message(SEND_ERROR "export on a full disk left a partial file")
 endif()
@@ -156,7 +149,7 @@ function(report_to what dir out want pattern)
   endif()
   execute_process(COMMAND timeout -s KILL 60 ${AMPCTL} report ${dir} ${args} RESULT_VARIABLE rc
                   ERROR_VARIABLE err OUTPUT_QUIET)
-  expect("report ${what}" "${rc}" "${err}" ${want} "${pattern}")
+  expect_exit("report ${what}" "${rc}" "${err}" ${want} "${pattern}")
 endfunction()
 report_to("--out a FIFO" ${run} ${base}/fifo 2 "error: --out .*fifo: is a FIFO")
 expect_type("report to a FIFO" ${base}/fifo -p)
@@ -174,7 +167,7 @@ foreach(f ${run}/metrics.jsonl ${run}/summary.json ${run}/config.yaml ${run}/che
 endforeach()
 execute_process(COMMAND prlimit --fsize=1024 -- ${AMPCTL} report ${run} --out ${base}/full.html
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
-expect("report on a full disk" "${rc}" "${err}" 2 "error: --out: cannot write .*File too large")
+expect_exit("report on a full disk" "${rc}" "${err}" 2 "error: --out: cannot write .*File too large")
 report_to("--out a new file" ${run} ${base}/r.html 0 ".*")
 if(NOT EXISTS ${base}/r.html)
   message(SEND_ERROR "report --out a new file wrote nothing")
@@ -214,7 +207,7 @@ report_to("a sweep.json inside its folder" ${base}/sweepx ${base}/sweepx.html 0 
 function(sweep_in what out want pattern)
   execute_process(COMMAND timeout -s KILL 120 ${AMPCTL} sweep --config ${base}/fast.yaml ${ARGN}
                   --out ${out} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out_text)
-  expect("sweep ${what}" "${rc}" "${err}${out_text}" ${want} "${pattern}")
+  expect_exit("sweep ${what}" "${rc}" "${err}${out_text}" ${want} "${pattern}")
 endfunction()
 file(MAKE_DIRECTORY ${base}/sw1/base)
 file(WRITE ${base}/sw1/base/notes.txt "the user's own base/\n")
@@ -276,7 +269,7 @@ foreach(case "tc1|${base}/tc1/config.yaml|${base}/tc1" "tc2|${base}/tc2-link.yam
   endif()
   execute_process(COMMAND ${AMPCTL} train --config ${config} --run-dir ${dir}
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
-  expect("train --config ${config} --run-dir ${dir}" "${rc}" "${err}" 2 "which train writes")
+  expect_exit("train --config ${config} --run-dir ${dir}" "${rc}" "${err}" 2 "which train writes")
   file(READ ${base}/${name}/config.yaml now)
   if(NOT now STREQUAL user_config)
     message(SEND_ERROR "train --config ${config} --run-dir ${dir} changed the user's config")
@@ -293,7 +286,7 @@ file(WRITE ${base}/somewhere/metrics.jsonl "the user's file\n")
 foreach(given downloads/model.json downloads)
   execute_process(COMMAND ${AMPCTL} resume --checkpoint ${base}/somewhere/${given}
                   --set training.max_steps=25 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
-  expect("resume --checkpoint somewhere/${given}" "${rc}" "${err}" 2
+  expect_exit("resume --checkpoint somewhere/${given}" "${rc}" "${err}" 2
          "not inside a run directory's checkpoints/ folder.*hint: copy it into a run")
 endforeach()
 file(READ ${base}/somewhere/config.yaml a)
@@ -306,7 +299,7 @@ file(MAKE_DIRECTORY ${base}/fresh/checkpoints)
 file(COPY ${base}/somewhere/downloads/model.json DESTINATION ${base}/fresh/checkpoints)
 execute_process(COMMAND ${AMPCTL} resume --checkpoint ${base}/fresh/checkpoints/model.json
                 --set training.max_steps=25 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
-expect("resume from a copy in a new run's checkpoints/" "${rc}" "${err}" 0 ".*")
+expect_exit("resume from a copy in a new run's checkpoints/" "${rc}" "${err}" 0 ".*")
 
 # --- locks and signals: processes in the background ---
 execute_process(COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/lock_signals.sh ${AMPCTL} ${base}

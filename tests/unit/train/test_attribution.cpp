@@ -16,6 +16,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/train/trainer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -23,10 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ampctl_test_attr_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("attr", name);
 }
 
 // Scale 256 keeps this model's fp16 gradients finite: only injected values overflow.

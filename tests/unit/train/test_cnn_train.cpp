@@ -21,6 +21,7 @@
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/train/trainer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -28,10 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ampctl_test_cnn_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("cnn", name);
 }
 
 void put_u32(std::ofstream& out, uint32_t v) {

@@ -22,6 +22,7 @@
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/train/trainer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -29,10 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ampctl_test_faults_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("faults", name);
 }
 
 // Its data file does not exist: a run that reaches the data load fails with Error{input}, so an

@@ -19,6 +19,7 @@
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/train/trainer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -26,10 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ampctl_test_lm_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("lm", name);
 }
 
 fs::path write_text(const std::string& name) {

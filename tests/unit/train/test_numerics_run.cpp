@@ -17,6 +17,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/train/trainer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -24,10 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() /
-               ("ampctl_test_numerics_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("numerics", name);
 }
 
 const char* kRun = R"(

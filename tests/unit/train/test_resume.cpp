@@ -27,6 +27,7 @@
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -34,10 +35,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ampctl_test_resume_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("resume", name);
 }
 
 // 200 samples (180 after the eval split) in batches of 32 with drop_last: 5 steps per epoch.

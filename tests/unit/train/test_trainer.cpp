@@ -18,6 +18,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
+#include "test_util.h"
 
 namespace ampctl::train {
 namespace {
@@ -27,10 +28,7 @@ using ampctl::testing::g_allocations;
 using ampctl::testing::g_counting;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path d =
-      fs::temp_directory_path() / ("ampctl_test_train_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  return d;
+  return ampctl::testing::fresh_dir("train", name);
 }
 
 const char* kSmall = R"(
