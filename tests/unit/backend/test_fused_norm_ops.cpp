@@ -2,7 +2,7 @@
 // each against the unfused ops it stands for, bit for bit, and against the element formula it
 // promises computed on the host (sum = float(x) + float(r) rounded once; dx = round(dx0 + t)),
 // plus the calls they refuse. The CUDA backend's fused kernels are checked against these
-// compositions in tests/cuda/test_cuda_nn_ops.cpp.
+// compositions in tests/cuda/test_cuda_nn.cpp.
 #include <gtest/gtest.h>
 
 #include <bit>

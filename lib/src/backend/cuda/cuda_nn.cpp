@@ -298,7 +298,7 @@ void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor&
 // is the tanh approximation (PyTorch's _addmm_activation uses this epilogue for
 // gelu(approximate='tanh'), pytorch/pytorch#104061); how it evaluates tanh is not documented.
 // So the fused pair differs from the composition (Backend's default, the CPU's) in three ways,
-// all bounded in tests/cuda/test_cuda_nn_ops.cpp (linear_gelu_* cases):
+// all bounded in tests/cuda/test_cuda_nn.cpp (linear_gelu_* cases):
 //   * forward, GELU reads the float v, not its rounding to lowp (half an ulp of pre apart);
 //   * backward, acc is not rounded to lowp before the multiplication (autocast rounds it);
 //   * cuBLASLt's own tanh (bounded by an absolute error of 2^-10, what a hardware tanh.approx

@@ -1,32 +1,13 @@
-// The CUDA backend's neural-network ops, Adam and the vectorised memory-bound passes, against the
-// CPU reference (label cuda; every test skips, reported as skipped, where no GPU is usable).
-//
-// A table of cases runs each op on seeded random inputs, across dtypes and odd shapes, on both
-// backends and compares every output, element by element:
-//   * bitwise where both sides run the same float operations on the same inputs: relu (forward
-//     and backward), tanh backward (it reads only the forward output), dropout (the same Philox
-//     draw, the same multiply), clip_coef, mse's gradient, the correct count of the
-//     cross-entropy, adam_step and sgd_step (adam_math.h / sgd_math.h; the one freedom, Adam's
-//     bias corrections through double pow, CUDA's and glibc's, agrees after rounding to float
-//     unless within ~2^-50 of a float midpoint, which these inputs do not hit), the vectorised
-//     unscale on misaligned views, and linear_forward on integer-valued inputs (every partial sum
-//     is exact, so the accumulation order cannot matter and the bias must join the float
-//     accumulator before the one rounding, as on the CPU). NaN matches NaN (payloads are the
-//     implementation's).
-//   * within a bound derived per element otherwise. Each bound is the first-order propagation,
-//     through the op's own float formula, of the two sources of difference: (a) reassociation of
-//     float sums (each backend's sum of n terms is within gamma_n(u) * sum|terms| of the exact
-//     one, Higham section 3.1, u = 2^-24, or 2^-23 for tensor-core products that may truncate),
-//     so two of them differ by at most twice that; and (b) transcendentals: CUDA's erff, expf,
-//     logf and tanhf are within 2 ulps (CUDA Math API, appendix "Mathematical Functions") and
-//     glibc's within 2 ulps on x86-64 (its libm-test-ulps tables), so the two differ by at most
-//     kTranscendentalUlps = 4 ulps. Each later float operation on operands that already differ adds
-//     one float ulp of its result (two roundings to nearest of nearby values differ by at most the
-//     operands' difference plus one ulp). Rounding the float results to an f16/bf16 output adds
-//     one ulp of that dtype (round_bound). ulps are evaluated a little above the double reference
-//     (ulp_near) so a float value just across a binade boundary is covered.
-// On failure each check prints the worst element, both values, the bound and the share of the
-// budget it used.
+// The CUDA backend against the CPU reference: the neural-network ops (backend.h,
+// "neural-network ops" and the MLP's Linear + GELU pair). Bitwise where both sides run the same
+// float operations on the same inputs: relu (forward and backward), tanh backward (it reads only
+// the forward output), dropout (the same Philox draw, the same multiply), clip_coef, mse's
+// gradient, the correct count of the cross-entropy, and linear_forward on integer-valued inputs
+// (every partial sum is exact, so the accumulation order cannot matter and the bias must join
+// the float accumulator before the one rounding, as on the CPU); within a derived bound
+// otherwise. Then properties of the GPU alone: determinism, the fused LayerNorm and GELU paths
+// against their compositions, the refusal of wrong arguments. The harness and the comparison
+// rules: cpu_vs_cuda.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,175 +15,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
-#include <limits>
-#include <memory>
-#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "ampctl/backend/backend.h"
-#include "ampctl/core/half.h"
 #include "ampctl/math/adam_math.h"
 #include "ampctl/math/nn_math.h"
-#include "unit/backend/backend_test_util.h"
+#include "cpu_vs_cuda.h"
 
 namespace ampctl::test {
 namespace {
-
-// One backend of each kind for the whole binary: a cuBLAS handle costs more than most tests.
-Backend& gpu() {
-  static std::unique_ptr<Backend> backend = make_cuda_backend(0);
-  return *backend;
-}
-
-Backend& cpu() {
-  static std::unique_ptr<Backend> backend = cpu_backend();
-  return *backend;
-}
-
-uint64_t seed_of(const std::string& name) {  // FNV-1a: a stable seed per case name
-  uint64_t h = 1469598103934665603ull;
-  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
-  return h;
-}
-
-// ---- error analysis ----
-
-constexpr double kU = 0x1p-24;  // float unit roundoff
-constexpr double kTranscendentalUlps = 4;
-const double kInf = std::numeric_limits<double>::infinity();
-
-double gamma_n(double n, double u) {
-  return n * u / (1.0 - n * u);
-}
-
-// The spacing of dtype d's values at magnitude |v| (subnormal spacing below the normal range).
-double ulp(double v, DType d = DType::f32) {
-  const int precision = d == DType::f16 ? 11 : d == DType::bf16 ? 8 : 24;
-  const int min_exponent = d == DType::f16 ? -14 : -126;
-  const double a = std::fabs(v);
-  const int e = a > 0 ? std::max(std::ilogb(a), min_exponent) : min_exponent;
-  return std::ldexp(1.0, e - (precision - 1));
-}
-
-// The ulp of a float value of which v is a double-precision estimate (within a few float ulps):
-// evaluated slightly above |v|, so a float just across the next power of two is covered.
-double ulp_near(double v) {
-  return ulp(std::fabs(v) * (1.0 + 0x1p-16));
-}
-
-// Two float values at most `delta` apart, each rounded to nearest in d, differ by at most delta
-// plus one ulp of d at their magnitude (want is the CPU's rounded output, within half an ulp of
-// its float value).
-double round_bound(double want, double delta, DType d) {
-  return delta + ulp(std::fabs(want) + ulp(want, d) + delta, d);
-}
-
-// ---- inputs ----
-
-struct HostInput {
-  Shape shape;
-  DType dtype;
-  std::vector<uint32_t> bits;
-  // The exact values (f16/bf16 widened; i32 as integers).
-  std::vector<double> values() const {
-    std::vector<double> v(bits.size());
-    for (size_t i = 0; i < bits.size(); ++i) {
-      v[i] = dtype == DType::i32 ? static_cast<double>(static_cast<int32_t>(bits[i]))
-                                 : static_cast<double>(decode(bits[i], dtype));
-    }
-    return v;
-  }
-};
-
-HostInput from_values(const Shape& shape, DType d, const std::vector<float>& v) {
-  std::vector<uint32_t> bits(v.size());
-  for (size_t i = 0; i < v.size(); ++i) bits[i] = encode(v[i], d);
-  return {shape, d, bits};
-}
-
-HostInput from_i32(const Shape& shape, const std::vector<int32_t>& v) {
-  std::vector<uint32_t> bits(v.size());
-  for (size_t i = 0; i < v.size(); ++i) bits[i] = static_cast<uint32_t>(v[i]);
-  return {shape, DType::i32, bits};
-}
-
-HostInput scalar_input(float v) {
-  return from_values({1}, DType::f32, {v});
-}
-
-size_t numel_of(const Shape& s) {
-  return static_cast<size_t>(shape_numel(s));
-}
-
-// Random values over binades [emin, emax], a `special` share replaced by +-inf or NaN.
-std::vector<float> random_with_specials(std::mt19937_64& rng, size_t n, int emin, int emax,
-                                        double special) {
-  std::vector<float> v = random_values(rng, n, emin, emax);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  const float specials[] = {INFINITY, -INFINITY, NAN};
-  for (float& x : v) {
-    if (u(rng) < special) x = specials[rng() % 3];
-  }
-  return v;
-}
-
-// Uniform in [lo, hi).
-std::vector<float> uniform_values(std::mt19937_64& rng, size_t n, float lo, float hi) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-std::vector<float> small_integers(std::mt19937_64& rng, size_t n, int lo, int hi) {
-  std::uniform_int_distribution<int> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = static_cast<float>(u(rng));
-  return v;
-}
-
-// ---- the table ----
-
-// How one output is compared: bitwise, or |cuda - cpu| <= delta[i] in float before the output's
-// own rounding (round_bound adds that for f16/bf16 outputs).
-struct Spec {
-  bool bitwise = true;
-  std::vector<double> delta;
-};
-
-Spec bitwise() {
-  return {};
-}
-Spec within(std::vector<double> delta) {
-  return {false, std::move(delta)};
-}
-
-struct Output {
-  DType dtype;
-  std::vector<uint32_t> bits;
-};
-
-struct NnCase {
-  std::string name;
-  std::function<std::vector<HostInput>(std::mt19937_64&)> make_inputs;
-  // Runs the op on `be` over freshly uploaded inputs; returns the tensors to compare.
-  std::function<std::vector<Tensor>(Backend& be, std::vector<Tensor>& in)> run;
-  // One Spec per output, from the inputs (and the CPU's outputs, decoded, where the bound needs
-  // them). Unset: every output bitwise.
-  std::function<std::vector<Spec>(const std::vector<HostInput>& in,
-                                  const std::vector<std::vector<double>>& want)>
-      specs;
-};
-
-void PrintTo(const NnCase& c, std::ostream* os) {
-  *os << c.name;
-}
-
-std::string tag(DType d) {
-  return dtype_name(d);
-}
 
 // ---- linear_forward and sum_rows ----
 
@@ -224,7 +47,7 @@ std::string linear_name(const LinearVariant& v) {
   return s;
 }
 
-void add_linear_cases(std::vector<NnCase>& cases) {
+void add_linear_cases(std::vector<CudaCase>& cases) {
   const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
   const std::vector<LinearVariant> variants = {
       // x, w, y, bias?, b, R, I, O, offset, integers
@@ -249,7 +72,7 @@ void add_linear_cases(std::vector<NnCase>& cases) {
       {f32, f32, f16, true, f32, 48, 64, 40, 0, true},
   };
   for (const LinearVariant& v : variants) {
-    NnCase c;
+    CudaCase c;
     c.name = linear_name(v);
     c.make_inputs = [v](std::mt19937_64& rng) {
       const size_t nx = static_cast<size_t>(v.rows * v.in) + v.x_offset;
@@ -305,7 +128,7 @@ void add_linear_cases(std::vector<NnCase>& cases) {
   }
 }
 
-void add_sum_rows_cases(std::vector<NnCase>& cases) {
+void add_sum_rows_cases(std::vector<CudaCase>& cases) {
   struct Variant {
     DType x, out;
     int64_t rows, cols;
@@ -316,7 +139,7 @@ void add_sum_rows_cases(std::vector<NnCase>& cases) {
       {DType::f16, DType::f16, 64, 300},  {DType::bf16, DType::bf16, 5000, 3},
       {DType::bf16, DType::f32, 1, 1000}, {DType::f32, DType::f16, 0, 5}};
   for (const Variant& v : variants) {
-    NnCase c;
+    CudaCase c;
     c.name = "sum_rows_" + tag(v.x) + "_to_" + tag(v.out) + "_" + std::to_string(v.rows) + "x" +
              std::to_string(v.cols);
     c.make_inputs = [v](std::mt19937_64& rng) {
@@ -409,7 +232,7 @@ double gelu_tanh_grad_delta(double x, double dy) {
   return std::fabs(dy) * (d_left + d_right + ulp_near(g)) + ulp_near(dy * g);
 }
 
-void add_activation_cases(std::vector<NnCase>& cases) {
+void add_activation_cases(std::vector<CudaCase>& cases) {
   const std::vector<std::pair<DType, DType>> type_pairs = {{DType::f32, DType::f32},
                                                            {DType::f16, DType::f16},
                                                            {DType::bf16, DType::bf16},
@@ -420,7 +243,7 @@ void add_activation_cases(std::vector<NnCase>& cases) {
                                   nn::ActivationKind::tanh, nn::ActivationKind::gelu_tanh}) {
     const bool transcendental = kind != nn::ActivationKind::relu;
     for (const auto& [in_type, out_type] : type_pairs) {
-      NnCase f;
+      CudaCase f;
       f.name = std::string(kind_name(kind)) + "_forward_" + tag(in_type) + "_to_" + tag(out_type);
       f.make_inputs = [in_type](std::mt19937_64& rng) {
         return std::vector<HostInput>{
@@ -447,7 +270,7 @@ void add_activation_cases(std::vector<NnCase>& cases) {
       }
       cases.push_back(f);
 
-      NnCase b;
+      CudaCase b;
       b.name = std::string(kind_name(kind)) + "_backward_" + tag(in_type) + "_to_" + tag(out_type);
       b.make_inputs = [kind, in_type](std::mt19937_64& rng) {
         std::vector<float> x = random_with_specials(rng, n, -12, 4, 0.002);
@@ -477,7 +300,7 @@ void add_activation_cases(std::vector<NnCase>& cases) {
       cases.push_back(b);
     }
     // In place: dx overwrites dy (and y overwrites x in the forward pass).
-    NnCase inplace;
+    CudaCase inplace;
     inplace.name = std::string(kind_name(kind)) + "_in_place_f16";
     inplace.make_inputs = [](std::mt19937_64& rng) {
       return std::vector<HostInput>{from_values({n}, DType::f16, random_values(rng, n, -8, 3)),
@@ -579,7 +402,7 @@ struct LinearGeluVariant {
 // The GPU fuses where the GELU width (out) is a multiple of 8, the dtype f16/bf16 and the bias
 // absent or of that dtype, when cuBLASLt offers an algorithm for the leading dimensions (an odd
 // `in` may leave it none: then the composition); the bound is the same either way.
-void add_linear_gelu_cases(std::vector<NnCase>& cases) {
+void add_linear_gelu_cases(std::vector<CudaCase>& cases) {
   const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
   const std::vector<LinearGeluVariant> variants = {
       {f16, true, f16, 37, 48, 64},    // odd rows, lowp bias (the GPT's)
@@ -597,7 +420,7 @@ void add_linear_gelu_cases(std::vector<NnCase>& cases) {
     const std::string base =
         "linear_gelu_" + tag(v.dtype) + "_b" + (v.has_bias ? tag(v.b) : std::string("none")) + "_" +
         std::to_string(v.rows) + "x" + std::to_string(v.in) + "x" + std::to_string(v.out);
-    NnCase f;
+    CudaCase f;
     f.name = base + "_forward";
     f.make_inputs = [v](std::mt19937_64& rng) {
       const float ws = 2.0f / std::sqrt(static_cast<float>(v.in));
@@ -639,7 +462,7 @@ void add_linear_gelu_cases(std::vector<NnCase>& cases) {
     };
     cases.push_back(f);
 
-    NnCase bw;
+    CudaCase bw;
     bw.name = base + "_backward";
     // dy [rows, in] and w2 [in, out]: the next Linear (out -> in) whose input gradient feeds it.
     bw.make_inputs = [v](std::mt19937_64& rng) {
@@ -686,7 +509,7 @@ void add_linear_gelu_cases(std::vector<NnCase>& cases) {
   }
 }
 
-void add_dropout_cases(std::vector<NnCase>& cases) {
+void add_dropout_cases(std::vector<CudaCase>& cases) {
   struct Variant {
     DType in, out;
     float p;
@@ -702,7 +525,7 @@ void add_dropout_cases(std::vector<NnCase>& cases) {
   };
   constexpr int64_t n = 10007;
   for (const Variant& v : variants) {
-    NnCase c;
+    CudaCase c;
     c.name = "dropout_" + tag(v.in) + "_to_" + tag(v.out) + "_p" +
              std::to_string(static_cast<int>(v.p * 100)) + "_offset" + std::to_string(v.offset);
     c.make_inputs = [v](std::mt19937_64& rng) {
@@ -733,7 +556,7 @@ struct XentVariant {
   const char* values;  // "random", "ties" (small integers), "nan_inf" (special rows)
 };
 
-void add_xent_cases(std::vector<NnCase>& cases) {
+void add_xent_cases(std::vector<CudaCase>& cases) {
   const XentVariant variants[] = {
       {DType::f32, 37, 10, true, DType::f32, 1.0f, "random"},
       {DType::f16, 64, 33, true, DType::f16, 65536.0f, "random"},
@@ -744,7 +567,7 @@ void add_xent_cases(std::vector<NnCase>& cases) {
       {DType::f16, 40, 12, true, DType::f16, 2.0f, "nan_inf"},
   };
   for (const XentVariant& v : variants) {
-    NnCase c;
+    CudaCase c;
     c.name = "softmax_cross_entropy_" + tag(v.logits) + "_" + std::to_string(v.rows) + "x" +
              std::to_string(v.cols) + (v.grad ? "_grad_" + tag(v.dlogits) : "_loss_only") + "_" +
              v.values;
@@ -828,7 +651,7 @@ void add_xent_cases(std::vector<NnCase>& cases) {
     if (v.grad && v.dlogits == v.logits) {
       // The same case with the gradient written over the logits (backend.h: in place); the
       // same bounds, since in place must give the out-of-place bits on each backend.
-      NnCase in_place = c;
+      CudaCase in_place = c;
       in_place.name += "_in_place";
       in_place.run = [](Backend& be, std::vector<Tensor>& in) {
         Tensor loss = be.empty({1}, DType::f32);
@@ -841,7 +664,7 @@ void add_xent_cases(std::vector<NnCase>& cases) {
   }
 }
 
-void add_mse_cases(std::vector<NnCase>& cases) {
+void add_mse_cases(std::vector<CudaCase>& cases) {
   struct Variant {
     DType pred;
     int64_t n;
@@ -854,7 +677,7 @@ void add_mse_cases(std::vector<NnCase>& cases) {
                               {DType::f16, 300000, true, DType::f32},
                               {DType::f32, 77, false, DType::f32}};
   for (const Variant& v : variants) {
-    NnCase c;
+    CudaCase c;
     c.name = "mse_" + tag(v.pred) + "_" + std::to_string(v.n) +
              (v.grad ? "_grad_" + tag(v.dpred) : "_loss_only");
     c.make_inputs = [v](std::mt19937_64& rng) {
@@ -948,7 +771,7 @@ std::vector<Spec> layer_norm_forward_specs(const std::vector<double>& x,
   return std::vector<Spec>{within(dy), within(dmean), within(drstd)};
 }
 
-void add_layer_norm_cases(std::vector<NnCase>& cases) {
+void add_layer_norm_cases(std::vector<CudaCase>& cases) {
   struct Variant {
     DType x, y;
     int64_t rows, cols;
@@ -960,7 +783,7 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
                              {DType::f32, DType::bf16, 64, 33}};
   constexpr float kEps = 1e-5f;
   for (const Variant& v : forward) {
-    NnCase c;
+    CudaCase c;
     c.name = "layer_norm_forward_" + tag(v.x) + "_to_" + tag(v.y) + "_" + std::to_string(v.rows) +
              "x" + std::to_string(v.cols);
     c.make_inputs = [v](std::mt19937_64& rng) {
@@ -1004,7 +827,7 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
       {DType::bf16, DType::bf16, 9, 2048, false}, {DType::f16, DType::f32, 1, 1, false},
       {DType::bf16, DType::f16, 64, 33, true},    {DType::f32, DType::bf16, 17, 1600, true}};
   for (const ResidualVariant& v : residual) {
-    NnCase c;
+    CudaCase c;
     c.name = "residual_layer_norm_forward_r" + tag(v.r) + "_to_" + tag(v.y) + "_" +
              std::to_string(v.rows) + "x" + std::to_string(v.cols) +
              (v.in_place ? "_in_place" : "");
@@ -1062,7 +885,7 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
       {DType::f16, DType::f16, DType::f16, 33, 100, true, false, true},
   };
   for (const BackwardVariant& v : backward) {
-    NnCase c;
+    CudaCase c;
     c.name = "layer_norm_backward_" + tag(v.x) + "_dy" + tag(v.dy) + "_dx" + tag(v.dx) + "_" +
              std::to_string(v.rows) + "x" + std::to_string(v.cols) + (v.want_dx ? "" : "_no_dx") +
              (v.want_params ? "" : "_no_param_grads") + (v.accumulate ? "_accumulate" : "");
@@ -1182,187 +1005,9 @@ void add_layer_norm_cases(std::vector<NnCase>& cases) {
 
 // ---- clip_coef ----
 
-// ---- convolution ops (backend.h, "convolution ops") ----
-
-// conv2d forward / backward through im2col and each backend's gemm: two float orders of the same
-// sums (cuBLAS may use tensor cores that truncate products: u = 2^-23), so |cuda - cpu| <=
-// 2 gamma_n(2^-23) sum |terms| per output, n the chain length (C*k*k + 1 forward, O + k*k for dx,
-// N*OH*OW for dw and db). Pooling runs the same float operations in the same order: bitwise.
-// BatchNorm: the statistics' sums are reassociated (one block tree on the GPU); the bound is the
-// first-order propagation of 2 gamma_M(u) through mean, variance and the affine map.
-void add_conv_cases(std::vector<NnCase>& cases) {
-  constexpr double kUTc = 0x1p-23;
-  struct Variant {
-    DType d;
-    int64_t n, c, h, w, o, k, stride, pad;
-  };
-  const Variant variants[] = {{DType::f32, 2, 3, 9, 7, 5, 3, 1, 1},
-                              {DType::f16, 3, 4, 8, 8, 6, 3, 2, 1},
-                              {DType::bf16, 2, 2, 6, 5, 3, 5, 1, 2}};
-  for (const Variant& v : variants) {
-    const int64_t oh = conv_out_size(v.h, v.k, v.stride, v.pad);
-    const int64_t ow = conv_out_size(v.w, v.k, v.stride, v.pad);
-    const int64_t kk = v.c * v.k * v.k;
-    const Conv2dGeometry g{v.stride, v.stride, v.pad, v.pad};
-    NnCase c;
-    c.name = "conv2d_" + tag(v.d) + "_k" + std::to_string(v.k) + "_s" + std::to_string(v.stride);
-    c.make_inputs = [=](std::mt19937_64& rng) {
-      return std::vector<HostInput>{
-          from_values({v.n, v.c, v.h, v.w}, v.d, random_values(rng, v.n * v.c * v.h * v.w, -2, 1)),
-          from_values({v.o, v.c, v.k, v.k}, v.d, random_values(rng, v.o * kk, -2, 1)),
-          from_values({v.o}, v.d, random_values(rng, v.o, -2, 1)),
-          from_values({v.n, v.o, oh, ow}, v.d, random_values(rng, v.n * v.o * oh * ow, -2, 1))};
-    };
-    c.run = [=](Backend& be, std::vector<Tensor>& in) {
-      Tensor y = be.empty({v.n, v.o, oh, ow}, v.d);
-      Tensor dx = be.empty({v.n, v.c, v.h, v.w}, v.d);
-      Tensor dw = be.empty({v.o, v.c, v.k, v.k}, v.d);
-      Tensor db = be.empty({v.o}, v.d);
-      Tensor col = be.empty({kk * oh * ow}, v.d);
-      Tensor dcol = be.empty({kk * oh * ow}, DType::f32);
-      Tensor acc = be.empty({v.o * kk}, DType::f32);
-      be.conv2d_forward(in[0], in[1], in[2], y, g, col);
-      be.conv2d_backward_input(in[3], in[1], dx, g, dcol);
-      be.conv2d_backward_weight(in[0], in[3], dw, db, g, col, acc);
-      return std::vector<Tensor>{y, dx, dw, db};
-    };
-    c.specs = [=](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
-      const auto x = in[0].values(), w = in[1].values(), b = in[2].values(), dy = in[3].values();
-      std::vector<double> sy(v.n * v.o * oh * ow), sx(x.size()), sw(w.size()), sb(v.o);
-      for (int64_t n = 0; n < v.n; ++n)
-        for (int64_t o = 0; o < v.o; ++o)
-          for (int64_t a = 0; a < oh; ++a)
-            for (int64_t q = 0; q < ow; ++q) {
-              const size_t yo = static_cast<size_t>(((n * v.o + o) * oh + a) * ow + q);
-              sy[yo] += std::fabs(b[o]);
-              sb[o] += std::fabs(dy[yo]);
-              for (int64_t ch = 0; ch < v.c; ++ch)
-                for (int64_t i = 0; i < v.k; ++i)
-                  for (int64_t j = 0; j < v.k; ++j) {
-                    const int64_t ih = a * v.stride - v.pad + i, iw = q * v.stride - v.pad + j;
-                    if (ih < 0 || ih >= v.h || iw < 0 || iw >= v.w) continue;
-                    const size_t xi = static_cast<size_t>(((n * v.c + ch) * v.h + ih) * v.w + iw);
-                    const size_t wi = static_cast<size_t>(((o * v.c + ch) * v.k + i) * v.k + j);
-                    sy[yo] += std::fabs(x[xi] * w[wi]);
-                    sx[xi] += std::fabs(dy[yo] * w[wi]);
-                    sw[wi] += std::fabs(dy[yo] * x[xi]);
-                  }
-            }
-      auto scaled = [](std::vector<double> s, double n, double u) {
-        for (double& e : s) e *= 2.0 * gamma_n(n, u);
-        return s;
-      };
-      const double np = static_cast<double>(v.n * oh * ow);
-      return std::vector<Spec>{within(scaled(sy, kk + 1, kUTc)),
-                               within(scaled(sx, v.o + v.k * v.k, kUTc)),
-                               within(scaled(sw, np, kUTc)), within(scaled(sb, np, kU))};
-    };
-    cases.push_back(c);
-  }
-  // Pooling: max (ties from small integers), average and adaptive average, forward and backward.
-  struct PoolVariant {
-    const char* name;
-    DType d;
-    Pool2dGeometry g;
-    int64_t oh, ow;
-  };
-  const PoolVariant pools[] = {{"max_k2", DType::f16, {2, 2, 2, 2, 0, 0, false}, 3, 3},
-                               {"max_k3_s1", DType::f32, {3, 3, 1, 1, 1, 1, false}, 7, 6},
-                               {"avg_k3_s2", DType::bf16, {3, 3, 2, 2, 1, 1, false}, 4, 3},
-                               {"adaptive_3x2", DType::f32, {1, 1, 1, 1, 0, 0, true}, 3, 2}};
-  for (const PoolVariant& pv : pools) {
-    const bool is_max = std::string(pv.name).rfind("max", 0) == 0;
-    NnCase c;
-    c.name = std::string("pool2d_") + pv.name + "_" + tag(pv.d);
-    c.make_inputs = [=](std::mt19937_64& rng) {
-      return std::vector<HostInput>{
-          from_values({2, 3, 7, 6}, pv.d, small_integers(rng, 2 * 3 * 7 * 6, -3, 3)),
-          from_values({2, 3, pv.oh, pv.ow}, pv.d, random_values(rng, 6 * pv.oh * pv.ow, -3, 2))};
-    };
-    c.run = [=](Backend& be, std::vector<Tensor>& in) {
-      Tensor y = be.empty({2, 3, pv.oh, pv.ow}, pv.d);
-      Tensor dx = be.empty({2, 3, 7, 6}, pv.d);
-      if (is_max) {
-        Tensor idx = be.empty({2, 3, pv.oh, pv.ow}, DType::i32);
-        be.max_pool2d_forward(in[0], y, idx, pv.g);
-        be.max_pool2d_backward(in[1], idx, dx, pv.g);
-        return std::vector<Tensor>{y, idx, dx};
-      }
-      be.avg_pool2d_forward(in[0], y, pv.g);
-      be.avg_pool2d_backward(in[1], dx, pv.g);
-      return std::vector<Tensor>{y, dx};
-    };
-    cases.push_back(c);  // bitwise: the same operations in the same order
-  }
-  // BatchNorm2d, training forward then backward.
-  for (DType d : {DType::f32, DType::f16}) {
-    const int64_t n = 5, ch = 4, p = 6 * 7;
-    NnCase c;
-    c.name = "batch_norm_" + tag(d);
-    c.make_inputs = [=](std::mt19937_64& rng) {
-      return std::vector<HostInput>{
-          from_values({n, ch, 6, 7}, d, random_values(rng, n * ch * p, -2, 1)),
-          from_values({ch}, DType::f32, uniform_values(rng, ch, 0.5f, 1.5f)),
-          from_values({ch}, DType::f32, uniform_values(rng, ch, -0.5f, 0.5f)),
-          from_values({n, ch, 6, 7}, d, random_values(rng, n * ch * p, -2, 1))};
-    };
-    c.run = [=](Backend& be, std::vector<Tensor>& in) {
-      Tensor y = be.empty({n, ch, 6, 7}, d), dx = be.empty({n, ch, 6, 7}, d);
-      Tensor sm = be.empty({ch}, DType::f32), si = be.empty({ch}, DType::f32);
-      Tensor rm = be.zeros({ch}, DType::f32), rv = be.zeros({ch}, DType::f32);
-      Tensor dg = be.zeros({ch}, DType::f32), db = be.zeros({ch}, DType::f32);
-      Tensor nbt = be.zeros(Shape{}, DType::i32);
-      be.batch_norm_forward(in[0], in[1], in[2], y, sm, si, rm, rv, nbt, {true, 0.1f, 1e-5f});
-      be.batch_norm_backward(in[0], in[1], sm, si, in[3], dx, dg, db);
-      return std::vector<Tensor>{y, sm, si, rm, rv, nbt, dx, dg, db};
-    };
-    c.specs = [=](const std::vector<HostInput>& in, const std::vector<std::vector<double>>& want) {
-      // Relative to each channel's magnitudes: e = 2 gamma_{M + 8}(u) covers the reassociated
-      // sums and the handful of roundings after them, propagated to first order.
-      const auto x = in[0].values(), gam = in[1].values(), dy = in[3].values();
-      const double m = static_cast<double>(n * p), e = 2.0 * gamma_n(m + 8, kU);
-      std::vector<double> dy_(x.size()), dsm(ch), dsi(ch), drm(ch), drv(ch), ddx(x.size()), ddg(ch),
-          ddb(ch);
-      for (int64_t k = 0; k < ch; ++k) {
-        double ax = 0, ady = 0, adyx = 0;
-        const double mean = want[1][k], inv = want[2][k];
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t q = 0; q < p; ++q) {
-            const size_t at = static_cast<size_t>((i * ch + k) * p + q);
-            ax += std::fabs(x[at]);
-            ady += std::fabs(dy[at]);
-            adyx += std::fabs(dy[at] * (x[at] - mean)) * inv;
-          }
-        const double e_mean = e * ax / m;
-        const double e_inv = e * 4.0 * inv + inv * inv * inv * e_mean * ax / m;
-        dsm[k] = e_mean;
-        dsi[k] = e_inv;
-        drm[k] = e_mean;
-        drv[k] = e * 4.0 * std::fabs(want[4][k]) + 2 * e_mean * ax / m;
-        ddg[k] = e * (adyx + ady) * 4.0 + adyx * e_inv / inv;
-        ddb[k] = e * ady;
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t q = 0; q < p; ++q) {
-            const size_t at = static_cast<size_t>((i * ch + k) * p + q);
-            const double xh = std::fabs(x[at] - mean) * inv;
-            dy_[at] = std::fabs(gam[k]) * (xh * e_inv / inv + inv * e_mean) +
-                      e * 4.0 * std::fabs(want[0][at]) + e * std::fabs(gam[k]) * (xh + 1.0);
-            ddx[at] = std::fabs(gam[k]) * inv *
-                      (e * 8.0 * (std::fabs(dy[at]) + ady / m + (xh + 1.0) * adyx / m) +
-                       (xh + 1.0) * (adyx / m) * (e_inv / inv + e_mean * inv) +
-                       e_inv / inv * std::fabs(dy[at]));
-          }
-      }
-      return std::vector<Spec>{within(dy_), within(dsm), within(dsi), within(drm), within(drv),
-                               bitwise(),   within(ddx), within(ddg), within(ddb)};
-    };
-    cases.push_back(c);
-  }
-}
-
-void add_clip_cases(std::vector<NnCase>& cases) {
+void add_clip_cases(std::vector<CudaCase>& cases) {
   for (float max_norm : {1.0f, 0.3f, 1e-3f}) {
-    NnCase c;
+    CudaCase c;
     c.name = "clip_coef_max" + std::to_string(static_cast<int>(max_norm * 1000));
     c.make_inputs = [](std::mt19937_64& rng) {
       std::vector<float> norms = {0.0f, 1e-7f, 0.29999998f, 0.3f,     0.5f,
@@ -1382,631 +1027,8 @@ void add_clip_cases(std::vector<NnCase>& cases) {
   }
 }
 
-// ---- the optimizers and the unscale pass on aligned and misaligned buffers ----
-
-struct AdamVariant {
-  const char* name;
-  optim::AdamHyper hyper;
-  bool inv_scale;
-  DType lowp;     // i32: no lowp copy (f32: a plain copy in the same pass)
-  size_t offset;  // elements: views this far into their buffers (offset % 4 != 0: scalar path)
-};
-
-void add_adam_cases(std::vector<NnCase>& cases) {
-  const AdamVariant variants[] = {
-      {"adam", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false}, false, DType::i32, 0},
-      {"adamw_lowp_f32", {1e-3, 0.9, 0.999, 1e-8, 0.01, true, false}, true, DType::f32, 0},
-      {"adam_lowp_f32_misaligned",
-       {1e-3, 0.9, 0.999, 1e-8, 0.0, false, false},
-       true,
-       DType::f32,
-       3},
-      {"adam_wd_amp_f16", {3e-3, 0.9, 0.99, 1e-6, 0.1, false, false}, true, DType::f16, 0},
-      {"adamw_bf16", {1e-2, 0.8, 0.999, 1e-8, 0.01, true, false}, true, DType::bf16, 0},
-      {"adam_maximize_misaligned", {1e-3, 0.9, 0.999, 1e-8, 0.0, false, true}, true, DType::f16, 1},
-      {"adamw_misaligned_lowp", {2e-3, 0.95, 0.98, 1e-7, 0.05, true, false}, false, DType::bf16, 2},
-  };
-  constexpr int64_t n = 10007;  // odd: the vectorised pass has a scalar tail
-  constexpr int kSteps = 4;
-  for (const AdamVariant& v : variants) {
-    NnCase c;
-    c.name = std::string("adam_step_") + v.name;
-    c.make_inputs = [v](std::mt19937_64& rng) {
-      const auto m = static_cast<int64_t>(n + v.offset);
-      std::vector<float> v_sq = random_values(rng, static_cast<size_t>(m), -20, -4);
-      for (float& e : v_sq) e = std::fabs(e);
-      return std::vector<HostInput>{
-          from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -4, 1)),
-          from_values({kSteps * n}, DType::f32, random_values(rng, kSteps * n, -18, -2)),
-          from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -12, -4)),
-          from_values({m}, DType::f32, v_sq), from_i32({1}, {5}),
-          // Step 3 of 4 overflowed: it must be skipped (nothing written, step not counted).
-          from_values({kSteps}, DType::f32, {0.0f, 0.0f, 1.0f, 0.0f}), scalar_input(0x1p-10f),
-          from_values({m}, v.lowp == DType::i32 ? DType::f16 : v.lowp,
-                      random_values(rng, static_cast<size_t>(m), -4, 1))};
-    };
-    c.run = [v](Backend& be, std::vector<Tensor>& in) {
-      for (int s = 0; s < kSteps; ++s) {
-        OptimizerStepArgs args;
-        args.params = in[0].view(v.offset, {n});
-        args.grads = in[1].view(static_cast<size_t>(s * n), {n});
-        args.exp_avg = in[2].view(v.offset, {n});
-        args.exp_avg_sq = in[3].view(v.offset, {n});
-        args.step = in[4];
-        args.found_inf = in[5].view(static_cast<size_t>(s), {1});
-        if (v.inv_scale) args.inv_scale = in[6];
-        if (v.lowp != DType::i32) args.lowp_params = in[7].view(v.offset, {n});
-        args.hyper = v.hyper;
-        be.optimizer_step(args);
-      }
-      return std::vector<Tensor>{in[0], in[2], in[3], in[4], in[7]};
-    };
-    cases.push_back(c);
-  }
-}
-
-void add_sgd_alignment_cases(std::vector<NnCase>& cases) {
-  constexpr int64_t n = 4099;
-  for (size_t offset : {size_t{0}, size_t{1}, size_t{3}}) {
-    NnCase c;
-    c.name = "sgd_step_offset" + std::to_string(offset);
-    c.make_inputs = [offset](std::mt19937_64& rng) {
-      const auto m = static_cast<int64_t>(n + offset);
-      return std::vector<HostInput>{
-          from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -4, 1)),
-          from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -14, -2)),
-          from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -10, -2)),
-          from_i32({1}, {3}),
-          scalar_input(0x1p-8f),
-          from_values({m}, DType::f16, random_values(rng, static_cast<size_t>(m), -4, 1))};
-    };
-    c.run = [offset](Backend& be, std::vector<Tensor>& in) {
-      OptimizerStepArgs args;
-      args.params = in[0].view(offset, {n});
-      args.grads = in[1].view(offset, {n});
-      args.momentum_buf = in[2].view(offset, {n});
-      args.step = in[3];
-      args.inv_scale = in[4];
-      args.lowp_params = in[5].view(offset, {n});
-      args.hyper = optim::SgdHyper{0.05f, 0.9f, 0.0f, 1e-4f, true, false};
-      be.optimizer_step(args);
-      return std::vector<Tensor>{in[0], in[2], in[3], in[5]};
-    };
-    cases.push_back(c);
-  }
-}
-
-// optimizer.decay_on: matrices: a decay mask (runs of 0 and 1, odd lengths, so vectorised
-// groups mix both) on AdamW, Adam's L2 and SGD, aligned and not.
-void add_decay_mask_cases(std::vector<NnCase>& cases) {
-  constexpr int64_t n = 4099;
-  for (int kind = 0; kind < 3; ++kind) {
-    for (size_t offset : {size_t{0}, size_t{1}}) {
-      NnCase c;
-      c.name = std::string("decay_mask_") +
-               (kind == 0   ? "adamw"
-                : kind == 1 ? "adam"
-                            : "sgd") +
-               "_offset" + std::to_string(offset);
-      c.make_inputs = [offset](std::mt19937_64& rng) {
-        const auto m = static_cast<int64_t>(n + offset);
-        std::vector<float> v_sq = random_values(rng, static_cast<size_t>(m), -20, -4);
-        for (float& e : v_sq) e = std::fabs(e);
-        std::vector<float> mask(static_cast<size_t>(m));
-        for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i / 7) % 3 == 0 ? 0.0f : 1.0f;
-        return std::vector<HostInput>{
-            from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -4, 1)),
-            from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -14, -2)),
-            from_values({m}, DType::f32, random_values(rng, static_cast<size_t>(m), -12, -4)),
-            from_values({m}, DType::f32, v_sq),
-            from_i32({1}, {2}),
-            from_values({m}, DType::f32, mask),
-            from_values({m}, DType::f16, random_values(rng, static_cast<size_t>(m), -4, 1))};
-      };
-      c.run = [kind, offset](Backend& be, std::vector<Tensor>& in) {
-        for (int s = 0; s < 2; ++s) {
-          OptimizerStepArgs args;
-          args.params = in[0].view(offset, {n});
-          args.grads = in[1].view(offset, {n});
-          args.step = in[4];
-          args.decay_mask = in[5].view(offset, {n});
-          args.lowp_params = in[6].view(offset, {n});
-          if (kind == 2) {
-            args.momentum_buf = in[2].view(offset, {n});
-            args.hyper = optim::SgdHyper{0.05f, 0.9f, 0.0f, 0.1f, false, false};
-          } else {
-            args.exp_avg = in[2].view(offset, {n});
-            args.exp_avg_sq = in[3].view(offset, {n});
-            args.hyper = optim::AdamHyper{1e-2, 0.9, 0.99, 1e-8, 0.1, kind == 0, false};
-          }
-          be.optimizer_step(args);
-        }
-        return std::vector<Tensor>{in[0], in[2], in[3], in[4], in[6]};
-      };
-      cases.push_back(c);
-    }
-  }
-}
-
-// Unscale over views that start 0..7 elements past a 16-byte boundary and end anywhere: the
-// vectorised pass's scalar head and tail, and a body of 16-byte words.
-void add_unscale_alignment_cases(std::vector<NnCase>& cases) {
-  for (float inv : {0x1p-12f, 1.0f / 3.0f, 1.0f}) {
-    for (DType d : kFloatDTypes) {
-      NnCase c;
-      c.name = "unscale_views_" + tag(d) +
-               (inv == 1.0f       ? "_check_only"
-                : inv == 0x1p-12f ? "_pow2"
-                                  : "_inexact");
-      c.make_inputs = [d, inv](std::mt19937_64& rng) {
-        // Few specials: most views must be clean so found_inf's per-view values are tested.
-        return std::vector<HostInput>{
-            from_values({8 * 1000}, d, random_with_specials(rng, 8 * 1000, -14, 14, 0.0)),
-            from_values({7}, d, {1.0f, 2.0f, NAN, 3.0f, INFINITY, 5.0f, 6.0f}), scalar_input(inv)};
-      };
-      c.run = [](Backend& be, std::vector<Tensor>& in) {
-        Tensor found = be.zeros({9}, DType::f32);
-        const size_t sizes[] = {1, 7, 8, 9, 15, 16, 17, 33, 100, 999};
-        size_t start = 0;
-        for (size_t k = 0; k < 8; ++k) {
-          const Tensor view = in[0].view(start + k, {static_cast<int64_t>(sizes[k])});
-          be.non_finite_check_and_unscale_(std::span<const Tensor>(&view, 1), found.view(k, {1}),
-                                           in[2]);
-          start += 1000;
-        }
-        // A non-finite element inside a misaligned view among clean ones.
-        const Tensor views[] = {in[0].view(7001, {998}), in[1].view(1, {5})};
-        be.non_finite_check_and_unscale_(views, found.view(8, {1}), in[2]);
-        return std::vector<Tensor>{in[0], in[1], found};
-      };
-      cases.push_back(c);
-    }
-  }
-}
-
-// ---- the transformer ops ----
-
-// Token ids in [0, vocab) with a share of repeats of a few ids (the embedding backward's groups).
-std::vector<int32_t> token_ids(std::mt19937_64& rng, size_t n, int64_t vocab) {
-  std::vector<int32_t> ids(n);
-  for (int32_t& id : ids) {
-    id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-    if (rng() % 4 == 0) id = static_cast<int32_t>(rng() % 3 % vocab);
-  }
-  return ids;
-}
-
-void add_embedding_cases(std::vector<NnCase>& cases) {
-  struct Variant {
-    int64_t batch, time, vocab, positions, channels;
-    bool token_grad;
-  };
-  // 4 x 300 = 1200 rows span two of the GPU sort's 1024-row chunks; 3000 ids exceed its block.
-  const Variant variants[] = {{3, 17, 50, 20, 40, true},
-                              {4, 300, 7, 300, 33, true},
-                              {2, 1100, 3000, 1100, 8, true},
-                              {1, 1, 1, 1, 1, true},
-                              {5, 9, 11, 12, 16, false}};
-  for (const Variant& v : variants) {
-    const std::string dims = std::to_string(v.batch) + "x" + std::to_string(v.time) + "_V" +
-                             std::to_string(v.vocab) + "_C" + std::to_string(v.channels);
-    const int64_t rows = v.batch * v.time;
-    // Forward: one float add on both sides: bitwise.
-    NnCase f;
-    f.name = "embedding_forward_" + dims;
-    f.make_inputs = [v, rows](std::mt19937_64& rng) {
-      return std::vector<HostInput>{
-          from_i32({v.batch, v.time}, token_ids(rng, static_cast<size_t>(rows), v.vocab)),
-          from_values({v.vocab, v.channels}, DType::f32,
-                      random_values(rng, numel_of({v.vocab, v.channels}), -8, 2)),
-          from_values({v.positions, v.channels}, DType::f32,
-                      random_values(rng, numel_of({v.positions, v.channels}), -8, 2))};
-    };
-    f.run = [rows, v](Backend& be, std::vector<Tensor>& in) {
-      Tensor out = be.empty({rows, v.channels}, DType::f32);
-      be.embedding_forward(in[0], in[1], in[2], out);
-      return std::vector<Tensor>{out};
-    };
-    cases.push_back(f);
-    // Backward: the same float sums in the same (ascending row) order: bitwise, repeats included.
-    NnCase b;
-    b.name = std::string("embedding_backward_") + (v.token_grad ? "" : "positions_only_") + dims;
-    b.make_inputs = [v, rows](std::mt19937_64& rng) {
-      return std::vector<HostInput>{
-          from_i32({v.batch, v.time}, token_ids(rng, static_cast<size_t>(rows), v.vocab)),
-          from_values({rows, v.channels}, DType::f32,
-                      random_values(rng, numel_of({rows, v.channels}), -10, 4)),
-          from_values({v.vocab, v.channels}, DType::f32,
-                      random_values(rng, numel_of({v.vocab, v.channels}), -4, 0)),
-          from_values({v.positions, v.channels}, DType::f32,
-                      random_values(rng, numel_of({v.positions, v.channels}), -4, 0))};
-    };
-    b.run = [v](Backend& be, std::vector<Tensor>& in) {
-      be.embedding_backward(in[0], in[1], v.token_grad ? in[2] : Tensor{}, in[3]);
-      return std::vector<Tensor>{in[2], in[3]};
-    };
-    cases.push_back(b);
-  }
-}
-
-void add_gemm_batched_cases(std::vector<NnCase>& cases) {
-  struct Variant {
-    DType a, b, c;
-    int64_t batch, m, n, k;
-    bool ta, tb;
-    float alpha, beta;
-    bool integers;  // small integers, exact partial sums: bitwise
-  };
-  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
-  const std::vector<Variant> variants = {
-      // q @ k^T and att @ v as the GPT issues them, then the other layouts and type paths.
-      {f16, f16, f16, 12, 37, 37, 16, false, true, 1.0f, 0.0f, false},
-      {f16, f16, f16, 12, 37, 16, 37, false, false, 1.0f, 0.0f, false},
-      {bf16, bf16, bf16, 6, 20, 24, 32, true, false, 1.0f, 0.0f, false},
-      {f32, f32, f32, 5, 9, 13, 7, true, true, 0.5f, 1.0f, false},
-      {f16, f16, f32, 4, 33, 17, 64, false, true, 1.0f, 1.0f, false},
-      {f16, f32, f16, 3, 8, 9, 10, false, false, 1.0f, 0.0f, false},    // mixed inputs: widened
-      {bf16, bf16, f16, 3, 8, 9, 10, false, false, 1.0f, 0.5f, false},  // C through f32
-      {f16, f16, f16, 3, 4, 5, 0, false, false, 1.0f, 0.5f, false},     // k = 0: C = beta C
-      {f16, f16, f16, 8, 32, 32, 64, false, true, 1.0f, 0.0f, true},
-      {bf16, bf16, f32, 8, 16, 48, 64, true, false, 1.0f, 0.0f, true},
-  };
-  for (const Variant& v : variants) {
-    NnCase c;
-    c.name = "gemm_batched_" + tag(v.a) + "x" + tag(v.b) + "_to_" + tag(v.c) + "_" +
-             std::to_string(v.batch) + "x" + std::to_string(v.m) + "x" + std::to_string(v.n) + "x" +
-             std::to_string(v.k) + (v.ta ? "_At" : "") + (v.tb ? "_Bt" : "") +
-             (v.beta != 0.0f ? "_beta" : "") + (v.integers ? "_exact" : "");
-    const Shape as = v.ta ? Shape{v.batch, v.k, v.m} : Shape{v.batch, v.m, v.k};
-    const Shape bs = v.tb ? Shape{v.batch, v.n, v.k} : Shape{v.batch, v.k, v.n};
-    const Shape cs{v.batch, v.m, v.n};
-    c.make_inputs = [v, as, bs, cs](std::mt19937_64& rng) {
-      if (v.integers) {
-        return std::vector<HostInput>{
-            from_values(as, v.a, small_integers(rng, numel_of(as), -8, 8)),
-            from_values(bs, v.b, small_integers(rng, numel_of(bs), -8, 8)),
-            from_values(cs, v.c, small_integers(rng, numel_of(cs), -8, 8))};
-      }
-      return std::vector<HostInput>{from_values(as, v.a, random_values(rng, numel_of(as), -3, 2)),
-                                    from_values(bs, v.b, random_values(rng, numel_of(bs), -3, 2)),
-                                    from_values(cs, v.c, random_values(rng, numel_of(cs), -3, 2))};
-    };
-    c.run = [v](Backend& be, std::vector<Tensor>& in) {
-      be.gemm_batched(in[0], v.ta, in[1], v.tb, in[2], v.alpha, v.beta);
-      return std::vector<Tensor>{in[2]};
-    };
-    if (!v.integers) {
-      c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
-        // As linear_forward: each side within gamma_{k+2}(2^-23) W of the exact value, W =
-        // |alpha| sum |a b| + |beta c| (any order, tensor cores possibly truncating): twice that.
-        const std::vector<double> a = in[0].values(), b = in[1].values(), c0 = in[2].values();
-        const double g = gamma_n(static_cast<double>(v.k + 2), 0x1p-23);
-        std::vector<double> delta(c0.size());
-        for (int64_t i = 0; i < v.batch; ++i) {
-          for (int64_t r = 0; r < v.m; ++r) {
-            for (int64_t q = 0; q < v.n; ++q) {
-              double w = 0.0;
-              for (int64_t l = 0; l < v.k; ++l) {
-                const double x = v.ta ? a[static_cast<size_t>((i * v.k + l) * v.m + r)]
-                                      : a[static_cast<size_t>((i * v.m + r) * v.k + l)];
-                const double y = v.tb ? b[static_cast<size_t>((i * v.n + q) * v.k + l)]
-                                      : b[static_cast<size_t>((i * v.k + l) * v.n + q)];
-                w += std::fabs(x * y);
-              }
-              const size_t o = static_cast<size_t>((i * v.m + r) * v.n + q);
-              w = std::fabs(v.alpha) * w + std::fabs(v.beta * c0[o]);
-              delta[o] = 2.0 * g * w;
-            }
-          }
-        }
-        return std::vector<Spec>{within(delta)};
-      };
-    }
-    cases.push_back(c);
-  }
-}
-
-void add_heads_cases(std::vector<NnCase>& cases) {
-  for (DType d : {DType::f16, DType::f32}) {
-    const int64_t B = 3, T = 11, H = 4, hs = 6, C = H * hs;
-    for (int64_t column : {int64_t{0}, C, 2 * C}) {
-      NnCase c;
-      c.name = "heads_copies_" + tag(d) + "_column" + std::to_string(column);
-      c.make_inputs = [d](std::mt19937_64& rng) {
-        return std::vector<HostInput>{
-            from_values({B * T, 3 * C}, d, random_values(rng, numel_of({B * T, 3 * C}), -6, 6)),
-            from_values({B * T, 3 * C}, d, random_values(rng, numel_of({B * T, 3 * C}), -6, 6))};
-      };
-      c.run = [d, column](Backend& be, std::vector<Tensor>& in) {
-        Tensor heads = be.empty({B, H, T, hs}, d);
-        be.heads_from_rows(in[0], column, heads);
-        be.heads_to_rows(heads, in[1], column);  // into the other rows: the rest kept
-        return std::vector<Tensor>{heads, in[1]};
-      };
-      cases.push_back(c);
-    }
-  }
-}
-
-// The causal softmax's scaled score as both backends form it.
-double softmax_score(double x, float scale, bool round_scaled, DType d) {
-  const float s = static_cast<float>(x * static_cast<double>(scale));
-  return round_scaled ? static_cast<double>(decode(encode(s, d), d)) : static_cast<double>(s);
-}
-
-void add_causal_softmax_cases(std::vector<NnCase>& cases) {
-  struct Variant {
-    DType scores, probs;
-    bool round_scaled, in_place;
-    int64_t count, time;
-  };
-  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
-  // 2 x 130 rows: a full 128-row block and a partial one; 1 x 1: a single unmasked element.
-  const Variant variants[] = {{f32, f32, false, false, 6, 37},  {f16, f32, true, false, 6, 37},
-                              {bf16, f32, true, false, 2, 130}, {f16, f16, false, false, 3, 64},
-                              {bf16, bf16, true, false, 4, 17}, {f32, f32, false, true, 3, 29},
-                              {f16, f32, false, false, 1, 1}};
-  for (const Variant& v : variants) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(v.time));
-    const std::string dims = std::to_string(v.count) + "x" + std::to_string(v.time);
-    const Shape shape{v.count, v.time, v.time};
-    NnCase f;
-    f.name = "causal_softmax_forward_" + tag(v.scores) + "_to_" + tag(v.probs) +
-             (v.round_scaled ? "_round_scaled" : "") + (v.in_place ? "_in_place" : "") + "_" + dims;
-    f.make_inputs = [v, shape](std::mt19937_64& rng) {
-      std::vector<float> x = random_values(rng, numel_of(shape), -2, 4);
-      for (float& e : x) e += 20.0f;  // a common offset: the max shift matters
-      return std::vector<HostInput>{from_values(shape, v.scores, x)};
-    };
-    f.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
-      Tensor p = v.in_place ? in[0] : be.empty(shape, v.probs);
-      be.causal_softmax_forward(in[0], scale, v.round_scaled, p);
-      return std::vector<Tensor>{p};
-    };
-    f.specs = [v, scale](const std::vector<HostInput>& in,
-                         const std::vector<std::vector<double>>&) {
-      // The same float operations in the same order, but expf's: each e_k differs by up to
-      // kTranscendentalUlps ulps; the sum of i + 1 of them by those plus one ulp of the sum per
-      // addition; p_j = e_j / sum by its operands' relative differences plus one ulp. Masked
-      // elements: 0 on both sides (delta 0).
-      const std::vector<double> x = in[0].values();
-      const int64_t T = v.time;
-      std::vector<double> delta(x.size(), 0.0);
-      std::vector<double> e(static_cast<size_t>(T));
-      for (int64_t r = 0; r < v.count * T; ++r) {
-        const int64_t i = r % T;
-        const size_t row = static_cast<size_t>(r * T);
-        double mx = -kInf;
-        for (int64_t j = 0; j <= i; ++j) {
-          mx = std::max(mx, softmax_score(x[row + j], scale, v.round_scaled, v.scores));
-        }
-        double sum = 0.0, dsum = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
-          e[j] = std::exp(softmax_score(x[row + j], scale, v.round_scaled, v.scores) - mx);
-          sum += e[j];
-          dsum += kTranscendentalUlps * ulp_near(e[j]);
-        }
-        dsum += static_cast<double>(i + 1) * ulp_near(sum);
-        for (int64_t j = 0; j <= i; ++j) {
-          const double p = e[j] / sum;
-          delta[row + j] =
-              p * (kTranscendentalUlps * ulp_near(e[j]) / e[j] + dsum / sum) + ulp_near(p);
-        }
-      }
-      return std::vector<Spec>{within(delta)};
-    };
-    cases.push_back(f);
-  }
-  // The backward: no transcendental, the same float operations in the same order: bitwise.
-  struct BackwardVariant {
-    DType probs, dprobs, dscores;
-    bool round_scaled;
-    int64_t count, time;
-  };
-  const BackwardVariant backward[] = {{f32, f32, f32, false, 6, 37},
-                                      {f32, f16, f16, true, 6, 37},
-                                      {f32, bf16, bf16, true, 2, 130},
-                                      {f16, f16, f16, false, 3, 64},
-                                      {f32, f32, f16, true, 1, 1}};
-  for (const BackwardVariant& v : backward) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(v.time));
-    const Shape shape{v.count, v.time, v.time};
-    NnCase b;
-    b.name = "causal_softmax_backward_" + tag(v.probs) + "_" + tag(v.dprobs) + "_to_" +
-             tag(v.dscores) + (v.round_scaled ? "_round_scaled" : "") + "_" +
-             std::to_string(v.count) + "x" + std::to_string(v.time);
-    b.make_inputs = [v, shape](std::mt19937_64& rng) {
-      return std::vector<HostInput>{
-          from_values(shape, v.probs, uniform_values(rng, numel_of(shape), 0.0f, 0.2f)),
-          from_values(shape, v.dprobs, random_values(rng, numel_of(shape), -8, 4))};
-    };
-    b.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
-      Tensor ds = be.empty(shape, v.dscores);
-      be.causal_softmax_backward(in[0], in[1], scale, v.round_scaled, ds);
-      return std::vector<Tensor>{ds};
-    };
-    cases.push_back(b);
-  }
-}
-
-// ---- fused causal attention (Backend::attention_forward / attention_backward) ----
-
-double rounded(double x, DType d) {
-  return static_cast<double>(decode(encode(static_cast<float>(x), d), d));
-}
-
-struct AttentionDeltas {
-  std::vector<double> y, dq, dk, dv;
-};
-
-// The CPU runs the materialised composition (scores by gemm_batched, the fp32 causal softmax, P
-// rounded to the compute dtype, two more products; backward likewise) and the GPU, for f16/bf16
-// heads up to 64, the fused kernels of kernels/attention.cu (else the same composition on
-// cuBLAS). Both take the same roundings at the same points but for the ones that differ by
-// construction (attention.cu's opening comment); the bound propagates each difference to first
-// order through the math, from the inputs in double (u_lo, eta_lo: the compute dtype's unit
-// roundoff and half its smallest subnormal; g = gamma_{hs+2}(2^-23), gT = gamma_{T+2}(2^-23)):
-//   * a score s_ij = round(round(q.k) * scale): the fp32 dots differ by 2 g A (A = sum |q_d k_d|),
-//     so the two rounded products by that plus one ulp_lo, and after the scaling and its rounding
-//     by delta_s = scale (2 g A + ulp_lo) + ulp_lo(s);
-//   * p_ij = exp(s_ij - m_i) / l_i moves by at most a factor exp(delta_s_ij + max_k delta_s_ik)
-//     (its own score and the normalisation), plus eps32 = (8 + 4 tiles + 2 T) 2^-24 of fp32
-//     effects: expf's 4 ulps, the fused kernel's running rescales by alpha (2 ulps a tile) and
-//     the reassociated sum l;
-//   * P as P @ V reads it: both sides round it to the compute dtype (the fused kernel before the
-//     normalisation), 2 u_lo relative and 2 eta_lo absolute between them;
-//   * y = sum_j P_ij v_j: the per-term differences, 2 gT sum |P v| of reassociation, and 2 fp32
-//     ulps of y (the division by l, the final rescale);
-//   * backward: dp_ij = round(dy_i . v_j) differs by 2 g B + ulp_lo (B = sum |dy v|); the row
-//     dot D_i is sum_k datt_k p_k on the CPU and dy_i . y_i on the GPU, each within
-//     sum_k p_k (ddp_k + |dp_k| (rel_k + 2 gT)) + sum_d |dy_d| (delta_y_d + ulp_lo(y_d)) of
-//     the exact sum_k p_k dp_k; ds_ij = round(round(p (dp - D)) * scale) propagates p's relative
-//     difference and dp's and D's absolute ones, plus one ulp_lo per rounding; dq, dk, dv sum
-//     them against k, q and dy (dv reads P rounded: ulp_lo(P) more), plus 2 gT of reassociation.
-// Second-order products of these (each relative difference below 3 % here) are covered by a
-// margin of 10 %. The output's own rounding is added by round_bound.
-AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector<double>& k,
-                                 const std::vector<double>& v, const std::vector<double>& dy,
-                                 DType d, int64_t count, int64_t T, int64_t hs, float scale) {
-  const double u_lo = d == DType::f16 ? 0x1p-11 : d == DType::bf16 ? 0x1p-8 : 0x1p-24;
-  const double eta_lo = d == DType::f16 ? 0x1p-25 : d == DType::bf16 ? 0x1p-134 : 0x1p-150;
-  const double g = gamma_n(static_cast<double>(hs + 2), 0x1p-23);
-  const double gT = gamma_n(static_cast<double>(T + 2), 0x1p-23);
-  const double tiles = static_cast<double>((T + 31) / 32);
-  const double eps32 = (8.0 + 4.0 * tiles + 2.0 * static_cast<double>(T)) * kU;
-  const double sc = scale;
-  const size_t n_el = static_cast<size_t>(count * T * hs);
-  AttentionDeltas out{std::vector<double>(n_el, 0.0), std::vector<double>(n_el, 0.0),
-                      std::vector<double>(n_el, 0.0), std::vector<double>(n_el, 0.0)};
-  auto at = [&](int64_t n, int64_t t, int64_t h) {
-    return static_cast<size_t>((n * T + t) * hs + h);
-  };
-  std::vector<double> s(static_cast<size_t>(T)), ds(s.size()), p(s.size()), rel(s.size()),
-      dp(s.size()), ddp(s.size());
-  std::vector<double> o(static_cast<size_t>(hs)), ey(o.size());
-  for (int64_t n = 0; n < count; ++n) {
-    for (int64_t i = 0; i < T; ++i) {
-      double mx = -kInf, max_ds = 0.0;
-      for (int64_t j = 0; j <= i; ++j) {
-        double a = 0.0, A = 0.0;
-        for (int64_t h = 0; h < hs; ++h) {
-          a += q[at(n, i, h)] * k[at(n, j, h)];
-          A += std::fabs(q[at(n, i, h)] * k[at(n, j, h)]);
-        }
-        const double e1 = 2.0 * g * A + ulp(std::fabs(a) + 2.0 * g * A, d);
-        s[j] = rounded(rounded(a, d) * sc, d);
-        ds[j] = sc * e1 * (1.0 + 0x1p-23) + ulp(std::fabs(s[j]) + sc * e1, d);
-        mx = std::max(mx, s[j]);
-        max_ds = std::max(max_ds, ds[j]);
-      }
-      double l = 0.0;
-      for (int64_t j = 0; j <= i; ++j) l += std::exp(s[j] - mx);
-      for (int64_t j = 0; j <= i; ++j) {
-        p[j] = std::exp(s[j] - mx) / l;
-        rel[j] = std::expm1(ds[j] + max_ds) + eps32;
-      }
-      // forward
-      for (int64_t h = 0; h < hs; ++h) {
-        double y = 0.0, dy_h = 0.0, mag = 0.0;
-        for (int64_t j = 0; j <= i; ++j) {
-          const double pv = std::fabs(p[j] * v[at(n, j, h)]);
-          y += p[j] * v[at(n, j, h)];
-          mag += pv;
-          dy_h += pv * (rel[j] + 2.0 * u_lo) + 2.0 * eta_lo * std::fabs(v[at(n, j, h)]);
-        }
-        dy_h += 2.0 * gT * mag + 2.0 * ulp_near(std::fabs(y) + dy_h);
-        out.y[at(n, i, h)] = dy_h;
-        o[h] = y;
-        ey[h] = dy_h + ulp(std::fabs(y) + dy_h, d);
-      }
-      // backward
-      double D = 0.0, dD = 0.0;
-      for (int64_t j = 0; j <= i; ++j) {
-        double a = 0.0, B = 0.0;
-        for (int64_t h = 0; h < hs; ++h) {
-          a += dy[at(n, i, h)] * v[at(n, j, h)];
-          B += std::fabs(dy[at(n, i, h)] * v[at(n, j, h)]);
-        }
-        dp[j] = a;
-        ddp[j] = 2.0 * g * B + ulp(std::fabs(a) + 2.0 * g * B, d);
-        D += p[j] * a;
-        dD += p[j] * (ddp[j] + std::fabs(a) * (rel[j] + 2.0 * gT));
-      }
-      for (int64_t h = 0; h < hs; ++h) {
-        dD += std::fabs(dy[at(n, i, h)]) * ey[h] + g * std::fabs(dy[at(n, i, h)] * o[h]);
-      }
-      for (int64_t j = 0; j <= i; ++j) {
-        const double gv = p[j] * (dp[j] - D);
-        double dg =
-            p[j] * (ddp[j] + dD) + std::fabs(dp[j] - D) * p[j] * rel[j] + ulp_near(std::fabs(gv));
-        dg += ulp(std::fabs(gv) + dg, d);
-        const double dsv = gv * sc;
-        const double dds = sc * dg * (1.0 + 0x1p-23) + ulp(std::fabs(dsv) + sc * dg, d);
-        const double dp_low = p[j] * rel[j] + ulp(p[j] * (1.0 + rel[j]), d);
-        for (int64_t h = 0; h < hs; ++h) {
-          out.dq[at(n, i, h)] +=
-              dds * std::fabs(k[at(n, j, h)]) + 2.0 * gT * std::fabs(dsv * k[at(n, j, h)]);
-          out.dk[at(n, j, h)] +=
-              dds * std::fabs(q[at(n, i, h)]) + 2.0 * gT * std::fabs(dsv * q[at(n, i, h)]);
-          out.dv[at(n, j, h)] +=
-              dp_low * std::fabs(dy[at(n, i, h)]) + 2.0 * gT * std::fabs(p[j] * dy[at(n, i, h)]);
-        }
-      }
-    }
-  }
-  for (std::vector<double>* vec : {&out.y, &out.dq, &out.dk, &out.dv}) {
-    for (double& x : *vec) x *= 1.1;
-  }
-  return out;
-}
-
-void add_attention_cases(std::vector<NnCase>& cases) {
-  struct Variant {
-    DType dtype;
-    int64_t count, time, head_size;
-  };
-  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
-  // Tiles of 32: partial (37, 70, 33), exact (64), a single row (1); head sizes below, at and not
-  // a multiple of the 8 threads a row; f32 and hs 80 take the composed path on the GPU too.
-  const Variant variants[] = {{f16, 3, 37, 16}, {bf16, 2, 70, 64}, {f16, 2, 64, 64},
-                              {f16, 1, 1, 5},   {bf16, 2, 33, 13}, {f32, 2, 37, 16},
-                              {f16, 1, 40, 80}};
-  for (const Variant& v : variants) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(v.head_size));
-    const Shape shape{v.count, v.time, v.head_size};
-    NnCase c;
-    c.name = "attention_" + tag(v.dtype) + "_" + std::to_string(v.count) + "x" +
-             std::to_string(v.time) + "x" + std::to_string(v.head_size);
-    c.make_inputs = [v, shape](std::mt19937_64& rng) {
-      const size_t n = numel_of(shape);
-      std::vector<HostInput> in;
-      for (int t = 0; t < 4; ++t) {  // q, k, v, dy
-        in.push_back(from_values(shape, v.dtype, uniform_values(rng, n, -1.5f, 1.5f)));
-      }
-      return in;
-    };
-    c.run = [v, scale, shape](Backend& be, std::vector<Tensor>& in) {
-      Tensor y = be.empty(shape, v.dtype), dq = be.empty(shape, v.dtype),
-             dk = be.empty(shape, v.dtype), dv = be.empty(shape, v.dtype);
-      const AttentionBuffers buf =
-          make_attention_buffers(be, v.count, v.time, v.head_size, v.dtype);
-      be.attention_forward(in[0], in[1], in[2], scale, y, buf);
-      be.attention_backward(in[0], in[1], in[2], y, in[3], scale, dq, dk, dv, buf);
-      return std::vector<Tensor>{y, dq, dk, dv};
-    };
-    c.specs = [v, scale](const std::vector<HostInput>& in,
-                         const std::vector<std::vector<double>>&) {
-      const AttentionDeltas d =
-          attention_deltas(in[0].values(), in[1].values(), in[2].values(), in[3].values(), v.dtype,
-                           v.count, v.time, v.head_size, scale);
-      return std::vector<Spec>{within(d.y), within(d.dq), within(d.dk), within(d.dv)};
-    };
-    cases.push_back(c);
-  }
-}
-
-std::vector<NnCase> all_cases() {
-  std::vector<NnCase> cases;
+std::vector<CudaCase> nn_cases() {
+  std::vector<CudaCase> cases;
   add_linear_cases(cases);
   add_linear_gelu_cases(cases);
   add_sum_rows_cases(cases);
@@ -2015,138 +1037,13 @@ std::vector<NnCase> all_cases() {
   add_xent_cases(cases);
   add_mse_cases(cases);
   add_layer_norm_cases(cases);
-  add_conv_cases(cases);
   add_clip_cases(cases);
-  add_adam_cases(cases);
-  add_sgd_alignment_cases(cases);
-  add_decay_mask_cases(cases);
-  add_unscale_alignment_cases(cases);
-  add_embedding_cases(cases);
-  add_gemm_batched_cases(cases);
-  add_heads_cases(cases);
-  add_causal_softmax_cases(cases);
-  add_attention_cases(cases);
   return cases;
 }
 
-// ---- running and comparing ----
-
-std::vector<Output> run_case(Backend& be, const NnCase& c, const std::vector<HostInput>& inputs) {
-  std::vector<Tensor> in;
-  for (const HostInput& h : inputs) in.push_back(upload_bits(be, h.shape, h.dtype, h.bits));
-  std::vector<Output> out;
-  for (const Tensor& t : c.run(be, in)) out.push_back({t.dtype(), download_bits(be, t)});
-  return out;
-}
-
-std::vector<double> decoded(const Output& o) {
-  std::vector<double> v(o.bits.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = o.dtype == DType::i32 ? static_cast<double>(static_cast<int32_t>(o.bits[i]))
-                                 : static_cast<double>(decode(o.bits[i], o.dtype));
-  }
-  return v;
-}
-
-void expect_bitwise(const Output& got, const Output& want, const std::string& what) {
-  ASSERT_EQ(got.bits.size(), want.bits.size()) << what;
-  if (got.dtype == DType::i32) {
-    size_t mismatches = 0, first = 0;
-    for (size_t i = 0; i < got.bits.size(); ++i) {
-      if (got.bits[i] != want.bits[i] && mismatches++ == 0) first = i;
-    }
-    EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << got.bits.size()
-                              << " i32 elements differ (budget: 0); first at " << first << ": cuda "
-                              << static_cast<int32_t>(got.bits[first]) << ", cpu "
-                              << static_cast<int32_t>(want.bits[first]);
-    return;
-  }
-  BitwiseCheck check(got.dtype, /*nan_any=*/true);
-  check.add_all(got.bits, want.bits);
-  EXPECT_TRUE(check.ok()) << what << " (got = cuda, expected = cpu): " << check.report();
-}
-
-void expect_within(const Output& got, const Output& want, const std::vector<double>& delta,
-                   const std::string& what) {
-  ASSERT_EQ(got.bits.size(), want.bits.size()) << what;
-  ASSERT_EQ(delta.size(), want.bits.size()) << what << ": one bound per element";
-  const std::vector<double> g = decoded(got), w = decoded(want);
-  ErrorBudget budget;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double bound =
-        want.dtype == DType::f32 ? delta[i] : round_bound(w[i], delta[i], want.dtype);
-    budget.add(i, g[i], w[i], bound);
-  }
-  EXPECT_TRUE(budget.ok()) << what << " (got = cuda, expected = cpu): " << budget.report();
-}
-
-class CudaNnVsCpu : public ::testing::TestWithParam<NnCase> {};
-
-TEST_P(CudaNnVsCpu, MatchesCpuReference) {
-  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  const NnCase& c = GetParam();
-  std::mt19937_64 rng(seed_of(c.name));
-  const std::vector<HostInput> inputs = c.make_inputs(rng);
-  const std::vector<Output> want = run_case(cpu(), c, inputs);
-  const std::vector<Output> got = run_case(gpu(), c, inputs);
-  ASSERT_EQ(got.size(), want.size());
-  std::vector<std::vector<double>> want_values;
-  for (const Output& o : want) want_values.push_back(decoded(o));
-  std::vector<Spec> specs = c.specs ? c.specs(inputs, want_values) : std::vector<Spec>{};
-  specs.resize(got.size());  // unlisted outputs: bitwise
-  for (size_t i = 0; i < got.size(); ++i) {
-    const std::string what = c.name + ", output " + std::to_string(i);
-    ASSERT_EQ(got[i].dtype, want[i].dtype) << what;
-    if (specs[i].bitwise) {
-      expect_bitwise(got[i], want[i], what);
-    } else {
-      expect_within(got[i], want[i], specs[i].delta, what);
-    }
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Ops, CudaNnVsCpu, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<NnCase>& info) {
-                           return info.param.name;
-                         });
+AMPCTL_CPU_VS_CUDA_TABLE(Nn, nn_cases);
 
 // ---- properties of the GPU alone ----
-
-// A step with found_inf set writes nothing: params, both moments, the lowp copy and step keep
-// every bit, NaN payloads included.
-TEST(CudaAdamStep, SkippedStepLeavesStateBitwiseUnchanged) {
-  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  std::mt19937_64 rng(11);
-  const int64_t n = 4099;
-  for (DType lowp : {DType::f16, DType::bf16}) {
-    std::vector<uint32_t> param_bits(n), m_bits(n), v_bits(n), lowp_bits(n);
-    for (auto& b : param_bits) b = static_cast<uint32_t>(rng());  // any bits, NaNs included
-    for (auto& b : m_bits) b = static_cast<uint32_t>(rng());
-    for (auto& b : v_bits) b = static_cast<uint32_t>(rng());
-    for (auto& b : lowp_bits) b = static_cast<uint32_t>(rng()) & 0xffffu;
-    OptimizerStepArgs args;
-    args.params = upload_bits(gpu(), {n}, DType::f32, param_bits);
-    args.grads = upload_values(gpu(), {n}, DType::f32, random_values(rng, n, -4, 4));
-    args.exp_avg = upload_bits(gpu(), {n}, DType::f32, m_bits);
-    args.exp_avg_sq = upload_bits(gpu(), {n}, DType::f32, v_bits);
-    args.step = scalar_i32(gpu(), 7);
-    args.found_inf = scalar_f32(gpu(), 1.0f);
-    args.inv_scale = scalar_f32(gpu(), 0x1p-8f);
-    args.lowp_params = upload_bits(gpu(), {n}, lowp, lowp_bits);
-    args.hyper = optim::AdamHyper{1e-3, 0.9, 0.999, 1e-8, 0.01, true, false};
-    gpu().optimizer_step(args);
-    BitwiseCheck params(DType::f32), m(DType::f32), v(DType::f32), low(lowp);
-    params.add_all(download_bits(gpu(), args.params), param_bits);
-    m.add_all(download_bits(gpu(), args.exp_avg), m_bits);
-    v.add_all(download_bits(gpu(), args.exp_avg_sq), v_bits);
-    low.add_all(download_bits(gpu(), args.lowp_params), lowp_bits);
-    EXPECT_TRUE(params.ok()) << "params: " << params.report();
-    EXPECT_TRUE(m.ok()) << "exp_avg: " << m.report();
-    EXPECT_TRUE(v.ok()) << "exp_avg_sq: " << v.report();
-    EXPECT_TRUE(low.ok()) << tag(lowp) << " lowp_params: " << low.report();
-    EXPECT_EQ(gpu().read_scalar_i32(args.step), 7);
-  }
-}
 
 // Every reduction runs in an order fixed by the shape (and linear_forward's cuBLASLt algorithm is
 // chosen once), so repeating an op on the same inputs gives the same bits.
@@ -2209,59 +1106,6 @@ TEST(CudaNnDeterminism, RepeatedRunsAreBitwiseIdentical) {
       BitwiseCheck check(DType::f32);  // bit patterns compared as 32-bit words
       check.add_all(again[k], first[k]);
       EXPECT_TRUE(check.ok()) << names[k] << ", repetition " << rep << ": " << check.report();
-    }
-  }
-}
-
-// The fused attention keeps one fp32 statistic per query row, never a T x T matrix, for f16 and
-// bf16 heads up to 64; f32 and larger heads take the materialised composition.
-TEST(CudaAttention, FusedPathKeepsNoTimesTimesMatrix) {
-  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  for (DType d : {DType::f16, DType::bf16}) {
-    const AttentionSizes s = gpu().attention_workspace(96, 1024, 64, d);
-    EXPECT_EQ(s.saved_f32, 96 * 1024) << tag(d);
-    EXPECT_EQ(s.saved_lowp, 0) << tag(d);
-    EXPECT_EQ(s.scratch_f32, 96 * 1024) << tag(d);
-    EXPECT_EQ(s.scratch_lowp, 0) << tag(d);
-  }
-  const AttentionSizes f32 = gpu().attention_workspace(2, 16, 64, DType::f32);
-  EXPECT_EQ(f32.saved_f32, 2 * 16 * 16);
-  const AttentionSizes wide = gpu().attention_workspace(2, 16, 80, DType::f16);
-  EXPECT_EQ(wide.scratch_lowp, 2 * 2 * 16 * 16);
-}
-
-// No atomics, fixed orders: forward and backward give the same bits on every repetition, at a
-// GPT-2-like shape (many blocks in flight at once).
-TEST(CudaAttention, RepeatedRunsAreBitwiseIdentical) {
-  if (ampctl::cuda_device_count() == 0) GTEST_SKIP() << "no usable GPU";
-  Backend& be = gpu();
-  const int64_t n = 24, t = 300, hs = 64;
-  const Shape sh{n, t, hs};
-  std::mt19937_64 rng(13);
-  for (DType d : {DType::f16, DType::bf16}) {
-    const size_t el = numel_of(sh);
-    Tensor q = upload_values(be, sh, d, uniform_values(rng, el, -2.0f, 2.0f));
-    Tensor k = upload_values(be, sh, d, uniform_values(rng, el, -2.0f, 2.0f));
-    Tensor v = upload_values(be, sh, d, uniform_values(rng, el, -1.0f, 1.0f));
-    Tensor dy = upload_values(be, sh, d, random_values(rng, el, -8, 0));
-    const AttentionBuffers buf = make_attention_buffers(be, n, t, hs, d);
-    auto run = [&] {
-      Tensor y = be.empty(sh, d), dq = be.empty(sh, d), dk = be.empty(sh, d), dv = be.empty(sh, d);
-      be.attention_forward(q, k, v, 0.125f, y, buf);
-      be.attention_backward(q, k, v, y, dy, 0.125f, dq, dk, dv, buf);
-      return std::vector<std::vector<uint32_t>>{download_bits(be, y), download_bits(be, dq),
-                                                download_bits(be, dk), download_bits(be, dv)};
-    };
-    const auto first = run();
-    for (int rep = 1; rep < 3; ++rep) {
-      const auto again = run();
-      const char* names[] = {"y", "dq", "dk", "dv"};
-      for (size_t o = 0; o < first.size(); ++o) {
-        BitwiseCheck check(d);
-        check.add_all(again[o], first[o]);
-        EXPECT_TRUE(check.ok()) << tag(d) << " " << names[o] << ", repetition " << rep << ": "
-                                << check.report();
-      }
     }
   }
 }
