@@ -34,7 +34,16 @@ are leaves that any module may include.
 What is scanned: every `#include "ampctl/<module>/..."` (or <...>) in lib/include/ampctl/<module>/
 and lib/src/<module>/ (the folder names the module), in kernels/ (module `kernels`) and in apps/
 (module `apps`), and every include of a kernel header (`<name>.cuh` that exists in kernels/).
-tests/ may include anything. A violation is reported as `file:line: <module> -> <module>` with
+tests/ may include anything.
+
+Model knowledge stays in nn/models/: outside its build layer (train/build.h and build.cpp, which
+fill each model's option struct from the config), train/ names no model: no include of
+ampctl/nn/models/, no `ModelType::<name>`, and no identifier starting with a model's class name
+(Gpt..., Cnn..., Mlp...: one per header in lib/include/ampctl/nn/models/ besides builtin.h), in
+code (comments and string literals aside). A model's memory estimate, for example, is its second
+entry in the model registry (nn/memory_estimate.h), not train's.
+
+A violation is reported as `file:line: <module> -> <module>` with
 the include and the allowed set; the exit status is then 1.
 
 Usage: scripts/dev/check_deps.py [--root DIR]   (default: the repository holding this script)
@@ -101,6 +110,38 @@ def target_of(path, kernel_headers):
     return None
 
 
+# Modules that may not name a model, and the files of theirs that may (the build layer).
+MODEL_FREE = {"train"}
+MODEL_FREE_EXCEPT = {"lib/include/ampctl/train/build.h", "lib/src/train/build.cpp"}
+STRINGS_AND_COMMENTS = re.compile(r'"(?:[^"\\]|\\.)*"|//.*$')
+
+
+def model_names(root):
+    """The class names of the models: one per header in lib/include/ampctl/nn/models/."""
+    base = os.path.join(root, "lib/include/ampctl/nn/models")
+    if not os.path.isdir(base):
+        return []
+    return sorted(n[:-2].capitalize() for n in os.listdir(base)
+                  if n.endswith(".h") and n != "builtin.h")
+
+
+def names_a_model(line, models):
+    """What in this line names a model (an include of nn/models/, ModelType::x, a model class),
+    or None."""
+    m = INCLUDE.match(line)
+    if m:
+        return m.group(1) if m.group(1).startswith("ampctl/nn/models/") else None
+    code = STRINGS_AND_COMMENTS.sub("", line)
+    m = re.search(r"\bModelType::\w+", code)
+    if m:
+        return m.group(0)
+    if models:
+        m = re.search(r"\b(?:%s)\w*" % "|".join(models), code)
+        if m:
+            return m.group(0)
+    return None
+
+
 def sources(root):
     for top in ("lib/include/ampctl", "lib/src", "kernels", "apps"):
         base = os.path.join(root, top)
@@ -124,6 +165,7 @@ def check(root, pending=None):
     problems = []
     seen_pending = set()
     checked = 0
+    models = model_names(root)
     for rel in sources(root):
         module = module_of(rel)
         if module is None:
@@ -134,6 +176,12 @@ def check(root, pending=None):
             continue
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):
+                if module in MODEL_FREE and rel not in MODEL_FREE_EXCEPT:
+                    named = names_a_model(line, models)
+                    if named:
+                        problems.append(f"{rel}:{number}: {module} names a model ('{named}'): "
+                                        "model code belongs in nn/models/ (its registry "
+                                        "entries), the config's mapping in train/build.cpp")
                 m = INCLUDE.match(line)
                 if not m:
                     continue
@@ -243,11 +291,32 @@ class SelfTest(unittest.TestCase):
     def test_unknown_module_fails(self):
         files = self.clean_files()
         files["lib/src/gpt/model.cpp"] = '#include "ampctl/core/tensor.h"\n'
-        files["lib/src/train/loop.cpp"] = '#include "ampctl/vision/cnn.h"\n'
+        files["lib/src/train/trainer.cpp"] = '#include "ampctl/vision/cnn.h"\n'
         problems, _ = check(self.tree(files))
         self.assertEqual(len(problems), 2, problems)
         self.assertTrue(any("module 'gpt' is not in the table" in p for p in problems))
         self.assertTrue(any("train -> vision" in p for p in problems))
+
+    def test_train_naming_a_model_fails_outside_its_build_layer(self):
+        files = self.clean_files()
+        files["lib/include/ampctl/nn/models/gpt.h"] = '#include "ampctl/backend/backend.h"\n'
+        files["lib/include/ampctl/nn/models/builtin.h"] = "#pragma once\n"
+        # The build layer maps the config onto each model's options; messages and comments may
+        # say a model's name.
+        files["lib/src/train/build.cpp"] = ('#include "ampctl/nn/models/gpt.h"\n'
+                                            "if (t == config::ModelType::gpt) o.gpt.n_layer = 1;\n")
+        files["lib/src/train/sample.cpp"] = ('throw Error{"model.type: gpt, as Gpt does"};  '
+                                             "// a Gpt\n")
+        self.assertEqual(check(self.tree(files))[0], [])
+        files["lib/src/train/memory_plan.cpp"] = ('#include "ampctl/nn/models/gpt.h"\n'
+                                                  "if (c.model.type == config::ModelType::gpt)\n"
+                                                  "  GptEstimate e = estimate(c);\n")
+        problems, _ = check(self.tree(files))
+        self.assertEqual(len(problems), 3, problems)
+        for number, what in enumerate(["ampctl/nn/models/gpt.h", "ModelType::gpt",
+                                       "GptEstimate"], 1):
+            self.assertIn(f"lib/src/train/memory_plan.cpp:{number}: train names a model ('{what}')",
+                          problems[number - 1])
 
     def test_stale_pending_entry_fails(self):
         files = self.clean_files()

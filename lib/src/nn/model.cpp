@@ -22,8 +22,13 @@ std::mutex& registry_mutex() {
   return m;
 }
 
-std::map<std::string, ModelBuilder>& builders() {
-  static std::map<std::string, ModelBuilder> b;
+struct Registered {
+  ModelBuilder build;
+  ModelMemoryEstimate estimate;
+};
+
+std::map<std::string, Registered>& builders() {
+  static std::map<std::string, Registered> b;
   return b;
 }
 
@@ -33,6 +38,21 @@ std::map<std::string, ModelBuilder>& builders() {
 void ensure_builtins() {
   static std::once_flag once;
   std::call_once(once, [] { register_builtin_models(); });
+}
+
+// The entry of options.type. Throws Error{config} naming model.type and the known types when
+// none is registered under that name.
+Registered registered(const std::string& type) {
+  ensure_builtins();
+  std::string known;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    const auto it = builders().find(type);
+    if (it != builders().end()) return it->second;
+    for (const auto& [name, entry] : builders()) known += (known.empty() ? "" : ", ") + name;
+  }
+  throw Error{ErrorKind::config, "model.type: no model '" + type + "' is registered",
+              "the model types are " + known};
 }
 
 }  // namespace
@@ -90,34 +110,25 @@ void Model::zero_grad() {
   m_backend->fill(m_arenas.grads, 0.0);
 }
 
-void register_model(const std::string& type, ModelBuilder builder) {
+void register_model(const std::string& type, ModelBuilder builder, ModelMemoryEstimate estimate) {
   std::lock_guard<std::mutex> lock(registry_mutex());
-  builders()[type] = std::move(builder);
+  builders()[type] = Registered{std::move(builder), std::move(estimate)};
 }
 
 std::vector<std::string> model_types() {
   ensure_builtins();
   std::lock_guard<std::mutex> lock(registry_mutex());
   std::vector<std::string> types;
-  for (const auto& [type, builder] : builders()) types.push_back(type);
+  for (const auto& [type, entry] : builders()) types.push_back(type);
   return types;
 }
 
 std::unique_ptr<Model> build_model(Backend& backend, const ModelOptions& options) {
-  ensure_builtins();
-  ModelBuilder builder;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    const auto it = builders().find(options.type);
-    if (it != builders().end()) builder = it->second;
-  }
-  if (!builder) {
-    std::string known;
-    for (const std::string& t : model_types()) known += (known.empty() ? "" : ", ") + t;
-    throw Error{ErrorKind::config, "model.type: no model '" + options.type + "' is registered",
-                "the model types are " + known};
-  }
-  return builder(backend, options);
+  return registered(options.type).build(backend, options);
+}
+
+ModelMemory estimate_model_memory(const ModelOptions& options, const Backend* backend) {
+  return registered(options.type).estimate(options, backend);
 }
 
 nlohmann::json dropout_rng_state(const DropoutRng& rng) {

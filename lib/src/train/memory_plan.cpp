@@ -10,26 +10,16 @@
 #include "ampctl/core/error.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/data/idx.h"
+#include "ampctl/nn/model.h"
+#include "ampctl/train/build.h"
 
 namespace ampctl::train {
 
 namespace {
 
 constexpr ErrorKind kKind = ErrorKind::config;
-// Each tensor of the flat arenas starts on a 16-element boundary (FlatLayout::kAlignElements).
-constexpr int64_t kAlign = 16;
-// Per activation element of one batch: the fp32 output and its gradient, the low-precision copy
-// the next matmul reads, and the pre-activation kept for the backward pass (4 + 4 + 2 + 4, with
-// room for a dropout mask or layer-norm statistics).
-constexpr int64_t kActivationBytes = 16;
-
 uint64_t u(int64_t v) {
   return static_cast<uint64_t>(v);
-}
-
-// The elements of one parameter tensor, aligned as the arena lays it out.
-int64_t aligned(int64_t n, const std::string& key) {
-  return checked_add(n, kAlign - 1, key, kKind) / kAlign * kAlign;
 }
 
 int64_t data_bytes(int64_t samples, int64_t features, int64_t outputs, bool classification,
@@ -41,107 +31,14 @@ int64_t data_bytes(int64_t samples, int64_t features, int64_t outputs, bool clas
   return checked_mul(samples, per_row, key, kKind);
 }
 
-// The GPT (nn/models/gpt.h): its parameter count, and the bytes of its activation buffers,
-// which the model allocates for data.batch_size sequences of model.block_size positions.
-struct GptEstimate {
-  int64_t params = 0;
-  int64_t activations = 0;
-};
-
-GptEstimate estimate_gpt(const config::RunConfig& config, int64_t vocab, const Backend* backend) {
-  const config::ModelConfig& m = config.model;
-  const std::string ckey = "model.n_embd";
-  const int64_t C = m.n_embd, L = m.n_layer, T = m.block_size, H = m.n_head;
-  const int64_t V = std::max<int64_t>(vocab, 1);
-  const int64_t bias = m.bias ? 1 : 0;
-  auto mul = [&](int64_t a, int64_t b, const std::string& key) {
-    return checked_mul(a, b, key, kKind);
-  };
-  auto add = [&](int64_t a, int64_t b, const std::string& key) {
-    return checked_add(a, b, key, kKind);
-  };
-  GptEstimate e;
-  // One block: c_attn [3C, C], attn.c_proj [C, C], mlp.c_fc [4C, C], mlp.c_proj [C, 4C], two
-  // LayerNorms, and the biases when model.bias; every tensor aligned as the arena lays it out.
-  int64_t block = 0;
-  for (int64_t k : {int64_t{3}, int64_t{1}, int64_t{4}, int64_t{4}}) {
-    block = add(block, aligned(mul(mul(k, C, ckey), C, ckey), ckey), ckey);
-  }
-  block = add(block, mul(aligned(C, ckey), 2 + 2 * bias, ckey), ckey);
-  if (m.bias) {
-    for (int64_t k : {int64_t{3}, int64_t{1}, int64_t{4}, int64_t{1}}) {
-      block = add(block, aligned(mul(k, C, ckey), ckey), ckey);
-    }
-  }
-  e.params = mul(block, L, "model.n_layer");
-  e.params = add(e.params, aligned(mul(V, C, ckey), ckey), ckey);                         // wte
-  e.params = add(e.params, aligned(mul(T, C, "model.block_size"), ckey), ckey);           // wpe
-  e.params = add(e.params, mul(aligned(C, ckey), 1 + bias, ckey), ckey);                  // ln_f
-  if (!m.tie_embeddings) e.params = add(e.params, aligned(mul(V, C, ckey), ckey), ckey);  // head
-  // Activations: the buffers Gpt::allocate_buffers makes for B = data.batch_size sequences of
-  // T = model.block_size positions, element for element (Gpt::buffer_bytes; the GPT memory
-  // test compares the two). lo is the compute dtype's size; R = B T rows.
-  const int64_t lo = config.precision == config::Precision::fp32 ? 4 : 2;
-  const std::string tkey = "model.block_size", bkey = "data.batch_size";
-  const int64_t B = config.data.batch_size;
-  const int64_t R = mul(B, T, bkey);
-  const int64_t RC = mul(R, C, ckey);
-  const int64_t att = mul(mul(mul(B, H, bkey), T, tkey), T, tkey);  // B H T T
-  // Attention without dropout is the backend's op pair, whose buffers the backend sizes (fused
-  // on CUDA for f16/bf16: no T x T); with dropout the GPT composes the materialised ops.
-  const bool attention_op = !(m.dropout > 0.0);
-  AttentionSizes as;
-  if (attention_op) {
-    const DType act = lo == 4                                       ? DType::f32
-                      : config.precision == config::Precision::bf16 ? DType::bf16
-                                                                    : DType::f16;
-    if (backend != nullptr) {
-      as = backend->attention_workspace(mul(B, H, bkey), T, C / std::max<int64_t>(H, 1), act);
-    } else {
-      // Backend's default (the CPU's): probs f32, att in the compute dtype, two T x T scratches.
-      as.saved_f32 = att;
-      as.saved_lowp = act == DType::f32 ? 0 : att;
-      as.scratch_lowp = mul(att, 2, tkey);
-    }
-  }
-  // Per block: x_in, x_mid (f32); ln1, q, k, v, yrows, ln2 (lo); fc, gelu (4C, lo); mean and
-  // rstd of both norms (f32, R each); then attention's: y_heads (lo) and the backend's saved
-  // buffers, or probs (f32) and att (lo).
-  int64_t f32_elems = add(mul(2, RC, ckey), mul(4, R, bkey), ckey);
-  int64_t lo_elems = mul(14, RC, ckey);
-  if (attention_op) {
-    f32_elems = add(f32_elems, as.saved_f32, tkey);
-    lo_elems = add(add(lo_elems, RC, ckey), as.saved_lowp, tkey);
-  } else {
-    f32_elems = add(f32_elems, att, tkey);
-    lo_elems = add(lo_elems, att, tkey);
-  }
-  f32_elems = mul(f32_elems, L, "model.n_layer");
-  lo_elems = mul(lo_elems, L, "model.n_layer");
-  // Shared: the embedding/last stream, g and t (f32); ln_f's statistics and the token ids (4
-  // bytes, R each); lnf, branch, branch_drop, yheads, dc, dc2, dyh, dq, dk, dv (lo), d4a, d4b
-  // (4C), dqkv (3C); the logits [R, V] (dlogits are written over them); attention's shared
-  // scratch or the materialised backward's datt, dscores (lo) and dprobs (f32); LayerNorm's
-  // zero bias and dbeta sink (f32 C); the lowp weight-gradient workspaces (not in fp32) and the
-  // bias-gradient ones.
-  f32_elems = add(f32_elems, add(mul(3, RC, ckey), mul(3, R, bkey), ckey), ckey);
-  lo_elems = add(lo_elems, mul(21, RC, ckey), ckey);
-  lo_elems = add(lo_elems, mul(R, V, "data.train (vocabulary)"), ckey);
-  if (attention_op) {
-    f32_elems = add(f32_elems, as.scratch_f32, tkey);
-    lo_elems = add(lo_elems, as.scratch_lowp, tkey);
-  } else {
-    f32_elems = add(f32_elems, att, tkey);
-    lo_elems = add(lo_elems, mul(2, att, tkey), tkey);
-  }
-  f32_elems = add(f32_elems, mul(2, C, ckey), ckey);
-  if (lo != 4) {
-    lo_elems = add(lo_elems, mul(mul(12, C, ckey), C, ckey), ckey);
-    lo_elems = add(lo_elems, mul(V, C, ckey), ckey);
-  }
-  lo_elems = add(lo_elems, mul(8, C, ckey), ckey);
-  e.activations = add(mul(f32_elems, 4, ckey), mul(lo_elems, lo, ckey), ckey);
-  return e;
+// The model's own estimate (its second entry in the model registry, nn/memory_estimate.h), for
+// the options the run would build it with.
+nn::ModelMemory model_memory(const config::RunConfig& config, const DataShape& shape,
+                             const Backend* backend) {
+  const nn::ModelOptions options =
+      model_options(config.model, config.precision, config.loss, shape.features, shape.outputs,
+                    config.data.batch_size, static_cast<uint64_t>(config.seed));
+  return nn::estimate_model_memory(options, backend);
 }
 
 }  // namespace
@@ -157,60 +54,10 @@ std::string MemoryPlan::str() const {
 
 MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
                        const Backend* backend) {
-  std::vector<int64_t> widths{std::max<int64_t>(shape.features, 1)};
-  widths.insert(widths.end(), config.model.hidden.begin(), config.model.hidden.end());
-  widths.push_back(std::max<int64_t>(shape.outputs, 1));
-  const size_t hidden = config.model.hidden.size();
-  const auto key_of = [&](size_t layer) {
-    // Layer i maps widths[i] -> widths[i + 1]: name the hidden width that makes it large (the
-    // last layer's input is the last hidden width).
-    if (hidden == 0) return std::string("model.hidden");
-    return "model.hidden[" + std::to_string(std::min(layer, hidden - 1)) + "]";
-  };
-  int64_t params = 0, act = 0;
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    const std::string key = key_of(i);
-    const int64_t weights = checked_mul(widths[i], widths[i + 1], key + " (weights)", kKind);
-    params = checked_add(params, aligned(weights, key), key + " (parameters)", kKind);
-    params = checked_add(params, aligned(widths[i + 1], key), key + " (parameters)", kKind);
-    if (config.model.layer_norm && i + 2 < widths.size()) {
-      params = checked_add(params, checked_mul(aligned(widths[i + 1], key), int64_t{2}, key, kKind),
-                           key + " (parameters)", kKind);
-    }
-    act = checked_add(act, widths[i + 1], key, kKind);
-  }
-  if (config.model.type == config::ModelType::cnn) {
-    // The conv blocks (docs/reference.md, "The CNN") on single-channel images of `features`
-    // pixels (idx / fashion_mnist): per block its weights, and per sample about eight buffers of
-    // its output size (conv y and dx, BatchNorm y and dx, activation y and dx, pool y and dx)
-    // plus the im2col workspace of one image. The head above was counted from the input width,
-    // which over-counts its first Linear (the pools shrink it): a safe side for a refusal.
-    int64_t channels = 1, pixels = std::max<int64_t>(shape.features, 1);
-    for (size_t i = 0; i < config.model.conv.size(); ++i) {
-      const std::string key = "model.conv[" + std::to_string(i) + "]";
-      const int64_t c = config.model.conv[i][0], k = config.model.conv[i][1];
-      const int64_t kk = checked_mul(checked_mul(channels, k, key, kKind), k, key, kKind);
-      params = checked_add(params, aligned(checked_mul(kk, c, key, kKind), key), key, kKind);
-      params =
-          checked_add(params, checked_mul(aligned(c, key), int64_t{4}, key, kKind), key, kKind);
-      const int64_t out = checked_mul(c, pixels, key, kKind);
-      act = checked_add(act, checked_mul(out, int64_t{8}, key, kKind), key, kKind);
-      act = checked_add(act, checked_mul(kk, pixels, key, kKind) / config.data.batch_size, key,
-                        kKind);
-      channels = c;
-      if (config.model.pool > 1)
-        pixels = std::max<int64_t>(pixels / (config.model.pool * config.model.pool), 1);
-    }
-  }
+  const nn::ModelMemory model = model_memory(config, shape, backend);
+  const int64_t params = model.parameters;
+  const std::string& pkey = model.parameter_key;
   MemoryPlan plan;
-  std::string pkey = key_of(widths.size() - 2) + " (bytes)";
-  int64_t gpt_activations = -1;
-  if (config.model.type == config::ModelType::gpt) {
-    const GptEstimate g = estimate_gpt(config, shape.outputs, backend);
-    params = g.params;
-    gpt_activations = g.activations;
-    pkey = "model.n_embd (bytes)";
-  }
   plan.parameter_count = params;
   const int64_t fp32 = checked_mul(params, int64_t{4}, pkey, kKind);
   plan.parameters = u(fp32);
@@ -227,12 +74,7 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
       plan.optimizer = config.optimizer.momentum != 0.0 ? u(fp32) : 0;
       break;
   }
-  const std::string bkey = "data.batch_size";
-  act = checked_add(act, widths.front(), bkey, kKind);
-  plan.activations = gpt_activations >= 0
-                         ? u(gpt_activations)
-                         : u(checked_mul(checked_mul(act, config.data.batch_size, bkey, kKind),
-                                         kActivationBytes, bkey, kKind));
+  plan.activations = u(model.activation_bytes);
   const bool classification = config::task_of(config.data.train) == config::Task::classification;
   plan.data = u(checked_add(
       data_bytes(shape.train_samples, shape.features, shape.outputs, classification, "data.train"),
@@ -325,19 +167,9 @@ void check_memory(const config::RunConfig& config, const DataShape& shape,
   const MemoryPlan plan = plan_memory(config, shape, backend);
   if (!available || plan.total <= *available) return;
   const uint64_t model = plan.parameters + plan.gradients + plan.lowp_copy + plan.optimizer;
-  // Activations grow with the batch times the widths: blame whichever factor is the larger.
-  int64_t widths = std::max<int64_t>(shape.features, 1) + std::max<int64_t>(shape.outputs, 1);
-  for (const int64_t h : config.model.hidden) widths += h;
-  const char* activation_key = widths > config.data.batch_size ? "model.hidden" : "data.batch_size";
-  const char* model_key = "model.hidden";
-  if (config.model.type == config::ModelType::gpt) {
-    // A GPT's activations grow with batch x block_size x (widths + heads x block_size).
-    model_key = "model.n_embd";
-    activation_key =
-        config.data.batch_size > config.model.block_size ? "data.batch_size" : "model.block_size";
-  }
-  const char* key = model >= plan.activations && model >= plan.data ? model_key
-                    : plan.activations >= plan.data                 ? activation_key
+  const nn::ModelMemory keys = model_memory(config, shape, backend);
+  const char* key = model >= plan.activations && model >= plan.data ? keys.model_key.c_str()
+                    : plan.activations >= plan.data                 ? keys.activation_key.c_str()
                                                                     : "data.train";
   throw Error{kKind,
               std::string(key) + ": the run needs about " + format_bytes(plan.total) + " of " +

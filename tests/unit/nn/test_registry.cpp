@@ -91,9 +91,16 @@ class BiasOnly final : public Model {
 };
 
 TEST(ModelRegistry, ANewTypeRegistersAndBuildsThroughTheSameCall) {
-  register_model("bias_only", [](Backend& b, const ModelOptions& o) {
-    return std::make_unique<BiasOnly>(b, o);
-  });
+  // Its estimate: one bias (aligned as the arena lays it out) and f32 logits of max_batch rows.
+  register_model(
+      "bias_only",
+      [](Backend& b, const ModelOptions& o) { return std::make_unique<BiasOnly>(b, o); },
+      [](const ModelOptions& o, const Backend*) {
+        ModelMemory m;
+        m.parameters = arena_aligned(o.out_features, "bias");
+        m.activation_bytes = o.max_batch * o.out_features * 4;
+        return m;
+      });
   const std::vector<std::string> types = model_types();
   EXPECT_NE(std::find(types.begin(), types.end(), "bias_only"), types.end());
   EXPECT_NE(std::find(types.begin(), types.end(), "mlp"), types.end());
@@ -104,6 +111,10 @@ TEST(ModelRegistry, ANewTypeRegistersAndBuildsThroughTheSameCall) {
   EXPECT_EQ(m->type(), "bias_only");
   EXPECT_EQ(m->num_params(), 3);
   EXPECT_EQ(m->state_tensors().at(0).first, "bias");
+  o.max_batch = 5;
+  const ModelMemory estimate = estimate_model_memory(o);  // the second entry, beside the builder
+  EXPECT_EQ(estimate.parameters, 16);                     // 3 elements on a 16-element boundary
+  EXPECT_EQ(estimate.activation_bytes, 5 * 3 * 4);
   const ref::Batch batch = ref::make_batch(2, 4, 3, LossType::cross_entropy, 1);
   const ref::DeviceBatch d = ref::upload(*be, batch, 4, 3);
   EXPECT_EQ(ref::read_values(*be, m->forward(d.x, 2, false)), (Vec{0, 0.5, 1, 0, 0.5, 1}));

@@ -21,8 +21,8 @@
 // accumulation over micro-batches).
 //
 // Adding a model type: a class deriving from Model, and a register_* function that adds its
-// builder to the registry, called from nn/models/builtin.cpp (models/builtin.h). Nothing in the
-// training loop changes.
+// builder and its memory estimate to the registry, called from nn/models/builtin.cpp
+// (models/builtin.h). Nothing in the training loop changes.
 #pragma once
 
 #include <array>
@@ -37,6 +37,7 @@
 
 #include "ampctl/nn/layers.h"
 #include "ampctl/nn/loss.h"
+#include "ampctl/nn/memory_estimate.h"
 #include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
@@ -181,13 +182,19 @@ nlohmann::json dropout_rng_state(const DropoutRng& rng);
 DropoutRng dropout_rng_from_state(const nlohmann::json& state);
 
 // ---- the model registry ----
+// Each type registers two entries: its builder, and its memory estimate (memory_estimate.h),
+// which train/memory_plan.h reads before anything is allocated; `backend` is the run's (its
+// attention_workspace), or null for Backend's defaults.
 using ModelBuilder = std::function<std::unique_ptr<Model>(Backend&, const ModelOptions&)>;
-// Adds (or replaces) the builder of `type`.
-void register_model(const std::string& type, ModelBuilder builder);
+using ModelMemoryEstimate = std::function<ModelMemory(const ModelOptions&, const Backend*)>;
+// Adds (or replaces) the entries of `type`.
+void register_model(const std::string& type, ModelBuilder builder, ModelMemoryEstimate estimate);
 // The registered types, sorted.
 std::vector<std::string> model_types();
 // Builds options.type. Throws Error{config} naming model.type and the known types when none
 // is registered under that name, and whatever the builder throws.
 std::unique_ptr<Model> build_model(Backend& backend, const ModelOptions& options);
+// The memory estimate of options.type (the same error for an unknown type).
+ModelMemory estimate_model_memory(const ModelOptions& options, const Backend* backend = nullptr);
 
 }  // namespace ampctl::nn

@@ -6,6 +6,8 @@
 // gradients, the fp16/bf16 copy of the parameters (mixed precision), the optimizer's moments
 // (two per parameter for adam/adamw, one for sgd with momentum), the activations of one batch of
 // data.batch_size rows through every layer, and the data sets (features and labels as stored).
+// The parameter count and the activations are the model's own estimate (its second entry in the
+// model registry, nn/memory_estimate.h), so no model is named here.
 // It is an estimate of the large buffers, not an exact count: small tensors are left out.
 //
 // Invariant: check_memory throws Error{config} (exit 2) whose message starts with the key that
@@ -49,9 +51,9 @@ struct MemoryPlan {
 
 // The estimate for `config` with data of `shape`. Throws Error{config} "KEY: ... overflows" when
 // a size does not fit in 64 bits (e.g. model.hidden[1] for two widths near 2^31).
-// A GPT's activations are the buffers the model allocates (nn::Gpt::buffer_bytes), its attention
-// ones as `backend`'s attention_workspace sizes them (the fused CUDA attention keeps no T x T);
-// without a backend, as Backend's default (the CPU's materialised attention: the most).
+// `backend` reaches the model's estimate: a GPT's attention buffers are sized by its
+// attention_workspace (the fused CUDA attention keeps no T x T); without a backend, as Backend's
+// default (the CPU's materialised attention: the most).
 MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
                        const Backend* backend = nullptr);
 

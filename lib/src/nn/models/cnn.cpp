@@ -1,6 +1,10 @@
 #include "ampctl/nn/models/cnn.h"
 
+#include <algorithm>
 #include <sstream>
+
+#include "ampctl/core/checked.h"
+#include "ampctl/nn/memory_estimate.h"
 
 namespace ampctl::nn {
 namespace {
@@ -182,10 +186,47 @@ void Cnn::set_rng_state(const nlohmann::json& state) {
   m_rng = dropout_rng_from_state(state);
 }
 
+namespace {
+
+// The memory estimate (memory_estimate.h): the conv blocks (docs/reference.md, "The CNN") on
+// single-channel images of in_features pixels (idx / fashion_mnist): per block its weights, and
+// per sample about eight buffers of its output size (conv y and dx, BatchNorm y and dx,
+// activation y and dx, pool y and dx) plus the im2col workspace of one image; the head counted
+// as a dense stack from the input width, which over-counts its first Linear (the pools shrink
+// it): a safe side for a refusal. (The head's LayerNorms are counted when model.layer_norm is
+// set, as for the MLP.)
+ModelMemory estimate_cnn(const ModelOptions& o, const Backend*) {
+  constexpr ErrorKind kKind = ErrorKind::config;
+  DenseCount count =
+      dense_stack_count(o.in_features, o.cnn.hidden, o.out_features, o.mlp.layer_norm);
+  int64_t& params = count.parameters;
+  int64_t& act = count.activations;
+  int64_t channels = 1, pixels = std::max<int64_t>(o.in_features, 1);
+  for (size_t i = 0; i < o.cnn.conv.size(); ++i) {
+    const std::string key = "model.conv[" + std::to_string(i) + "]";
+    const int64_t c = o.cnn.conv[i][0], k = o.cnn.conv[i][1];
+    const int64_t kk = checked_mul(checked_mul(channels, k, key, kKind), k, key, kKind);
+    params = checked_add(params, arena_aligned(checked_mul(kk, c, key, kKind), key), key, kKind);
+    params =
+        checked_add(params, checked_mul(arena_aligned(c, key), int64_t{4}, key, kKind), key, kKind);
+    const int64_t out = checked_mul(c, pixels, key, kKind);
+    act = checked_add(act, checked_mul(out, int64_t{8}, key, kKind), key, kKind);
+    act = checked_add(act, checked_mul(kk, pixels, key, kKind) / o.max_batch, key, kKind);
+    channels = c;
+    if (o.cnn.pool > 1) pixels = std::max<int64_t>(pixels / (o.cnn.pool * o.cnn.pool), 1);
+  }
+  return per_row_memory(count, o.in_features, o.out_features, o.cnn.hidden, o.max_batch);
+}
+
+}  // namespace
+
 void register_cnn() {
-  register_model("cnn", [](Backend& backend, const ModelOptions& options) {
-    return std::make_unique<Cnn>(backend, options);
-  });
+  register_model(
+      "cnn",
+      [](Backend& backend, const ModelOptions& options) {
+        return std::make_unique<Cnn>(backend, options);
+      },
+      estimate_cnn);
 }
 
 }  // namespace ampctl::nn

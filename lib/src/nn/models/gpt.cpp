@@ -3,11 +3,14 @@
 // stands for; the roundings are the ops' own (backend.h).
 #include "ampctl/nn/models/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <sstream>
 
+#include "ampctl/core/checked.h"
 #include "ampctl/core/philox.h"
+#include "ampctl/nn/memory_estimate.h"
 
 namespace ampctl::nn {
 namespace {
@@ -35,6 +38,110 @@ ParamSlot slot_of(const FlatLayout& layout, const ParamArenas& arenas, size_t en
 // The leading elements of a flat buffer viewed as `shape`.
 Tensor lead(const Tensor& flat, const Shape& shape) {
   return flat.view(0, shape);
+}
+
+constexpr ErrorKind kKind = ErrorKind::config;
+
+// The memory estimate (memory_estimate.h): the parameter count, and the bytes of the activation
+// buffers allocate_buffers makes for options.max_batch sequences of block_size positions.
+ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
+  const GptOptions& m = o.gpt;
+  const std::string ckey = "model.n_embd";
+  const int64_t C = m.n_embd, L = m.n_layer, T = m.block_size, H = m.n_head;
+  const int64_t V = std::max<int64_t>(o.out_features, 1);  // the vocabulary
+  const int64_t bias = m.bias ? 1 : 0;
+  auto mul = [&](int64_t a, int64_t b, const std::string& key) {
+    return checked_mul(a, b, key, kKind);
+  };
+  auto add = [&](int64_t a, int64_t b, const std::string& key) {
+    return checked_add(a, b, key, kKind);
+  };
+  ModelMemory e;
+  int64_t params = 0;
+  // One block: c_attn [3C, C], attn.c_proj [C, C], mlp.c_fc [4C, C], mlp.c_proj [C, 4C], two
+  // LayerNorms, and the biases when model.bias; every tensor aligned as the arena lays it out.
+  int64_t block = 0;
+  for (int64_t k : {int64_t{3}, int64_t{1}, int64_t{4}, int64_t{4}}) {
+    block = add(block, arena_aligned(mul(mul(k, C, ckey), C, ckey), ckey), ckey);
+  }
+  block = add(block, mul(arena_aligned(C, ckey), 2 + 2 * bias, ckey), ckey);
+  if (m.bias) {
+    for (int64_t k : {int64_t{3}, int64_t{1}, int64_t{4}, int64_t{1}}) {
+      block = add(block, arena_aligned(mul(k, C, ckey), ckey), ckey);
+    }
+  }
+  params = mul(block, L, "model.n_layer");
+  params = add(params, arena_aligned(mul(V, C, ckey), ckey), ckey);                         // wte
+  params = add(params, arena_aligned(mul(T, C, "model.block_size"), ckey), ckey);           // wpe
+  params = add(params, mul(arena_aligned(C, ckey), 1 + bias, ckey), ckey);                  // ln_f
+  if (!m.tie_embeddings) params = add(params, arena_aligned(mul(V, C, ckey), ckey), ckey);  // head
+  // Activations: the buffers Gpt::allocate_buffers makes for B = data.batch_size sequences of
+  // T = model.block_size positions, element for element (Gpt::buffer_bytes; the GPT memory
+  // test compares the two). lo is the compute dtype's size; R = B T rows.
+  const int64_t lo = o.compute == DType::f32 ? 4 : 2;
+  const std::string tkey = "model.block_size", bkey = "data.batch_size";
+  const int64_t B = o.max_batch;
+  const int64_t R = mul(B, T, bkey);
+  const int64_t RC = mul(R, C, ckey);
+  const int64_t att = mul(mul(mul(B, H, bkey), T, tkey), T, tkey);  // B H T T
+  // Attention without dropout is the backend's op pair, whose buffers the backend sizes (fused
+  // on CUDA for f16/bf16: no T x T); with dropout the GPT composes the materialised ops.
+  const bool attention_op = !(m.dropout > 0.0);
+  AttentionSizes as;
+  if (attention_op) {
+    const DType act = o.compute;
+    if (backend != nullptr) {
+      as = backend->attention_workspace(mul(B, H, bkey), T, C / std::max<int64_t>(H, 1), act);
+    } else {
+      // Backend's default (the CPU's): probs f32, att in the compute dtype, two T x T scratches.
+      as.saved_f32 = att;
+      as.saved_lowp = act == DType::f32 ? 0 : att;
+      as.scratch_lowp = mul(att, 2, tkey);
+    }
+  }
+  // Per block: x_in, x_mid (f32); ln1, q, k, v, yrows, ln2 (lo); fc, gelu (4C, lo); mean and
+  // rstd of both norms (f32, R each); then attention's: y_heads (lo) and the backend's saved
+  // buffers, or probs (f32) and att (lo).
+  int64_t f32_elems = add(mul(2, RC, ckey), mul(4, R, bkey), ckey);
+  int64_t lo_elems = mul(14, RC, ckey);
+  if (attention_op) {
+    f32_elems = add(f32_elems, as.saved_f32, tkey);
+    lo_elems = add(add(lo_elems, RC, ckey), as.saved_lowp, tkey);
+  } else {
+    f32_elems = add(f32_elems, att, tkey);
+    lo_elems = add(lo_elems, att, tkey);
+  }
+  f32_elems = mul(f32_elems, L, "model.n_layer");
+  lo_elems = mul(lo_elems, L, "model.n_layer");
+  // Shared: the embedding/last stream, g and t (f32); ln_f's statistics and the token ids (4
+  // bytes, R each); lnf, branch, branch_drop, yheads, dc, dc2, dyh, dq, dk, dv (lo), d4a, d4b
+  // (4C), dqkv (3C); the logits [R, V] (dlogits are written over them); attention's shared
+  // scratch or the materialised backward's datt, dscores (lo) and dprobs (f32); LayerNorm's
+  // zero bias and dbeta sink (f32 C); the lowp weight-gradient workspaces (not in fp32) and the
+  // bias-gradient ones.
+  f32_elems = add(f32_elems, add(mul(3, RC, ckey), mul(3, R, bkey), ckey), ckey);
+  lo_elems = add(lo_elems, mul(21, RC, ckey), ckey);
+  lo_elems = add(lo_elems, mul(R, V, "data.train (vocabulary)"), ckey);
+  if (attention_op) {
+    f32_elems = add(f32_elems, as.scratch_f32, tkey);
+    lo_elems = add(lo_elems, as.scratch_lowp, tkey);
+  } else {
+    f32_elems = add(f32_elems, att, tkey);
+    lo_elems = add(lo_elems, mul(2, att, tkey), tkey);
+  }
+  f32_elems = add(f32_elems, mul(2, C, ckey), ckey);
+  if (lo != 4) {
+    lo_elems = add(lo_elems, mul(mul(12, C, ckey), C, ckey), ckey);
+    lo_elems = add(lo_elems, mul(V, C, ckey), ckey);
+  }
+  lo_elems = add(lo_elems, mul(8, C, ckey), ckey);
+  e.parameters = params;
+  e.activation_bytes = add(mul(f32_elems, 4, ckey), mul(lo_elems, lo, ckey), ckey);
+  e.parameter_key = "model.n_embd (bytes)";
+  // A GPT's activations grow with batch x block_size x (widths + heads x block_size).
+  e.model_key = "model.n_embd";
+  e.activation_key = B > T ? "data.batch_size" : "model.block_size";
+  return e;
 }
 
 }  // namespace
@@ -188,7 +295,7 @@ void Gpt::allocate_buffers() {
   const DType a = m_act;
   const bool drop = m_opt.dropout > 0.0;
   // Every buffer goes through these two (and the token ids below), which count its bytes
-  // (buffer_bytes: what train/memory_plan.cpp's estimate must reproduce).
+  // (buffer_bytes: what estimate_gpt above must reproduce).
   m_buffer_bytes = 0;
   auto f32 = [&](int64_t n) {
     m_buffer_bytes += static_cast<uint64_t>(n) * 4;
@@ -597,9 +704,12 @@ void Gpt::set_rng_state(const nlohmann::json& state) {
 }
 
 void register_gpt() {
-  register_model("gpt", [](Backend& backend, const ModelOptions& options) {
-    return std::make_unique<Gpt>(backend, options);
-  });
+  register_model(
+      "gpt",
+      [](Backend& backend, const ModelOptions& options) {
+        return std::make_unique<Gpt>(backend, options);
+      },
+      estimate_gpt);
 }
 
 }  // namespace ampctl::nn

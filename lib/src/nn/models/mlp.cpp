@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "ampctl/nn/memory_estimate.h"
+
 namespace ampctl::nn {
 
 std::unique_ptr<Sequential> make_mlp(const MlpOptions& options, int64_t in_features,
@@ -116,9 +118,16 @@ void Mlp::set_rng_state(const nlohmann::json& state) {
 }
 
 void register_mlp() {
-  register_model("mlp", [](Backend& backend, const ModelOptions& options) {
-    return std::make_unique<Mlp>(backend, options);
-  });
+  register_model(
+      "mlp",
+      [](Backend& backend, const ModelOptions& options) {
+        return std::make_unique<Mlp>(backend, options);
+      },
+      [](const ModelOptions& o, const Backend*) {
+        const DenseCount c =
+            dense_stack_count(o.in_features, o.mlp.hidden, o.out_features, o.mlp.layer_norm);
+        return per_row_memory(c, o.in_features, o.out_features, o.mlp.hidden, o.max_batch);
+      });
 }
 
 }  // namespace ampctl::nn

@@ -64,7 +64,8 @@ class Gpt : public Model {
   std::string type() const override { return "gpt"; }
   // The bytes of the activation and workspace buffers the constructor allocated beside the
   // parameter arenas (the loss writes dlogits over the logits and allocates none): what the
-  // memory estimate (train/memory_plan.h) counts as a GPT's activations, on this backend.
+  // memory estimate (estimate_gpt in gpt.cpp, its registry entry) counts as a GPT's activations, on
+  // this backend.
   uint64_t buffer_bytes() const { return m_buffer_bytes; }
   std::string summary() const override;
   const GptOptions& options() const { return m_opt; }
