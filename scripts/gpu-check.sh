@@ -196,7 +196,7 @@ gtest_tally() {
 run_step nvidia-smi 30 nvidia-smi -L
 [[ ${results[-1]} == PASS ]] && details[-1]=$(head -1 "$LOG_DIR/nvidia-smi.log" | cut -c1-60)
 
-run_step ldd 30 bash -c "! ldd $B/ampctl $B/ampctl_test_* | grep -B20 'not found'"
+run_step ldd 30 bash -c "! ldd $B/ampctl $B/lib/libampctl_cuda.so $B/ampctl_test_* | grep -B20 'not found'"
 [[ ${results[-1]} == PASS ]] && details[-1]="every shared library resolves" ||
   details[-1]="missing libraries: see the ldd section of gpu-check.log"
 
