@@ -40,8 +40,8 @@
 # Usage (on the GPU machine, repo root): bash scripts/gpu-check.sh
 #        (here, no GPU):               bash scripts/gpu-check.sh --dry-run [BUILD_DIR]
 # --dry-run runs the steps that need no GPU on a build folder (default build/): the app's ldd,
-# --version and the plugin's fat binaries, and prints the plan above with its total; exit 0 when
-# they pass (the ctest gpu_check.dry_run).
+# --version, the plugin's fat binaries and the CPU run of train_cpu, and prints the plan above
+# with its total; exit 0 when they pass (the ctest gpu_check.dry_run).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 
@@ -81,6 +81,20 @@ if [[ ${1:-} == --dry-run ]]; then
   echo "gpu-check --dry-run: the steps that need no GPU, on $build/"
   cpu_checks "$build"
   rc=$?
+  # The CPU side of the first comparison (train_cpu), as the GPU machine runs it.
+  runs=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-gpu-check-dry.XXXXXX")
+  if "$build/ampctl" train --config configs/quickstart.yaml --set device=cpu \
+    --set training.max_steps=60 --set logging.metrics_every=1 --set logging.every_steps=20 \
+    --set "debug.inject_nonfinite_at=[5,40]" --set scaler.growth_interval=25 \
+    --set training.eval_every=0 --run-dir "$runs/cpu" >"$runs/train_cpu.log" 2>&1 &&
+    grep -q '"status": *"ok"' "$runs/cpu/summary.json"; then
+    echo "train_cpu: PASS (the quickstart, 60 steps, two injected overflows)"
+  else
+    echo "train_cpu: FAIL:"
+    tail -5 "$runs/train_cpu.log"
+    rc=1
+  fi
+  rm -rf "$runs"
   echo
   echo "the plan on a GPU machine (device seconds, estimated):"
   sed -n 's/^# PLAN  //p' "$0"
