@@ -13,9 +13,14 @@ function(ampctl_add_test_dir name dir label)
   target_compile_options(${name} PRIVATE ${AMPCTL_CXX_FLAGS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/tests)
   target_compile_definitions(${name} PRIVATE AMPCTL_TEST_DATA_DIR="${CMAKE_SOURCE_DIR}/tests/data")
-  target_link_libraries(${name} PRIVATE ampctl_core GTest::gtest GTest::gtest_main ${ARGN})
-  if(AMPCTL_HAVE_CUDA)
+  ampctl_link_core(${name})
+  target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main ${ARGN})
+  # The CUDA tests link the plugin (they call kernels/ directly); the others reach it, when a test
+  # asks for a GPU, as ampctl does (cuda_plugin.h).
+  if(AMPCTL_HAVE_CUDA AND label STREQUAL "cuda")
     target_link_libraries(${name} PRIVATE ampctl_cuda)
+  elseif(AMPCTL_HAVE_CUDA)
+    add_dependencies(${name} ampctl_cuda)
   endif()
   set_target_properties(${name} PROPERTIES BUILD_RPATH "$ORIGIN;$ORIGIN/lib")
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60

@@ -360,6 +360,20 @@ struct WmmaOf<bfloat16> {
   using T = __nv_bfloat16;
 };
 
+// Whether this compilation pass has WMMA fragments of E: fp16 from sm_70, bf16 from sm_80 (the
+// sm_75 pass has no bf16 fragment types at all). The host pass answers true so that the kernels'
+// launch code is compiled; the launchers never pick a bf16 tensor-core kernel on a 7.x device
+// (attention_tensor_cores in device_support.h, and bf16 runs are refused there), so the sm_75
+// SASS of those kernels is a trap that cannot be reached.
+template <typename E>
+__host__ __device__ constexpr bool has_wmma() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  return !std::is_same<E, bfloat16>::value;
+#else
+  return true;
+#endif
+}
+
 using BitsTile = uint16_t[kLdH];
 using ScoreTile = float[kLdS];
 using ProbTile = uint16_t[kLdP];
@@ -383,19 +397,23 @@ __device__ __forceinline__ uint16_t bits_of(float v) {
 template <typename E>
 __device__ __forceinline__ void product_abt(const BitsTile* a, const BitsTile* b, ScoreTile* out,
                                             int w) {
-  using T = typename WmmaOf<E>::T;
-  const int fm = w / 2, fn = w % 2;
-  wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
-  wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> fb;
-  wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
-  wm::fill_fragment(acc, 0.0f);
+  if constexpr (!has_wmma<E>()) {
+    __trap();  // unreachable: see has_wmma
+  } else {
+    using T = typename WmmaOf<E>::T;
+    const int fm = w / 2, fn = w % 2;
+    wm::fragment<wm::matrix_a, 16, 16, 16, T, wm::row_major> fa;
+    wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::col_major> fb;
+    wm::fragment<wm::accumulator, 16, 16, 16, float> acc;
+    wm::fill_fragment(acc, 0.0f);
 #pragma unroll
-  for (int kk = 0; kk < kTcDim; kk += 16) {
-    wm::load_matrix_sync(fa, reinterpret_cast<const T*>(&a[fm * 16][kk]), kLdH);
-    wm::load_matrix_sync(fb, reinterpret_cast<const T*>(&b[fn * 16][kk]), kLdH);
-    wm::mma_sync(acc, fa, fb, acc);
+    for (int kk = 0; kk < kTcDim; kk += 16) {
+      wm::load_matrix_sync(fa, reinterpret_cast<const T*>(&a[fm * 16][kk]), kLdH);
+      wm::load_matrix_sync(fb, reinterpret_cast<const T*>(&b[fn * 16][kk]), kLdH);
+      wm::mma_sync(acc, fa, fb, acc);
+    }
+    wm::store_matrix_sync(&out[fm * 16][fn * 16], acc, kLdS, wm::mem_row_major);
   }
-  wm::store_matrix_sync(&out[fm * 16][fn * 16], acc, kLdS, wm::mem_row_major);
 }
 
 // acc (the warp's 16 x 16 fragment (w / 4, w % 4) of a 32 x 64 result) += p v (p 32 x 32 as
@@ -404,18 +422,22 @@ template <typename E, typename Layout>
 __device__ __forceinline__ void product_pv(const ProbTile* p, const BitsTile* v,
                                            wm::fragment<wm::accumulator, 16, 16, 16, float>& acc,
                                            int w) {
-  using T = typename WmmaOf<E>::T;
-  constexpr bool kTransposed = std::is_same<Layout, wm::col_major>::value;
-  const int fm = w / 4, fn = w % 4;
-  wm::fragment<wm::matrix_a, 16, 16, 16, T, Layout> fa;
-  wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> fb;
+  if constexpr (!has_wmma<E>()) {
+    __trap();  // unreachable: see has_wmma
+  } else {
+    using T = typename WmmaOf<E>::T;
+    constexpr bool kTransposed = std::is_same<Layout, wm::col_major>::value;
+    const int fm = w / 4, fn = w % 4;
+    wm::fragment<wm::matrix_a, 16, 16, 16, T, Layout> fa;
+    wm::fragment<wm::matrix_b, 16, 16, 16, T, wm::row_major> fb;
 #pragma unroll
-  for (int kk = 0; kk < kTile; kk += 16) {
-    // A(m, k) is p[m][k] (row-major), or p[k][m] for the transpose (column-major).
-    const uint16_t* a = kTransposed ? &p[kk][fm * 16] : &p[fm * 16][kk];
-    wm::load_matrix_sync(fa, reinterpret_cast<const T*>(a), kLdP);
-    wm::load_matrix_sync(fb, reinterpret_cast<const T*>(&v[kk][fn * 16]), kLdH);
-    wm::mma_sync(acc, fa, fb, acc);
+    for (int kk = 0; kk < kTile; kk += 16) {
+      // A(m, k) is p[m][k] (row-major), or p[k][m] for the transpose (column-major).
+      const uint16_t* a = kTransposed ? &p[kk][fm * 16] : &p[fm * 16][kk];
+      wm::load_matrix_sync(fa, reinterpret_cast<const T*>(a), kLdP);
+      wm::load_matrix_sync(fb, reinterpret_cast<const T*>(&v[kk][fn * 16]), kLdH);
+      wm::mma_sync(acc, fa, fb, acc);
+    }
   }
 }
 

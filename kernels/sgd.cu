@@ -29,8 +29,15 @@ namespace ampctl::kernels {
 struct NoLowp {};
 
 // Registers for kSgdBlocksPerSm resident blocks of kBlockSize threads: at most 32 per thread
-// (the kernel needs 30), a full multiprocessor of 2048 threads.
+// (the kernel needs 30), a full multiprocessor: 2048 threads from sm_80, 1024 on sm_75 (Turing),
+// where 8 blocks of 256 would ask for more threads than an SM holds (ptxas refuses the bound).
+// The host's grid size takes the 2048-thread figure: on a T4 that is two waves of the same
+// grid-stride loop, with the same result.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+constexpr unsigned kSgdBlocksPerSm = 4;
+#else
 constexpr unsigned kSgdBlocksPerSm = 8;
+#endif
 
 template <typename L>
 static __device__ __forceinline__ void sgd_element(float* params, const float* grads,

@@ -9,7 +9,8 @@
 #   gpu-bundle/MANIFEST                   what is inside, from which build, the sizes
 #
 # Inside the archive (also left unpacked in $BUILD_DIR/gpu-bundle/ for a look here):
-#   ampctl                 the app (CUDA backend compiled in, cudart linked statically)
+#   ampctl                 the app (no CUDA linked; it loads the CUDA plugin
+#                          lib/libampctl_cuda.so, which links cudart statically)
 #   ampctl_bench           the op-level benchmark
 #   ampctl_test_*          every test binary (GoogleTest linked statically)
 #   lib/                   the shared libraries they load that the GPU machine's image may lack:
@@ -52,6 +53,10 @@ mkdir -p "$STAGE/lib/fallback" "$OUT_DIR"
 for b in "${binaries[@]}"; do
   cp "$b" "$STAGE/"
 done
+# The CUDA plugin, which ampctl loads (dlopen) rather than links: it finds it in lib/ below itself
+# (lib/include/ampctl/backend/cuda_plugin.h). ldd of the plugin brings its own libraries below.
+cp "$BUILD_DIR/libampctl_cuda.so" "$STAGE/lib/"
+binaries+=("$BUILD_DIR/libampctl_cuda.so")
 
 # Shared libraries to leave out (see the header): the C runtime, the driver, cuBLAS/cudart.
 skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libdl\.so|libpthread\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcublas|libcublasLt|libcudart)'

@@ -6,30 +6,103 @@
 # it needs on the GPU machine: the NVIDIA driver, a CUDA 13 cuBLAS (the CUDA toolkit's, or the one
 # PyTorch's cu13 wheels ship), bash, coreutils, and xz or python3 to unpack.
 #
-# Steps, each under `timeout` so that one hang cannot eat the device budget:
-#   1. nvidia-smi -L                       the GPU is there
-#   2. ldd of every bundled binary          no shared library missing
-#   3. ampctl --version                     the app starts and lists the cuda backend
-#   4. ampctl_test_cuda                     the CUDA backend against the CPU one (must not skip)
-#   5. every other ampctl_test_*            the CPU tests, cheap
-#   6. ampctl_bench --device cuda --quick   op throughput on the GPU (a failure fails the check;
-#                                           the numbers are for reading, not gating)
-#   7. scripts/bench/bench_pytorch_ops.py         PyTorch on the same ops and sizes, when torch imports
-#   8. training on the CPU and the GPU      the MLP, the GPT and the CNN: the same skip decisions,
-#                                           and the GPU bitwise repeatable (the GPT also with its
-#                                           GELU epilogues off, AMPCTL_GELU=composed)
-#   last: nccl_reference, nccl_one_rank     the NCCL communicator on one rank (builds with NCCL)
-#   bench_gpt (scripts/bench/bench_gpt_gpu.py)    GPT-2 small against PyTorch AMP, when torch imports
-# and prints a summary table last. Exit status 0 only when every step passed. The full log of every
+# Steps, each under `timeout` so that one hang cannot eat the device budget. The estimates are
+# device seconds on an H200 (the table `--dry-run` prints; GPU marks what needs the GPU):
+# PLAN  step                        est_s  GPU  what
+# PLAN  nvidia-smi                      1  yes  the GPU is there
+# PLAN  ldd                             1  no   every bundled binary's shared libraries resolve
+# PLAN  ldd_app_no_cuda                 1  no   ampctl itself links no CUDA library (the plugin does)
+# PLAN  version                         1  no   --version lists sm_75, sm_80, sm_90 and compute_90 PTX
+# PLAN  fatbin                          1  no   the plugin's cubins and PTX are those (fatbin_archs.py)
+# PLAN  test_cuda                      30  yes  the CUDA table tests against the CPU (must not skip)
+# PLAN  test_cuda_sm75                 30  yes  the same table with AMPCTL_FORCE_SM75=1 (T4 decisions)
+# PLAN  attention_fused_fma            10  yes  the attention rows on the FMA variant
+# PLAN  attention_materialised         10  yes  the attention rows on the materialised composition
+# PLAN  test_* (CPU tests)             40  no   every other test binary, cheap
+# PLAN  bench_cuda                     20  yes  op throughput on the GPU (numbers for reading)
+# PLAN  bench_torch                    20  yes  PyTorch on the same ops, when torch imports
+# PLAN  train quickstart x3 + compare  25  yes  MLP: CPU vs GPU decisions, GPU bitwise repeatable
+# PLAN  gpt_train x4 + compare         40  yes  GPT, fused attention (and composed GELU)
+# PLAN  gpt_sm75 + bf16 refusal        15  yes  GPT fp16 with AMPCTL_FORCE_SM75=1 vs the CPU; bf16 exits 2
+# PLAN  gpt/cnn e2e x3 + compare       80  yes  GPT with dropout (materialised attention) and CNN
+# PLAN  numerics + tensorboard         20  yes  the numerics op; TensorBoard's reader on its events
+# PLAN  bench MLPs (ampctl + torch)    50  yes  fp16 step time against PyTorch AMP
+# PLAN  nccl_reference + one_rank      20  yes  the NCCL communicator on one rank, bitwise
+# PLAN  bench_gpt                     150  yes  GPT-2 small against PyTorch AMP (when torch imports)
+# Total about 565 s, 9.4 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table). These are estimates
+# (beyond the MLP, nothing here has run on a GPU yet): the first run's table gives the real
+# seconds per step, to be written back here. The summary table is printed last.
+# Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
 # gpu-bundle/check-logs/ (gitignored).
 #
 # Usage (on the GPU machine, repo root): bash scripts/gpu-check.sh
-# Expected time: about 5 minutes before bench_gpt, which adds about 2.5 (the CUDA tests take
-# seconds).
+#        (here, no GPU):               bash scripts/gpu-check.sh --dry-run [BUILD_DIR]
+# --dry-run runs the steps that need no GPU on a build folder (default build/): the app's ldd,
+# --version, the plugin's fat binaries and the CPU run of train_cpu, and prints the plan above
+# with its total; exit 0 when they pass (the ctest gpu_check.dry_run).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
+
+# The checks that need no GPU, on a built app and plugin ($1 the folder holding ampctl; the plugin
+# beside it or in lib/). Prints one line per check; returns 1 when one fails.
+cpu_checks() {
+  local dir=$1 app=$1/ampctl plugin bad=0 libs version sass ptx
+  plugin=$dir/libampctl_cuda.so
+  [[ -f $plugin ]] || plugin=$dir/lib/libampctl_cuda.so
+  libs=$(ldd "$app" 2>&1)
+  if grep -qE 'lib(cuda|cudart|cublas|cublasLt|nccl)[^ ]*\.so' <<<"$libs"; then
+    echo "ldd_app_no_cuda: FAIL: ampctl links CUDA at load time:"
+    grep -E 'cuda|cublas|nccl' <<<"$libs"
+    bad=1
+  else
+    echo "ldd_app_no_cuda: PASS"
+  fi
+  version=$("$app" --version 2>&1)
+  if grep -q "cuda (sm_75, sm_80, sm_90; PTX compute_90)" <<<"$version"; then
+    echo "version: PASS ($(grep backends: <<<"$version"))"
+  else
+    echo "version: FAIL: not the default architectures: $(grep backends: <<<"$version")"
+    bad=1
+  fi
+  if [[ -f $plugin ]] && python3 scripts/dev/fatbin_archs.py --expect-sass 75,80,90 --expect-ptx 90 \
+    "$plugin" >/dev/null; then
+    echo "fatbin: PASS ($plugin: sm_75, sm_80, sm_90 cubins, compute_90 PTX)"
+  else
+    echo "fatbin: FAIL: $plugin missing or not sm_75/80/90 + compute_90 PTX"
+    bad=1
+  fi
+  return "$bad"
+}
+
+if [[ ${1:-} == --dry-run ]]; then
+  build=${2:-build}
+  echo "gpu-check --dry-run: the steps that need no GPU, on $build/"
+  cpu_checks "$build"
+  rc=$?
+  # The CPU side of the first comparison (train_cpu), as the GPU machine runs it.
+  runs=$(mktemp -d "${TMPDIR:-/tmp}/ampctl-gpu-check-dry.XXXXXX")
+  if "$build/ampctl" train --config configs/quickstart.yaml --set device=cpu \
+    --set training.max_steps=60 --set logging.metrics_every=1 --set logging.every_steps=20 \
+    --set "debug.inject_nonfinite_at=[5,40]" --set scaler.growth_interval=25 \
+    --set training.eval_every=0 --run-dir "$runs/cpu" >"$runs/train_cpu.log" 2>&1 &&
+    grep -q '"status": *"ok"' "$runs/cpu/summary.json"; then
+    echo "train_cpu: PASS (the quickstart, 60 steps, two injected overflows)"
+  else
+    echo "train_cpu: FAIL:"
+    tail -5 "$runs/train_cpu.log"
+    rc=1
+  fi
+  rm -rf "$runs"
+  echo
+  echo "the plan on a GPU machine (device seconds, estimated):"
+  sed -n 's/^# PLAN  //p' "$0"
+  total=$(grep -oE '^# PLAN  .* [0-9]+  (yes|no) ' "$0" | grep -oE '[0-9]+  (yes|no) $' |
+    awk '{s += $1} END {print s}')
+  echo "total: about $total s of device time"
+  exit "$rc"
+fi
 
 ARCHIVE=gpu-bundle/ampctl-gpu-bundle.tar.xz
 RESULT_DIR=${OUT:-gpu-bundle/check-logs}
@@ -137,7 +210,7 @@ gtest_tally() {
 run_step nvidia-smi 30 nvidia-smi -L
 [[ ${results[-1]} == PASS ]] && details[-1]=$(head -1 "$LOG_DIR/nvidia-smi.log" | cut -c1-60)
 
-run_step ldd 30 bash -c "! ldd $B/ampctl $B/ampctl_test_* | grep -B20 'not found'"
+run_step ldd 30 bash -c "! ldd $B/ampctl $B/lib/libampctl_cuda.so $B/ampctl_test_* | grep -B20 'not found'"
 [[ ${results[-1]} == PASS ]] && details[-1]="every shared library resolves" ||
   details[-1]="missing libraries: see the ldd section of gpu-check.log"
 
@@ -150,6 +223,10 @@ if [[ ${results[-1]} == PASS ]]; then
   fi
 fi
 
+export -f cpu_checks
+run_step ldd_app_no_cuda_fatbin 30 bash -c 'cpu_checks "$0"' "$B"
+details[-1]=$(grep -c ': PASS' "$LOG_DIR/ldd_app_no_cuda_fatbin.log")" of 3 build checks pass"
+
 if [[ -x $B/ampctl_test_cuda ]]; then
   run_step test_cuda 240 "$B/ampctl_test_cuda" --gtest_brief=1
   details[-1]=$(gtest_tally "$LOG_DIR/test_cuda.log")
@@ -160,6 +237,13 @@ else
   names+=(test_cuda) results+=(FAIL) seconds+=(0) details+=("not in the bundle")
   : >"$LOG_DIR/test_cuda.log"
   failed=1
+fi
+
+# The whole table again as a T4 would decide (AMPCTL_FORCE_SM75=1, device_support.h): the bf16
+# attention rows take the FMA products, and bf16 runs are refused (CudaSm75.*).
+if [[ -x $B/ampctl_test_cuda ]]; then
+  run_step test_cuda_sm75 240 env AMPCTL_FORCE_SM75=1 "$B/ampctl_test_cuda" --gtest_brief=1
+  details[-1]=$(gtest_tally "$LOG_DIR/test_cuda_sm75.log")
 fi
 
 # The attention cases again under the GPU's other attention paths (AMPCTL_ATTENTION, read once
@@ -237,6 +321,23 @@ run_step gpt_cpu_vs_gpu 30 python3 scripts/dev/compare_runs.py "$RUNS/gpt_cpu" "
 details[-1]=$(tail -1 "$LOG_DIR/gpt_cpu_vs_gpu.log" | cut -c1-70)
 run_step gpt_gpu_repeat 30 python3 scripts/dev/compare_runs.py "$RUNS/gpt_gpu" "$RUNS/gpt_gpu2" --mode bitwise
 details[-1]=$(tail -1 "$LOG_DIR/gpt_gpu_repeat.log" | cut -c1-70)
+# The same GPT as a T4 would run it (AMPCTL_FORCE_SM75=1): the CPU's decisions; bf16 refused
+# with exit 2 and the reason, before a run directory exists.
+run_step gpt_train_gpu_sm75 120 env AMPCTL_FORCE_SM75=1 "$B/ampctl" train "${gpt_common[@]}" \
+  --set device=cuda --run-dir "$RUNS/gpt_gpu_sm75"
+run_step gpt_sm75_cpu_vs_gpu 30 python3 scripts/dev/compare_runs.py "$RUNS/gpt_cpu" \
+  "$RUNS/gpt_gpu_sm75" --mode backends
+details[-1]=$(tail -1 "$LOG_DIR/gpt_sm75_cpu_vs_gpu.log" | cut -c1-70)
+run_step bf16_refused_sm75 30 bash -c 'AMPCTL_FORCE_SM75=1 "$0" train --config "$1" \
+  --set precision=bf16 --set device=cuda --run-dir "$2"; [[ $? == 2 && ! -e $2 ]]' \
+  "$B/ampctl" "$B/gpt_small.yaml" "$RUNS/gpt_bf16_sm75"
+if ! grep -q "bf16 needs compute capability 8.0; this GPU is 7.5: use fp16" \
+  "$LOG_DIR/bf16_refused_sm75.log"; then
+  fail_last "no T4 refusal message"
+elif [[ ${results[-1]} == PASS ]]; then
+  details[-1]="exit 2: bf16 needs compute capability 8.0"
+fi
+
 # The same GPU run with cuBLASLt's GELU epilogues off (AMPCTL_GELU=composed, read once per
 # process; the runs above fused c_fc + GELU, width 256): the composed path must make the fused
 # run's skip and scale decisions, and the table's linear_gelu cases hold on it too.

@@ -30,9 +30,26 @@ bool exit_is_agreed() {
 
 namespace {
 
+// "75,80,90" -> "sm_75, sm_80, sm_90" (prefix "sm_"), as the build recorded it.
+std::string arch_list(const std::string& record, const std::string& prefix) {
+  std::string out;
+  for (size_t start = 0; start < record.size();) {
+    const size_t end = std::min(record.find(',', start), record.size());
+    out += (out.empty() ? "" : ", ") + prefix + record.substr(start, end - start);
+    start = end + 1;
+  }
+  return out;
+}
+
 std::string version_text() {
   std::string backends = "cpu";
-  if (ampctl::cuda_compiled()) backends += ", cuda (sm_" + ampctl::cuda_architectures() + ")";
+  if (ampctl::cuda_compiled()) {
+    // The build's record (CMAKE_CUDA_ARCHITECTURES): what the kernels carry, read without
+    // loading CUDA. docs/design.md, "Supported GPUs", says which GPU runs which.
+    const std::string ptx = AMPCTL_CUDA_PTX;
+    backends += ", cuda (" + arch_list(AMPCTL_CUDA_SASS, "sm_") +
+                (ptx.empty() ? "" : "; PTX " + arch_list(ptx, "compute_")) + ")";
+  }
   std::string text = "ampctl " AMPCTL_VERSION "\n";
   text += "build: " AMPCTL_BUILD_TYPE "\n";
   text += "backends: " + backends + "\n";

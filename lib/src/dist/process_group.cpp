@@ -12,11 +12,8 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/error.h"
 
+#include "ampctl/backend/cuda_plugin.h"
 #include "mpi_communicator.h"
-
-#if AMPCTL_HAVE_NCCL
-#include "nccl_communicator.h"
-#endif
 
 #if AMPCTL_HAVE_MPI
 // The C API only (Open MPI's and MPICH's mpi.h otherwise pull in the removed C++ bindings).
@@ -150,7 +147,12 @@ std::unique_ptr<Communicator> make_communicator(Backend& backend,
   // scripts/gpu-check.sh's smoke step): a plain one-rank run stays the single-process program.
   if (cuda && (options.backend == CommBackend::nccl ||
                (g_world > 1 && options.backend == CommBackend::automatic))) {
-    return make_nccl_communicator(backend, g_rank, g_world);
+    // In the CUDA plugin, loaded already: the backend is CUDA's.
+    const CudaPluginApi* plugin = cuda_plugin();
+    if (plugin == nullptr || plugin->make_nccl_communicator == nullptr) {
+      throw Error{ErrorKind::runtime, "the NCCL communicator is not in the loaded CUDA plugin"};
+    }
+    return plugin->make_nccl_communicator(backend, g_rank, g_world);
   }
 #endif
   if (g_world == 1) return std::make_unique<SingleProcess>(backend);

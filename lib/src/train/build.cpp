@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <vector>
 
 #include "ampctl/amp/grad_scaler.h"
 #include "ampctl/backend/backend.h"
+#include "ampctl/backend/cuda_plugin.h"
+#include "ampctl/backend/device_support.h"
 #include "ampctl/config/problems.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
@@ -334,10 +337,12 @@ std::string resolve_device(const std::string& device) {
   if (device == "auto") return cuda_device_count() > 0 ? "cuda:0" : "cpu";
   int index = 0;
   if (device.rfind("cuda:", 0) == 0) index = std::stoi(device.substr(5));
-  if (!cuda_compiled()) {
-    throw Error{ErrorKind::config,
-                "device: '" + device + "' requested, but this build has no CUDA backend",
-                "rebuild with -DAMPCTL_CUDA=ON, or set device: cpu (or auto)"};
+  // What is missing, by name: the CUDA backend in this build, the NVIDIA driver, the CUDA plugin
+  // or one of its libraries (cuBLAS, NCCL), or a GPU (cuda_plugin.h).
+  if (const std::string why = cuda_unavailable_reason(); !why.empty()) {
+    throw Error{ErrorKind::config, "device: '" + device + "' requested, but " + why,
+                cuda_compiled() ? "set device: cpu (or auto, which falls back to the CPU)"
+                                : "rebuild with -DAMPCTL_CUDA=ON, or set device: cpu (or auto)"};
   }
   const int count = cuda_device_count();
   if (index >= count) {
@@ -349,6 +354,23 @@ std::string resolve_device(const std::string& device) {
                 "set device: cpu (or auto, which falls back to the CPU)"};
   }
   return "cuda:" + std::to_string(index);
+}
+
+void check_device_precision(const std::string& resolved, config::Precision precision) {
+  if (resolved.rfind("cuda:", 0) != 0) return;
+  const std::optional<ComputeCapability> cc = cuda_capability(std::stoi(resolved.substr(5)));
+  if (!cc) return;  // the backend's own checks name what is wrong with the device
+  const DType compute = precision == config::Precision::fp16   ? DType::f16
+                        : precision == config::Precision::bf16 ? DType::bf16
+                                                               : DType::f32;
+  const std::string reason =
+      precision_refusal(compute, effective_capability(*cc, std::getenv("AMPCTL_FORCE_SM75")));
+  if (!reason.empty()) {
+    throw Error{ErrorKind::config,
+                std::string("precision: ") + config::to_string(precision) + " on " + resolved +
+                    ": " + reason,
+                "set precision: fp16 (loss scaling keeps its gradients), or device: cpu"};
+  }
 }
 
 namespace {

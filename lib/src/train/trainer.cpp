@@ -95,7 +95,7 @@ void Trainer::setup() {
 
 void Trainer::begin() {
   // Refuse an unusable device or run directory before anything is loaded or written.
-  resolve_device(m_cfg.device);
+  check_device_precision(resolve_device(m_cfg.device), m_cfg.precision);
   // The weights to start from are read before the run directory exists: a missing or damaged
   // file leaves nothing behind.
   if (!m_cfg.init.from.empty()) {

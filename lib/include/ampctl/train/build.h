@@ -47,6 +47,11 @@ class Batcher;
 // Error{config} with a hint when CUDA is asked for and not compiled in or no such GPU is usable.
 std::string resolve_device(const std::string& device);
 
+// Refuses (Error{config}, exit 2) a run whose precision the resolved device ("cpu" or "cuda:N")
+// cannot compute in: bf16 below compute capability 8.0, anything below 7.5 (device_support.h),
+// with AMPCTL_FORCE_SM75 applied. The CPU does every precision.
+void check_device_precision(const std::string& resolved, config::Precision precision);
+
 // Everything a run trains with, built in dependency order; members are destroyed in reverse.
 // The objects point at each other (the loader at the data, the batcher at the loader), so a
 // RunObjects never moves: build_run returns it on the heap.

@@ -13,6 +13,7 @@
 // the CPU backend calls. Matrix products go to cuBLAS with 32-bit compute and no TF32, with
 // reductions kept in fp32 even for fp16/bf16 outputs, and without atomics, so they are
 // deterministic and round to the output type once.
+#include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -30,6 +31,8 @@
 #include "adam.cuh"
 #include "amp.cuh"
 #include "ampctl/backend/backend.h"
+#include "ampctl/backend/cuda_plugin.h"
+#include "ampctl/build_info.h"
 #include "cast.cuh"
 #include "cuda_backend.h"
 #include "device_probe.h"
@@ -169,6 +172,8 @@ CudaBackend::CudaBackend(int index, const cudaDeviceProp& props)
     : m_device{DeviceType::cuda, index},
       m_description("cuda:" + std::to_string(index) + " (" + props.name + ", sm_" +
                     std::to_string(props.major) + std::to_string(props.minor) + ")"),
+      m_capability(effective_capability({props.major, props.minor},
+                                        std::getenv("AMPCTL_FORCE_SM75"))),
       m_cublas_workspace(index, kCublasWorkspaceBytes, "the cuBLAS workspace"),
       m_norm_partials(index, kernels::kNormBlocks * sizeof(double), "global-norm partial sums") {
   cublasHandle_t h = m_cublas.get();
@@ -609,13 +614,22 @@ void CudaBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t of
 
 }  // namespace ampctl::cuda_detail
 
+#if AMPCTL_HAVE_NCCL
+namespace ampctl::dist {
+// dist/nccl_communicator.h's, compiled into this plugin beside the backend whose stream it takes.
+std::unique_ptr<Communicator> make_nccl_communicator(Backend& backend, int rank, int world);
+}  // namespace ampctl::dist
+#endif
+
+// ---- the plugin's table (cuda_plugin.h): the core's make_cuda_backend & co. call these
 namespace ampctl {
+namespace {
 
 using cuda_detail::CudaBackend;
 using cuda_detail::DeviceScope;
 using cuda_detail::kNoGpuHint;
 
-std::unique_ptr<Backend> make_cuda_backend(int index) {
+std::unique_ptr<Backend> plugin_make_backend(int index) {
   const std::string name = "cuda:" + std::to_string(index);
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
@@ -654,15 +668,7 @@ std::unique_ptr<Backend> make_cuda_backend(int index) {
   return std::make_unique<CudaBackend>(index, props);
 }
 
-bool cuda_compiled() {
-  return true;
-}
-
-std::string cuda_architectures() {
-  return cuda_detail::compiled_architectures();
-}
-
-int cuda_device_count() {
+int plugin_device_count() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -671,7 +677,17 @@ int cuda_device_count() {
   return count;
 }
 
-std::optional<uint64_t> cuda_free_memory(int index) {
+std::optional<ComputeCapability> plugin_capability(int index) {
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return ComputeCapability{major, minor};
+}
+
+std::optional<uint64_t> plugin_free_memory(int index) {
   int current = 0;
   size_t free_bytes = 0, total_bytes = 0;
   if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(index) != cudaSuccess ||
@@ -684,4 +700,23 @@ std::optional<uint64_t> cuda_free_memory(int index) {
   return static_cast<uint64_t>(free_bytes);
 }
 
+}  // namespace
+
 }  // namespace ampctl
+
+extern "C" const ampctl::CudaPluginApi* ampctl_cuda_plugin_v1() {
+  static const ampctl::CudaPluginApi api{
+      ampctl::kCudaPluginAbi,
+      AMPCTL_VERSION,
+      ampctl::plugin_make_backend,
+      ampctl::plugin_device_count,
+      ampctl::plugin_free_memory,
+      ampctl::plugin_capability,
+#if AMPCTL_HAVE_NCCL
+      ampctl::dist::make_nccl_communicator,
+#else
+      nullptr,
+#endif
+  };
+  return &api;
+}

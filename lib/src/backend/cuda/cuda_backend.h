@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "ampctl/backend/backend.h"
+#include "ampctl/backend/device_support.h"
 #include "kernel_common.cuh"
 
 namespace ampctl::cuda_detail {
@@ -225,6 +226,8 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return m_device; }
   std::string description() const override { return m_description; }
+  // The capability this backend's decisions use (AMPCTL_FORCE_SM75 caps it at 7.5).
+  ComputeCapability capability() const { return m_capability; }
   // The stream every op of this backend runs on, for the NCCL communicator (dist/), whose
   // collectives must be ordered with the step's kernels without a host sync.
   cudaStream_t native_stream() const { return m_stream.get(); }
@@ -306,6 +309,9 @@ class CudaBackend final : public Backend {
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
   // Fused (kernels/attention.cu) for f16/bf16 heads of size <= 64, else Backend's composition.
+  // The fused attention's tile products for `dtype` on the tensor cores: AMPCTL_ATTENTION's
+  // default, on a capability with WMMA fragments of that dtype (bf16 needs 8.0).
+  bool tensor_core_attention(DType dtype) const;
   AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
                                      DType dtype) const override;
   void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
@@ -367,6 +373,7 @@ class CudaBackend final : public Backend {
 
   Device m_device;
   std::string m_description;
+  ComputeCapability m_capability;
   // Destroyed in reverse order: the handle, then the buffers (its workspace among them), then
   // the stream they were used on.
   Stream m_stream;

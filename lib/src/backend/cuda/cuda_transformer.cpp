@@ -176,6 +176,11 @@ bool fused_attention(int64_t batch_heads, int64_t time, int64_t head_size, DType
 
 }  // namespace
 
+bool CudaBackend::tensor_core_attention(DType dtype) const {
+  return attention_path() == AttentionPath::tensor_cores &&
+         attention_tensor_cores(dtype, m_capability);
+}
+
 AttentionSizes CudaBackend::attention_workspace(int64_t batch_heads, int64_t time,
                                                 int64_t head_size, DType dtype) const {
   if (!fused_attention(batch_heads, time, head_size, dtype)) {
@@ -197,7 +202,7 @@ void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tens
   const AttentionDims d =
       check_attention({&q, &k, &v}, {&y}, buffers, sizes, "attention_forward", m_device);
   DeviceScope scope(m_device.index);
-  kernels::launch_attention_forward(attention_path() == AttentionPath::tensor_cores, q.data(),
+  kernels::launch_attention_forward(tensor_core_attention(q.dtype()), q.data(),
                                     k.data(), v.data(), y.data(),
                                     buffers.saved_f32.data_as<float>(), elem_type(q.dtype()), scale,
                                     d.count, d.time, d.head_size, stream());
@@ -216,7 +221,7 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
                                           "attention_backward", m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_attention_backward(
-      attention_path() == AttentionPath::tensor_cores, q.data(), k.data(), v.data(), y.data(),
+      tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(), y.data(),
       dy.data(), buffers.saved_f32.data_as<float>(), buffers.scratch_f32.data_as<float>(),
       dq.data(), dk.data(), dv.data(), elem_type(q.dtype()), scale, d.count, d.time, d.head_size,
       stream());
