@@ -45,6 +45,11 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
                                   parts.model.lowp_params().view(range.begin, shape));
     }
   }
+  if (options.retry) {
+    for (const auto& [name, t] : parts.model.state_buffers()) {
+      m_buffers.emplace_back(t, b.empty(t.shape(), t.dtype()));
+    }
+  }
   if (options.zero) {
     // ZeRO-1: each rank checks only its shard of the gradients; found_inf becomes the max over
     // the ranks before the optimizer or update() reads it, so every rank skips the same steps
@@ -64,6 +69,7 @@ bool TrainStep::run(int64_t step) {
   // counter, read without allocating.
   const Batcher::Cursor cursor = m_p.batcher.cursor();
   const uint64_t dropout_calls = m_p.model.rng_position();
+  for (const auto& [buffer, saved] : m_buffers) m_p.backend.copy(saved, buffer);
   int64_t samples = 0;
   for (int64_t a = 0;; ++a) {
     if (!attempt(step, a, samples)) return false;
@@ -81,6 +87,7 @@ bool TrainStep::run(int64_t step) {
     ++m_retries;
     m_p.batcher.rewind(cursor);
     m_p.model.rewind_rng(dropout_calls);
+    for (const auto& [buffer, saved] : m_buffers) m_p.backend.copy(buffer, saved);
   }
   mon.record_grad_norm(m_norm);
   mon.record_step(step, lr, m_loss_acc, samples, m_retries);

@@ -191,7 +191,9 @@ TEST(Trainer, RetriedStepsFollowTheScalerRuleOnceForEveryAttempt) {
       ASSERT_GE(r, 0);
       ASSERT_LE(r, cfg.scaler.max_retries) << "step " << i + 1;
       // Retries are taken until an attempt succeeds or none are left.
-      if (found) EXPECT_EQ(r, cfg.scaler.max_retries) << "step " << i + 1;
+      if (found) {
+        EXPECT_EQ(r, cfg.scaler.max_retries) << "step " << i + 1;
+      }
       EXPECT_NE(l.contains("retries"), r == 0) << "step " << i + 1;
       for (int64_t a = 0; a < r; ++a) s.update(true);
       EXPECT_EQ(l.at("scale").get<double>(), s.scale) << "step " << i + 1;

@@ -116,6 +116,10 @@ class TrainStep {
   bool m_inject_here = true;  // this rank injects (debug.inject_rank)
   bool m_fused_norm = false;  // the scaler's check pass writes m_norm (set_norm_output)
   int64_t m_retries = 0;
+  // With retry: the model's state buffers (BatchNorm's running statistics, which a training
+  // forward updates) and copies made at construction: saved at each step's start, restored
+  // before a retry, so a retried step updates them once, as a step without the overflow does.
+  std::vector<std::pair<Tensor, Tensor>> m_buffers;  // (buffer, saved copy)
   // One attempt of `step`: micro-batches, sync, unscale/clip, optimizer, update. Returns false
   // on a stop between micro-batches (only a step's first attempt looks); `samples` gets the
   // global rows the attempt ran.
