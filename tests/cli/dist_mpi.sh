@@ -3,8 +3,8 @@
 #   dist_mpi.sh AMPCTL MPIRUN WORK CASE
 # CASE is one of: lm_equivalence, equivalence, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
 # config_error, sigterm, zero_inject, zero_equal, zero_resume, usr1_zero0, usr1_zero1,
-# config_mismatch, data_mismatch. Each case takes a few seconds; ctest runs each as
-# cli.dist_<case>. No case can hang: every mpirun runs under `timeout` (MPI_LIMIT seconds), and a
+# config_mismatch, data_mismatch, retry_zero0, retry_zero1. Each case takes a few seconds;
+# ctest runs each as cli.dist_<case>. No case can hang: every mpirun runs under `timeout` (MPI_LIMIT seconds), and a
 # job it kills fails its case.
 set -uo pipefail
 
@@ -553,6 +553,38 @@ print(''.join(r.choice('abcdefgh \n') for _ in range(4000)))" >a/corpus.txt
   grep -q "error: rank 1 of 2: its data differs from rank 0's: data: the training text (corpus.txt.*) contents" err ||
     fail "the error does not name the training text: $(cat err)"
   [ ! -e "$DIR/run" ] || fail "a run directory was left"
+  ;;
+retry_zero0 | retry_zero1)
+  # scaler.on_overflow: retry with the overflow on rank 1 only (ZeRO-0: the averaged gradients
+  # hold it on both ranks; ZeRO-1: rank 1 poisons element 0, which the reduce-scatter puts in
+  # rank 0's shard, and found_inf's max over the ranks carries it back). Both ranks must run
+  # step 3 again at the backed-off scale: a rank that did not would leave the other alone in the
+  # next collective (the job would hang and be killed) or end with other parameters (the
+  # replica check). No step is skipped, step 3 says retries: 1 with half step 2's scale, and the
+  # decisions are those of the 1-rank run with the same global batch and the same retry. (No
+  # growth: step 3's scale is then step 2's, backed off once.)
+  zero=${CASE#retry_zero}
+  sets=(--set scaler.on_overflow=retry --set scaler.growth_interval=1000)
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" "${sets[@]}" \
+    --set debug.inject_nonfinite_at=[3] --set debug.inject_rank=1 \
+    --set distributed.zero="$zero" >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/one" "${sets[@]}" \
+    --set debug.inject_nonfinite_at=[3] --set data.batch_size=32 >/dev/null 2>one.err ||
+    fail "1-rank run: $(cat one.err)"
+  grep -q '"status": *"ok"' two/summary.json || fail "the run did not finish"
+  grep -q "parameters bitwise identical on all 2 ranks" two.out two.err ||
+    fail "no replica agreement line"
+  python3 - two/metrics.jsonl two/summary.json <<'PY' || fail "step 3 was not retried once"
+import json, sys
+lines = {m["step"]: m for m in map(json.loads, open(sys.argv[1])) if m.get("kind") == "train"}
+assert sorted(lines) == list(range(1, 9)), sorted(lines)
+assert not any(m["skipped"] for m in lines.values()), "a step was skipped"
+assert lines[3].get("retries") == 1, lines[3]
+assert all("retries" not in m for s, m in lines.items() if s != 3)
+assert lines[3]["scale"] == lines[2]["scale"] * 0.5, (lines[2]["scale"], lines[3]["scale"])
+assert json.load(open(sys.argv[2]))["retries"] == 1
+PY
+  diff <(decisions two/metrics.jsonl) <(decisions one/metrics.jsonl) || fail "decisions differ"
   ;;
 *)
   fail "unknown case"

@@ -61,6 +61,10 @@ constexpr Names<Toggle> kToggle[] = {
 constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValue::nan, "nan"}};
 constexpr Names<DistBackend> kDistBackend[] = {
     {DistBackend::automatic, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::mpi, "mpi"}};
+constexpr Names<OnOverflow> kOnOverflow[] = {{OnOverflow::skip, "skip"},
+                                             {OnOverflow::retry, "retry"}};
+constexpr Names<OnMinScale> kOnMinScale[] = {{OnMinScale::keep_going, "continue"},
+                                             {OnMinScale::stop, "stop"}};
 
 template <class E, size_t N>
 const char* name_in(const Names<E> (&names)[N], E v) {
@@ -119,6 +123,12 @@ const char* to_string(InjectValue v) {
 }
 const char* to_string(DistBackend v) {
   return name_in(kDistBackend, v);
+}
+const char* to_string(OnOverflow v) {
+  return name_in(kOnOverflow, v);
+}
+const char* to_string(OnMinScale v) {
+  return name_in(kOnMinScale, v);
 }
 
 Task task_of(const DataSource& source) {
@@ -619,6 +629,15 @@ Schema<RunConfig> make_run_schema() {
       float_field<C>(AMPCTL_KEY(scaler.max_scale), std::numeric_limits<double>::infinity(),
                      FloatRange::above(0.0).with_inf().in_f32(),
                      "growth never goes above this (>= min_scale; .inf = no cap)"),
+      enum_field<C>(AMPCTL_KEY(scaler.on_overflow), OnOverflow::skip, kOnOverflow,
+                    "skip | retry: an overflowing step is skipped, or its micro-batches run again "
+                    "(the same batch and dropout masks) at the backed-off scale"),
+      int_field<C>(AMPCTL_KEY(scaler.max_retries), 2, {1, 1000},
+                   "retries of an overflowing step before it is skipped, in [1, 1000]")
+          .when("scaler.on_overflow", {"retry"}),
+      enum_field<C>(AMPCTL_KEY(scaler.on_min_scale), OnMinScale::keep_going, kOnMinScale,
+                    "continue | stop: stop (exit 1, with a checkpoint) at an overflow while the "
+                    "scale is at scaler.min_scale (needs min_scale > 0)"),
 
       int_field<C>(AMPCTL_KEY(training.max_steps), 1000, {1, kMaxSteps},
                    "optimizer iterations, skipped ones included"),
@@ -877,6 +896,24 @@ Schema<RunConfig> make_run_schema() {
                   format_float(s.init_scale);
          }
          return {};
+       }},
+      {{"scaler.on_overflow", "scaler.enabled", "precision"},
+       [](const C& c) -> std::string {
+         if (c.scaler.on_overflow == OnOverflow::skip || scaler_enabled(c)) return {};
+         return std::string(
+                    "retry needs loss scaling (no step overflows without it), but "
+                    "the scaler is off (precision ") +
+                to_string(c.precision) + ", scaler.enabled " + to_string(c.scaler.enabled) + ")";
+       }},
+      {{"scaler.on_min_scale", "scaler.min_scale", "scaler.enabled", "precision"},
+       [](const C& c) -> std::string {
+         if (c.scaler.on_min_scale == OnMinScale::keep_going) return {};
+         if (!scaler_enabled(c)) {
+           return std::string("stop needs loss scaling, but the scaler is off (precision ") +
+                  to_string(c.precision) + ", scaler.enabled " + to_string(c.scaler.enabled) + ")";
+         }
+         if (c.scaler.min_scale > 0) return {};
+         return "stop needs a floor to stop at: set scaler.min_scale > 0 (it is 0)";
        }},
   };
   Schema<C> schema(std::move(fields), std::move(checks), {"model", "data"});

@@ -130,4 +130,11 @@ void DataLoader::restore(const nlohmann::json& state) {
   m_position = position;
 }
 
+bool DataLoader::rewind(int64_t epoch, int64_t position) {
+  const bool changed = epoch != m_epoch;
+  if (changed) start_epoch(epoch);
+  m_position = position;
+  return changed;
+}
+
 }  // namespace ampctl::data

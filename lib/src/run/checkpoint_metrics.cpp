@@ -23,6 +23,7 @@ constexpr const char* kEvalSeconds = "eval_seconds";
 constexpr const char* kSteady = "steady";
 constexpr const char* kSteadySeconds = "steady_seconds";
 constexpr const char* kSteadySamples = "steady_samples";
+constexpr const char* kRetries = "retries";        // absent in checkpoints before retry
 constexpr const char* kClipped = "clipped_steps";  // absent in checkpoints before grad_norm
 constexpr const char* kWallTimeS = "wall_time_s";
 constexpr const char* kLastEval = "last_eval";
@@ -128,6 +129,7 @@ nlohmann::json to_json(const CheckpointMetrics& m, const std::vector<std::string
                       {kSteadySeconds, t.steady_seconds},
                       {kSteadySamples, t.steady_samples},
                       {kClipped, t.clipped},
+                      {kRetries, t.retries},
                       {kWallTimeS, m.wall_time_s},
                       {kLastEval, t.last_eval},
                       {kBestEvalLoss, optional_json(t.best_eval_loss)},
@@ -163,6 +165,7 @@ CheckpointMetrics read_checkpoint_metrics(const nlohmann::json& m,
   t.steady_seconds = member_double(m, kSteadySeconds);
   t.steady_samples = member_int(m, kSection, kSteadySamples);
   t.clipped = m.contains(kClipped) ? member_int(m, kSection, kClipped) : 0;
+  t.retries = m.contains(kRetries) ? member_int(m, kSection, kRetries) : 0;
   out.wall_time_s = member_double(m, kWallTimeS);
   t.last_eval = member(m, kSection, kLastEval);
   t.best_eval_loss = member_optional(m, kBestEvalLoss);

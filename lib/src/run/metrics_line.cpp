@@ -19,6 +19,7 @@ constexpr const char* kHysteresisTracker = "hysteresis_tracker";
 constexpr const char* kLr = "lr";
 constexpr const char* kTimeS = "time_s";
 constexpr const char* kOverflowTensors = "overflow_tensors";
+constexpr const char* kRetries = "retries";
 constexpr const char* kAccuracy = "accuracy";
 constexpr const char* kPerplexity = "perplexity";
 constexpr const char* kTrain = "train";
@@ -49,6 +50,7 @@ nlohmann::json to_json(const TrainLine& l) {
                       {kTimeS, l.time_s}};
   if (l.hysteresis_tracker) j[kHysteresisTracker] = *l.hysteresis_tracker;
   if (l.overflow_tensors) j[kOverflowTensors] = *l.overflow_tensors;
+  if (l.retries) j[kRetries] = *l.retries;
   return j;
 }
 

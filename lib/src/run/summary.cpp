@@ -25,6 +25,7 @@ nlohmann::json to_json(const Summary& s) {
                       {k::kSteps, t.steps_done},
                       {k::kSkippedSteps, t.skipped},
                       {k::kClippedSteps, t.clipped},
+                      {k::kRetries, t.retries},
                       {k::kFinalScale, finite_or_null(t.final_scale)},
                       {k::kMinScale, finite_or_null(t.min_scale)},
                       {k::kMaxScale, finite_or_null(t.max_scale)},

@@ -135,7 +135,9 @@ Batcher::Cursor DeviceBatcher::cursor() const {
 }
 
 void DeviceBatcher::rewind(Cursor cursor) {
-  restore({{"epoch", cursor.a}, {"position", cursor.b}});
+  // Inside a step (a retry): no allocation, and the order is uploaded again only when the step
+  // crossed an epoch boundary.
+  if (m_loader->rewind(cursor.a, cursor.b)) upload_order();
 }
 
 // ---- LmBatcher ----

@@ -537,6 +537,8 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.inject_at.insert(cfg.debug.inject_nonfinite_at.begin(), cfg.debug.inject_nonfinite_at.end());
   o.inject_rank = cfg.debug.inject_rank;
   o.zero = cfg.distributed.zero == 1;
+  o.retry = cfg.scaler.on_overflow == config::OnOverflow::retry && config::scaler_enabled(cfg);
+  o.max_retries = cfg.scaler.max_retries;
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()
                        : std::numeric_limits<double>::quiet_NaN();
@@ -566,6 +568,7 @@ MonitorOptions monitor_options(const config::RunConfig& cfg, Clock::time_point s
   o.console_every = cfg.logging.every_steps;
   o.divergence_patience = cfg.training.divergence_patience;
   o.min_scale = cfg.scaler.min_scale;
+  o.stop_at_min_scale = cfg.scaler.on_min_scale == config::OnMinScale::stop;
   o.profile = cfg.logging.profile;
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.start = start;

@@ -112,7 +112,8 @@ void Monitor::record_grad_norm(const Tensor& norm) {
   m_backend->copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 3), {1}), norm);
 }
 
-void Monitor::record_step(int64_t step, double lr, const Tensor& loss, int64_t samples) {
+void Monitor::record_step(int64_t step, double lr, const Tensor& loss, int64_t samples,
+                          int64_t retries) {
   const auto row = static_cast<int64_t>(m_ring.info.size());
   m_backend->copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 0), {1}), loss);
   m_scaler->record_update(
@@ -123,7 +124,7 @@ void Monitor::record_step(int64_t step, double lr, const Tensor& loss, int64_t s
           ? m_ring.seg.view(static_cast<size_t>(row * m_ring.segments), {m_ring.segments})
           : Tensor{});
   m_totals.samples += samples;
-  m_ring.info.push_back({step, lr, seconds_since(m_t0)});
+  m_ring.info.push_back({step, lr, seconds_since(m_t0), retries});
 }
 
 void Monitor::phase_end(Phase phase) {
@@ -197,6 +198,7 @@ void Monitor::flush() {
     t.steps_done = info.step;
     ++m_int_steps;
     if (found_inf) ++t.skipped;
+    t.retries += info.retries;
     if (std::isfinite(grad_norm)) {
       norm_sum += grad_norm;
       ++norm_n;
@@ -212,6 +214,17 @@ void Monitor::flush() {
       t.final_loss = loss;
       t.best_loss = std::min(t.best_loss, static_cast<double>(loss));
     }
+    // A scale below 1 shrinks the gradients: they overflow fp16 even unscaled. Warned once per
+    // process (a resumed run that is still below 1 says it again), at the first step that used
+    // such a scale.
+    if (scaling && scale < 1.0f && !m_below_one_warned && m_writer) {
+      spdlog::warn(
+          "step {}: the loss scale fell below 1 ({:g}): the gradients exceed fp16's range even "
+          "unscaled, which is typical of weights trained in bf16; train in bf16 (precision: "
+          "bf16) or clip the gradients (training.grad_clip_norm)",
+          info.step, static_cast<double>(scale));
+    }
+    if (scaling && scale < 1.0f) m_below_one_warned = true;
     t.min_scale = std::min(t.min_scale, static_cast<double>(scale));
     t.max_scale = std::max(t.max_scale, static_cast<double>(scale));
     std::vector<std::string> overflow_tensors;
@@ -235,6 +248,17 @@ void Monitor::flush() {
       m_loss_streak.extend(info.step, streak_flags);
     } else {
       m_loss_streak.reset();
+    }
+    // scaler.on_min_scale: stop: the scale could not back off any further (PyTorch's rule
+    // keeps it at the floor), so this overflow would recur; fairseq exits here too.
+    if (scaling && m_opts.stop_at_min_scale && found_inf && !m_divergence && m_opts.min_scale > 0 &&
+        scale <= static_cast<float>(m_opts.min_scale)) {
+      m_divergence =
+          Divergence{info.step, m_ring.info.back().step, "overflow_at_min_scale",
+                     fmt::format("the gradients overflowed with the loss scale {:g} at its floor "
+                                 "scaler.min_scale {:g} (scaler.on_min_scale: stop)",
+                                 static_cast<double>(scale), m_opts.min_scale),
+                     overflow_tensors};
     }
     if (patience > 0 && !m_divergence) {
       const int64_t last_step = m_ring.info.back().step;
@@ -268,6 +292,7 @@ void Monitor::flush() {
       if (scaling) line.hysteresis_tracker = hysteresis;
       line.lr = info.lr;
       line.time_s = info.time_s;
+      if (info.retries > 0) line.retries = info.retries;
       if (found_inf && flags != nullptr) line.overflow_tensors = std::move(overflow_tensors);
       if (m_writer) m_metrics << run::to_json(line).dump() << '\n';
       if (m_tb && m_writer) {

@@ -45,6 +45,11 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
                                   parts.model.lowp_params().view(range.begin, shape));
     }
   }
+  if (options.retry) {
+    for (const auto& [name, t] : parts.model.state_buffers()) {
+      m_buffers.emplace_back(t, b.empty(t.shape(), t.dtype()));
+    }
+  }
   if (options.zero) {
     // ZeRO-1: each rank checks only its shard of the gradients; found_inf becomes the max over
     // the ranks before the optimizer or update() reads it, so every rank skips the same steps
@@ -56,29 +61,63 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
 }
 
 bool TrainStep::run(int64_t step) {
+  Monitor& mon = m_p.monitor;
+  const double lr = m_p.schedule.lr_at(step - 1);
+  m_p.schedule.apply(step - 1, m_p.optimizer.param_groups());
+  m_retries = 0;
+  // Where the step starts: a retry runs its micro-batches again from here. Two integers and a
+  // counter, read without allocating.
+  const Batcher::Cursor cursor = m_p.batcher.cursor();
+  const uint64_t dropout_calls = m_p.model.rng_position();
+  for (const auto& [buffer, saved] : m_buffers) m_p.backend.copy(saved, buffer);
+  int64_t samples = 0;
+  for (int64_t a = 0;; ++a) {
+    if (!attempt(step, a, samples)) return false;
+    if (!m_opts.retry || a == m_opts.max_retries) break;
+    // The retry decision, the same on every rank: found_inf of this update() is the max over
+    // the ranks (ZeRO-1: the scaler's found_inf hook) or was computed from gradients that are
+    // bitwise the same on every rank (ZeRO-0: the all-reduced mean). The one host read retry
+    // adds to a GPU step: it waits for the attempt to finish (docs/design.md).
+    const bool overflowed = m_p.backend.read_scalar_f32(m_p.scaler.found_inf_tensor()) != 0.0f;
+    if (!overflowed) break;
+    // A stop request between attempts (one process: with several ranks only the step
+    // boundary's agreed check stops): the overflowing attempt is kept, a skipped step as with
+    // on_overflow: skip, and the loop stops after it.
+    if (m_p.comm.world_size() == 1 && stop_signal() != 0) break;
+    ++m_retries;
+    m_p.batcher.rewind(cursor);
+    m_p.model.rewind_rng(dropout_calls);
+    for (const auto& [buffer, saved] : m_buffers) m_p.backend.copy(buffer, saved);
+  }
+  mon.record_grad_norm(m_norm);
+  mon.record_step(step, lr, m_loss_acc, samples, m_retries);
+  return true;
+}
+
+bool TrainStep::attempt(int64_t step, int64_t attempt_index, int64_t& samples) {
   Backend& b = m_p.backend;
   nn::Model& model = m_p.model;
   amp::GradScaler& scaler = m_p.scaler;
   Monitor& mon = m_p.monitor;
-  const double lr = m_p.schedule.lr_at(step - 1);
-  m_p.schedule.apply(step - 1, m_p.optimizer.param_groups());
 
   // The backward seed: the loss scale (the scaled loss's gradient), divided by the number of
   // micro-batches as PyTorch's recipe divides the loss.
   const int64_t accum = m_opts.grad_accum_steps;
   scaler.scale_into(m_accum_inv, m_seed);
-  mon.record_scale();
+  mon.record_scale();  // a retry overwrites it: the line reports the kept attempt's scale
 
   model.zero_grad();
   b.fill(m_loss_acc, 0.0);
   // A sampled step counts its gradient roundings (train/numerics.h); the others cost nothing.
   NumericsRecorder* numerics = m_p.numerics && m_p.numerics->sampled(step) ? m_p.numerics : nullptr;
   if (numerics) numerics->begin();
-  int64_t samples = 0;
+  samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     // A host flag, no device sync; the step boundary checks before the first micro-batch. With
-    // several ranks only the boundary's agreed check stops (every rank must reach the sync).
-    if (micro > 0 && m_p.comm.world_size() == 1 && stop_signal() != 0) {
+    // several ranks only the boundary's agreed check stops (every rank must reach the sync). A
+    // retry does not look: the scaler has already taken the step's first attempt, so the step
+    // cannot be abandoned any more (run() checks between attempts instead).
+    if (micro > 0 && attempt_index == 0 && m_p.comm.world_size() == 1 && stop_signal() != 0) {
       if (numerics) numerics->end();
       return false;
     }
@@ -93,7 +132,10 @@ bool TrainStep::run(int64_t step) {
     mon.phase_end(kBackward);
   }
   if (numerics) numerics->end();
-  if (m_inject_here && m_opts.inject_at.count(step)) b.fill(m_inject_at, m_opts.inject_value);
+  // Only the first attempt: a retry recomputes the same gradients cleanly.
+  if (m_inject_here && attempt_index == 0 && m_opts.inject_at.count(step)) {
+    b.fill(m_inject_at, m_opts.inject_value);
+  }
 
   // Data parallel: the gradients (and the logged loss) become the mean over the ranks, taken in
   // f32 in rank order (dist/communicator.h), so every rank holds the same bits and reaches the
@@ -143,8 +185,6 @@ bool TrainStep::run(int64_t step) {
   mon.phase_end(kOptimizer);
   scaler.update();
   mon.phase_end(kUpdate);
-  mon.record_grad_norm(m_norm);
-  mon.record_step(step, lr, m_loss_acc, samples);
   return true;
 }
 

@@ -572,7 +572,14 @@ void Trainer::diverge() {
   // The hint suggests only what `ampctl resume --set` accepts (config/resume_rules.h).
   std::string hint;
   const std::string resume = "'ampctl resume --checkpoint " + m_run_dir.string() + " --set ";
-  if (d.reason == "overflow_at_scale_floor") {
+  if (d.reason == "overflow_at_min_scale") {
+    hint =
+        "the scale cannot back off below scaler.min_scale: continue from the last good state "
+        "with a lower learning rate or with clipping, " +
+        resume +
+        "optimizer.lr=LR' or --set training.grad_clip_norm=1.0; or train again with a lower "
+        "scaler.min_scale, scaler.on_min_scale: continue, or in bf16";
+  } else if (d.reason == "overflow_at_scale_floor") {
     hint =
         "the gradients overflow even at the smallest loss scale: continue from the last good "
         "state with a lower learning rate or with clipping, " +

@@ -145,6 +145,42 @@ TEST(CnnTrain, ResumeWithBatchNormIsBitwiseExact) {
   fs::remove_all(data);
 }
 
+// scaler.on_overflow: retry with BatchNorm: a retried step's second training forward must not
+// move the running statistics twice. After the retried step 4 the buffers equal those of the
+// run without the overflow, bit for bit (the same batch through the same weights gives the same
+// batch statistics; num_batches_tracked counts one forward per step), and the loss too.
+TEST(CnnTrain, ARetriedStepUpdatesBatchNormOnce) {
+  const fs::path data = write_images(fresh_dir("data_retry"));
+  auto buffers_after = [&](const std::vector<std::string>& sets, int64_t steps, double& loss) {
+    const config::RunConfig cfg = config::parse_config(config_text(data), "cnn.yaml", sets);
+    const fs::path dir = fresh_dir("retry");
+    Trainer t(cfg, dir);
+    t.begin();
+    for (int64_t i = 0; i < steps; ++i) t.step();
+    t.finish();
+    End e = end_of(t);
+    std::ifstream in(dir / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.at("kind") == "train" && j.at("step") == steps) loss = j.at("loss").get<double>();
+    }
+    fs::remove_all(dir);
+    return e.buffers;
+  };
+  double clean_loss = 0, retried_loss = 0, skipped_loss = 0;
+  const auto clean = buffers_after({"scaler.on_overflow=retry"}, 4, clean_loss);
+  const auto retried =
+      buffers_after({"scaler.on_overflow=retry", "debug.inject_nonfinite_at=[4]"}, 4, retried_loss);
+  EXPECT_TRUE(retried == clean) << "BatchNorm buffers after the retried step differ";
+  EXPECT_EQ(retried_loss, clean_loss);
+  // What the retry undoes: the statistics move with every training forward, so two forwards
+  // of step 4 (the buffers not restored) would differ from one; a skipped step 4 runs one.
+  const auto skipped = buffers_after({"debug.inject_nonfinite_at=[4]"}, 4, skipped_loss);
+  EXPECT_TRUE(skipped == clean) << "a skipped step moves the statistics once too";
+  fs::remove_all(data);
+}
+
 TEST(CnnTrain, AnInjectedOverflowIsAttributedByName) {
   const fs::path data = write_images(fresh_dir("data_attr"));
   for (const std::string name : {"features.0.weight", "features.1.bias", "classifier.1.weight"}) {

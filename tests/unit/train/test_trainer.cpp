@@ -157,6 +157,62 @@ TEST(Trainer, SkippedStepLeavesParametersAndOptimizerStateBitwiseUnchanged) {
   }
 }
 
+// scaler.on_overflow: retry against the same spec: each failed attempt of a step is one
+// update(found_inf = true) before the attempt that is kept, whose scale the line reports. A scale
+// of 2^40 overflows every gradient (so steps exhaust their retries and are skipped), hysteresis 2
+// lets an attempt retry at an unchanged scale, and the injections poison first attempts only.
+TEST(Trainer, RetriedStepsFollowTheScalerRuleOnceForEveryAttempt) {
+  for (const std::vector<std::string>& extra : std::vector<std::vector<std::string>>{
+           {"scaler.init_scale=1099511627776"},
+           {"scaler.hysteresis=2", "scaler.growth_interval=3",
+            "debug.inject_nonfinite_at=[5,9,10,30]"},
+           {"scaler.max_retries=1", "scaler.min_scale=1024", "scaler.init_scale=2048",
+            "debug.inject_nonfinite_at=[4,8]"}}) {
+    std::vector<std::string> sets = {"scaler.on_overflow=retry", "training.max_steps=40"};
+    sets.insert(sets.end(), extra.begin(), extra.end());
+    const config::RunConfig cfg = config::parse_config(kSmall, "small.yaml", sets);
+    const fs::path dir = fresh_dir("retry_spec");
+    train::train(cfg, dir);
+    const auto lines = read_lines(dir / "metrics.jsonl", "train");
+    ASSERT_EQ(static_cast<int64_t>(lines.size()), cfg.training.max_steps);
+    SpecScaler s{cfg.scaler.init_scale,     cfg.scaler.growth_factor,
+                 cfg.scaler.backoff_factor, cfg.scaler.min_scale,
+                 cfg.scaler.max_scale,      cfg.scaler.growth_interval,
+                 cfg.scaler.hysteresis,     0,
+                 cfg.scaler.hysteresis};
+    s.scale = double(float(s.scale));
+    int64_t retries = 0;
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const auto& l = lines[i];
+      const int64_t r = l.value("retries", int64_t{0});
+      const bool found = l.at("found_inf").get<bool>();
+      ASSERT_GE(r, 0);
+      ASSERT_LE(r, cfg.scaler.max_retries) << "step " << i + 1;
+      // Retries are taken until an attempt succeeds or none are left.
+      if (found) {
+        EXPECT_EQ(r, cfg.scaler.max_retries) << "step " << i + 1;
+      }
+      EXPECT_NE(l.contains("retries"), r == 0) << "step " << i + 1;
+      for (int64_t a = 0; a < r; ++a) s.update(true);
+      EXPECT_EQ(l.at("scale").get<double>(), s.scale) << "step " << i + 1;
+      s.update(found);
+      EXPECT_EQ(l.at("growth_tracker").get<int64_t>(), s.tracker) << "step " << i + 1;
+      retries += r;
+    }
+    EXPECT_GT(retries, 0) << extra[0];
+    // Injected steps are retried (their first attempt overflows) and not skipped unless the
+    // recomputed gradients overflow too.
+    for (int64_t step : cfg.debug.inject_nonfinite_at) {
+      if (step > cfg.training.max_steps) continue;
+      EXPECT_GE(lines[static_cast<size_t>(step - 1)].value("retries", 0), 1) << step;
+    }
+    std::ifstream in(dir / "summary.json");
+    const auto summary = nlohmann::json::parse(in);
+    EXPECT_EQ(summary.at("retries").get<int64_t>(), retries);
+    fs::remove_all(dir);
+  }
+}
+
 TEST(Trainer, SteadyStateStepAllocatesNothing) {
   for (const char* prec : {"fp16", "bf16", "fp32"}) {
     const config::RunConfig cfg = config::parse_config(
@@ -175,6 +231,29 @@ TEST(Trainer, SteadyStateStepAllocatesNothing) {
     EXPECT_EQ(g_allocations.load(), 0u) << prec << ": heap allocations in steady-state steps";
     fs::remove_all(dir);
   }
+}
+
+// A retried step reruns its micro-batches in the buffers the step already has: no allocation,
+// retries included (steps 12 and 18 retry once each inside the counted window).
+TEST(Trainer, RetriedStepAllocatesNothing) {
+  const config::RunConfig cfg = config::parse_config(
+      kSmall, "small.yaml",
+      {"scaler.on_overflow=retry", "logging.every_steps=1000", "logging.metrics_every=1000",
+       "training.grad_clip_norm=1.0", "model.dropout=0.1", "training.grad_accum_steps=2",
+       "debug.inject_nonfinite_at=[3,12,18]"});
+  const fs::path dir = fresh_dir("alloc_retry");
+  Trainer t(cfg, dir);
+  t.begin();
+  for (int i = 0; i < 5; ++i) t.step();  // warm-up, one retry (step 3) among them
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < 20; ++i) t.step();
+  g_counting = false;
+  EXPECT_EQ(g_allocations.load(), 0u) << "heap allocations in steps with retries";
+  t.finish();
+  std::ifstream in(dir / "summary.json");
+  EXPECT_EQ(nlohmann::json::parse(in).at("retries").get<int64_t>(), 3);
+  fs::remove_all(dir);
 }
 
 // logging.profile: the step's time split into its seven phases over the steady-state steps

@@ -43,6 +43,8 @@ enum class AnnealStrategy { cos, linear };
 enum class Toggle { automatic, on, off };  // YAML: auto | true | false
 enum class InjectValue { inf, nan };
 enum class DistBackend { automatic, nccl, mpi };
+enum class OnOverflow { skip, retry };       // scaler.on_overflow
+enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: continue | stop
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -61,6 +63,8 @@ const char* to_string(AnnealStrategy v);
 const char* to_string(Toggle v);
 const char* to_string(InjectValue v);
 const char* to_string(DistBackend v);
+const char* to_string(OnOverflow v);
+const char* to_string(OnMinScale v);
 
 // A csv label column: a header name, or an index (negative counts from the end; -1 = last).
 struct LabelColumn {
@@ -166,6 +170,9 @@ struct ScalerConfig {
   int64_t hysteresis = 0;
   double min_scale = 0.0;
   double max_scale = 0.0;
+  OnOverflow on_overflow{};
+  int64_t max_retries = 0;  // with on_overflow: retry
+  OnMinScale on_min_scale{};
   bool operator==(const ScalerConfig&) const = default;
 };
 

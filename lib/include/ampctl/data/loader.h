@@ -58,6 +58,10 @@ class DataLoader {
   // position that leaves no full batch under drop_last (a checkpoint from another batch size)
   // starts epoch E + 1.
   void restore(const nlohmann::json& state);
+  // Back to a cursor this loader itself reported (epoch(), position()) earlier in the run, so
+  // unchecked; allocates nothing (the permutation is rebuilt in place, and only when the epoch
+  // differs). Returns whether order() changed.
+  bool rewind(int64_t epoch, int64_t position);
 
   // Epochs index draw blocks as epoch << 32 | draw (data/random.h).
   static constexpr int64_t kMaxEpoch = (int64_t{1} << 32) - 1;

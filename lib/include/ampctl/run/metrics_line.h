@@ -5,7 +5,8 @@
 //   train line: {"kind": "train", "step", "loss", "scale", "found_inf", "skipped",
 //                "grad_norm", "growth_tracker", "lr", "time_s"[, "hysteresis_tracker" when loss
 //                scaling is on][, "overflow_tensors": [names] on an overflowing step with
-//                attribution]}
+//                attribution][, "retries": failed attempts of a step that
+//                scaler.on_overflow: retry ran again, when > 0]}
 //   eval line:  {"kind": "eval", "step", "loss"[, "accuracy" for classification], "time_s"}
 // A non-finite loss or scale is written as null (run/numbers.h).
 #pragma once
@@ -31,6 +32,7 @@ struct TrainLine {
   double lr = 0;
   double time_s = 0;  // since the run started
   std::optional<std::vector<std::string>> overflow_tensors;
+  std::optional<int64_t> retries;  // scaler.on_overflow: retry; present when > 0
 };
 
 struct EvalLine {

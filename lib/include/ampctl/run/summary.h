@@ -23,6 +23,7 @@ inline constexpr const char* kStatus = "status";  // kStatusOk | kStatusDiverged
 inline constexpr const char* kSteps = "steps";
 inline constexpr const char* kSkippedSteps = "skipped_steps";
 inline constexpr const char* kClippedSteps = "clipped_steps";
+inline constexpr const char* kRetries = "retries";  // failed attempts run again (on_overflow)
 inline constexpr const char* kFinalScale = "final_scale";
 inline constexpr const char* kMinScale = "min_scale";
 inline constexpr const char* kMaxScale = "max_scale";

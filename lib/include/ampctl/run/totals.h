@@ -13,6 +13,7 @@ namespace ampctl::run {
 struct Totals {
   int64_t steps_done = 0, skipped = 0, samples = 0;
   int64_t clipped = 0;  // steps whose gradients training.grad_clip_norm scaled down
+  int64_t retries = 0;  // failed attempts that scaler.on_overflow: retry ran again
   double final_loss = std::numeric_limits<double>::quiet_NaN();  // NaN before any finite loss
   double best_loss = std::numeric_limits<double>::infinity();
   double final_scale = 1.0;

@@ -8,7 +8,9 @@
 // * Console lines and the ETA; the running totals a summary and a checkpoint hold (RunTotals).
 // * Overflow attribution: per parameter tensor, how many steps overflowed in it.
 // * The divergence rules (trainer.h), checked step by step in order at each flush; a rule met
-//   is left in divergence() for the loop, which stops the run.
+//   is left in divergence() for the loop, which stops the run; so is an overflow at
+//   scaler.min_scale with scaler.on_min_scale: stop.
+// * A console warning, once per run, at the first step whose scale is below 1.
 // * logging.profile: the split of a step's time by phase (phase_end waits for the device).
 #pragma once
 
@@ -56,6 +58,9 @@ struct MonitorOptions {
   int64_t console_every = 1;
   int64_t divergence_patience = 0;  // 0: no divergence rule
   double min_scale = 0;             // scaler.min_scale (the floor; 0: 2^-126)
+  // scaler.on_min_scale: stop: an overflow at a step whose scale was already at min_scale (> 0)
+  // is a divergence (reason overflow_at_min_scale), whatever divergence_patience says.
+  bool stop_at_min_scale = false;
   bool profile = false;
   // Language models: tokens per sample (block_size): the console adds tokens/s and eval lines
   // perplexity. 0 for other data.
@@ -104,8 +109,10 @@ class Monitor {
   // unscaled gradients). Call before record_step.
   void record_grad_norm(const Tensor& norm);
   // After the update: records the step's loss (f32[1]), the scaler's found_inf, trackers and
-  // overflow flags, and the step's lr and `samples`.
-  void record_step(int64_t step, double lr, const Tensor& loss, int64_t samples);
+  // overflow flags, and the step's lr, `samples` and `retries` (scaler.on_overflow: retry: its
+  // failed attempts; a host number, known to the step already).
+  void record_step(int64_t step, double lr, const Tensor& loss, int64_t samples,
+                   int64_t retries = 0);
   // logging.profile: closes the current phase of a step (waiting for the device first, so the
   // time is the phase's own) and opens the next. A no-op when profiling is off.
   void phase_end(Phase phase);
@@ -187,6 +194,7 @@ class Monitor {
       int64_t step;
       double lr;
       double time_s;
+      int64_t retries;
     };
     std::vector<HostInfo> info;  // reserved to capacity: no allocation per step
   };
@@ -209,6 +217,7 @@ class Monitor {
   std::vector<int64_t> m_overflow_counts;  // overflowing steps per parameter tensor
   Streak m_floor_streak, m_loss_streak;
   std::optional<Divergence> m_divergence;
+  bool m_below_one_warned = false;       // the console warning of a scale below 1, once per run
   std::vector<nlohmann::json> m_queued;  // queue_line
   std::unique_ptr<run::EventWriter> m_tb;
   // The console interval so far (it may span several read-backs): finite losses and grad_norms

@@ -12,6 +12,12 @@
 // reduce-scatter, the scaler checks and the optimizer updates this rank's shard only (found_inf
 // agreed over the ranks first), and the parameters are all-gathered after the update.
 //
+// With StepOptions::retry an overflowing attempt is followed by another, from the same data
+// cursor and dropout RNG position, at the backed-off scale; the lr, the step number and the data
+// cursor advance once per step, the scaler updates once per attempt. Injection poisons only a
+// step's first attempt. Every rank reads the same found_inf (all-reduced before the check), so
+// every rank retries alike.
+//
 // Everything it touches is allocated at construction (and by the objects it drives before the
 // first step), so a step allocates nothing and, on a GPU, never waits for the device: what the
 // run reports goes to the Monitor's device ring.
@@ -62,6 +68,12 @@ struct StepOptions {
   // arena; the gradients are reduce-scattered, found_inf is reduced (max) over the ranks before
   // anything reads it, and the updated parameters (and their fp16/bf16 copy) are all-gathered.
   bool zero = false;
+  // scaler.on_overflow: retry (docs/reference.md, "Scaler"): an overflowing attempt is run
+  // again from the step's start (the same batches, the dropout RNG rewound) at the scale
+  // update() backed off to, up to max_retries times; the last attempt is kept. Reads found_inf
+  // on the host after every attempt: the one sync this adds to a GPU step (docs/design.md).
+  bool retry = false;
+  int64_t max_retries = 0;
 };
 
 // The objects a step drives; they outlive it.
@@ -90,6 +102,9 @@ class TrainStep {
   // state after the last complete step before it checkpoints.
   bool run(int64_t step);
 
+  // Failed attempts of the last step run() completed (0 unless StepOptions::retry).
+  int64_t retries() const { return m_retries; }
+
  private:
   StepParts m_p;
   StepOptions m_opts;
@@ -100,6 +115,15 @@ class TrainStep {
   Tensor m_inject_at;         // the gradient element debug injection poisons
   bool m_inject_here = true;  // this rank injects (debug.inject_rank)
   bool m_fused_norm = false;  // the scaler's check pass writes m_norm (set_norm_output)
+  int64_t m_retries = 0;
+  // With retry: the model's state buffers (BatchNorm's running statistics, which a training
+  // forward updates) and copies made at construction: saved at each step's start, restored
+  // before a retry, so a retried step updates them once, as a step without the overflow does.
+  std::vector<std::pair<Tensor, Tensor>> m_buffers;  // (buffer, saved copy)
+  // One attempt of `step`: micro-batches, sync, unscale/clip, optimizer, update. Returns false
+  // on a stop between micro-batches (only a step's first attempt looks); `samples` gets the
+  // global rows the attempt ran.
+  bool attempt(int64_t step, int64_t attempt_index, int64_t& samples);
   // ZeRO-1 with an fp16/bf16 copy: (masters, copy) views of every other rank's shard.
   std::vector<std::pair<Tensor, Tensor>> m_other_shards;
 };
