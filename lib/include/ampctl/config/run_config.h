@@ -43,6 +43,7 @@ enum class AnnealStrategy { cos, linear };
 enum class Toggle { automatic, on, off };  // YAML: auto | true | false
 enum class InjectValue { inf, nan };
 enum class DistBackend { automatic, nccl, mpi };
+enum class ScalePolicy { pytorch, deepspeed, megatron, fairseq };  // scaler.policy
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -58,6 +59,7 @@ const char* to_string(DatasetSplit v);
 const char* to_string(OptimizerType v);
 const char* to_string(SchedulerType v);
 const char* to_string(AnnealStrategy v);
+const char* to_string(ScalePolicy v);
 const char* to_string(Toggle v);
 const char* to_string(InjectValue v);
 const char* to_string(DistBackend v);
@@ -166,6 +168,9 @@ struct ScalerConfig {
   int64_t hysteresis = 0;
   double min_scale = 0.0;
   double max_scale = 0.0;
+  ScalePolicy policy{};
+  bool consecutive_hysteresis = false;  // deepspeed
+  double tolerance = 0.0;               // fairseq
   bool operator==(const ScalerConfig&) const = default;
 };
 
