@@ -31,8 +31,8 @@
 //     otherwise) marks from the untouched originals. Marking inside the unscale loop instead
 //     needs the original lanes live beside the unscaled ones: it spilled registers and cost a
 //     third of the pass's bandwidth.
-//   inv_scale and update_scale: one thread runs amp::inv_scale_of / amp::update_scale_state on the
-//     device scalars, so the scaler's state never visits the host during a step.
+//   inv_scale and update_scale: one thread runs amp::inv_scale_of / amp::update_scale_policy on
+//     the device scalars, so the scaler's state never visits the host during a step.
 //
 // Invariants: element i of a tensor is read and written by one thread only; the found flag is
 // monotone (0 -> 1).
@@ -293,9 +293,10 @@ static __global__ void inv_scale_kernel(const float* scale, float* inv) {
 }
 
 static __global__ void update_scale_kernel(float* scale, int32_t* growth_tracker,
-                                           int32_t* hysteresis_tracker, const float* found_inf,
+                                           int32_t* hysteresis_tracker, int32_t* trackers,
+                                           const float* found_inf,
                                            const amp::ScaleUpdateParams params) {
-  amp::update_scale_state(scale, growth_tracker, hysteresis_tracker, *found_inf, params);
+  amp::update_scale_policy(scale, growth_tracker, hysteresis_tracker, trackers, *found_inf, params);
 }
 
 // launchers
@@ -360,10 +361,10 @@ void launch_inv_scale(const float* scale, float* inv, cudaStream_t stream) {
 }
 
 void launch_update_scale(float* scale, int32_t* growth_tracker, int32_t* hysteresis_tracker,
-                         const float* found_inf, const amp::ScaleUpdateParams& params,
-                         cudaStream_t stream) {
-  update_scale_kernel<<<1, 1, 0, stream>>>(scale, growth_tracker, hysteresis_tracker, found_inf,
-                                           params);
+                         int32_t* trackers, const float* found_inf,
+                         const amp::ScaleUpdateParams& params, cudaStream_t stream) {
+  update_scale_kernel<<<1, 1, 0, stream>>>(scale, growth_tracker, hysteresis_tracker, trackers,
+                                           found_inf, params);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -40,9 +40,9 @@ void launch_non_finite_check_unscale_norm_partials(const TensorPack& pack, float
 // inv[0] := float32(1 / double(scale[0])).
 void launch_inv_scale(const float* scale, float* inv, cudaStream_t stream);
 
-// One amp::update_scale_state on device scalars.
+// One amp::update_scale_policy on device scalars (trackers: i32[amp::kTrackerCount]).
 void launch_update_scale(float* scale, int32_t* growth_tracker, int32_t* hysteresis_tracker,
-                         const float* found_inf, const amp::ScaleUpdateParams& params,
-                         cudaStream_t stream);
+                         int32_t* trackers, const float* found_inf,
+                         const amp::ScaleUpdateParams& params, cudaStream_t stream);
 
 }  // namespace ampctl::kernels

@@ -4,8 +4,9 @@
 // run's checkpoints/ folder is refused (exit 2); the run directory is locked for the whole run
 // (a second writer gets exit 2). Only the keys config/resume_rules.h lists may be overridden:
 // training.*, logging.*, checkpoint.*, debug.*, distributed.* (the checkpoint's format is the
-// same for every setting), device, optimizer.lr and scheduler.* (the schedule continues from the
-// checkpoint's step with the new values).
+// same for every setting), device, optimizer.lr, scheduler.* (the schedule continues from the
+// checkpoint's step with the new values) and scaler.* but scaler.enabled and scaler.init_scale
+// (the scale continues from the checkpoint's, under the new rule and settings).
 #include <cstdio>
 #include <filesystem>
 #include <memory>

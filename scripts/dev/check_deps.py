@@ -18,7 +18,8 @@ are leaves that any module may include.
     core        -
     math        core
     backend     core, math, kernels
-    amp         core, math, backend, optim   (GradScaler.step drives an Optimizer)
+    amp         core, math, backend, optim, checkpoint   (GradScaler.step drives an Optimizer;
+                its state_dict is read by checkpoint/scaler_state.h, the one validator)
     optim       core, math, backend
     nn          core, math, backend
     data        core, math, backend
@@ -61,7 +62,7 @@ ALLOWED = {
     "core": set(),
     "math": {"core"},
     "backend": {"core", "math", "kernels"},
-    "amp": {"core", "math", "backend", "optim"},
+    "amp": {"core", "math", "backend", "optim", "checkpoint"},
     "optim": {"core", "math", "backend"},
     "nn": {"core", "math", "backend"},
     "data": {"core", "math", "backend"},

@@ -308,6 +308,42 @@ void add_update_scale_cases(std::vector<CudaCase>& cases) {
       {"inexact_factors", {1.5, 0.3, 1, 1, 0.0f, inf}, 3.0f, 0.5},
       {"growth_overflows", {2.0, 0.5, 1, 1, 0.0f, inf}, 1e38f, 0.1},
       {"backoff_to_subnormal", {2.0, 0.5, 50, 1, 0.0f, inf}, 1e-36f, 0.9},
+      // The scale rules (scaler.policy) on the golden file's settings (scaler_policies.json).
+      {"deepspeed", {2.0, 0.5, 4, 1, 0.0f, inf, amp::ScalePolicy::deepspeed}, 65536.0f, 0.3},
+      {"deepspeed_hysteresis",
+       {2.0, 0.5, 3, 3, 0.0f, inf, amp::ScalePolicy::deepspeed},
+       65536.0f,
+       0.4},
+      {"deepspeed_consecutive",
+       {2.0, 0.5, 3, 2, 0.0f, inf, amp::ScalePolicy::deepspeed, true},
+       65536.0f,
+       0.4},
+      {"deepspeed_floor_odd",
+       {1.7, 0.3, 2, 2, 1.0f, inf, amp::ScalePolicy::deepspeed},
+       256.0f,
+       0.6},
+      {"deepspeed_near_max",
+       {2.0, 0.5, 1, 1, 0.0f, inf, amp::ScalePolicy::deepspeed},
+       0x1p125f,
+       0.05},
+      {"megatron", {2.0, 0.5, 4, 1, 0.0f, inf, amp::ScalePolicy::megatron}, 65536.0f, 0.3},
+      {"megatron_hysteresis_odd",
+       {1.7, 0.3, 3, 2, 1.0f, inf, amp::ScalePolicy::megatron},
+       1234.5f,
+       0.4},
+      {"megatron_near_max",
+       {2.0, 0.5, 1, 1, 0.0f, inf, amp::ScalePolicy::megatron},
+       0x1p125f,
+       0.05},
+      {"fairseq", {2.0, 0.5, 4, 1, 0.0f, inf, amp::ScalePolicy::fairseq}, 65536.0f, 0.3},
+      {"fairseq_tolerance",
+       {2.0, 0.5, 16, 1, 2.0f, inf, amp::ScalePolicy::fairseq, false, 0.25},
+       65536.0f,
+       0.2},
+      {"fairseq_odd_near_max",
+       {1.7, 0.3, 1, 1, 0.0f, inf, amp::ScalePolicy::fairseq},
+       0x1p125f,
+       0.1},
   };
   constexpr int kSteps = 200;
   for (const Variant& v : variants) {
@@ -317,23 +353,25 @@ void add_update_scale_cases(std::vector<CudaCase>& cases) {
       std::uniform_real_distribution<double> u(0.0, 1.0);
       std::vector<float> found(kSteps);
       for (float& f : found) f = u(rng) < v.p_inf ? 1.0f : 0.0f;
-      return std::vector<HostInput>{from_values({kSteps}, DType::f32, found),
-                                    scalar_input(v.scale0), from_i32({1}, {0}),
-                                    from_i32({1}, {v.params.hysteresis})};
+      return std::vector<HostInput>{
+          from_values({kSteps}, DType::f32, found), scalar_input(v.scale0), from_i32({1}, {0}),
+          from_i32({1}, {v.params.hysteresis}), from_i32({amp::kTrackerCount}, {0, -1, -1, 0})};
     };
     c.run = [v](Backend& be, std::vector<Tensor>& in) {
       Tensor found = be.empty({1}, DType::f32);
       Tensor scales = be.empty({kSteps}, DType::f32);
       Tensor growth = be.empty({kSteps}, DType::i32);
       Tensor hysteresis = be.empty({kSteps}, DType::i32);
+      Tensor trackers = be.empty({kSteps * amp::kTrackerCount}, DType::i32);
       for (size_t i = 0; i < kSteps; ++i) {
         be.copy(found, in[0].view(i, {1}));
-        be.update_scale_(in[1], in[2], in[3], found, v.params);
+        be.update_scale_(in[1], in[2], in[3], in[4], found, v.params);
         be.copy(scales.view(i, {1}), in[1]);
         be.copy(growth.view(i, {1}), in[2]);
         be.copy(hysteresis.view(i, {1}), in[3]);
+        be.copy(trackers.view(i * amp::kTrackerCount, {amp::kTrackerCount}), in[4]);
       }
-      return std::vector<Tensor>{scales, growth, hysteresis};
+      return std::vector<Tensor>{scales, growth, hysteresis, trackers};
     };
     cases.push_back(c);
   }

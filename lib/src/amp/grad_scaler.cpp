@@ -1,9 +1,12 @@
 #include "ampctl/amp/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+
+#include "ampctl/checkpoint/scaler_state.h"
 
 namespace ampctl::amp {
 namespace {
@@ -18,6 +21,13 @@ Error bad_option(const std::string& message) {
 
 const char* device_type_name(DeviceType t) {
   return t == DeviceType::cpu ? "cpu" : "cuda";
+}
+
+// The upstream constructors' counters: iteration 0, no overflow or rescale yet.
+constexpr std::array<int32_t, kTrackerCount> kInitialTrackers = {0, -1, -1, 0};
+
+const char* policy_name(ScalePolicy p) {
+  return checkpoint::kScalePolicies.at(static_cast<size_t>(p)).data();
 }
 
 }  // namespace
@@ -44,7 +54,11 @@ GradScaler::GradScaler(Backend& backend, GradScalerOptions o)
       m_hysteresis(o.hysteresis),
       m_min_scale(o.min_scale),
       m_max_scale(o.max_scale),
-      m_init_hysteresis_tracker(o.hysteresis) {
+      m_policy(o.policy),
+      m_consecutive_hysteresis(o.consecutive_hysteresis),
+      m_tolerance(o.tolerance),
+      m_init_hysteresis_tracker(o.hysteresis),
+      m_init_trackers(kInitialTrackers) {
   const char* backend_type = device_type_name(backend.device().type);
   if (!o.device.empty() && o.device != backend_type) {
     throw bad_option("GradScaler device '" + o.device + "' does not match the backend's device '" +
@@ -74,6 +88,13 @@ GradScaler::GradScaler(Backend& backend, GradScalerOptions o)
   if (!(o.max_scale >= o.min_scale && o.max_scale > 0.0)) {
     throw bad_option("max_scale must be > 0 and >= min_scale, got " + std::to_string(o.max_scale));
   }
+  if (static_cast<int32_t>(o.policy) < 0 ||
+      static_cast<size_t>(o.policy) >= checkpoint::kScalePolicies.size()) {
+    throw bad_option("unknown scale policy " + std::to_string(static_cast<int32_t>(o.policy)));
+  }
+  if (!(std::isfinite(o.tolerance) && o.tolerance >= 0.0)) {
+    throw bad_option("tolerance must be finite and >= 0, got " + std::to_string(o.tolerance));
+  }
 }
 
 void GradScaler::lazy_init() {
@@ -85,10 +106,16 @@ void GradScaler::lazy_init() {
   b.fill(m_growth_tracker, static_cast<double>(m_init_growth_tracker));
   m_hysteresis_tracker = b.empty({1}, DType::i32);
   b.fill(m_hysteresis_tracker, static_cast<double>(m_init_hysteresis_tracker));
+  m_trackers = b.empty({kTrackerCount}, DType::i32);
+  write_trackers();
   m_inv_scale = b.zeros({1}, DType::f32);
   m_ones = b.empty({1}, DType::f32);
   b.fill(m_ones, 1.0);
   m_found_inf_combined = b.zeros({1}, DType::f32);
+}
+
+void GradScaler::write_trackers() {
+  m_backend->upload(m_trackers, m_init_trackers.data(), sizeof(m_init_trackers));
 }
 
 void GradScaler::check_initialized(const char* funcname) const {
@@ -291,6 +318,9 @@ ScaleUpdateParams GradScaler::update_params() const {
   p.hysteresis = m_hysteresis;
   p.min_scale = static_cast<float>(m_min_scale);
   p.max_scale = static_cast<float>(m_max_scale);
+  p.policy = m_policy;
+  p.consecutive_hysteresis = m_consecutive_hysteresis;
+  p.tolerance = m_tolerance;
   return p;
 }
 
@@ -309,7 +339,7 @@ void GradScaler::update() {
     }
   }
   if (!any) throw state_error("No inf checks were recorded prior to update.");
-  b.update_scale_(m_scale, m_growth_tracker, m_hysteresis_tracker, m_found_inf_combined,
+  b.update_scale_(m_scale, m_growth_tracker, m_hysteresis_tracker, m_trackers, m_found_inf_combined,
                   update_params());
   for (auto& [opt, st] : m_per_optimizer) {
     st.stage = OptState::ready;
@@ -362,17 +392,36 @@ int32_t GradScaler::get_hysteresis_tracker() const {
 
 nlohmann::json GradScaler::state_dict() const {
   if (!m_enabled) return nlohmann::json::object();
-  nlohmann::json s = nlohmann::json::object();
-  s["scale"] = get_scale();
-  s["growth_factor"] = m_growth_factor;
-  s["backoff_factor"] = m_backoff_factor;
-  s["growth_interval"] = m_growth_interval;
-  s["_growth_tracker"] = get_growth_tracker();
-  s["_hysteresis_tracker"] = static_cast<int64_t>(get_hysteresis_tracker());
-  return s;
+  checkpoint::ScalerState s;
+  s.scale = get_scale();
+  s.growth_factor = m_growth_factor;
+  s.backoff_factor = m_backoff_factor;
+  s.growth_interval = m_growth_interval;
+  s.growth_tracker = get_growth_tracker();
+  s.policy = policy_name(m_policy);
+  if (m_policy != ScalePolicy::fairseq) s.hysteresis_tracker = get_hysteresis_tracker();
+  if (m_policy == ScalePolicy::deepspeed || m_policy == ScalePolicy::fairseq) {
+    std::array<int32_t, kTrackerCount> t = m_init_trackers;
+    if (m_trackers.defined()) m_backend->download(t.data(), m_trackers);
+    s.iter = t[kIter];
+    s.last_overflow_iter = t[kLastOverflowIter];
+    if (m_policy == ScalePolicy::fairseq) {
+      s.last_rescale_iter = t[kLastRescaleIter];
+      s.overflows_since_rescale = t[kOverflowsSinceRescale];
+    }
+  }
+  return checkpoint::scaler_state_json(s);
 }
 
 void GradScaler::load_state_dict(const nlohmann::json& state) {
+  load_state(state, /*take_settings=*/true);
+}
+
+void GradScaler::load_progress(const nlohmann::json& state) {
+  load_state(state, /*take_settings=*/false);
+}
+
+void GradScaler::load_state(const nlohmann::json& state, bool take_settings) {
   if (!m_enabled) return;
   if (!state.is_object()) {
     throw Error{ErrorKind::input,
@@ -383,70 +432,47 @@ void GradScaler::load_state_dict(const nlohmann::json& state) {
                 "The source state dict is empty, possibly because it was saved from a disabled "
                 "instance of GradScaler."};
   }
-  auto number = [&](const char* key) {
-    if (!state.contains(key)) {
-      throw Error{ErrorKind::input, std::string("scaler state_dict: missing key '") + key + "'"};
-    }
-    const nlohmann::json& v = state.at(key);
-    if (!v.is_number()) {
-      throw Error{ErrorKind::input, std::string("scaler state_dict: '") + key +
-                                        "' must be a number, got " + v.type_name() + " " +
-                                        v.dump()};
-    }
-    return v.get<double>();
-  };
-  auto integer = [&](const char* key, bool required) -> std::optional<int64_t> {
-    if (!state.contains(key)) {
-      if (!required) return std::nullopt;
-      throw Error{ErrorKind::input, std::string("scaler state_dict: missing key '") + key + "'"};
-    }
-    const nlohmann::json& v = state.at(key);
-    if (!v.is_number_integer()) {
-      throw Error{ErrorKind::input, std::string("scaler state_dict: '") + key +
-                                        "' must be an integer, got " + v.type_name() + " " +
-                                        v.dump()};
-    }
-    return v.get<int64_t>();
-  };
-  const double scale = number("scale");
-  const double growth = number("growth_factor");
-  const double backoff = number("backoff_factor");
-  const int64_t interval = *integer("growth_interval", true);
-  const int64_t tracker = *integer("_growth_tracker", true);
-  const std::optional<int64_t> hysteresis_tracker = integer("_hysteresis_tracker", false);
-  auto invalid = [](const std::string& what) {
-    return Error{ErrorKind::input, "scaler state_dict: " + what};
-  };
-  if (!(std::isfinite(scale) && scale >= 0.0)) {
-    throw invalid("'scale' must be finite and >= 0, got " + std::to_string(scale));
+  const checkpoint::ScalerState s = checkpoint::parse_scaler_state(state);
+  const bool same_rule = s.policy == policy_name(m_policy);
+  // The one check that depends on this scaler's settings (parse_scaler_state does the rest).
+  // load_progress keeps a lowered hysteresis: the counter then starts at the new one.
+  if (same_rule && s.hysteresis_tracker && *s.hysteresis_tracker > m_hysteresis && take_settings) {
+    throw Error{ErrorKind::input,
+                "scaler state_dict: the hysteresis counter must be in [0, "
+                "hysteresis = " +
+                    std::to_string(m_hysteresis) + "], got " +
+                    std::to_string(*s.hysteresis_tracker)};
   }
-  if (!(growth > 1.0))
-    throw invalid("'growth_factor' must be > 1.0, got " + std::to_string(growth));
-  if (!(backoff > 0.0 && backoff < 1.0)) {
-    throw invalid("'backoff_factor' must be in (0, 1), got " + std::to_string(backoff));
+  if (take_settings) {
+    m_growth_factor = s.growth_factor;
+    m_backoff_factor = s.backoff_factor;
+    m_growth_interval = s.growth_interval;
   }
-  if (interval < 1 || interval > std::numeric_limits<int32_t>::max()) {
-    throw invalid("'growth_interval' must be in [1, 2^31 - 1], got " + std::to_string(interval));
-  }
-  if (tracker < 0 || tracker > std::numeric_limits<int32_t>::max()) {
-    throw invalid("'_growth_tracker' must be in [0, 2^31 - 1], got " + std::to_string(tracker));
-  }
-  if (hysteresis_tracker && (*hysteresis_tracker < 0 || *hysteresis_tracker > m_hysteresis)) {
-    throw invalid("'_hysteresis_tracker' must be in [0, hysteresis = " +
-                  std::to_string(m_hysteresis) + "], got " + std::to_string(*hysteresis_tracker));
-  }
-
-  m_init_scale = scale;
-  m_growth_factor = growth;
-  m_backoff_factor = backoff;
-  m_growth_interval = interval;
-  m_init_growth_tracker = tracker;
+  m_init_scale = s.scale;
+  // Another rule's counters mean other things: this rule starts its own afresh.
+  m_init_growth_tracker = same_rule ? s.growth_tracker : 0;
   m_init_hysteresis_tracker =
-      hysteresis_tracker ? static_cast<int32_t>(*hysteresis_tracker) : m_hysteresis;
+      same_rule && s.hysteresis_tracker
+          ? static_cast<int32_t>(std::min<int64_t>(*s.hysteresis_tracker, m_hysteresis))
+          : m_hysteresis;
+  m_init_trackers = kInitialTrackers;
+  if (same_rule) {
+    if (s.iter) m_init_trackers[kIter] = static_cast<int32_t>(*s.iter);
+    if (s.last_overflow_iter) {
+      m_init_trackers[kLastOverflowIter] = static_cast<int32_t>(*s.last_overflow_iter);
+    }
+    if (s.last_rescale_iter) {
+      m_init_trackers[kLastRescaleIter] = static_cast<int32_t>(*s.last_rescale_iter);
+    }
+    if (s.overflows_since_rescale) {
+      m_init_trackers[kOverflowsSinceRescale] = static_cast<int32_t>(*s.overflows_since_rescale);
+    }
+  }
   if (m_scale.defined()) {
-    m_backend->fill(m_scale, scale);
-    m_backend->fill(m_growth_tracker, static_cast<double>(tracker));
+    m_backend->fill(m_scale, m_init_scale);
+    m_backend->fill(m_growth_tracker, static_cast<double>(m_init_growth_tracker));
     m_backend->fill(m_hysteresis_tracker, static_cast<double>(m_init_hysteresis_tracker));
+    write_trackers();
   }
 }
 

@@ -16,6 +16,7 @@
 #include "ampctl/build_info.h"
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/checkpoint/encoding.h"
+#include "ampctl/checkpoint/scaler_state.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/half.h"
 #include "ampctl/core/limits.h"
@@ -61,53 +62,10 @@ std::string short_dump(const ojson& v) {
   return s;
 }
 
-// --- the scaler section: PyTorch's keys and types, {} = disabled ---
+// --- the scaler section: checkpoint/scaler_state.h judges it ({} = disabled) ---
 
-// nullopt when `scaler` is a valid GradScaler state_dict (or {}), else the problem.
 std::optional<std::string> scaler_problem(const ojson& scaler) {
-  if (!scaler.is_object()) return "scaler: expected an object, got " + type_of(scaler);
-  if (scaler.empty()) return std::nullopt;
-  for (const char* key : {"scale", "growth_factor", "backoff_factor"}) {
-    if (!scaler.contains(key)) return std::string("scaler: missing key '") + key + "'";
-    const ojson& v = scaler.at(key);
-    // PyTorch stores these as Python floats; an integer here was not written by a GradScaler.
-    if (!v.is_number_float()) {
-      return std::string("scaler.") + key + ": expected a float, got " + type_of(v) + " " +
-             short_dump(v);
-    }
-    if (!std::isfinite(v.get<double>())) {
-      return std::string("scaler.") + key + ": expected a finite float, got " + short_dump(v);
-    }
-  }
-  for (const char* key : {"growth_interval", "_growth_tracker"}) {
-    if (!scaler.contains(key)) return std::string("scaler: missing key '") + key + "'";
-    const ojson& v = scaler.at(key);
-    if (!v.is_number_integer()) {
-      return std::string("scaler.") + key + ": expected an integer, got " + type_of(v) + " " +
-             short_dump(v);
-    }
-  }
-  for (const auto& [key, v] : scaler.items()) {
-    if (key == "_hysteresis_tracker") {
-      if (!v.is_number_integer()) {
-        return "scaler._hysteresis_tracker: expected an integer, got " + type_of(v) + " " +
-               short_dump(v);
-      }
-    } else if (key != "scale" && key != "growth_factor" && key != "backoff_factor" &&
-               key != "growth_interval" && key != "_growth_tracker") {
-      return "scaler: unknown key '" + key + "'";
-    }
-  }
-  if (scaler.at("scale").get<double>() < 0.0) {
-    return "scaler.scale: must be >= 0, got " + short_dump(scaler.at("scale"));
-  }
-  if (scaler.at("growth_interval").get<int64_t>() < 1) {
-    return "scaler.growth_interval: must be >= 1, got " + short_dump(scaler.at("growth_interval"));
-  }
-  if (scaler.at("_growth_tracker").get<int64_t>() < 0) {
-    return "scaler._growth_tracker: must be >= 0, got " + short_dump(scaler.at("_growth_tracker"));
-  }
-  return std::nullopt;
+  return scaler_state_problem(scaler);
 }
 
 // --- tensors ---

@@ -11,18 +11,27 @@ bool in_section(std::string_view key, std::string_view section) {
 }
 
 // Sections and keys resume accepts (a section: every key under it).
-constexpr std::array<std::string_view, 8> kResumable = {"training",     "logging",     "checkpoint",
+constexpr std::array<std::string_view, 9> kResumable = {"training",     "logging",     "checkpoint",
                                                         "debug",        "distributed", "device",
-                                                        "optimizer.lr", "scheduler"};
+                                                        "optimizer.lr", "scheduler",   "scaler"};
 
 }  // namespace
 
 std::string resumable_keys_text() {
-  return "training.*, logging.*, checkpoint.*, debug.*, distributed.*, device, optimizer.lr and "
-         "scheduler.* (the schedule continues from the checkpoint's step with the new values)";
+  return "training.*, logging.*, checkpoint.*, debug.*, distributed.*, device, optimizer.lr, "
+         "scheduler.* (the schedule continues from the checkpoint's step with the new values) and "
+         "scaler.* but scaler.enabled and scaler.init_scale (the scale continues from the "
+         "checkpoint's under the new rule and settings)";
 }
 
 std::optional<std::string> resume_refusal(std::string_view key) {
+  if (key == "scaler.enabled") {
+    return "the checkpoint holds a loss-scaler state, or none, for the run as it was started";
+  }
+  if (key == "scaler.init_scale") {
+    return "the loss scaler's scale continues from the checkpoint's (scaler.init_scale sets a new "
+           "run's)";
+  }
   for (std::string_view ok : kResumable) {
     if (in_section(key, ok)) return std::nullopt;
   }
@@ -41,10 +50,6 @@ std::optional<std::string> resume_refusal(std::string_view key) {
     return "the checkpoint holds this optimizer's state (step count, moments or momentum buffer), "
            "which resume continues with the hyperparameters it was built with; only "
            "optimizer.lr (and scheduler.*) may change";
-  }
-  if (in_section(key, "scaler")) {
-    return "resume continues the loss scaler the checkpoint holds (its scale, trackers and "
-           "settings) as it was saved";
   }
   if (key == "seed") {
     return "the checkpoint holds the positions of the random streams this seed keys "

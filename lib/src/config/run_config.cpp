@@ -59,6 +59,10 @@ constexpr Names<AnnealStrategy> kAnneal[] = {{AnnealStrategy::cos, "cos"},
 constexpr Names<Toggle> kToggle[] = {
     {Toggle::automatic, "auto"}, {Toggle::on, "true"}, {Toggle::off, "false"}};
 constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValue::nan, "nan"}};
+constexpr Names<ScalePolicy> kScalePolicy[] = {{ScalePolicy::pytorch, "pytorch"},
+                                               {ScalePolicy::deepspeed, "deepspeed"},
+                                               {ScalePolicy::megatron, "megatron"},
+                                               {ScalePolicy::fairseq, "fairseq"}};
 constexpr Names<DistBackend> kDistBackend[] = {
     {DistBackend::automatic, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::mpi, "mpi"}};
 constexpr Names<OnOverflow> kOnOverflow[] = {{OnOverflow::skip, "skip"},
@@ -120,6 +124,9 @@ const char* to_string(Toggle v) {
 }
 const char* to_string(InjectValue v) {
   return name_in(kInject, v);
+}
+const char* to_string(ScalePolicy v) {
+  return name_in(kScalePolicy, v);
 }
 const char* to_string(DistBackend v) {
   return name_in(kDistBackend, v);
@@ -616,6 +623,9 @@ Schema<RunConfig> make_run_schema() {
 
       toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
                       "auto | true | false (auto: on for fp16, off for bf16/fp32)"),
+      enum_field<C>(AMPCTL_KEY(scaler.policy), ScalePolicy::pytorch, kScalePolicy,
+                    "pytorch | deepspeed | megatron | fairseq: whose loss-scale update rule "
+                    "(docs/reference.md, \"Scale rules\")"),
       float_field<C>(AMPCTL_KEY(scaler.init_scale), 65536.0, FloatRange::above(0.0).in_f32(),
                      "> 0 and a normal float32 (its reciprocal finite)"),
       float_field<C>(AMPCTL_KEY(scaler.growth_factor), 2.0, FloatRange::above(1.0).in_f32(), "> 1"),
@@ -623,12 +633,23 @@ Schema<RunConfig> make_run_schema() {
                      "in (0, 1)"),
       int_field<C>(AMPCTL_KEY(scaler.growth_interval), 2000, {1, kInt32Max}, "integer >= 1"),
       int_field<C>(AMPCTL_KEY(scaler.hysteresis), 1, {1, kInt32Max},
-                   ">= 1; overflows absorbed before a backoff (1 = PyTorch)"),
+                   ">= 1; overflows absorbed before a backoff (1 = PyTorch; DeepSpeed's "
+                   "delayed_shift)")
+          .when("scaler.policy", {"pytorch", "deepspeed", "megatron"}),
+      bool_field<C>(AMPCTL_KEY(scaler.consecutive_hysteresis), false,
+                    "DeepSpeed: every overflow-free step refills the hysteresis (not only a "
+                    "growth)")
+          .when("scaler.policy", {"deepspeed"}),
+      float_field<C>(AMPCTL_KEY(scaler.tolerance), 0.0, FloatRange::closed(0.0, 1.0),
+                     "fairseq: the fraction of steps since the last rescale that may overflow "
+                     "before a backoff, in [0, 1]")
+          .when("scaler.policy", {"fairseq"}),
       float_field<C>(AMPCTL_KEY(scaler.min_scale), 0.0, FloatRange::at_least(0.0).in_f32(),
                      "backoff never goes below this (0 = no floor)"),
       float_field<C>(AMPCTL_KEY(scaler.max_scale), std::numeric_limits<double>::infinity(),
                      FloatRange::above(0.0).with_inf().in_f32(),
-                     "growth never goes above this (>= min_scale; .inf = no cap)"),
+                     "growth never goes above this (>= min_scale; .inf = no cap)")
+          .when("scaler.policy", {"pytorch"}),
       enum_field<C>(AMPCTL_KEY(scaler.on_overflow), OnOverflow::skip, kOnOverflow,
                     "skip | retry: an overflowing step is skipped, or its micro-batches run again "
                     "(the same batch and dropout masks) at the backed-off scale"),
@@ -876,6 +897,18 @@ Schema<RunConfig> make_run_schema() {
          return "must be < training.max_steps (" + std::to_string(c.training.max_steps) +
                 ") for a " + to_string(t) + " schedule, got " +
                 std::to_string(c.scheduler.warmup_steps);
+       }},
+      {{"scaler.policy", "training.max_steps"},
+       [](const C& c) -> std::string {
+         // The rules' iteration counters are int32 on the device (amp_math.h).
+         const ScalePolicy p = c.scaler.policy;
+         if ((p != ScalePolicy::deepspeed && p != ScalePolicy::fairseq) ||
+             c.training.max_steps <= kInt32Max) {
+           return {};
+         }
+         return std::string("counts iterations in int32: ") + to_string(p) +
+                " runs at most 2147483647 steps, training.max_steps is " +
+                std::to_string(c.training.max_steps);
        }},
       {{"scaler.max_scale", "scaler.min_scale"},
        [](const C& c) -> std::string {

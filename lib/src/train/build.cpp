@@ -177,6 +177,22 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   o.hysteresis = static_cast<int32_t>(c.scaler.hysteresis);
   o.min_scale = c.scaler.min_scale;
   o.max_scale = c.scaler.max_scale;
+  switch (c.scaler.policy) {
+    case config::ScalePolicy::pytorch:
+      o.policy = amp::ScalePolicy::pytorch;
+      break;
+    case config::ScalePolicy::deepspeed:
+      o.policy = amp::ScalePolicy::deepspeed;
+      break;
+    case config::ScalePolicy::megatron:
+      o.policy = amp::ScalePolicy::megatron;
+      break;
+    case config::ScalePolicy::fairseq:
+      o.policy = amp::ScalePolicy::fairseq;
+      break;
+  }
+  o.consecutive_hysteresis = c.scaler.consecutive_hysteresis;
+  o.tolerance = c.scaler.tolerance;
   return o;
 }
 

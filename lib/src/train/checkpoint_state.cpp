@@ -143,9 +143,10 @@ void restore_checkpoint(const checkpoint::CheckpointData& ck, RunObjects& object
   const WholeState state = whole_optimizer_state(objects);
   upload_all(b, state.tensors, ck.optimizer_tensors, "optimizer");
   for (const WholeState::Shard& s : state.shards) b.copy(s.own, s.range);
-  // The scaler's state exists (the step created it): load_state_dict fills it.
+  // The scaler's state exists (the step created it): load_progress fills it, keeping the
+  // configuration's factors and interval (the checkpoint's unless resume --set changed them).
   if (objects.scaler->is_enabled()) {
-    objects.scaler->load_state_dict(ck.scaler);
+    objects.scaler->load_progress(ck.scaler);
   } else if (!ck.scaler.empty()) {
     throw Error{ErrorKind::input, "checkpoint scaler: holds a state but loss scaling is off"};
   }

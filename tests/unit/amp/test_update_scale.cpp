@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/math/amp_math.h"
@@ -166,17 +167,23 @@ TEST(UpdateScale, CpuBackendOpRunsTheSameRule) {
   Tensor tracker = b->zeros({1}, DType::i32);
   Tensor hyst = b->empty({1}, DType::i32);
   Tensor found = b->zeros({1}, DType::f32);
+  Tensor trackers = b->zeros({kTrackerCount}, DType::i32);
   b->fill(scale, 4.0);
   b->fill(hyst, 1.0);
   const ScaleUpdateParams p = pytorch_params(2.0, 0.25, 2);
-  b->update_scale_(scale, tracker, hyst, found, p);
-  b->update_scale_(scale, tracker, hyst, found, p);
+  b->update_scale_(scale, tracker, hyst, trackers, found, p);
+  b->update_scale_(scale, tracker, hyst, trackers, found, p);
   EXPECT_EQ(b->read_scalar_f32(scale), 8.0f);
   EXPECT_EQ(b->read_scalar_i32(tracker), 0);
   b->fill(found, 1.0);
-  b->update_scale_(scale, tracker, hyst, found, p);
+  b->update_scale_(scale, tracker, hyst, trackers, found, p);
   EXPECT_EQ(b->read_scalar_f32(scale), 2.0f);
-  EXPECT_THROW(b->update_scale_(tracker, scale, hyst, found, p), Error);  // dtypes swapped
+  EXPECT_THROW(b->update_scale_(tracker, scale, hyst, trackers, found, p), Error);  // swapped
+  EXPECT_THROW(b->update_scale_(scale, tracker, hyst, hyst, found, p), Error);      // one tracker
+  // pytorch leaves the other rules' counters alone.
+  std::vector<int32_t> t(kTrackerCount);
+  b->download(t.data(), trackers);
+  EXPECT_EQ(t, std::vector<int32_t>(kTrackerCount, 0));
 }
 
 TEST(UpdateScale, InvScaleIsDoubleReciprocalRoundedToFloat) {

@@ -456,10 +456,11 @@ TEST(UpdateScale, MatchesRestatedRuleOverRandomSequences) {
     Tensor scale = scalar_f32(*be, ref.scale);
     Tensor growth = scalar_i32(*be, ref.growth);
     Tensor hyst = scalar_i32(*be, ref.hysteresis);
+    Tensor trackers = be->zeros({amp::kTrackerCount}, DType::i32);
     for (int step = 0; step < 300; ++step) {
       const bool inf = overflow(rng);
       reference_update(ref, inf, c.p);
-      be->update_scale_(scale, growth, hyst, scalar_f32(*be, inf ? 1.0f : 0.0f), c.p);
+      be->update_scale_(scale, growth, hyst, trackers, scalar_f32(*be, inf ? 1.0f : 0.0f), c.p);
       const float got_scale = be->read_scalar_f32(scale);
       const int32_t got_growth = be->read_scalar_i32(growth);
       const int32_t got_hyst = be->read_scalar_i32(hyst);
@@ -481,7 +482,8 @@ TEST(UpdateScale, AnyNonZeroFoundInfIsAnOverflow) {
     Tensor scale = scalar_f32(*be, 1024.0f);
     Tensor growth = scalar_i32(*be, 7);
     Tensor hyst = scalar_i32(*be, 1);
-    be->update_scale_(scale, growth, hyst, scalar_f32(*be, f), p);
+    Tensor trackers = be->zeros({amp::kTrackerCount}, DType::i32);
+    be->update_scale_(scale, growth, hyst, trackers, scalar_f32(*be, f), p);
     EXPECT_EQ(be->read_scalar_f32(scale), 512.0f) << "found_inf " << f;
     EXPECT_EQ(be->read_scalar_i32(growth), 0) << "found_inf " << f;
   }

@@ -1,8 +1,10 @@
 // GradScaler: dynamic loss scaling with the API and semantics of torch.amp.GradScaler
-// (docs/reference.md, "Scaler"), plus Megatron-style hysteresis and min/max bounds.
+// (docs/reference.md, "Scaler"), plus Megatron-style hysteresis and min/max bounds, and the
+// scale rules of DeepSpeed, Megatron-LM and fairseq (`policy`, docs/reference.md "Scale rules").
 //
 // State lives in backend tensors: scale (f32[1]), growth tracker (i32[1]), hysteresis tracker
-// (i32[1]) and one found_inf (f32[1]) per optimizer. scale/unscale_/update never read them on
+// (i32[1]), the rule's counters (i32[amp::kTrackerCount]) and one found_inf (f32[1]) per
+// optimizer. scale/unscale_/update never read them on
 // the host, so a GPU step has no device-to-host sync; step() reads found_inf only for an
 // optimizer without the fused amp path (as PyTorch's found_inf.item()). Like PyTorch, the
 // tensors are created lazily by the first scale() call, and get_scale() before it returns the
@@ -13,6 +15,7 @@
 // Error{state}.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -40,6 +43,10 @@ struct GradScalerOptions {
   int32_t hysteresis = 1;
   double min_scale = 0.0;
   double max_scale = std::numeric_limits<double>::infinity();
+  // The update rule (amp_math.h, update_scale_policy) and its settings.
+  ScalePolicy policy = ScalePolicy::pytorch;
+  bool consecutive_hysteresis = false;  // deepspeed
+  double tolerance = 0.0;               // fairseq
 };
 
 enum class OptState { ready, unscaled, stepped };
@@ -85,16 +92,25 @@ class GradScaler {
   bool is_enabled() const { return m_enabled; }
 
   // PyTorch's five keys ("scale", "growth_factor", "backoff_factor", "growth_interval",
-  // "_growth_tracker") with its types, plus "_hysteresis_tracker"; {} when disabled.
+  // "_growth_tracker") with its types, plus the rule's state under its framework's names
+  // (checkpoint/scaler_state.h: "_hysteresis_tracker" for pytorch); {} when disabled.
   nlohmann::json state_dict() const;
-  // No-op when disabled. Throws Error{input} on {} (PyTorch's message), a missing key or a
-  // value of the wrong type.
+  // No-op when disabled. Throws Error{input} on {} (PyTorch's message) or anything
+  // checkpoint::parse_scaler_state refuses, or a hysteresis counter above `hysteresis`. Takes
+  // the scale, the factors and the interval from `state` (PyTorch's behaviour). The rule's
+  // counters are loaded when `state` was written under this scaler's policy; under another they
+  // start as a new scaler's (docs/reference.md, "Scale rules").
   void load_state_dict(const nlohmann::json& state);
+  // As load_state_dict, but keeps this scaler's growth_factor, backoff_factor and
+  // growth_interval (its options): what `ampctl resume --set scaler.*` continues with.
+  void load_progress(const nlohmann::json& state);
+  ScalePolicy policy() const { return m_policy; }
 
   // The device-side state, for fused consumers and metrics (undefined before the first scale()).
   const Tensor& scale_tensor() const { return m_scale; }
   const Tensor& growth_tracker_tensor() const { return m_growth_tracker; }
   const Tensor& hysteresis_tracker_tensor() const { return m_hysteresis_tracker; }
+  const Tensor& trackers_tensor() const { return m_trackers; }  // i32[amp::kTrackerCount]
   // found_inf of the last update(), summed over optimizers (f32[1]; non-zero = overflow).
   const Tensor& found_inf_tensor() const { return m_found_inf_combined; }
   OptState stage(const optim::Optimizer& optimizer) const;
@@ -169,6 +185,8 @@ class GradScaler {
   // Check (and unscale unless check_only) the optimizer's gradients into its found_inf.
   void unscale_grads(optim::Optimizer& optimizer, PerOptimizer& st, bool check_only);
   amp::ScaleUpdateParams update_params() const;
+  void load_state(const nlohmann::json& state, bool take_settings);
+  void write_trackers();  // m_init_trackers -> m_trackers
 
   Backend* m_backend;
   bool m_enabled;
@@ -179,12 +197,17 @@ class GradScaler {
   int32_t m_hysteresis;
   double m_min_scale;
   double m_max_scale;
+  ScalePolicy m_policy;
+  bool m_consecutive_hysteresis;
+  double m_tolerance;
   int64_t m_init_growth_tracker = 0;
   int32_t m_init_hysteresis_tracker;
+  std::array<int32_t, kTrackerCount> m_init_trackers;
 
   Tensor m_scale;               // f32[1]
   Tensor m_growth_tracker;      // i32[1]
   Tensor m_hysteresis_tracker;  // i32[1]
+  Tensor m_trackers;            // i32[kTrackerCount]: amp::ScaleTracker
   Tensor m_inv_scale;           // f32[1], recomputed from m_scale on each unscale
   Tensor m_ones;                // f32[1] = 1: the "check only" inv_scale
   Tensor m_found_inf_combined;  // f32[1]

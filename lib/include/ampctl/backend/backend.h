@@ -189,11 +189,12 @@ class Backend {
                                               const Tensor& segment_found = Tensor{}) = 0;
   // inv[0] := float32(1 / double(scale[0])).
   virtual void inv_scale(const Tensor& scale, const Tensor& inv) = 0;
-  // One update of scale (f32[1]), growth_tracker (i32[1]) and hysteresis_tracker (i32[1]) from
-  // found_inf (f32[1]), by amp::update_scale_state.
+  // One update of scale (f32[1]), growth_tracker (i32[1]), hysteresis_tracker (i32[1]) and the
+  // rule's counters `trackers` (i32[amp::kTrackerCount]) from found_inf (f32[1]), by
+  // amp::update_scale_policy under params.policy.
   virtual void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                             const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                             const amp::ScaleUpdateParams& params) = 0;
+                             const Tensor& hysteresis_tracker, const Tensor& trackers,
+                             const Tensor& found_inf, const amp::ScaleUpdateParams& params) = 0;
 
   // dst[r, :] := src[index[offset + r], :] for every row r of dst: a batch picked from a data set
   // resident on this backend. src [N, W] (or [N]) and dst [R, W] (or [R]) share one 4-byte dtype

@@ -45,6 +45,7 @@ enum class InjectValue { inf, nan };
 enum class DistBackend { automatic, nccl, mpi };
 enum class OnOverflow { skip, retry };       // scaler.on_overflow
 enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: continue | stop
+enum class ScalePolicy { pytorch, deepspeed, megatron, fairseq };  // scaler.policy
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -60,6 +61,7 @@ const char* to_string(DatasetSplit v);
 const char* to_string(OptimizerType v);
 const char* to_string(SchedulerType v);
 const char* to_string(AnnealStrategy v);
+const char* to_string(ScalePolicy v);
 const char* to_string(Toggle v);
 const char* to_string(InjectValue v);
 const char* to_string(DistBackend v);
@@ -173,6 +175,9 @@ struct ScalerConfig {
   OnOverflow on_overflow{};
   int64_t max_retries = 0;  // with on_overflow: retry
   OnMinScale on_min_scale{};
+  ScalePolicy policy{};
+  bool consecutive_hysteresis = false;  // deepspeed
+  double tolerance = 0.0;               // fairseq
   bool operator==(const ScalerConfig&) const = default;
 };
 

@@ -11,6 +11,18 @@
 //     DynamicGradScaler): a hysteresis counter absorbs overflows before a backoff, min_scale
 //     floors a backoff and max_scale caps a growth. With hysteresis 1, min 0, max inf this is
 //     exactly PyTorch's rule.
+//   * update_scale_policy: the same update under one of four rules (scaler.policy). `pytorch` is
+//     update_scale_state above, unchanged. `megatron`, `deepspeed` and `fairseq` restate the
+//     upstream update functions (Megatron-LM DynamicGradScaler.update, DeepSpeed
+//     DynamicLossScaler.update_scale, fairseq DynamicLossScaler.update + check_overflow); the
+//     reference in scripts/golden/scaler_policies.py and docs/reference.md, "Scale rules", say
+//     where ours departs from them: the scale is a float32 (DeepSpeed's and fairseq's are Python
+//     floats, i.e. doubles: we form each product in double and round it to float once, the
+//     same bits whenever the factors are powers of two and the scale stays in float32's range);
+//     a growth whose float32 result is not finite leaves the scale where it is (as PyTorch's
+//     rule; upstream would reach inf in Megatron, a double above float32's range elsewhere);
+//     a backoff multiplies by backoff_factor (DeepSpeed and fairseq divide by their one
+//     scale_factor: the same bits for 2 and 0.5); Megatron's hysteresis counter stops at 0.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +47,20 @@ AMPCTL_HD float unscale_value(float v, float inv_scale, float* found_inf) {
   return inv_scale == 1.0f ? v : v * inv_scale;
 }
 
+// scaler.policy. The values are stable: kernels receive them in ScaleUpdateParams.
+enum class ScalePolicy : int32_t { pytorch = 0, deepspeed = 1, megatron = 2, fairseq = 3 };
+
+// The rule's counters beyond the growth and hysteresis trackers: one i32[4] beside the scale.
+// Initial values are the upstream constructors': iter 0, last overflow -1, last rescale -1,
+// overflows 0. `pytorch` and `megatron` leave them alone.
+enum ScaleTracker : int32_t {
+  kIter = 0,                   // DeepSpeed cur_iter, fairseq _iter: updates so far
+  kLastOverflowIter = 1,       // DeepSpeed last_overflow_iter, fairseq _last_overflow_iter
+  kLastRescaleIter = 2,        // fairseq _last_rescale_iter
+  kOverflowsSinceRescale = 3,  // fairseq _overflows_since_rescale
+  kTrackerCount = 4,
+};
+
 struct ScaleUpdateParams {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
@@ -42,6 +68,9 @@ struct ScaleUpdateParams {
   int32_t hysteresis = 1;  // overflows absorbed before a backoff (1 = PyTorch)
   float min_scale = 0.0f;  // a backoff never goes below this (0 = PyTorch)
   float max_scale = 0.0f;  // a growth never goes above this; set to +inf for PyTorch
+  ScalePolicy policy = ScalePolicy::pytorch;
+  bool consecutive_hysteresis = false;  // deepspeed: every clean step refills the hysteresis
+  double tolerance = 0.0;               // fairseq: overflow fraction tolerated before a backoff
 };
 
 // One update of (scale, growth_tracker, hysteresis_tracker) given whether any inf/NaN was found
@@ -73,6 +102,128 @@ AMPCTL_HD void update_scale_state(float* scale, int32_t* growth_tracker,
     } else {
       *growth_tracker = successful;
     }
+  }
+}
+
+namespace detail {
+
+// scale * factor formed in double and rounded to float once; a non-finite result keeps the
+// scale (see the file comment).
+AMPCTL_HD void grow_scale(float* scale, double factor) {
+  const float grown = static_cast<float>(static_cast<double>(*scale) * factor);
+  if (is_finite_bits(grown)) *scale = grown;
+}
+
+// scale * factor rounded once, floored at min_scale (NaN-safe: a NaN scale stays NaN).
+AMPCTL_HD void back_off_scale(float* scale, double factor, float min_scale) {
+  float backed = static_cast<float>(static_cast<double>(*scale) * factor);
+  if (backed < min_scale) backed = min_scale;
+  *scale = backed;
+}
+
+// Megatron-LM: hysteresis overflows in a row (a growth refills the counter) before a backoff;
+// its factors are float32 tensors, so each product is float32's correctly rounded one: the exact
+// double product of two floats rounded once.
+AMPCTL_HD void update_megatron(float* scale, int32_t* growth_tracker, int32_t* hysteresis_tracker,
+                               bool found, const ScaleUpdateParams& p) {
+  if (found) {
+    *growth_tracker = 0;
+    if (*hysteresis_tracker > 0) *hysteresis_tracker = *hysteresis_tracker - 1;
+    if (*hysteresis_tracker <= 0) {
+      back_off_scale(scale, static_cast<double>(static_cast<float>(p.backoff_factor)), p.min_scale);
+    }
+  } else {
+    *growth_tracker = *growth_tracker + 1;
+    if (*growth_tracker == p.growth_interval) {
+      *growth_tracker = 0;
+      *hysteresis_tracker = p.hysteresis;
+      grow_scale(scale, static_cast<double>(static_cast<float>(p.growth_factor)));
+    }
+  }
+}
+
+// DeepSpeed: the window counts from the last overflow (stable = iter - last_overflow - 1, a
+// growth when stable > 0 and stable % window == 0: the first after window + 1 clean steps, then
+// every window); an overflow the hysteresis absorbs still restarts it. The counter stays at 1
+// once spent (every later overflow backs off) until a growth refills it, or every clean step
+// with consecutive_hysteresis. growth_tracker is ours (clean steps since the last overflow or
+// growth), for the metrics line.
+AMPCTL_HD void update_deepspeed(float* scale, int32_t* growth_tracker, int32_t* hysteresis_tracker,
+                                int32_t* t, bool found, const ScaleUpdateParams& p) {
+  if (found) {
+    if (p.hysteresis == 1 || *hysteresis_tracker == 1) {
+      back_off_scale(scale, p.backoff_factor, p.min_scale);
+    } else {
+      *hysteresis_tracker = *hysteresis_tracker - 1;
+    }
+    t[kLastOverflowIter] = t[kIter];
+    *growth_tracker = 0;
+  } else {
+    if (p.consecutive_hysteresis) *hysteresis_tracker = p.hysteresis;
+    const int32_t stable = t[kIter] - t[kLastOverflowIter] - 1;
+    if (stable > 0 && stable % p.growth_interval == 0) {
+      if (!p.consecutive_hysteresis) *hysteresis_tracker = p.hysteresis;
+      grow_scale(scale, p.growth_factor);
+      *growth_tracker = 0;
+    } else {
+      *growth_tracker = *growth_tracker + 1;
+    }
+  }
+  t[kIter] = t[kIter] + 1;
+}
+
+// fairseq: a growth when (iter - last_overflow) % window == 0 (the first after window clean
+// steps); an overflow backs off when the overflows since the last rescale, over the updates
+// since it, reach the tolerance (a double division, as Python's). min_scale is fairseq's
+// threshold_loss_scale floor. growth_tracker as for DeepSpeed.
+AMPCTL_HD void update_fairseq(float* scale, int32_t* growth_tracker, int32_t* t, bool found,
+                              const ScaleUpdateParams& p) {
+  if (found) {
+    int32_t since_rescale = t[kIter] - t[kLastRescaleIter];
+    if (since_rescale == 0) since_rescale = 1000;  // upstream's guard, kept as it is
+    t[kLastOverflowIter] = t[kIter];
+    t[kOverflowsSinceRescale] = t[kOverflowsSinceRescale] + 1;
+    const double pct =
+        static_cast<double>(t[kOverflowsSinceRescale]) / static_cast<double>(since_rescale);
+    if (pct >= p.tolerance) {
+      back_off_scale(scale, p.backoff_factor, p.min_scale);
+      t[kLastRescaleIter] = t[kIter];
+      t[kOverflowsSinceRescale] = 0;
+    }
+    *growth_tracker = 0;
+  } else if ((t[kIter] - t[kLastOverflowIter]) % p.growth_interval == 0) {
+    grow_scale(scale, p.growth_factor);
+    t[kLastRescaleIter] = t[kIter];
+    *growth_tracker = 0;
+  } else {
+    *growth_tracker = *growth_tracker + 1;
+  }
+  t[kIter] = t[kIter] + 1;
+}
+
+}  // namespace detail
+
+// One update under p.policy. trackers: int32[kTrackerCount] (ScaleTracker). The iteration
+// counters are int32: the configuration refuses deepspeed and fairseq runs longer than
+// 2^31 - 1 steps.
+AMPCTL_HD void update_scale_policy(float* scale, int32_t* growth_tracker,
+                                   int32_t* hysteresis_tracker, int32_t* trackers, float found_inf,
+                                   const ScaleUpdateParams& p) {
+  const bool found = found_inf != 0.0f;
+  switch (p.policy) {
+    case ScalePolicy::deepspeed:
+      detail::update_deepspeed(scale, growth_tracker, hysteresis_tracker, trackers, found, p);
+      break;
+    case ScalePolicy::megatron:
+      detail::update_megatron(scale, growth_tracker, hysteresis_tracker, found, p);
+      break;
+    case ScalePolicy::fairseq:
+      detail::update_fairseq(scale, growth_tracker, trackers, found, p);
+      break;
+    case ScalePolicy::pytorch:
+    default:
+      update_scale_state(scale, growth_tracker, hysteresis_tracker, found_inf, p);
+      break;
   }
 }
 

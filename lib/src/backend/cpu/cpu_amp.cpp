@@ -289,15 +289,21 @@ void CpuBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
 }
 
 void CpuBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                               const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                               const amp::ScaleUpdateParams& params) {
+                               const Tensor& hysteresis_tracker, const Tensor& trackers,
+                               const Tensor& found_inf, const amp::ScaleUpdateParams& params) {
   check_scalar(scale, DType::f32, "update_scale_ scale");
   check_scalar(growth_tracker, DType::i32, "update_scale_ growth_tracker");
   check_scalar(hysteresis_tracker, DType::i32, "update_scale_ hysteresis_tracker");
   check_scalar(found_inf, DType::f32, "update_scale_ found_inf");
-  amp::update_scale_state(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
-                          hysteresis_tracker.data_as<int32_t>(), *found_inf.data_as<float>(),
-                          params);
+  check_cpu(trackers, "update_scale_ trackers");
+  if (trackers.dtype() != DType::i32 || trackers.numel() != amp::kTrackerCount) {
+    throw Error{ErrorKind::invalid_argument, "update_scale_ trackers: expected an i32 tensor of " +
+                                                 std::to_string(amp::kTrackerCount) +
+                                                 " elements, got " + trackers.describe()};
+  }
+  amp::update_scale_policy(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
+                           hysteresis_tracker.data_as<int32_t>(), trackers.data_as<int32_t>(),
+                           *found_inf.data_as<float>(), params);
 }
 
 }  // namespace ampctl::cpu

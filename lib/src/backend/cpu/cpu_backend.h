@@ -93,8 +93,8 @@ class CpuBackend final : public Backend {
                                       const Tensor& segment_found = Tensor{}) override;
   void inv_scale(const Tensor& scale, const Tensor& inv) override;
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                     const amp::ScaleUpdateParams& params) override;
+                     const Tensor& hysteresis_tracker, const Tensor& trackers,
+                     const Tensor& found_inf, const amp::ScaleUpdateParams& params) override;
 
   // cpu_nn.cpp
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;

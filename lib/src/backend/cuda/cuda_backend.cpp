@@ -536,22 +536,27 @@ void CudaBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
 }
 
 void CudaBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                                const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                                const amp::ScaleUpdateParams& params) {
+                                const Tensor& hysteresis_tracker, const Tensor& trackers,
+                                const Tensor& found_inf, const amp::ScaleUpdateParams& params) {
   const char* op = "update_scale_";
   check_here(scale, op, "scale");
   check_here(growth_tracker, op, "growth_tracker");
   check_here(hysteresis_tracker, op, "hysteresis_tracker");
+  check_here(trackers, op, "trackers");
+  if (trackers.dtype() != DType::i32 || trackers.numel() != amp::kTrackerCount) {
+    invalid(std::string(op) + ": trackers must be an i32 tensor of " +
+            std::to_string(amp::kTrackerCount) + " elements, got " + trackers.describe());
+  }
   check_here(found_inf, op, "found_inf");
   check_scalar(scale, DType::f32, op, "scale");
   check_scalar(growth_tracker, DType::i32, op, "growth_tracker");
   check_scalar(hysteresis_tracker, DType::i32, op, "hysteresis_tracker");
   check_scalar(found_inf, DType::f32, op, "found_inf");
   DeviceScope scope(m_device.index);
-  kernels::launch_update_scale(static_cast<float*>(scale.data()),
-                               static_cast<int32_t*>(growth_tracker.data()),
-                               static_cast<int32_t*>(hysteresis_tracker.data()),
-                               static_cast<const float*>(found_inf.data()), params, stream());
+  kernels::launch_update_scale(
+      static_cast<float*>(scale.data()), static_cast<int32_t*>(growth_tracker.data()),
+      static_cast<int32_t*>(hysteresis_tracker.data()), static_cast<int32_t*>(trackers.data()),
+      static_cast<const float*>(found_inf.data()), params, stream());
 }
 
 void CudaBackend::optimizer_step(const OptimizerStepArgs& args) {

@@ -258,8 +258,8 @@ class CudaBackend final : public Backend {
                                       const Tensor& segment_found = Tensor{}) override;
   void inv_scale(const Tensor& scale, const Tensor& inv) override;
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
-                     const Tensor& hysteresis_tracker, const Tensor& found_inf,
-                     const amp::ScaleUpdateParams& params) override;
+                     const Tensor& hysteresis_tracker, const Tensor& trackers,
+                     const Tensor& found_inf, const amp::ScaleUpdateParams& params) override;
 
   void optimizer_step(const OptimizerStepArgs& args) override;
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
