@@ -19,6 +19,8 @@ constexpr const char* kHysteresisTracker = "hysteresis_tracker";
 constexpr const char* kLr = "lr";
 constexpr const char* kTimeS = "time_s";
 constexpr const char* kOverflowTensors = "overflow_tensors";
+constexpr const char* kGradAmax = "grad_amax";
+constexpr const char* kGradAmaxExact = "grad_amax_exact";
 constexpr const char* kAccuracy = "accuracy";
 constexpr const char* kPerplexity = "perplexity";
 constexpr const char* kTrain = "train";
@@ -49,6 +51,8 @@ nlohmann::json to_json(const TrainLine& l) {
                       {kTimeS, l.time_s}};
   if (l.hysteresis_tracker) j[kHysteresisTracker] = *l.hysteresis_tracker;
   if (l.overflow_tensors) j[kOverflowTensors] = *l.overflow_tensors;
+  if (l.grad_amax) j[kGradAmax] = finite_or_null(*l.grad_amax);
+  if (l.grad_amax_exact) j[kGradAmaxExact] = *l.grad_amax_exact;
   return j;
 }
 
@@ -73,6 +77,7 @@ std::optional<MetricsRecord> read_metrics_line(const std::string& text) {
   r.loss = field(j, kLoss);
   r.scale = field(j, kScale);
   r.accuracy = field(j, kAccuracy);
+  r.grad_amax = field(j, kGradAmax);
   r.overflowed = flag(j, kFoundInf) || flag(j, kSkipped);
   return r;
 }

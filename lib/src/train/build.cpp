@@ -433,7 +433,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   }
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
-  model_opts.numerics = cfg.logging.numerics_every > 0;  // gradient numerics (nn/numerics.h)
+  // The gradient-numerics hook (nn/numerics.h): grad_amax on every step, the counts on
+  // logging.numerics_every's sampled steps.
+  model_opts.numerics = true;
   const bool images = cfg.model.type == config::ModelType::cnn;
   if (images) {
     // A cnn reads the data set's image shape; feature rows are a config error naming the key.

@@ -6,6 +6,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/nn/model.h"
+#include "ampctl/nn/numerics.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/train/batcher.h"
@@ -71,15 +72,21 @@ bool TrainStep::run(int64_t step) {
 
   model.zero_grad();
   b.fill(m_loss_acc, 0.0);
-  // A sampled step counts its gradient roundings (train/numerics.h); the others cost nothing.
+  // Every step of an instrumented fp16/bf16 model measures grad_amax at its roundings; a sampled
+  // step also counts them (train/numerics.h).
+  nn::GradNumerics* hook = model.roundings_instrumented() ? model.numerics() : nullptr;
   NumericsRecorder* numerics = m_p.numerics && m_p.numerics->sampled(step) ? m_p.numerics : nullptr;
-  if (numerics) numerics->begin();
+  if (numerics) {
+    numerics->begin();
+  } else if (hook) {
+    hook->begin(/*count=*/false);
+  }
   int64_t samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     // A host flag, no device sync; the step boundary checks before the first micro-batch. With
     // several ranks only the boundary's agreed check stops (every rank must reach the sync).
     if (micro > 0 && m_p.comm.world_size() == 1 && stop_signal() != 0) {
-      if (numerics) numerics->end();
+      if (hook) hook->end();
       return false;
     }
     const Batch& batch = m_p.batcher.next();
@@ -92,7 +99,12 @@ bool TrainStep::run(int64_t step) {
     samples += batch.global_rows;  // every rank's rows: samples/s and totals are global
     mon.phase_end(kBackward);
   }
-  if (numerics) numerics->end();
+  if (hook) hook->end();
+  if (hook && m_p.comm.world_size() > 1) {
+    // The max over the ranks' roundings: what one process running the ranks' micro-batches in
+    // turn would have seen (a max of floats: exact, the same on every rank).
+    m_p.comm.all_reduce(hook->amax(), dist::ReduceOp::max);
+  }
   if (m_inject_here && m_opts.inject_at.count(step)) b.fill(m_inject_at, m_opts.inject_value);
 
   // Data parallel: the gradients (and the logged loss) become the mean over the ranks, taken in
@@ -144,6 +156,7 @@ bool TrainStep::run(int64_t step) {
   scaler.update();
   mon.phase_end(kUpdate);
   mon.record_grad_norm(m_norm);
+  if (hook) mon.record_grad_amax(hook->amax());
   mon.record_step(step, lr, m_loss_acc, samples);
   return true;
 }

@@ -302,6 +302,18 @@ TEST(TensorBoard, TheReaderAgreesOnKnownCrcsAndTheEventFileMatchesMetrics) {
       expect("train/grad_norm", step, l.at("grad_norm"));
       ++expected;
     }
+    // grad_amax (the MLP in fp16: on every line) and the headroom at the step's scale. The
+    // headroom comes from the float max the device kept, x = grad_amax x scale / 2 micro-
+    // batches here up to one f32 rounding of the product (relative 2^-24): log2 within 1e-6.
+    ASSERT_TRUE(l.contains("grad_amax") && l.at("grad_amax_exact").get<bool>()) << l.dump();
+    expect("amp/grad_amax", step, l.at("grad_amax"));
+    ++expected;
+    const double at_scale = l.at("grad_amax").get<double>() * l.at("scale").get<double>() / 2;
+    ASSERT_GT(at_scale, 0.0);
+    const auto h = tb.find({"amp/headroom_log2", step});
+    ASSERT_NE(h, tb.end()) << "amp/headroom_log2 at step " << step;
+    EXPECT_NEAR(h->second, std::log2(65504.0 / at_scale), 1e-5) << "step " << step;
+    ++expected;
   }
   for (const nlohmann::json& l : read_lines(dir / "metrics.jsonl", "eval")) {
     expect("eval/loss", l.at("step"), l.at("loss"));
