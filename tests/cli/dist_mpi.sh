@@ -244,7 +244,7 @@ grad_amax)
   # seed is bitwise the max over the micro-batches: the same decimal on every line. fp16 with
   # the scaler moving the scale, and an overflow injected at step 4 (a skipped step still has
   # its amax).
-  sets=(--set training.global_batch=32 --set debug.inject_nonfinite_at=[4])
+  sets=(--set training.global_batch=32 --set debug.inject_nonfinite_at=[4] --set logging.grad_amax=true)
   "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" "${sets[@]}" \
     >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
   "$AMPCTL" train --config base.yaml --run-dir "$DIR/one" "${sets[@]}" \

@@ -76,7 +76,8 @@ void Trainer::setup() {
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
   monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
   // grad_amax (docs/reference.md): a model whose backward rounds through the hook, in fp16/bf16.
-  if (r.model->numerics() != nullptr && r.model->roundings_instrumented()) {
+  if (m_cfg.logging.grad_amax && r.model->numerics() != nullptr &&
+      r.model->roundings_instrumented()) {
     monitor.grad_amax = r.model->numerics()->lowp();
     monitor.grad_accum = m_accum;
   }
@@ -448,9 +449,10 @@ void Trainer::open_tensorboard(std::optional<int64_t> purge_step) {
   if (model.numerics() != nullptr && !model.roundings_instrumented() && is_root()) {
     // Said once, instead of zeros: the layers' roundings of this model are not measured.
     spdlog::info(
-        "numerics: the {} model's backward roundings are not instrumented: no grad_amax on the "
-        "metrics lines{}",
-        model.type(), m_cfg.logging.numerics_every > 0 ? " and no numerics lines" : "");
+        "numerics: the {} model's backward roundings are not instrumented: no {}", model.type(),
+        m_cfg.logging.numerics_every > 0
+            ? (m_cfg.logging.grad_amax ? "numerics lines and no grad_amax" : "numerics lines")
+            : "grad_amax on the metrics lines");
   } else if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
     spdlog::info(
         "numerics: precision {} rounds no gradient to 16 bits: nothing to count, no "

@@ -72,21 +72,23 @@ bool TrainStep::run(int64_t step) {
 
   model.zero_grad();
   b.fill(m_loss_acc, 0.0);
-  // Every step of an instrumented fp16/bf16 model measures grad_amax at its roundings; a sampled
-  // step also counts them (train/numerics.h).
-  nn::GradNumerics* hook = model.roundings_instrumented() ? model.numerics() : nullptr;
+  // With logging.grad_amax every step of an instrumented fp16/bf16 model measures grad_amax at
+  // its roundings; a sampled step counts them (train/numerics.h), and measures it too.
+  nn::GradNumerics* hook =
+      m_opts.grad_amax && model.roundings_instrumented() ? model.numerics() : nullptr;
   NumericsRecorder* numerics = m_p.numerics && m_p.numerics->sampled(step) ? m_p.numerics : nullptr;
   if (numerics) {
     numerics->begin();
   } else if (hook) {
     hook->begin(/*count=*/false);
   }
+  nn::GradNumerics* active = numerics ? model.numerics() : hook;  // what to end
   int64_t samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     // A host flag, no device sync; the step boundary checks before the first micro-batch. With
     // several ranks only the boundary's agreed check stops (every rank must reach the sync).
     if (micro > 0 && m_p.comm.world_size() == 1 && stop_signal() != 0) {
-      if (hook) hook->end();
+      if (active) active->end();
       return false;
     }
     const Batch& batch = m_p.batcher.next();
@@ -99,7 +101,7 @@ bool TrainStep::run(int64_t step) {
     samples += batch.global_rows;  // every rank's rows: samples/s and totals are global
     mon.phase_end(kBackward);
   }
-  if (hook) hook->end();
+  if (active) active->end();
   if (hook && m_p.comm.world_size() > 1) {
     // The max over the ranks' roundings: what one process running the ranks' micro-batches in
     // turn would have seen (a max of floats: exact, the same on every rank).

@@ -79,6 +79,7 @@ TEST(NumericsRun, SamplingEveryStepLeavesTrainingBitwiseIdentical) {
     if (std::string(prec) == "fp16") sets.push_back("debug.inject_nonfinite_at=[7]");
     const TrainOutcome a = train::train(config::parse_config(kRun, "n.yaml", sets), off);
     sets.push_back("logging.numerics_every=1");
+    sets.push_back("logging.grad_amax=true");  // nor does grad_amax
     const TrainOutcome b = train::train(config::parse_config(kRun, "n.yaml", sets), on);
     auto ta = read_lines(off / "metrics.jsonl", "train");
     auto tb = read_lines(on / "metrics.jsonl", "train");
@@ -87,6 +88,10 @@ TEST(NumericsRun, SamplingEveryStepLeavesTrainingBitwiseIdentical) {
     for (size_t i = 0; i < ta.size(); ++i) {
       ta[i].erase("time_s");
       tb[i].erase("time_s");
+      EXPECT_FALSE(ta[i].contains("grad_amax"));
+      EXPECT_GT(tb[i].at("grad_amax").get<double>(), 0.0) << prec << " step " << i + 1;
+      tb[i].erase("grad_amax");
+      tb[i].erase("grad_amax_exact");
       EXPECT_EQ(ta[i], tb[i]) << prec << " step " << i + 1;
     }
     auto ea = read_lines(off / "metrics.jsonl", "eval");
@@ -262,11 +267,11 @@ TEST(TensorBoard, TheReaderAgreesOnKnownCrcsAndTheEventFileMatchesMetrics) {
   ASSERT_EQ(crc32c_bitwise(reinterpret_cast<const unsigned char*>(check), 9), 0xe3069283u);
 
   const fs::path dir = fresh_dir("tb");
-  const TrainOutcome out =
-      train::train(config::parse_config(kRun, "n.yaml",
-                                        {"logging.tensorboard=true", "logging.numerics_every=4",
-                                         "debug.inject_nonfinite_at=[6]"}),
-                   dir);
+  const TrainOutcome out = train::train(
+      config::parse_config(kRun, "n.yaml",
+                           {"logging.tensorboard=true", "logging.numerics_every=4",
+                            "logging.grad_amax=true", "debug.inject_nonfinite_at=[6]"}),
+      dir);
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)

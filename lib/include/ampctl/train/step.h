@@ -62,6 +62,8 @@ struct StepOptions {
   // arena; the gradients are reduce-scattered, found_inf is reduced (max) over the ranks before
   // anything reads it, and the updated parameters (and their fp16/bf16 copy) are all-gathered.
   bool zero = false;
+  // logging.grad_amax: every step of an instrumented fp16/bf16 model measures its roundings' max.
+  bool grad_amax = false;
 };
 
 // The objects a step drives; they outlive it.
