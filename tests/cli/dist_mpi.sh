@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training through mpirun (docs/distributed.md), end to end on the CPU:
 #   dist_mpi.sh AMPCTL MPIRUN WORK CASE
-# CASE is one of: lm_equivalence, equivalence, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
+# CASE is one of: lm_equivalence, equivalence, grad_amax, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
 # config_error, sigterm, zero_inject, zero_equal, zero_resume, usr1_zero0, usr1_zero1,
 # config_mismatch, data_mismatch, retry_zero0, retry_zero1. Each case takes a few seconds;
 # ctest runs each as cli.dist_<case>. No case can hang: every mpirun runs under `timeout` (MPI_LIMIT seconds), and a
@@ -234,6 +234,39 @@ for x, y in zip(a, b):
         sys.exit(1)
 print("worst relative loss difference", worst)
 EOF
+  ;;
+grad_amax)
+  # grad_amax (docs/reference.md) is the same for 1 and 2 ranks: training.global_batch 32 makes
+  # 1 rank run two micro-batches of 16 (seed scale / 2) and 2 ranks one each (seed scale) over
+  # the same rows (docs/distributed.md, "the shuffle"). Every rounding of a rank's backward is
+  # then exactly twice the 1-rank micro-batch's (power-of-two seeds; the gradient mean over the
+  # ranks, (2a + 2b) / 2, is a + b bitwise), so the max over the ranks' roundings divided by the
+  # seed is bitwise the max over the micro-batches: the same decimal on every line. fp16 with
+  # the scaler moving the scale, and an overflow injected at step 4 (a skipped step still has
+  # its amax).
+  sets=(--set training.global_batch=32 --set debug.inject_nonfinite_at=[4] --set logging.grad_amax=true)
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" "${sets[@]}" \
+    >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/one" "${sets[@]}" \
+    >one.out 2>one.err || fail "1-rank run: $(cat one.err)"
+  diff <(decisions two/metrics.jsonl) <(decisions one/metrics.jsonl) ||
+    fail "found_inf / skipped / scale differ"
+  amaxes() {
+    python3 - "$1" <<'EOF2'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("kind") == "train":
+        a = m.get("grad_amax")
+        assert isinstance(a, float) and a > 0, m
+        print(m["step"], repr(a), m.get("grad_amax_exact"))
+EOF2
+  }
+  amaxes one/metrics.jsonl >one.amax || fail "a train line without a positive grad_amax"
+  amaxes two/metrics.jsonl >two.amax || fail "a 2-rank train line without a positive grad_amax"
+  [ "$(wc -l <one.amax)" = 8 ] || fail "expected 8 train lines"
+  diff two.amax one.amax || fail "grad_amax differs between 1 and 2 ranks"
+  grep -q "grad_amax" one.err one.out || fail "no grad_amax on the console line"
   ;;
 one_rank)
   # One rank under mpirun is the single-process program, bitwise.

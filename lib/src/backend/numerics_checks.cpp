@@ -33,4 +33,26 @@ void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& cou
   }
 }
 
+void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
+                      const Device& device) {
+  auto fail = [](const std::string& what) {
+    throw Error{ErrorKind::invalid_argument, "round_amax: " + what};
+  };
+  if (!src.defined() || !dst.defined() || !amax.defined()) fail("src, dst and amax are required");
+  for (const Tensor* t : {&src, &dst, &amax}) {
+    if (t->device() != device) fail(t->describe() + " is not on " + device.str());
+  }
+  if (src.dtype() != DType::f32) fail("src must be f32, got " + src.describe());
+  if (dst.dtype() != DType::f16 && dst.dtype() != DType::bf16) {
+    fail("dst must be f16 or bf16, got " + dst.describe());
+  }
+  if (src.numel() != dst.numel()) {
+    fail("src " + src.describe() + " and dst " + dst.describe() + " differ in numel");
+  }
+  if (amax.dtype() != DType::f32 || amax.numel() != static_cast<size_t>(numerics::kAmaxWords)) {
+    fail("amax must be f32 with " + std::to_string(numerics::kAmaxWords) + " values, got " +
+         amax.describe());
+  }
+}
+
 }  // namespace ampctl

@@ -703,6 +703,9 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(logging.numerics_every), 0, {0, INT64_MAX},
                    "count gradient underflow, subnormals and headroom per tensor every N steps "
                    "(metrics.jsonl numerics lines, summary scale_advice; fp16/bf16); 0 = off"),
+      bool_field<C>(AMPCTL_KEY(logging.grad_amax), false,
+                    "grad_amax on every train line: the largest |x| any rounding of the "
+                    "backward to fp16/bf16 saw (fp16/bf16, MLP; costs a f32 pass per rounding)"),
       bool_field<C>(AMPCTL_KEY(logging.tensorboard), false,
                     "also write TensorBoard scalars (events.out.tfevents.* in the run directory)"),
 

@@ -15,6 +15,7 @@ GradNumerics::GradNumerics(Backend& backend, size_t entries, DType lowp)
     throw Error{ErrorKind::invalid_argument,
                 std::string("gradient numerics: nothing rounds in ") + dtype_name(lowp)};
   }
+  m_amax = m_backend->zeros({numerics::kAmaxWords}, DType::f32);
   allocate();
 }
 
@@ -43,22 +44,27 @@ Tensor GradNumerics::workspace(const Shape& shape) {
   return m_backend->zeros(shape, DType::f32);
 }
 
-void GradNumerics::begin() {
-  m_backend->fill(m_counters, 0.0);
+void GradNumerics::begin(bool count) {
+  m_backend->fill(m_amax, 0.0);
+  if (count) m_backend->fill(m_counters, 0.0);
   m_pending.clear();
+  m_counting = count;
   m_active = true;
 }
 
 void GradNumerics::end() {
   m_active = false;
+  m_counting = false;
 }
 
 void GradNumerics::round(const Tensor& src, const Tensor& dst, size_t entry) {
-  m_backend->round_counted(src, dst, row(entry));
+  if (m_counting) m_backend->round_counted(src, dst, row(entry));
+  m_backend->round_amax(src, dst, m_amax);
 }
 
 void GradNumerics::round_site(const Tensor& src, const Tensor& dst, size_t site) {
-  m_backend->round_counted(src, dst, row(m_entries + site));
+  if (m_counting) m_backend->round_counted(src, dst, row(m_entries + site));
+  m_backend->round_amax(src, dst, m_amax);
   // A site rounded twice before a claim (two micro-batches never are: each backward claims) is
   // pending once.
   if (std::find(m_pending.begin(), m_pending.end(), site) == m_pending.end()) {

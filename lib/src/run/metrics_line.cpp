@@ -20,6 +20,8 @@ constexpr const char* kLr = "lr";
 constexpr const char* kTimeS = "time_s";
 constexpr const char* kOverflowTensors = "overflow_tensors";
 constexpr const char* kRetries = "retries";
+constexpr const char* kGradAmax = "grad_amax";
+constexpr const char* kGradAmaxExact = "grad_amax_exact";
 constexpr const char* kAccuracy = "accuracy";
 constexpr const char* kPerplexity = "perplexity";
 constexpr const char* kTrain = "train";
@@ -51,6 +53,8 @@ nlohmann::json to_json(const TrainLine& l) {
   if (l.hysteresis_tracker) j[kHysteresisTracker] = *l.hysteresis_tracker;
   if (l.overflow_tensors) j[kOverflowTensors] = *l.overflow_tensors;
   if (l.retries) j[kRetries] = *l.retries;
+  if (l.grad_amax) j[kGradAmax] = finite_or_null(*l.grad_amax);
+  if (l.grad_amax_exact) j[kGradAmaxExact] = *l.grad_amax_exact;
   return j;
 }
 
@@ -75,6 +79,7 @@ std::optional<MetricsRecord> read_metrics_line(const std::string& text) {
   r.loss = field(j, kLoss);
   r.scale = field(j, kScale);
   r.accuracy = field(j, kAccuracy);
+  r.grad_amax = field(j, kGradAmax);
   r.overflowed = flag(j, kFoundInf) || flag(j, kSkipped);
   return r;
 }

@@ -471,7 +471,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   }
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
-  model_opts.numerics = cfg.logging.numerics_every > 0;  // gradient numerics (nn/numerics.h)
+  // The gradient-numerics hook (nn/numerics.h): the counts on logging.numerics_every's sampled
+  // steps, grad_amax (logging.grad_amax) on every step.
+  model_opts.numerics = cfg.logging.numerics_every > 0 || cfg.logging.grad_amax;
   const bool images = cfg.model.type == config::ModelType::cnn;
   if (images) {
     // A cnn reads the data set's image shape; feature rows are a config error naming the key.
@@ -555,6 +557,7 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.zero = cfg.distributed.zero == 1;
   o.retry = cfg.scaler.on_overflow == config::OnOverflow::retry && config::scaler_enabled(cfg);
   o.max_retries = cfg.scaler.max_retries;
+  o.grad_amax = cfg.logging.grad_amax;
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()
                        : std::numeric_limits<double>::quiet_NaN();

@@ -12,6 +12,7 @@
 #include "ampctl/math/nn_math.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/run/metrics_line.h"
+#include "ampctl/train/numerics.h"
 
 namespace ampctl::train {
 namespace {
@@ -112,6 +113,12 @@ void Monitor::record_grad_norm(const Tensor& norm) {
   m_backend->copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 3), {1}), norm);
 }
 
+void Monitor::record_grad_amax(const Tensor& amax) {
+  if (!m_opts.grad_amax) return;
+  const auto row = static_cast<int64_t>(m_ring.info.size());
+  m_backend->copy(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 4), {2}), amax);
+}
+
 void Monitor::record_step(int64_t step, double lr, const Tensor& loss, int64_t samples,
                           int64_t retries) {
   const auto row = static_cast<int64_t>(m_ring.info.size());
@@ -191,6 +198,19 @@ void Monitor::flush() {
     const float scale = m_ring.host_f[r * StepRing::kF + 1];
     const bool found_inf = m_ring.host_f[r * StepRing::kF + 2] != 0.0f;
     const float grad_norm = m_ring.host_f[r * StepRing::kF + 3];
+    // grad_amax: the device's max |x| at the step's scale, in the units of a micro-batch's
+    // mean-loss gradients (divided by the seed, scale / micro-batches: a division by a power
+    // of two times an integer, exact for the power-of-two scales of the pytorch rule).
+    std::optional<double> grad_amax, headroom;
+    bool amax_exact = true;
+    if (m_opts.grad_amax) {
+      const float raw = m_ring.host_f[r * StepRing::kF + 4];
+      amax_exact = m_ring.host_f[r * StepRing::kF + 5] == 0.0f;
+      grad_amax = static_cast<double>(raw) * static_cast<double>(m_opts.grad_accum) /
+                  static_cast<double>(scale);
+      if (raw > 0.0f) headroom = std::log2(max_finite(*m_opts.grad_amax) / raw);
+      if (std::isfinite(*grad_amax)) m_int_amax = std::max(m_int_amax, *grad_amax);
+    }
     const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
     const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
     const int32_t* flags =
@@ -294,6 +314,10 @@ void Monitor::flush() {
       line.time_s = info.time_s;
       if (info.retries > 0) line.retries = info.retries;
       if (found_inf && flags != nullptr) line.overflow_tensors = std::move(overflow_tensors);
+      if (grad_amax) {
+        line.grad_amax = *grad_amax;
+        line.grad_amax_exact = amax_exact;
+      }
       if (m_writer) m_metrics << run::to_json(line).dump() << '\n';
       if (m_tb && m_writer) {
         m_tb->scalar(info.step, "train/loss", loss);
@@ -302,6 +326,10 @@ void Monitor::flush() {
         m_tb->scalar(info.step, "amp/scale", scale);
         m_tb->scalar(info.step, "amp/skipped", found_inf ? 1.0 : 0.0);
         m_tb->scalar(info.step, "amp/growth_tracker", line.growth_tracker);
+        if (grad_amax && std::isfinite(*grad_amax)) {
+          m_tb->scalar(info.step, "amp/grad_amax", *grad_amax);
+        }
+        if (headroom) m_tb->scalar(info.step, "amp/headroom_log2", *headroom);
       }
     }
   }
@@ -335,8 +363,11 @@ void Monitor::flush() {
     const size_t steps = m_ring.info.size();
     const std::string mean_of =
         m_int_steps > 1 ? fmt::format(" (mean of {} steps)", m_int_steps) : "";
+    // grad_amax: the interval's largest.
+    const std::string amax =
+        m_opts.grad_amax ? fmt::format(" grad_amax {:.4g}", m_int_amax) : std::string();
     spdlog::info(
-        "step {:>6}/{} loss {:.5g}{} grad_norm {:.4g} scale {:g} skipped {} in total{} lr {:.3g} "
+        "step {:>6}/{} loss {:.5g}{} grad_norm {:.4g}{} scale {:g} skipped {} in total{} lr {:.3g} "
         "{:.0f} samples/s{} ETA {} ({:.1f}s)",
         last.step, m_opts.max_steps,
         loss_n > 0 ? loss_sum / static_cast<double>(loss_n)
@@ -344,11 +375,12 @@ void Monitor::flush() {
         mean_of,
         norm_n > 0 ? norm_sum / static_cast<double>(norm_n)
                    : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 3]),
-        static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 1]), t.skipped, overflowed,
-        last.lr, rate, tokens, format_eta(eta), elapsed);
+        amax, static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 1]), t.skipped,
+        overflowed, last.lr, rate, tokens, format_eta(eta), elapsed);
   }
   if (console) {
     m_int_loss_sum = m_int_norm_sum = 0;
+    m_int_amax = 0;
     m_int_loss_n = m_int_norm_n = m_int_steps = 0;
     std::fill(m_int_counts.begin(), m_int_counts.end(), 0);
   }

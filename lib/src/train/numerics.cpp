@@ -252,7 +252,7 @@ void NumericsRecorder::begin() {
   } else {
     m_backend->fill(m_scale, 1.0);
   }
-  m_numerics->begin();
+  m_numerics->begin(true);
 }
 
 void NumericsRecorder::end() {

@@ -6,6 +6,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/nn/model.h"
+#include "ampctl/nn/numerics.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/train/batcher.h"
@@ -90,6 +91,10 @@ bool TrainStep::run(int64_t step) {
     for (const auto& [buffer, saved] : m_buffers) m_p.backend.copy(buffer, saved);
   }
   mon.record_grad_norm(m_norm);
+  // The kept attempt's grad_amax (a retry measured its own roundings over again).
+  if (m_opts.grad_amax && m_p.model.roundings_instrumented()) {
+    mon.record_grad_amax(m_p.model.numerics()->amax());
+  }
   mon.record_step(step, lr, m_loss_acc, samples, m_retries);
   return true;
 }
@@ -108,9 +113,17 @@ bool TrainStep::attempt(int64_t step, int64_t attempt_index, int64_t& samples) {
 
   model.zero_grad();
   b.fill(m_loss_acc, 0.0);
-  // A sampled step counts its gradient roundings (train/numerics.h); the others cost nothing.
+  // With logging.grad_amax every step of an instrumented fp16/bf16 model measures grad_amax at
+  // its roundings; a sampled step counts them (train/numerics.h), and measures it too.
+  nn::GradNumerics* hook =
+      m_opts.grad_amax && model.roundings_instrumented() ? model.numerics() : nullptr;
   NumericsRecorder* numerics = m_p.numerics && m_p.numerics->sampled(step) ? m_p.numerics : nullptr;
-  if (numerics) numerics->begin();
+  if (numerics) {
+    numerics->begin();
+  } else if (hook) {
+    hook->begin(/*count=*/false);
+  }
+  nn::GradNumerics* active = numerics ? model.numerics() : hook;  // what to end
   samples = 0;
   for (int64_t micro = 0; micro < accum; ++micro) {
     // A host flag, no device sync; the step boundary checks before the first micro-batch. With
@@ -118,7 +131,7 @@ bool TrainStep::attempt(int64_t step, int64_t attempt_index, int64_t& samples) {
     // retry does not look: the scaler has already taken the step's first attempt, so the step
     // cannot be abandoned any more (run() checks between attempts instead).
     if (micro > 0 && attempt_index == 0 && m_p.comm.world_size() == 1 && stop_signal() != 0) {
-      if (numerics) numerics->end();
+      if (active) active->end();
       return false;
     }
     const Batch& batch = m_p.batcher.next();
@@ -131,7 +144,12 @@ bool TrainStep::attempt(int64_t step, int64_t attempt_index, int64_t& samples) {
     samples += batch.global_rows;  // every rank's rows: samples/s and totals are global
     mon.phase_end(kBackward);
   }
-  if (numerics) numerics->end();
+  if (active) active->end();
+  if (hook && m_p.comm.world_size() > 1) {
+    // The max over the ranks' roundings: what one process running the ranks' micro-batches in
+    // turn would have seen (a max of floats: exact, the same on every rank).
+    m_p.comm.all_reduce(hook->amax(), dist::ReduceOp::max);
+  }
   // Only the first attempt: a retry recomputes the same gradients cleanly.
   if (m_inject_here && attempt_index == 0 && m_opts.inject_at.count(step)) {
     b.fill(m_inject_at, m_opts.inject_value);

@@ -75,11 +75,18 @@ void Trainer::setup() {
   m_accum = grad_accum_steps_for(m_cfg, r.comm->world_size());
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
   monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
+  // grad_amax (docs/reference.md): a model whose backward rounds through the hook, in fp16/bf16.
+  if (m_cfg.logging.grad_amax && r.model->numerics() != nullptr &&
+      r.model->roundings_instrumented()) {
+    monitor.grad_amax = r.model->numerics()->lowp();
+    monitor.grad_accum = m_accum;
+  }
   m_monitor =
       std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(), monitor);
   m_monitor->set_writer(is_root());
   if (m_cfg.logging.profile) r.scaler->set_phase_hook([this] { m_monitor->phase_end(kUnscale); });
-  if (m_cfg.logging.numerics_every > 0 && r.model->numerics() != nullptr) {
+  if (m_cfg.logging.numerics_every > 0 && r.model->numerics() != nullptr &&
+      r.model->roundings_instrumented()) {
     m_numerics =
         std::make_unique<NumericsRecorder>(*r.backend, *r.model->numerics(), *r.scaler,
                                            m_monitor->param_names(), m_cfg.logging.numerics_every);
@@ -438,7 +445,15 @@ void Trainer::open_tensorboard(std::optional<int64_t> purge_step) {
   if (m_cfg.logging.tensorboard && is_root()) {
     m_monitor->set_tensorboard(std::make_unique<files::EventWriter>(m_dir->path(), purge_step));
   }
-  if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
+  const nn::Model& model = *m_run->model;
+  if (model.numerics() != nullptr && !model.roundings_instrumented() && is_root()) {
+    // Said once, instead of zeros: the layers' roundings of this model are not measured.
+    spdlog::info(
+        "numerics: the {} model's backward roundings are not instrumented: no {}", model.type(),
+        m_cfg.logging.numerics_every > 0
+            ? (m_cfg.logging.grad_amax ? "numerics lines and no grad_amax" : "numerics lines")
+            : "grad_amax on the metrics lines");
+  } else if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
     spdlog::info(
         "numerics: precision {} rounds no gradient to 16 bits: nothing to count, no "
         "numerics lines",

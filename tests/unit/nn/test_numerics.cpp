@@ -213,7 +213,7 @@ TEST_P(GradNumericsExact, CountsEqualAnFp64ReferenceAndTheAdviceHistogramABruteF
   const auto [lowp, scale] = GetParam();
   TinyMlp s(lowp, /*numerics=*/true);
   GradNumerics& n = *s.model->numerics();
-  n.begin();
+  n.begin(true);
   s.step(scale);
   n.end();
   std::vector<int64_t> rows;
@@ -268,7 +268,7 @@ TEST(GradNumerics, ACountedBackwardGivesTheSameGradientBitsAsAnUncountedOne) {
     TinyMlp plain(lowp, /*numerics=*/false);
     TinyMlp counted(lowp, /*numerics=*/true);
     EXPECT_EQ(plain.model->numerics(), nullptr);
-    counted.model->numerics()->begin();
+    counted.model->numerics()->begin(true);
     const std::vector<float> a = plain.step(0x1p-12), b = counted.step(0x1p-12);
     counted.model->numerics()->end();
     ASSERT_EQ(a.size(), b.size());
@@ -335,6 +335,43 @@ TEST(GradNumerics, Fp32HasNoHookAndBadCountersAreRefused) {
   EXPECT_THROW(
       be->round_counted(src, be->zeros({4}, DType::f32), be->zeros({numerics::kWords}, DType::i32)),
       Error);
+}
+
+// grad_amax (nn/numerics.h, docs/reference.md "grad_amax"): on an unsampled step (begin(false))
+// and on a sampled one, the amax accumulator holds exactly the fp64 reference's largest |x|
+// before any rounding of the backward (the loss gradient, the activation gradients, dW, db), no
+// non-finite flag, and the gradients keep an uncounted backward's bits.
+TEST_P(GradNumericsExact, GradAmaxIsTheReferencesLargestMagnitudeBeforeARounding) {
+  const auto [lowp, scale] = GetParam();
+  TinyMlp plain(lowp, /*numerics=*/false);
+  const Reference ref =
+      reference(plain.x, plain.w0, plain.b0, plain.w2, plain.b2, plain.target, scale, lowp);
+  double want = 0;
+  for (const Counts* c : {&ref.w0, &ref.b0, &ref.w2, &ref.b2}) want = std::max(want, c->max_abs);
+  ASSERT_GT(want, 0.0);
+  const std::vector<float> plain_grads = plain.step(scale);
+  for (bool count : {false, true}) {
+    TinyMlp s(lowp, /*numerics=*/true);
+    GradNumerics& n = *s.model->numerics();
+    n.begin(count);
+    const std::vector<float> grads = s.step(scale);
+    n.end();
+    float amax[numerics::kAmaxWords];
+    s.be->download(amax, n.amax());
+    EXPECT_EQ(static_cast<double>(amax[0]), want) << (count ? "sampled" : "unsampled");
+    EXPECT_EQ(amax[1], 0.0f);
+    ASSERT_EQ(grads.size(), plain_grads.size());
+    EXPECT_EQ(std::memcmp(grads.data(), plain_grads.data(), grads.size() * sizeof(float)), 0);
+    // The next step starts from zero: a step at a 4x smaller scale reports a 4x smaller max
+    // (a power of two: every value before a rounding scales exactly while none is subnormal).
+    if (lowp == DType::f16 && scale == 1.0) {
+      n.begin(count);
+      s.step(scale / 4);
+      n.end();
+      s.be->download(amax, n.amax());
+      EXPECT_EQ(static_cast<double>(amax[0]), want / 4);
+    }
+  }
 }
 
 }  // namespace

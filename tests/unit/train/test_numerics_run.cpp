@@ -77,6 +77,7 @@ TEST(NumericsRun, SamplingEveryStepLeavesTrainingBitwiseIdentical) {
     if (std::string(prec) == "fp16") sets.push_back("debug.inject_nonfinite_at=[7]");
     const TrainOutcome a = train::train(config::parse_config(kRun, "n.yaml", sets), off);
     sets.push_back("logging.numerics_every=1");
+    sets.push_back("logging.grad_amax=true");  // nor does grad_amax
     const TrainOutcome b = train::train(config::parse_config(kRun, "n.yaml", sets), on);
     auto ta = read_lines(off / "metrics.jsonl", "train");
     auto tb = read_lines(on / "metrics.jsonl", "train");
@@ -85,6 +86,10 @@ TEST(NumericsRun, SamplingEveryStepLeavesTrainingBitwiseIdentical) {
     for (size_t i = 0; i < ta.size(); ++i) {
       ta[i].erase("time_s");
       tb[i].erase("time_s");
+      EXPECT_FALSE(ta[i].contains("grad_amax"));
+      EXPECT_GT(tb[i].at("grad_amax").get<double>(), 0.0) << prec << " step " << i + 1;
+      tb[i].erase("grad_amax");
+      tb[i].erase("grad_amax_exact");
       EXPECT_EQ(ta[i], tb[i]) << prec << " step " << i + 1;
     }
     auto ea = read_lines(off / "metrics.jsonl", "eval");
@@ -260,11 +265,11 @@ TEST(TensorBoard, TheReaderAgreesOnKnownCrcsAndTheEventFileMatchesMetrics) {
   ASSERT_EQ(crc32c_bitwise(reinterpret_cast<const unsigned char*>(check), 9), 0xe3069283u);
 
   const fs::path dir = fresh_dir("tb");
-  const TrainOutcome out =
-      train::train(config::parse_config(kRun, "n.yaml",
-                                        {"logging.tensorboard=true", "logging.numerics_every=4",
-                                         "debug.inject_nonfinite_at=[6]"}),
-                   dir);
+  const TrainOutcome out = train::train(
+      config::parse_config(kRun, "n.yaml",
+                           {"logging.tensorboard=true", "logging.numerics_every=4",
+                            "logging.grad_amax=true", "debug.inject_nonfinite_at=[6]"}),
+      dir);
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
@@ -300,6 +305,18 @@ TEST(TensorBoard, TheReaderAgreesOnKnownCrcsAndTheEventFileMatchesMetrics) {
       expect("train/grad_norm", step, l.at("grad_norm"));
       ++expected;
     }
+    // grad_amax (the MLP in fp16: on every line) and the headroom at the step's scale. The
+    // headroom comes from the float max the device kept, x = grad_amax x scale / 2 micro-
+    // batches here up to one f32 rounding of the product (relative 2^-24): log2 within 1e-6.
+    ASSERT_TRUE(l.contains("grad_amax") && l.at("grad_amax_exact").get<bool>()) << l.dump();
+    expect("amp/grad_amax", step, l.at("grad_amax"));
+    ++expected;
+    const double at_scale = l.at("grad_amax").get<double>() * l.at("scale").get<double>() / 2;
+    ASSERT_GT(at_scale, 0.0);
+    const auto h = tb.find({"amp/headroom_log2", step});
+    ASSERT_NE(h, tb.end()) << "amp/headroom_log2 at step " << step;
+    EXPECT_NEAR(h->second, std::log2(65504.0 / at_scale), 1e-5) << "step " << step;
+    ++expected;
   }
   for (const nlohmann::json& l : read_lines(dir / "metrics.jsonl", "eval")) {
     expect("eval/loss", l.at("step"), l.at("loss"));

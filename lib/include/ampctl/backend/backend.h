@@ -461,6 +461,12 @@ class Backend {
   // added to and whose max_bits is raised to the largest finite |src| bits. Integer sums and
   // an integer max: the result does not depend on thread order. No host sync on the GPU.
   virtual void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) = 0;
+  // grad_amax: dst := round_dst(src) as round_counted (the same bits), and in the same pass
+  // amax, an f32 tensor of numerics::kAmaxWords values, is raised to [the largest finite |src|,
+  // 1 if any src is inf or NaN] (math/numerics_math.h). A max of non-negative floats: the
+  // result does not depend on thread order. No host sync on the GPU. The every-step op: the
+  // layers' roundings of a training step in fp16/bf16 all go through it (nn/numerics.h).
+  virtual void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) = 0;
 
  protected:
   // The transformer ops' argument checks, shared by the implementations so that both backends
@@ -560,6 +566,9 @@ AttentionBuffers make_attention_buffers(Backend& b, int64_t batch_heads, int64_t
 // data. Throws Error{invalid_argument} naming the operand.
 void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters,
                          const Device& device);
+// round_amax's: src and dst as above, amax f32 of numerics::kAmaxWords values.
+void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
+                      const Device& device);
 
 // The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a
 // sweep shares the cores among its jobs), else one per core.

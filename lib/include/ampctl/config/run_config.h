@@ -212,6 +212,7 @@ struct LoggingConfig {
   int64_t metrics_every = 0;
   bool profile = false;
   int64_t numerics_every = 0;  // gradient numerics sample interval; 0 = off
+  bool grad_amax = false;      // grad_amax on every train line (docs/reference.md)
   bool tensorboard = false;    // events.out.tfevents.* in the run directory
   bool operator==(const LoggingConfig&) const = default;
 };

@@ -82,4 +82,22 @@ AMPCTL_HD int classify(float x, uint16_t out, bool is_half, Partial& p) {
   return magnitude_bin(ab);
 }
 
+// grad_amax (Backend::round_amax, docs/reference.md "grad_amax"): a rounding's contribution to
+// the step's largest finite |x|, kept as float bits (non-negative floats order like their bits,
+// so the max is an integer max: order-free, an integer atomicMax on the GPU), and whether a
+// non-finite x reached the rounding (the max is then a lower bound).
+// The accumulator is an f32 tensor of kAmaxWords values: [max finite |x|, 1 if any x was inf or
+// NaN else 0]; both words only ever grow, so accumulating into it is a max per word (which is
+// also what the ranks' all-reduce takes).
+inline constexpr int kAmaxWords = 2;
+
+AMPCTL_HD void amax_update(float x, uint32_t& max_bits, bool& nonfinite) {
+  const uint32_t ab = float_bits(x) & 0x7fffffffu;
+  if (ab >= 0x7f800000u) {
+    nonfinite = true;
+  } else if (ab > max_bits) {
+    max_bits = ab;
+  }
+}
+
 }  // namespace ampctl::numerics

@@ -129,6 +129,10 @@ class Model {
   void zero_grad();
   // The gradient-numerics hook: null unless ModelOptions::numerics in fp16/bf16.
   GradNumerics* numerics() const { return m_numerics.get(); }
+  // Whether every rounding of this model's backward to the lowp dtype goes through numerics()
+  // (nn/numerics.h), so that the numerics counts and grad_amax cover the whole backward. A model
+  // that is not says so: the trainer then reports neither (no zeros).
+  virtual bool roundings_instrumented() const { return false; }
 
   // ---- the step ----
   // input: what the data source makes for this model, with >= batch rows (the first `batch`

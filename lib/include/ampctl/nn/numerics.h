@@ -22,6 +22,16 @@
 // Counters: one row of numerics::kWidth int64s per layout entry and per site, in one device
 // tensor allocated at setup (grown by add_site, never inside a step), zeroed by begin(), read back
 // once by read() after the step (the only host sync, on sampled steps only).
+// grad_amax (docs/reference.md "grad_amax"): every training step in fp16/bf16 runs the layers'
+// f32 path, not only the sampled ones: begin(false) makes the step active without counting, and
+// round()/round_site() then round with Backend::round_amax, which raises one f32[2] accumulator
+// (amax(): the largest finite |x| before any rounding of the step's backward, and whether a
+// non-finite x reached one) in the same pass. On a sampled step (begin(true)) both ops run on
+// the same src: the counters and the amax (the second rounding writes the same bits). The
+// accumulator is zeroed by begin() and stays on the device: the step all-reduces it over the
+// ranks (a max) and the monitor copies it into its metrics ring.
+// A model whose every backward rounding goes through this hook says so (Model::
+// roundings_instrumented); the others report no grad_amax and no numerics lines.
 // Invariants: in fp32 nothing rounds and no GradNumerics exists (Model::numerics() is null).
 #pragma once
 
@@ -49,13 +59,17 @@ class GradNumerics {
   // An f32 workspace of `shape` (zeros), for the f32 outputs of sampled steps.
   Tensor workspace(const Shape& shape);
 
-  // ---- around a sampled step ----
-  void begin();  // counters := 0, active
-  void end();    // inactive
+  // ---- around a training step ----
+  // amax := 0, active; and when `count` (a sampled step) counters := 0 and the roundings count.
+  void begin(bool count);
+  void end();  // inactive
   bool active() const { return m_active; }
+  bool counting() const { return m_counting; }
+  // f32 [numerics::kAmaxWords]: the step's grad_amax accumulator (math/numerics_math.h).
+  const Tensor& amax() const { return m_amax; }
 
-  // ---- inside a sampled step (device ops only) ----
-  // dst := round(src), counted for layout entry `entry`.
+  // ---- inside an active step (device ops only) ----
+  // dst := round(src), into the amax, and when counting counted for layout entry `entry`.
   void round(const Tensor& src, const Tensor& dst, size_t entry);
   // dst := round(src), counted in `site` until a consumer claims it.
   void round_site(const Tensor& src, const Tensor& dst, size_t site);
@@ -75,6 +89,8 @@ class GradNumerics {
   size_t m_entries;
   DType m_lowp;
   bool m_active = false;
+  bool m_counting = false;
+  Tensor m_amax;                  // f32 [kAmaxWords]
   Tensor m_counters;              // i32 [entries + sites, kWords]
   std::vector<Tensor> m_rows;     // a view per row
   std::vector<size_t> m_owner;    // per site: the entry that claimed it (or kNone)

@@ -6,7 +6,9 @@
 //                "grad_norm", "growth_tracker", "lr", "time_s"[, "hysteresis_tracker" when loss
 //                scaling is on][, "overflow_tensors": [names] on an overflowing step with
 //                attribution][, "retries": failed attempts of a step that
-//                scaler.on_overflow: retry ran again, when > 0]}
+//                scaler.on_overflow: retry ran again, when > 0][, "grad_amax",
+//                "grad_amax_exact" when the model's backward roundings to fp16/bf16
+//                are measured (docs/reference.md "grad_amax")]}
 //   eval line:  {"kind": "eval", "step", "loss"[, "accuracy" for classification], "time_s"}
 // A non-finite loss or scale is written as null (run/numbers.h).
 #pragma once
@@ -33,6 +35,12 @@ struct TrainLine {
   double time_s = 0;  // since the run started
   std::optional<std::vector<std::string>> overflow_tensors;
   std::optional<int64_t> retries;  // scaler.on_overflow: retry; present when > 0
+  // The largest finite |x| any rounding of the step's backward to fp16/bf16 saw, in the units
+  // of the gradients of a micro-batch's mean loss (divided by the backward's seed, scale /
+  // micro-batches); false exactness when a non-finite value reached a rounding (then a lower
+  // bound). Both unset when nothing is measured.
+  std::optional<double> grad_amax;
+  std::optional<bool> grad_amax_exact;
 };
 
 struct EvalLine {
@@ -48,13 +56,14 @@ nlohmann::json to_json(const EvalLine& line);
 
 // One line as a reader sees it: any field may be missing.
 struct MetricsRecord {
-  std::string kind;                // "train" when the line names none
-  std::optional<int64_t> step;     // a finite number (truncated)
-  bool step_is_integer = false;    // written as a JSON integer (every line the trainer writes)
-  std::optional<double> loss;      // finite only
-  std::optional<double> scale;     // finite only
-  std::optional<double> accuracy;  // finite only
-  bool overflowed = false;         // found_inf or skipped
+  std::string kind;                 // "train" when the line names none
+  std::optional<int64_t> step;      // a finite number (truncated)
+  bool step_is_integer = false;     // written as a JSON integer (every line the trainer writes)
+  std::optional<double> loss;       // finite only
+  std::optional<double> scale;      // finite only
+  std::optional<double> accuracy;   // finite only
+  bool overflowed = false;          // found_inf or skipped
+  std::optional<double> grad_amax;  // finite only
   bool is_train() const { return kind == "train"; }
   bool is_eval() const { return kind == "eval"; }
 };

@@ -67,6 +67,11 @@ struct MonitorOptions {
   int64_t tokens_per_sample = 0;
   // training.grad_clip_norm: a step whose grad_norm it clipped counts in totals().clipped.
   std::optional<double> grad_clip_norm;
+  // grad_amax (docs/reference.md): the lowp dtype the measured roundings go to, unset when the
+  // model's backward is not measured (fp32, or a model whose roundings are not instrumented);
+  // grad_accum: micro-batches per rank, the seed's divisor (scale / grad_accum).
+  std::optional<DType> grad_amax;
+  int64_t grad_accum = 1;
   Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
 };
 
@@ -108,6 +113,9 @@ class Monitor {
   // After the step's norm is computed: records grad_norm (f32[1], the global norm of the
   // unscaled gradients). Call before record_step.
   void record_grad_norm(const Tensor& norm);
+  // After the step's amax is reduced over the ranks: records it (f32[numerics::kAmaxWords],
+  // nn/numerics.h) when MonitorOptions::grad_amax is set.
+  void record_grad_amax(const Tensor& amax);
   // After the update: records the step's loss (f32[1]), the scaler's found_inf, trackers and
   // overflow flags, and the step's lr, `samples` and `retries` (scaler.on_overflow: retry: its
   // failed attempts; a host number, known to the step already).
@@ -180,7 +188,9 @@ class Monitor {
 
  private:
   struct StepRing {
-    static constexpr int kF = 4;  // loss, scale used by the backward, found_inf, grad_norm
+    // loss, scale used by the backward, found_inf, grad_norm, the amax words (max |x| at the
+    // step's scale, non-finite flag)
+    static constexpr int kF = 6;
     static constexpr int kI = 2;  // growth tracker and hysteresis tracker after update
     Tensor f, i;
     int64_t capacity = 0;
@@ -223,6 +233,7 @@ class Monitor {
   // The console interval so far (it may span several read-backs): finite losses and grad_norms
   // summed, steps, and overflows per tensor.
   double m_int_loss_sum = 0, m_int_norm_sum = 0;
+  double m_int_amax = 0;  // the interval's largest grad_amax
   int64_t m_int_loss_n = 0, m_int_norm_n = 0, m_int_steps = 0;
   std::vector<int64_t> m_int_counts;
 

@@ -74,6 +74,8 @@ struct StepOptions {
   // on the host after every attempt: the one sync this adds to a GPU step (docs/design.md).
   bool retry = false;
   int64_t max_retries = 0;
+  // logging.grad_amax: every step of an instrumented fp16/bf16 model measures its roundings' max.
+  bool grad_amax = false;
 };
 
 // The objects a step drives; they outlive it.

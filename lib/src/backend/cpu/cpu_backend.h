@@ -160,6 +160,7 @@ class CpuBackend final : public Backend {
 
   void optimizer_step(const OptimizerStepArgs& args) override;
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
+  void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) override;
 
  private:
   // optimizer_step's passes, after the shared checks and the skip; `inv` is inv_scale[0] or 1.

@@ -1,12 +1,14 @@
 // The CPU backend's counted rounding (backend.h, "gradient numerics"): the classification of
 // math/numerics_math.h over the pool's threads, the counters added at the end of each part. It
 // runs on sampled steps only, so it is kept scalar rather than vectorised.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <mutex>
 
 #include "cpu_backend.h"
 #include "cpu_parallel.h"
+#include "cpu_vector.h"
 
 namespace ampctl::cpu {
 
@@ -39,6 +41,43 @@ void CpuBackend::round_counted(const Tensor& src, const Tensor& dst, const Tenso
     for (int k = 0; k < numerics::kBins; ++k)
       c[numerics::kHist0 + k] += hist[static_cast<size_t>(k)];
   });
+}
+
+// Every step of a fp16/bf16 run: the rounding itself (vectorised where the cast is), then a
+// branch-free max over the same part, which the compiler vectorises; the parts merge under a
+// lock. A max of float bits: the result does not depend on the split.
+void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) {
+  check_round_amax(src, dst, amax, device());
+  const float* x = src.data_as<float>();
+  const bool is_half = dst.dtype() == DType::f16;
+  auto* out = static_cast<uint16_t*>(dst.data());
+  auto* a = amax.data_as<float>();
+  uint32_t max_bits = float_bits(a[0]);
+  bool nonfinite = a[1] != 0.0f;
+  std::mutex merge;
+  parallel_for(*m_pool, src.numel(), [&](size_t b, size_t e) {
+    if (m_avx512) {
+      vec::cast(src.data(), DType::f32, dst.data(), dst.dtype(), b, e);
+    } else {
+      for (size_t i = b; i < e; ++i) {
+        out[i] = is_half ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
+      }
+    }
+    uint32_t m = 0, inf = 0;
+    for (size_t i = b; i < e; ++i) {
+      uint32_t ab;
+      std::memcpy(&ab, &x[i], sizeof ab);
+      ab &= 0x7fffffffu;
+      const bool bad = ab >= 0x7f800000u;
+      inf |= bad ? 1u : 0u;
+      m = std::max(m, bad ? 0u : ab);
+    }
+    const std::lock_guard<std::mutex> lock(merge);
+    max_bits = std::max(max_bits, m);
+    nonfinite = nonfinite || inf != 0;
+  });
+  a[0] = bits_float(max_bits);
+  a[1] = nonfinite ? 1.0f : 0.0f;
 }
 
 }  // namespace ampctl::cpu

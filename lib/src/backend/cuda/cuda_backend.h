@@ -263,6 +263,7 @@ class CudaBackend final : public Backend {
 
   void optimizer_step(const OptimizerStepArgs& args) override;
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
+  void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) override;
 
   // cuda_nn.cpp
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;

@@ -36,6 +36,8 @@ class Mlp : public Model {
   Mlp(Backend& backend, const ModelOptions& options);
 
   std::string type() const override { return "mlp"; }
+  // Linear, LayerNorm, activations, dropout and the loss all round through the hook.
+  bool roundings_instrumented() const override { return true; }
   std::string summary() const override;
 
   const Tensor& forward(const Tensor& input, int64_t batch, bool training) override;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# What grad_amax costs (logging.grad_amax; docs/reference.md "grad_amax"): each config trained
+# with it off and on, interleaved round by round so that a noisy shared machine hits both
+# columns alike. Prints each column's median steady step time, the ratio, and whether both
+# columns ended at the same final loss (grad_amax changes no training bit).
+#
+#   scripts/bench_grad_amax.sh [--build DIR] [--rounds N] [--steps N] [--device cpu|cuda]
+#                              [--config FILE]...
+#
+#   --build DIR   the build directory holding ampctl (default: build)
+#   --rounds N    interleaved rounds (default 5); each number is the median over them
+#   --steps N     training steps per run (default 300)
+#   --device D    cpu (default) or cuda
+#   --config F    a config to time (repeatable; default: configs/quickstart.yaml and
+#                 configs/gpt_fortunes.yaml)
+#
+# The step time is summary.json's steady_step_ms (the mean step time after the first logging
+# interval), so data loading and setup are not in it. A model whose roundings are not
+# instrumented (the GPT, the CNN: the console says so) has no grad_amax, so its ratio measures
+# noise only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=build
+ROUNDS=5
+STEPS=300
+DEVICE=cpu
+CONFIGS=()
+while (($#)); do
+  case $1 in
+    --build) BUILD=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --device) DEVICE=$2; shift 2 ;;
+    --config) CONFIGS+=("$2"); shift 2 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) echo "bench_grad_amax.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+((${#CONFIGS[@]})) || CONFIGS=(configs/quickstart.yaml configs/gpt_fortunes.yaml)
+AMPCTL=$BUILD/ampctl
+[[ -x $AMPCTL ]] || { echo "bench_grad_amax.sh: no $AMPCTL (build first)" >&2; exit 2; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+for cfg in "${CONFIGS[@]}"; do
+  name=$(basename "$cfg" .yaml)
+  for ((r = 1; r <= ROUNDS; ++r)); do
+    for col in off on; do
+      dir=$WORK/$name-$col-$r
+      flag=false
+      [[ $col == on ]] && flag=true
+      "$AMPCTL" train --config "$cfg" --run-dir "$dir" --set device="$DEVICE" \
+        --set training.max_steps="$STEPS" --set training.eval_every=0 \
+        --set logging.every_steps=50 --set logging.grad_amax=$flag >"$WORK/$name-$col.log" 2>&1 ||
+        { echo "bench_grad_amax.sh: $col run of $cfg failed:" >&2; tail -5 "$WORK/$name-$col.log" >&2; exit 1; }
+      python3 - "$dir/summary.json" "$WORK/$name-$col" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+open(sys.argv[2] + ".ms", "a").write(f"{s['steady_step_ms']}\n")
+open(sys.argv[2] + ".loss", "w").write(repr(s.get("final_loss")))
+PY
+      rm -rf "$dir"
+    done
+    echo "$name: round $r/$ROUNDS done" >&2
+  done
+done
+python3 - "$WORK" "${CONFIGS[@]}" <<'PY'
+import os, statistics, sys
+work, cfgs = sys.argv[1], sys.argv[2:]
+print(f"{'config':<16} {'off ms':>9} {'on ms':>9} {'ratio':>7}  same final loss")
+for cfg in cfgs:
+    name = os.path.basename(cfg)[:-5]
+    med = {c: statistics.median(float(x) for x in open(f"{work}/{name}-{c}.ms")) for c in ("off", "on")}
+    same = open(f"{work}/{name}-off.loss").read() == open(f"{work}/{name}-on.loss").read()
+    print(f"{name:<16} {med['off']:>9.4f} {med['on']:>9.4f} {med['on'] / med['off']:>7.3f}  {same}")
+PY
