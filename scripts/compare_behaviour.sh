@@ -7,6 +7,8 @@
 #   * every checkpoint: model tensors, optimizer state and tensors, scaler state_dict, scheduler,
 #     rng, data cursor and the metrics object (its timings aside), and the resolved config (keys
 #     the new binary adds are listed, not counted as a difference).
+# Output fields (summary, metrics lines, checkpoint objects) that only the new binary writes
+# are listed and not counted, as config keys are; a field only the old one writes differs.
 # Cases: configs/quickstart.yaml in fp16, bf16 and fp32, configs/overflow_demo.yaml, a short
 # Fashion-MNIST run, a quickstart with dropout + LayerNorm + accumulation + clipping + SGD
 # momentum, and a resume split (train to 200 with a checkpoint at 100, resume from 100 to 400).
@@ -79,13 +81,19 @@ def strip(v):
         return [strip(x) for x in v]
     return v
 
+NEW_FIELDS = set()  # output fields only the new binary writes: listed, not a difference
+
 def first_diff(a, b, path=""):
     if type(a) != type(b):
         return f"{path}: {type(a).__name__} vs {type(b).__name__}"
     if isinstance(a, dict):
         for k in sorted(set(a) | set(b)):
-            if k not in a or k not in b:
-                return f"{path}.{k}: only in {'new' if k not in a else 'old'}"
+            if k not in a:
+                label = "checkpoint" + path.split(".json", 1)[1] if ".json" in path else path
+                NEW_FIELDS.add(f"{label}.{k}")
+                continue
+            if k not in b:
+                return f"{path}.{k}: only in old"
             d = first_diff(a[k], b[k], f"{path}.{k}")
             if d:
                 return d
@@ -148,15 +156,12 @@ for case in cases:
     for f in ck_o if c_ok else []:
         a = json.load(open(os.path.join(o, "checkpoints", f)))
         b = json.load(open(os.path.join(n, "checkpoints", f)))
-        # The document's CRC-32 covers every field, the timings in its metrics object too: two
-        # runs of one binary differ there; every field it covers is compared below instead.
+        # The document's CRC-32 covers every field, the timings in its metrics object and the
+        # config too: two runs of one binary differ there, and so does a run with a config key
+        # the new binary adds; every field it covers is compared here and above instead.
         a.pop("crc32", None)
         b.pop("crc32", None)
         cd, added = config_diff(a.pop("config"), b.pop("config"))
-        # The document's CRC-32 covers the config too: a key the new binary adds changes it,
-        # and everything it covers is compared field by field here and above.
-        a.pop("crc32", None)
-        b.pop("crc32", None)
         if cd:
             c_ok = False
             notes.append(f"{f}: config {cd}")
@@ -177,6 +182,8 @@ for case, m, s, c, note, added in rows:
 extra = sorted({k for r in rows for k in r[5]})
 if extra:
     print("config keys only the new binary writes (not compared): " + ", ".join(extra))
+if NEW_FIELDS:
+    print("output fields only the new binary writes (not compared): " + ", ".join(sorted(NEW_FIELDS)))
 print("all cases bitwise equal" if not failed else "some cases differ")
 sys.exit(1 if failed else 0)
 EOF
