@@ -60,5 +60,6 @@ void register_sweep(CLI::App& app, Commands& commands);
 void register_report(CLI::App& app, Commands& commands);
 void register_sample(CLI::App& app, Commands& commands);
 void register_eval(CLI::App& app, Commands& commands);
+void register_replay(CLI::App& app, Commands& commands);
 
 }  // namespace ampctl::app

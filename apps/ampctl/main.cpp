@@ -134,6 +134,7 @@ int run_command(int argc, char** argv) {
   ampctl::app::register_resume(app, commands);
   ampctl::app::register_sweep(app, commands);
   ampctl::app::register_report(app, commands);
+  ampctl::app::register_replay(app, commands);
   ampctl::app::register_validate(app, commands);
   ampctl::app::register_inspect(app, commands);
   ampctl::app::register_export(app, commands);

@@ -29,7 +29,8 @@ are leaves that any module may include.
     config      core
     train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config
     sweep       core, config, run, checkpoint   (atomic files, owned output paths)
-    apps        core, backend, checkpoint, config, run, train, sweep, dist
+    replay      core, math, config   (the scale rules of math/amp_math.h over a run's config)
+    apps        core, backend, checkpoint, config, run, train, sweep, replay, dist
     kernels     core, math
 
 What is scanned: every `#include "ampctl/<module>/..."` (or <...>) in lib/include/ampctl/<module>/
@@ -73,7 +74,9 @@ ALLOWED = {
     "train": {"core", "math", "backend", "amp", "optim", "nn", "data", "dist", "checkpoint",
               "run", "config"},
     "sweep": {"core", "config", "run", "checkpoint"},
-    "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "dist"},
+    "replay": {"core", "math", "config"},
+    "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "replay",
+             "dist"},
     "kernels": {"core", "math"},
 }
 

@@ -1,0 +1,61 @@
+// `ampctl replay`: a finished run's per-step grad_amax (metrics.jsonl) replayed under other scaler
+// settings, step by step, with the scale rules the trainer runs (math/amp_math.h:
+// update_scale_policy), so a grid of scaler settings is previewed without retraining.
+//
+// The model of a step (docs/reference.md, "Replay"): an attempt at scale s overflows when
+// grad_amax x s / grad_accum_steps exceeds the half type's largest finite value, or when the
+// recorded run itself overflowed at a scale <= s (its grad_amax is then only a lower bound). Each
+// attempt is one update of the rule; with scaler.on_overflow: retry an overflowing attempt runs
+// again at the backed-off scale (the same grad_amax) up to max_retries times, then the step is
+// skipped. The recorded run's parameters follow its own skips, not the replayed ones: a replay
+// is a prediction, exact until the first step where the two runs' skips differ.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ampctl::replay {
+
+// One train line of the recorded run.
+struct RecordedStep {
+  int64_t step = 0;
+  double scale = 1.0;          // the scale the kept attempt used
+  bool found_inf = false;      // the kept attempt overflowed
+  std::optional<double> amax;  // grad_amax (null: unknown)
+  bool amax_exact = true;      // grad_amax_exact
+};
+
+struct Recording {
+  std::filesystem::path dir;
+  std::vector<RecordedStep> steps;  // ascending step numbers (a resumed run's last line wins)
+  double max_finite = 65504.0;      // the half type's largest finite value
+  int64_t accum = 1;                // micro-batches per rank: grad_amax's seed is scale / accum
+  std::string precision;
+};
+
+// Reads DIR/metrics.jsonl and DIR/config.yaml. Throws Error{input} naming the file for a missing
+// or unreadable one, and for a run without grad_amax (hint: logging.grad_amax: true).
+Recording load_recording(const std::filesystem::path& dir);
+
+// One scaler setting's outcome (the keys of `--json`).
+struct Outcome {
+  std::vector<std::pair<std::string, std::string>> overrides;  // KEY, VALUE (YAML text)
+  int64_t skipped = 0;
+  std::optional<int64_t> first_skip;
+  int64_t retries = 0;
+  double min_scale = 0.0, max_scale = 0.0, final_scale = 0.0;   // every scale an attempt used,
+                                                                // and the one after the last update
+  std::optional<double> mean_headroom_log2, min_headroom_log2;  // over steps with grad_amax > 0
+  int64_t uncertain_steps = 0;
+};
+
+// Replays the recording under RUN's config.yaml with `overrides` ("KEY=VALUE", scaler.* keys
+// only) applied through the configuration's own loading and validation: a bad key or value throws
+// ConfigError{config} naming it; a key outside scaler.* throws Error{config} naming it.
+Outcome replay(const Recording& rec, const std::vector<std::string>& overrides);
+
+}  // namespace ampctl::replay

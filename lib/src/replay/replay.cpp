@@ -1,0 +1,190 @@
+#include "ampctl/replay/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "ampctl/config/run_config.h"
+#include "ampctl/core/error.h"
+#include "ampctl/math/amp_math.h"
+
+namespace ampctl::replay {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// bf16's largest finite value, (2 - 2^-7) x 2^127.
+constexpr double kBf16MaxFinite = 3.3895313892515355e38;
+
+Error input_error(const fs::path& file, const std::string& why) {
+  return Error{ErrorKind::input, file.string() + ": " + why};
+}
+
+amp::ScalePolicy policy_of(config::ScalePolicy p) {
+  switch (p) {
+    case config::ScalePolicy::deepspeed:
+      return amp::ScalePolicy::deepspeed;
+    case config::ScalePolicy::megatron:
+      return amp::ScalePolicy::megatron;
+    case config::ScalePolicy::fairseq:
+      return amp::ScalePolicy::fairseq;
+    case config::ScalePolicy::pytorch:
+    default:
+      return amp::ScalePolicy::pytorch;
+  }
+}
+
+}  // namespace
+
+Recording load_recording(const fs::path& dir) {
+  Recording rec;
+  rec.dir = dir;
+  const fs::path config_file = dir / "config.yaml";
+  const fs::path metrics_file = dir / "metrics.jsonl";
+  std::error_code ec;
+  if (!fs::is_regular_file(config_file, ec) || !fs::is_regular_file(metrics_file, ec)) {
+    throw Error{ErrorKind::input, dir.string() +
+                                      ": not a run directory (config.yaml and metrics.jsonl "
+                                      "expected)"};
+  }
+  const config::RunConfig cfg = config::load_config(config_file);
+  rec.precision = config::to_string(cfg.precision);
+  rec.max_finite = cfg.precision == config::Precision::bf16 ? kBf16MaxFinite : 65504.0;
+  rec.accum = std::max<int64_t>(1, cfg.training.grad_accum_steps);
+
+  std::ifstream in(metrics_file);
+  if (!in) throw input_error(metrics_file, "cannot read it");
+  std::map<int64_t, RecordedStep> by_step;
+  std::string line;
+  int64_t line_no = 0;
+  bool any_train = false;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      // A torn last line (a killed run) is ignored; any other bad line is an error.
+      if (in.peek() == EOF) break;
+      throw input_error(metrics_file, "line " + std::to_string(line_no) + " is not JSON");
+    }
+    if (j.value("kind", "") != "train") continue;
+    any_train = true;
+    if (!j.contains("grad_amax")) {
+      throw input_error(metrics_file,
+                        "line " + std::to_string(line_no) +
+                            " has no grad_amax: replay needs a run recorded with "
+                            "logging.grad_amax: true (fp16 or bf16, an instrumented model); train "
+                            "it again with --set logging.grad_amax=true");
+    }
+    RecordedStep s;
+    s.step = j.at("step").get<int64_t>();
+    s.scale = j.at("scale").is_number() ? j.at("scale").get<double>() : 1.0;
+    s.found_inf = j.value("found_inf", false);
+    if (j.at("grad_amax").is_number()) s.amax = j.at("grad_amax").get<double>();
+    s.amax_exact = j.value("grad_amax_exact", true);
+    by_step[s.step] = s;
+  }
+  if (!any_train) throw input_error(metrics_file, "no train lines: nothing to replay");
+  rec.steps.reserve(by_step.size());
+  for (auto& [step, s] : by_step) {
+    // The rule is replayed step by step: every step needs its line.
+    const int64_t expected = static_cast<int64_t>(rec.steps.size()) + 1;
+    if (step != expected) {
+      throw input_error(metrics_file, "no train line for step " + std::to_string(expected) +
+                                          ": replay needs every step (logging.metrics_every: 1)");
+    }
+    rec.steps.push_back(s);
+  }
+  return rec;
+}
+
+Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) {
+  Outcome out;
+  for (const std::string& o : overrides) {
+    const size_t eq = o.find('=');
+    if (eq == std::string::npos) {
+      throw Error{ErrorKind::usage, "--set/--grid " + o + ": expected KEY=VALUE"};
+    }
+    const std::string key = o.substr(0, eq);
+    if (key.rfind("scaler.", 0) != 0) {
+      throw Error{ErrorKind::config,
+                  key +
+                      ": replay changes scaler.* keys only (the other keys change the "
+                      "gradients, which the recording cannot predict: train with them)"};
+    }
+    out.overrides.emplace_back(key, o.substr(eq + 1));
+  }
+  const config::RunConfig cfg = config::load_config(rec.dir / "config.yaml", overrides);
+  const config::ScalerConfig& sc = cfg.scaler;
+  const bool scaling = config::scaler_enabled(cfg);
+
+  amp::ScaleUpdateParams p;
+  p.growth_factor = sc.growth_factor;
+  p.backoff_factor = sc.backoff_factor;
+  p.growth_interval = static_cast<int32_t>(
+      std::min<int64_t>(sc.growth_interval, std::numeric_limits<int32_t>::max()));
+  p.hysteresis = static_cast<int32_t>(sc.hysteresis);
+  p.min_scale = static_cast<float>(sc.min_scale);
+  p.max_scale = static_cast<float>(sc.max_scale);
+  p.policy = policy_of(sc.policy);
+  p.consecutive_hysteresis = sc.consecutive_hysteresis;
+  p.tolerance = sc.tolerance;
+  // The scaler's initial state (amp/grad_scaler.cpp: lazy_init).
+  float scale = scaling ? static_cast<float>(sc.init_scale) : 1.0f;
+  int32_t growth_tracker = 0;
+  int32_t hysteresis_tracker = p.hysteresis;
+  int32_t trackers[amp::kTrackerCount] = {0, -1, -1, 0};
+  const bool retry = scaling && sc.on_overflow == config::OnOverflow::retry;
+  const int64_t max_retries = retry ? sc.max_retries : 0;
+
+  out.min_scale = std::numeric_limits<double>::infinity();
+  out.max_scale = 0.0;
+  double headroom_sum = 0.0;
+  int64_t headroom_n = 0;
+  const double accum = static_cast<double>(rec.accum);
+  for (const RecordedStep& s : rec.steps) {
+    const double amax = s.amax.value_or(0.0);
+    bool uncertain = !s.amax_exact || !s.amax.has_value();
+    bool overflowed = false;
+    for (int64_t a = 0;; ++a) {
+      const double sd = static_cast<double>(scale);
+      out.min_scale = std::min(out.min_scale, sd);
+      out.max_scale = std::max(out.max_scale, sd);
+      // The recorded run overflowed at its scale: at that scale or above this one does too; below
+      // it, grad_amax is a lower bound and the prediction uncertain.
+      overflowed = amax * sd / accum > rec.max_finite || (s.found_inf && sd >= s.scale);
+      if (s.found_inf && sd < s.scale) uncertain = true;
+      if (scaling) {
+        amp::update_scale_policy(&scale, &growth_tracker, &hysteresis_tracker, trackers,
+                                 overflowed ? 1.0f : 0.0f, p);
+      }
+      if (!overflowed || a == max_retries) {
+        if (amax > 0.0) {
+          const double h = std::log2(rec.max_finite / (amax * sd / accum));
+          headroom_sum += h;
+          ++headroom_n;
+          out.min_headroom_log2 = out.min_headroom_log2 ? std::min(*out.min_headroom_log2, h) : h;
+        }
+        break;
+      }
+      ++out.retries;
+    }
+    if (overflowed) {
+      ++out.skipped;
+      if (!out.first_skip) out.first_skip = s.step;
+    }
+    if (uncertain) ++out.uncertain_steps;
+  }
+  out.final_scale = static_cast<double>(scale);
+  out.max_scale = std::max(out.max_scale, out.final_scale);
+  out.min_scale = std::min(out.min_scale, out.final_scale);
+  if (headroom_n > 0) out.mean_headroom_log2 = headroom_sum / static_cast<double>(headroom_n);
+  return out;
+}
+
+}  // namespace ampctl::replay
