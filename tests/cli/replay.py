@@ -126,6 +126,26 @@ for row in pred:
           f"init {init:g} growth {growth}: replay first skip {row['first_skip']}, real {first}")
 check(any(r["skipped"] > 5 for r in pred), "some setting of the grid overflows often")
 
+# on_overflow: retry, predicted and trained: the same retries and skips (a retried attempt tests
+# the same grad_amax at the backed-off scale).
+for init, retries in [(2.0**20, 2), (2.0**28, 1)]:
+    sets = [f"scaler.init_scale={init!r}", "scaler.growth_interval=20",
+            "scaler.on_overflow=retry", f"scaler.max_retries={retries}"]
+    row = json.loads(run(["replay", rec, "--json"] + sum([["--set", s] for s in sets], [])).stdout)[0]
+    real = train(f"retry-{init:g}-{retries}", *sets)
+    real_lines = lines(real)
+    skips = [l["step"] for l in real_lines if l["skipped"]]
+    real_retries = sum(l.get("retries", 0) for l in real_lines)
+    print(f"retry init {init:g} max_retries {retries}: real {len(skips)} skips from "
+          f"{skips[:1]}, {real_retries} retries; replay {row['skipped']} from "
+          f"{row['first_skip']}, {row['retries']} retries", flush=True)
+    check(abs(row["skipped"] - len(skips)) <= max(2, math.floor(0.1 * len(skips))) and
+          row["first_skip"] == (skips[0] if skips else None),
+          f"retry init {init:g}: skips replay {row['skipped']}/{row['first_skip']}, real "
+          f"{len(skips)}/{skips[:1]}")
+    check(abs(row["retries"] - real_retries) <= max(2, math.floor(0.1 * real_retries)),
+          f"retry init {init:g}: retries replay {row['retries']}, real {real_retries}")
+
 # The text table: one row per point.
 table = run(["replay", rec] + grid).stdout
 check(sum(1 for l in table.splitlines() if "growth_interval=" in l) == 9,
@@ -137,6 +157,11 @@ run(["train", "--config", BASE, "--run-dir", plain, "--set", "logging.grad_amax=
      "--set", "training.max_steps=30"])
 p = run(["replay", plain], expect=2)
 check("logging.grad_amax" in p.stderr, "a run without grad_amax: the hint\n" + p.stderr)
+sparse = os.path.join(WORK, "sparse")
+run(["train", "--config", BASE, "--run-dir", sparse, "--set", "logging.metrics_every=2",
+     "--set", "training.max_steps=30"])
+p = run(["replay", sparse], expect=2)
+check("logging.metrics_every" in p.stderr, "a run without every step's line: the hint\n" + p.stderr)
 for bad, key in [("optimizer.lr=0.1", "optimizer.lr"), ("scaler.nosuch=1", "scaler.nosuch"),
                  ("scaler.growth_interval=-3", "scaler.growth_interval")]:
     p = run(["replay", rec, "--set", bad], expect=2)
