@@ -162,6 +162,20 @@ run(["train", "--config", BASE, "--run-dir", sparse, "--set", "logging.metrics_e
      "--set", "training.max_steps=30"])
 p = run(["replay", sparse], expect=2)
 check("logging.metrics_every" in p.stderr, "a run without every step's line: the hint\n" + p.stderr)
+gb = os.path.join(WORK, "global-batch")
+run(["train", "--config", BASE, "--run-dir", gb, "--set", "training.global_batch=128",
+     "--set", "training.max_steps=30"])
+p = run(["replay", gb], expect=2)
+check("training.global_batch" in p.stderr, "a global_batch run: refused naming the key\n" + p.stderr)
+# A grad_accum_steps run replays with grad_amax x scale / 2 (the seed is scale / micro-batches):
+# the recorded setting reproduces its own skips.
+acc = train("accum", "training.grad_accum_steps=2", "scaler.init_scale=268435456.0",
+            "scaler.growth_interval=20", "training.max_steps=100")
+acc_skips = [l["step"] for l in lines(acc) if l["skipped"]]
+row = json.loads(run(["replay", acc, "--json"]).stdout)[0]
+check(row["skipped"] == len(acc_skips) and row["first_skip"] == (acc_skips[0] if acc_skips else None),
+      f"grad_accum_steps 2: replay {row['skipped']} from {row['first_skip']}, recorded "
+      f"{len(acc_skips)} from {acc_skips[:1]}")
 for bad, key in [("optimizer.lr=0.1", "optimizer.lr"), ("scaler.nosuch=1", "scaler.nosuch"),
                  ("scaler.growth_interval=-3", "scaler.growth_interval")]:
     p = run(["replay", rec, "--set", bad], expect=2)

@@ -55,6 +55,14 @@ Recording load_recording(const fs::path& dir) {
   const config::RunConfig cfg = config::load_config(config_file);
   rec.precision = config::to_string(cfg.precision);
   rec.max_finite = cfg.precision == config::Precision::bf16 ? kBf16MaxFinite : 65504.0;
+  if (cfg.training.global_batch != 0) {
+    // The micro-batches per rank are global_batch / (batch_size x ranks), and the run directory
+    // does not record the rank count.
+    throw input_error(config_file,
+                      "training.global_batch: replay needs the micro-batches per rank, which "
+                      "depend on the rank count the run directory does not record; record the "
+                      "run with training.grad_accum_steps instead");
+  }
   rec.accum = std::max<int64_t>(1, cfg.training.grad_accum_steps);
 
   std::ifstream in(metrics_file);
