@@ -306,12 +306,11 @@ inline void expect_cuda_matches_cpu(const CudaCase& c) {
 }  // namespace ampctl::test
 
 // A family's table as one parameterised test, Ops/Cuda<Family>VsCpu.MatchesCpuReference/<case>.
-#define AMPCTL_CPU_VS_CUDA_TABLE(Family, all_cases)                                           \
-  class Cuda##Family##VsCpu : public ::testing::TestWithParam<CudaCase> {};                   \
-  TEST_P(Cuda##Family##VsCpu, MatchesCpuReference) {                                          \
-    expect_cuda_matches_cpu(GetParam());                                                      \
-  }                                                                                           \
-  INSTANTIATE_TEST_SUITE_P(Ops, Cuda##Family##VsCpu, ::testing::ValuesIn(all_cases()),        \
-                           [](const ::testing::TestParamInfo<CudaCase>& info) {               \
-                             return info.param.name;                                          \
-                           })
+#define AMPCTL_CPU_VS_CUDA_TABLE(Family, all_cases)                         \
+  class Cuda##Family##VsCpu : public ::testing::TestWithParam<CudaCase> {}; \
+  TEST_P(Cuda##Family##VsCpu, MatchesCpuReference) {                        \
+    expect_cuda_matches_cpu(GetParam());                                    \
+  }                                                                         \
+  INSTANTIATE_TEST_SUITE_P(                                                 \
+      Ops, Cuda##Family##VsCpu, ::testing::ValuesIn(all_cases()),           \
+      [](const ::testing::TestParamInfo<CudaCase>& info) { return info.param.name; })

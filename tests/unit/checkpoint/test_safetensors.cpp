@@ -110,8 +110,8 @@ TEST(Safetensors, DecodeRefusesDamagedFilesNamingTheProblem) {
   refused(nonjson, "not JSON");
   // A dtype this reader does not decode is refused unless skipped (Hugging Face's masks).
   auto with_dtype = [&](const std::string& dtype) {
-    const std::string header = "{\"m\":{\"dtype\":\"" + dtype +
-                               "\",\"shape\":[2],\"data_offsets\":[0,2]}}";
+    const std::string header =
+        "{\"m\":{\"dtype\":\"" + dtype + "\",\"shape\":[2],\"data_offsets\":[0,2]}}";
     std::string out;
     for (int i = 0; i < 8; ++i) out += static_cast<char>((header.size() >> (8 * i)) & 0xff);
     return out + header + std::string(2, '\0');

@@ -13,9 +13,9 @@
 // the CPU backend calls. Matrix products go to cuBLAS with 32-bit compute and no TF32, with
 // reductions kept in fp32 even for fp16/bf16 outputs, and without atomics, so they are
 // deterministic and round to the output type once.
-#include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <cstdlib>
 
 #include <algorithm>
 #include <climits>
@@ -172,8 +172,8 @@ CudaBackend::CudaBackend(int index, const cudaDeviceProp& props)
     : m_device{DeviceType::cuda, index},
       m_description("cuda:" + std::to_string(index) + " (" + props.name + ", sm_" +
                     std::to_string(props.major) + std::to_string(props.minor) + ")"),
-      m_capability(effective_capability({props.major, props.minor},
-                                        std::getenv("AMPCTL_FORCE_SM75"))),
+      m_capability(
+          effective_capability({props.major, props.minor}, std::getenv("AMPCTL_FORCE_SM75"))),
       m_cublas_workspace(index, kCublasWorkspaceBytes, "the cuBLAS workspace"),
       m_norm_partials(index, kernels::kNormBlocks * sizeof(double), "global-norm partial sums") {
   cublasHandle_t h = m_cublas.get();
@@ -710,17 +710,13 @@ std::optional<uint64_t> plugin_free_memory(int index) {
 }  // namespace ampctl
 
 extern "C" const ampctl::CudaPluginApi* ampctl_cuda_plugin_v1() {
-  static const ampctl::CudaPluginApi api{
-      ampctl::kCudaPluginAbi,
-      AMPCTL_VERSION,
-      ampctl::plugin_make_backend,
-      ampctl::plugin_device_count,
-      ampctl::plugin_free_memory,
-      ampctl::plugin_capability,
+  static const ampctl::CudaPluginApi api {
+    ampctl::kCudaPluginAbi, AMPCTL_VERSION, ampctl::plugin_make_backend,
+        ampctl::plugin_device_count, ampctl::plugin_free_memory, ampctl::plugin_capability,
 #if AMPCTL_HAVE_NCCL
-      ampctl::dist::make_nccl_communicator,
+        ampctl::dist::make_nccl_communicator,
 #else
-      nullptr,
+        nullptr,
 #endif
   };
   return &api;

@@ -202,10 +202,10 @@ void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tens
   const AttentionDims d =
       check_attention({&q, &k, &v}, {&y}, buffers, sizes, "attention_forward", m_device);
   DeviceScope scope(m_device.index);
-  kernels::launch_attention_forward(tensor_core_attention(q.dtype()), q.data(),
-                                    k.data(), v.data(), y.data(),
-                                    buffers.saved_f32.data_as<float>(), elem_type(q.dtype()), scale,
-                                    d.count, d.time, d.head_size, stream());
+  kernels::launch_attention_forward(tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(),
+                                    y.data(), buffers.saved_f32.data_as<float>(),
+                                    elem_type(q.dtype()), scale, d.count, d.time, d.head_size,
+                                    stream());
 }
 
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -221,10 +221,9 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
                                           "attention_backward", m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_attention_backward(
-      tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(), y.data(),
-      dy.data(), buffers.saved_f32.data_as<float>(), buffers.scratch_f32.data_as<float>(),
-      dq.data(), dk.data(), dv.data(), elem_type(q.dtype()), scale, d.count, d.time, d.head_size,
-      stream());
+      tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(), y.data(), dy.data(),
+      buffers.saved_f32.data_as<float>(), buffers.scratch_f32.data_as<float>(), dq.data(),
+      dk.data(), dv.data(), elem_type(q.dtype()), scale, d.count, d.time, d.head_size, stream());
 }
 
 }  // namespace ampctl::cuda_detail
