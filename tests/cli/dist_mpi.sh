@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training through mpirun (docs/distributed.md), end to end on the CPU:
 #   dist_mpi.sh AMPCTL MPIRUN WORK CASE
-# CASE is one of: lm_equivalence, equivalence, grad_amax, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
+# CASE is one of: lm_equivalence, equivalence, grad_amax, auto, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
 # config_error, sigterm, zero_inject, zero_equal, zero_resume, usr1_zero0, usr1_zero1,
 # config_mismatch, data_mismatch, retry_zero0, retry_zero1. Each case takes a few seconds;
 # ctest runs each as cli.dist_<case>. No case can hang: every mpirun runs under `timeout` (MPI_LIMIT seconds), and a
@@ -267,6 +267,40 @@ EOF2
   [ "$(wc -l <one.amax)" = 8 ] || fail "expected 8 train lines"
   diff two.amax one.amax || fail "grad_amax differs between 1 and 2 ranks"
   grep -q "grad_amax" one.err one.out || fail "no grad_amax on the console line"
+  ;;
+auto)
+  # scaler.policy auto (docs/reference.md, "Set from measurement") decides the same on every rank
+  # and as one rank would: each rank's update reads the max over the ranks' grad_amax. With the
+  # 1-rank equivalence of the grad_amax case (training.global_batch 32: 1 rank runs two
+  # micro-batches seeded with scale / 2, 2 ranks one each seeded with scale) the rule keeps the
+  # roundings in range, so it picks the same seed: the 1-rank scale is twice the 2-rank one, and
+  # the seeds, skips and grad_amax of 2 ranks (ZeRO-0 and ZeRO-1) equal one rank's on every line.
+  # From 2^30 the first steps overflow; auto measures grad_amax without logging.grad_amax.
+  sets=(--set training.global_batch=32 --set scaler.policy=auto --set scaler.init_scale=1073741824.0)
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" "${sets[@]}" \
+    >two.out 2>two.err || fail "2-rank run: $(cat two.err)"
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/zero" "${sets[@]}" \
+    --set distributed.zero=1 >zero.out 2>zero.err || fail "2-rank ZeRO-1 run: $(cat zero.err)"
+  # One rank starts at twice the scale: the same first seed.
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/one" "${sets[@]}" \
+    --set scaler.init_scale=2147483648.0 >one.out 2>one.err || fail "1-rank run: $(cat one.err)"
+  auto_lines() {  # RUN_METRICS MICRO_BATCHES: step, seed (scale / micro-batches), decisions
+    python3 - "$1" "$2" <<'EOF2'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("kind") == "train":
+        seed = m["scale"] / int(sys.argv[2])
+        print(m["step"], repr(seed), m["found_inf"], m["skipped"], repr(m["grad_amax"]))
+EOF2
+  }
+  auto_lines one/metrics.jsonl 2 >one.auto || fail "a 1-rank train line without grad_amax"
+  auto_lines two/metrics.jsonl 1 >two.auto || fail "a 2-rank train line without grad_amax"
+  auto_lines zero/metrics.jsonl 1 >zero.auto || fail "a ZeRO-1 train line without grad_amax"
+  [ "$(wc -l <one.auto)" = 8 ] || fail "expected 8 train lines"
+  grep -q " True True " one.auto || fail "no step overflowed from 2^30: the case proves less"
+  diff two.auto one.auto || fail "2 ranks and 1 rank differ under auto"
+  diff zero.auto one.auto || fail "ZeRO-1 and 1 rank differ under auto"
   ;;
 one_rank)
   # One rank under mpirun is the single-process program, bitwise.
