@@ -28,11 +28,11 @@
 #include <utility>
 #include <vector>
 
-#include "../../../lib/src/backend/cpu/cpu_backend.h"  // CpuKernels: the levels compared here
-#include "../../../lib/src/backend/cpu/cpu_exp.h"      // expf_glibc
-#include "../../../lib/src/backend/cpu/cpu_gelu.h"     // tanh_f64
-#include "../../../lib/src/backend/cpu/cpu_gemm.h"     // cpu_features
-#include "../../../lib/src/backend/cpu/cpu_vector.h"   // expf_glibc_n
+#include "../../../lib/src/backend/cpu/cpu_backend.h"        // CpuKernels: the levels compared here
+#include "../../../lib/src/backend/cpu/engine/cpu_exp.h"     // expf_glibc
+#include "../../../lib/src/backend/cpu/engine/cpu_gelu.h"    // tanh_f64
+#include "../../../lib/src/backend/cpu/engine/cpu_gemm.h"    // cpu_features
+#include "../../../lib/src/backend/cpu/engine/cpu_vector.h"  // expf_glibc_n
 #include "ampctl/backend/backend.h"
 #include "ampctl/core/half.h"
 #include "unit/backend/backend_test_util.h"

@@ -1,5 +1,5 @@
-// The CPU backend's thread pool (lib/src/backend/cpu/cpu_parallel.h): every part of every job
-// runs exactly once, with that job's context, and is finished when run() returns.
+// The CPU backend's thread pool (lib/src/backend/cpu/engine/cpu_parallel.h): every part of every
+// job runs exactly once, with that job's context, and is finished when run() returns.
 //
 // Stress: back-to-back jobs whose part counts alternate between small and large, on more threads
 // than this machine's two cores (so workers are descheduled mid-claim). Before the pool closed
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "../../../lib/src/backend/cpu/cpu_parallel.h"
+#include "../../../lib/src/backend/cpu/engine/cpu_parallel.h"
 
 namespace ampctl::test {
 namespace {

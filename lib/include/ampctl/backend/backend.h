@@ -108,6 +108,9 @@ struct AttentionBuffers {
   Tensor saved_f32, saved_lowp, scratch_f32, scratch_lowp;
 };
 
+// The ops in sections by family, in this order: memory, gemm, amp, nn, transformer, conv, optim,
+// numerics. Each family has the same places on every side: its section here,
+// lib/src/backend/cpu/<family>.cpp, lib/src/backend/cuda/<family>.cpp and its kernels in kernels/.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -135,20 +138,28 @@ class Backend {
   float read_scalar_f32(const Tensor& t);
   int32_t read_scalar_i32(const Tensor& t);
 
-  // ---- casts and elementwise ----
+  // Casts, elementwise scalings and additions, and row gathers (the memory family too).
   // dst := src converted (float dtypes, or i32 <-> f32), one rounding. Equal numel.
   virtual void cast(const Tensor& src, const Tensor& dst) = 0;
   // out := round_out(float(x) * scale[0]); scale is f32[1]. out may alias x.
   virtual void mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) = 0;
   // dst := round_dst(float(dst) + alpha * float(src)). Equal numel, any float dtypes.
   virtual void add_(const Tensor& dst, const Tensor& src, float alpha = 1.0f) = 0;
+  // dst[r, :] := src[index[offset + r], :] for every row r of dst: a batch picked from a data set
+  // resident on this backend. src [N, W] (or [N]) and dst [R, W] (or [R]) share one 4-byte dtype
+  // (f32 or i32); index is i32. The CPU checks every index; the GPU clamps into [0, N) without a
+  // sync (the data loader made the indices).
+  virtual void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
+                           const Tensor& dst) = 0;
 
+  // ---- gemm ----
   // C := alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
   // A and B: f32, f16 or bf16 (may differ); products accumulate in float32; C is f32, f16 or
   // bf16 and is rounded once (when beta != 0, C is read, widened, added in float32 and rounded).
   virtual void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                     float alpha = 1.0f, float beta = 0.0f) = 0;
 
+  // ---- amp: the amp ops (docs/reference.md, "Scaler") and the global norm ----
   // out[0] := sqrt(sum of squares of every element of every tensor), accumulated in double in a
   // fixed order (deterministic), rounded once to float. out is f32[1]. The CPU's order: each
   // tensor in blocks of 4096 elements, a block on 16 lanes (element i on lane i mod 16, each in
@@ -157,7 +168,6 @@ class Backend {
   // kernels/global_norm.cuh.
   virtual void global_norm(std::span<const Tensor> tensors, const Tensor& out) = 0;
 
-  // ---- the amp ops (docs/reference.md, "Scaler") ----
   // For every element of every tensor: found_inf[0] := 1 if it is inf or NaN (never cleared);
   // the element := round(float(x) * inv_scale[0]), untouched when inv_scale[0] == 1.
   // Attribution, optional and in the same pass (segment_starts and segment_found both undefined,
@@ -205,14 +215,7 @@ class Backend {
                                   const Tensor& amax, const Tensor& history,
                                   const amp::ScaleUpdateParams& params) = 0;
 
-  // dst[r, :] := src[index[offset + r], :] for every row r of dst: a batch picked from a data set
-  // resident on this backend. src [N, W] (or [N]) and dst [R, W] (or [R]) share one 4-byte dtype
-  // (f32 or i32); index is i32. The CPU checks every index; the GPU clamps into [0, N) without a
-  // sync (the data loader made the indices).
-  virtual void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
-                           const Tensor& dst) = 0;
-
-  // ---- neural-network ops (math/nn_math.h holds their per-element math) ----
+  // ---- nn: neural-network ops (math/nn_math.h holds their per-element math) ----
   // y[r, o] := round_y(sum_i float(x[r, i]) * float(w[o, i]) + float(b[o])): a Linear layer,
   // x [R, I], w [O, I], b [O] or undefined, y [R, O]; fp32 accumulation, one rounding (the bias is
   // added in float before it, as a cuBLASLt bias epilogue does).
@@ -285,7 +288,32 @@ class Backend {
   // a NaN norm gives a NaN coefficient, as there).
   virtual void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) = 0;
 
-  // ---- transformer ops (the GPT: docs/reference.md, "Precision", holds the op table) ----
+  // ---- nn: the MLP's Linear + GELU (tanh) pair (docs/reference.md, "Precision": GELU) ----
+  // Forward of gelu_tanh(x w^T + b): pre := linear_forward(x, w, b, pre) (the pre-activation,
+  // which the backward reads), y := round_y(gelu_tanh(...)). x [R, I], w [O, I], b [O] or
+  // undefined, pre and y [R, O] of one float dtype, y disjoint from x, w, b and pre. The default
+  // is the composition, op for op and bit for bit: linear_forward, then activation_forward
+  // (gelu_tanh, pre, y). A backend may instead fuse it (the CUDA backend: one cuBLASLt matmul with
+  // the GELU_AUX(_BIAS) epilogue, which applies GELU to the float pre-activation instead of its
+  // rounding, and its own tanh); linear_gelu_fused says where.
+  virtual void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                                   const Tensor& pre, const Tensor& y);
+  // The input gradient through the pair that follows it in the MLP (c_fc's GELU, then c_proj):
+  // dpre := round(gelu_tanh'(pre) * (dy w)) for dy [R, O], w [O, I] (the next Linear's weight),
+  // pre and dpre [R, I]. The default composes it as autocast rounds: scratch := gemm(dy, w) in
+  // dpre's dtype (scratch: dpre's shape and dtype, disjoint from everything; required on every
+  // backend, so that both refuse the same calls), then activation_backward(gelu_tanh, pre, -,
+  // scratch, dpre). Fused (CUDA: the DGELU epilogue), the product is not rounded before the
+  // GELU gradient multiplies it, and scratch is not touched.
+  // The bias gradient of the Linear before the GELU stays the caller's (sum_rows of dpre).
+  virtual void linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
+                                          const Tensor& dpre, const Tensor& scratch);
+  // Whether this backend runs the pair above fused for `dtype` and a GELU width of `width` (O of
+  // the forward, I of the backward); with suitably aligned operands (the CUDA backend takes 16
+  // bytes, as cudaMalloc'd buffers and their row offsets of 8 elements have). Default: false.
+  virtual bool linear_gelu_fused(DType dtype, int64_t width) const;
+
+  // ---- transformer: ops of the GPT: docs/reference.md, "Precision", holds the op table) ----
   // Shapes: B sequences of T positions, C = n_embd, H heads of hs = C / H. Row r = b * T + t.
   //
   // Token + position embedding (nanoGPT's wte(idx) + wpe(pos)), all f32:
@@ -357,32 +385,7 @@ class Backend {
                                   const Tensor& dk, const Tensor& dv,
                                   const AttentionBuffers& buffers);
 
-  // ---- the MLP's Linear + GELU (tanh) pair (docs/reference.md, "Precision": GELU) ----
-  // Forward of gelu_tanh(x w^T + b): pre := linear_forward(x, w, b, pre) (the pre-activation,
-  // which the backward reads), y := round_y(gelu_tanh(...)). x [R, I], w [O, I], b [O] or
-  // undefined, pre and y [R, O] of one float dtype, y disjoint from x, w, b and pre. The default
-  // is the composition, op for op and bit for bit: linear_forward, then activation_forward
-  // (gelu_tanh, pre, y). A backend may instead fuse it (the CUDA backend: one cuBLASLt matmul with
-  // the GELU_AUX(_BIAS) epilogue, which applies GELU to the float pre-activation instead of its
-  // rounding, and its own tanh); linear_gelu_fused says where.
-  virtual void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
-                                   const Tensor& pre, const Tensor& y);
-  // The input gradient through the pair that follows it in the MLP (c_fc's GELU, then c_proj):
-  // dpre := round(gelu_tanh'(pre) * (dy w)) for dy [R, O], w [O, I] (the next Linear's weight),
-  // pre and dpre [R, I]. The default composes it as autocast rounds: scratch := gemm(dy, w) in
-  // dpre's dtype (scratch: dpre's shape and dtype, disjoint from everything; required on every
-  // backend, so that both refuse the same calls), then activation_backward(gelu_tanh, pre, -,
-  // scratch, dpre). Fused (CUDA: the DGELU epilogue), the product is not rounded before the
-  // GELU gradient multiplies it, and scratch is not touched.
-  // The bias gradient of the Linear before the GELU stays the caller's (sum_rows of dpre).
-  virtual void linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
-                                          const Tensor& dpre, const Tensor& scratch);
-  // Whether this backend runs the pair above fused for `dtype` and a GELU width of `width` (O of
-  // the forward, I of the backward); with suitably aligned operands (the CUDA backend takes 16
-  // bytes, as cudaMalloc'd buffers and their row offsets of 8 elements have). Default: false.
-  virtual bool linear_gelu_fused(DType dtype, int64_t width) const;
-
-  // ---- convolution ops (docs/reference.md, "Precision": conv, pooling, batch_norm) ----
+  // ---- conv: convolution ops (docs/reference.md, "Precision": conv, pooling, batch_norm) ----
   // Images are [N, C, H, W] row-major. A convolution is per image an im2col packing of the
   // input and one matrix product with the weight viewed as [O, C*kh*kw] (this backend's gemm:
   // lowp operands, fp32 accumulation, one rounding), so both backends share its structure; the
@@ -455,13 +458,13 @@ class Backend {
                                    const Tensor& save_invstd, const Tensor& dy, const Tensor& dx,
                                    const Tensor& dgamma, const Tensor& dbeta) = 0;
 
-  // ---- optimizers ----
+  // ---- optim: optimizers ----
   // One fused optimizer update (see OptimizerStepArgs); when found_inf is given and non-zero,
   // nothing is written (params, state buffers, step and lowp copy stay bitwise unchanged).
   // Arguments are checked by check_optimizer_step, the same on every backend.
   virtual void optimizer_step(const OptimizerStepArgs& args) = 0;
 
-  // ---- gradient numerics (docs/reference.md, "Gradient numerics"; math/numerics_math.h) ----
+  // ---- numerics: gradient numerics (docs/reference.md; math/numerics_math.h) ----
   // dst := round_dst(src) for f32 src and f16/bf16 dst of equal numel (the same bits a direct
   // lowp output of the op that wrote src would have: one rounding of the same float), and in
   // the same pass counters accumulate this rounding's classification: an i32 tensor of

@@ -1,7 +1,9 @@
-// The CPU backend's class, shared by its source files: cpu_backend.cpp (memory, casts, gemm and
-// the optimizers), cpu_amp.cpp (the amp ops), cpu_nn.cpp (the neural-network ops) and
-// cpu_transformer.cpp (embedding, batched gemm, head layouts, causal softmax), with the
-// AVX-512 kernels in cpu_gemm.cpp (matrix products) and cpu_vector.cpp (elementwise passes).
+// The CPU backend's class, shared by its source files: cpu_backend.cpp (the operand helpers and
+// the backend's lifetime) and one file per op family of backend.h: memory.cpp, gemm.cpp, amp.cpp,
+// nn.cpp, transformer.cpp (embedding, batched gemm, head layouts, causal softmax, attention),
+// conv.cpp, optim.cpp and numerics.cpp; with the engines under engine/: the AVX-512 kernels in
+// cpu_gemm.cpp (matrix products) and cpu_vector.cpp (elementwise passes), the thread pool
+// (cpu_parallel.h) and the SIMD helpers.
 // Internal to lib/src; users get it through make_cpu_backend().
 //
 // Invariants: every op checks its operands (device, dtype, shape) before it writes anything;
@@ -16,7 +18,7 @@
 #include <vector>
 
 #include "ampctl/backend/backend.h"
-#include "cpu_gemm.h"
+#include "engine/cpu_gemm.h"
 
 namespace ampctl::cpu {
 
@@ -43,7 +45,7 @@ bool overlaps(const Tensor& a, const Tensor& b);
 // Disjoint, or exactly the same elements (an in-place elementwise op is then safe).
 bool same_or_disjoint(const Tensor& a, const Tensor& b);
 
-// The f32 kernels of the unscale pass (cpu_amp.cpp) this CPU can run, best first: unscale
+// The f32 kernels of the unscale pass (amp.cpp) this CPU can run, best first: unscale
 // (inv != 1) or check (inv == 1) p[0, n) and return whether an inf or NaN was seen. The pass uses
 // the first; tests hold each against the scalar reference.
 struct UnscaleF32Kernel {
@@ -67,6 +69,7 @@ class CpuBackend final : public Backend {
   std::string description() const override;
 
   Tensor empty(const Shape& shape, DType dtype) override { return Tensor::host(shape, dtype); }
+  // memory.cpp
   void upload(const Tensor& dst, const void* host, size_t bytes) override;
   void download(void* host, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
@@ -78,11 +81,12 @@ class CpuBackend final : public Backend {
   void add_(const Tensor& dst, const Tensor& src, float alpha) override;
   void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                    const Tensor& dst) override;
+  // gemm.cpp
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha, float beta) override;
-  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
 
-  // cpu_amp.cpp
+  // amp.cpp
+  void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
   void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
                                      const Tensor& inv_scale,
                                      const Tensor& segment_starts = Tensor{},
@@ -99,7 +103,7 @@ class CpuBackend final : public Backend {
                           const Tensor& found_inf, const Tensor& amax, const Tensor& history,
                           const amp::ScaleUpdateParams& params) override;
 
-  // cpu_nn.cpp
+  // nn.cpp
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
   void sum_rows(const Tensor& x, const Tensor& out) override;
   void activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) override;
@@ -121,7 +125,7 @@ class CpuBackend final : public Backend {
                            const Tensor& dgamma, const Tensor& dbeta) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
 
-  // cpu_transformer.cpp
+  // transformer.cpp
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          const Tensor& out) override;
   void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
@@ -139,7 +143,7 @@ class CpuBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                           const Tensor& dy, float scale, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv, const AttentionBuffers& buffers) override;
-  // cpu_conv.cpp (the convolution ops)
+  // conv.cpp (the convolution ops)
   void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
               const Conv2dGeometry& g) override;
   void col2im(const Tensor& col, const Tensor& x, int64_t kernel_h, int64_t kernel_w,
@@ -161,7 +165,9 @@ class CpuBackend final : public Backend {
                            const Tensor& save_invstd, const Tensor& dy, const Tensor& dx,
                            const Tensor& dgamma, const Tensor& dbeta) override;
 
+  // optim.cpp
   void optimizer_step(const OptimizerStepArgs& args) override;
+  // numerics.cpp
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
   void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) override;
 

@@ -1,8 +1,9 @@
-// The CUDA backend's host side, shared by its translation units: cuda_backend.cpp (memory,
-// casts, gemm, the amp ops, SGD), cuda_nn.cpp (the neural-network ops through cuBLASLt and
-// kernels/, and Adam) and cuda_transformer.cpp (the GPT's ops: kernels/transformer.cu and
-// cuBLAS's strided-batched gemm). C++20 host code: kernels are reached only through the launchers
-// of kernels/*.cuh, which take raw pointers and ElemType.
+// The CUDA backend's host side, shared by its translation units: cuda_backend.cpp (the handles,
+// the stream, device memory and the backend's lifetime, and the plugin's table) and one file per
+// op family of backend.h: memory.cpp, gemm.cpp, amp.cpp, nn.cpp (through cuBLASLt and kernels/),
+// transformer.cpp (kernels/transformer.cu, kernels/attention.cu and cuBLAS's strided-batched
+// gemm), conv.cpp, optim.cpp and numerics.cpp. C++20 host code: kernels are reached only through
+// the launchers of kernels/*.cuh, which take raw pointers and ElemType.
 //
 // Ownership: every resource has one owner, with RAII. Tensor storage is cudaMalloc'd and freed by
 // the Storage's deleter; the stream, the cuBLAS and cuBLASLt handles, cuBLAS's workspace, the
@@ -201,7 +202,7 @@ struct LinearPlan {
   bool has_algo = false;
 };
 
-// ---- linear_gelu's cuBLASLt plans (cuda_nn.cpp) ----
+// ---- linear_gelu's cuBLASLt plans (nn.cpp) ----
 
 // A GELU epilogue matmul D [m, n] (column-major) = op(A) B with the GELU input matrix (AUX) of
 // D's type and shape: forward GELU_AUX(_BIAS) (A = w transposed, B = x, AUX = pre, D = y) or
@@ -233,6 +234,7 @@ class CudaBackend final : public Backend {
   cudaStream_t native_stream() const { return m_stream.get(); }
 
   Tensor empty(const Shape& shape, DType dtype) override;
+  // memory.cpp
   void upload(const Tensor& dst, const void* host, size_t bytes) override;
   void download(void* host, const Tensor& src) override;
   void copy(const Tensor& dst, const Tensor& src) override;
@@ -244,10 +246,11 @@ class CudaBackend final : public Backend {
   void add_(const Tensor& dst, const Tensor& src, float alpha) override;
   void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                    const Tensor& dst) override;
+  // gemm.cpp
   void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
             float alpha, float beta) override;
+  // amp.cpp
   void global_norm(std::span<const Tensor> tensors, const Tensor& out) override;
-
   void non_finite_check_and_unscale_(std::span<const Tensor> tensors, const Tensor& found_inf,
                                      const Tensor& inv_scale,
                                      const Tensor& segment_starts = Tensor{},
@@ -264,11 +267,13 @@ class CudaBackend final : public Backend {
                           const Tensor& found_inf, const Tensor& amax, const Tensor& history,
                           const amp::ScaleUpdateParams& params) override;
 
+  // optim.cpp
   void optimizer_step(const OptimizerStepArgs& args) override;
+  // numerics.cpp
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
   void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) override;
 
-  // cuda_nn.cpp
+  // nn.cpp
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;
   void sum_rows(const Tensor& x, const Tensor& out) override;
   void activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) override;
@@ -299,7 +304,7 @@ class CudaBackend final : public Backend {
                                       const Tensor& scratch) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
 
-  // cuda_transformer.cpp
+  // transformer.cpp
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
                          const Tensor& out) override;
   void embedding_backward(const Tensor& tokens, const Tensor& dout, const Tensor& dwte,
@@ -323,7 +328,7 @@ class CudaBackend final : public Backend {
   void attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                           const Tensor& dy, float scale, const Tensor& dq, const Tensor& dk,
                           const Tensor& dv, const AttentionBuffers& buffers) override;
-  // Fused into one cuBLASLt matmul with a GELU epilogue (cuda_nn.cpp) for f16/bf16 operands of
+  // Fused into one cuBLASLt matmul with a GELU epilogue (nn.cpp) for f16/bf16 operands of
   // one dtype, a GELU width divisible by 8 and 16-byte aligned pointers, unless AMPCTL_GELU is
   // "composed"; otherwise Backend's composition.
   void linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& pre,
@@ -331,7 +336,7 @@ class CudaBackend final : public Backend {
   void linear_gelu_backward_input(const Tensor& dy, const Tensor& w, const Tensor& pre,
                                   const Tensor& dpre, const Tensor& scratch) override;
   bool linear_gelu_fused(DType dtype, int64_t width) const override;
-  // cuda_conv.cpp (the convolution ops; kernels/conv.cu)
+  // conv.cpp (the convolution ops; kernels/conv.cu)
   void im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
               const Conv2dGeometry& g) override;
   void col2im(const Tensor& col, const Tensor& x, int64_t kernel_h, int64_t kernel_w,

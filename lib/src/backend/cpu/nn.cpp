@@ -25,9 +25,9 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/math/nn_math.h"
 #include "cpu_backend.h"
-#include "cpu_gelu.h"
-#include "cpu_parallel.h"
-#include "cpu_vector.h"
+#include "engine/cpu_gelu.h"
+#include "engine/cpu_parallel.h"
+#include "engine/cpu_vector.h"
 
 namespace ampctl::cpu {
 namespace {

@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "cpu_backend.h"
-#include "cpu_parallel.h"
-#include "cpu_vector.h"
+#include "engine/cpu_parallel.h"
+#include "engine/cpu_vector.h"
 
 namespace ampctl::cpu {
 

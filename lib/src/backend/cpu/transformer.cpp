@@ -51,9 +51,9 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
 #include "cpu_backend.h"
-#include "cpu_exp.h"
-#include "cpu_parallel.h"
-#include "cpu_vector.h"
+#include "engine/cpu_exp.h"
+#include "engine/cpu_parallel.h"
+#include "engine/cpu_vector.h"
 
 namespace ampctl::cpu {
 namespace {

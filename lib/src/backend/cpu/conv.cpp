@@ -16,7 +16,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/math/conv_math.h"
 #include "cpu_backend.h"
-#include "cpu_parallel.h"
+#include "engine/cpu_parallel.h"
 
 namespace ampctl::cpu {
 namespace {

@@ -28,7 +28,7 @@
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/math/amp_math.h"
 #include "cpu_backend.h"
-#include "cpu_vector.h"
+#include "engine/cpu_vector.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define AMPCTL_AMP_X86 1
@@ -191,6 +191,41 @@ void check_segments(const Tensor& starts, const Tensor& found, size_t total) {
 }
 
 }  // namespace
+
+void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out) {
+  check_scalar(out, DType::f32, "global_norm out");
+  // The order of vec::norm_block (cpu_vector.h): independent blocks, so they are split between
+  // the threads; their sums are then added in order, whichever thread computed them.
+  size_t blocks = 0;
+  for (const Tensor& t : tensors) {
+    check_float(t, "global_norm");
+    blocks += (t.numel() + vec::kNormBlock - 1) / vec::kNormBlock;
+  }
+  if (m_ws_norm.size() < blocks) m_ws_norm.resize(blocks);
+  double* sums = m_ws_norm.data();
+  size_t first = 0;  // the tensor's first block
+  for (const Tensor& t : tensors) {
+    const size_t n = t.numel(), nb = (n + vec::kNormBlock - 1) / vec::kNormBlock;
+    const void* x = t.data();
+    const DType d = t.dtype();
+    // A few runs of blocks per thread (parallel_for's grain counts elements, not blocks).
+    const int64_t parts =
+        n < kParallelGrain ? 1 : std::min<int64_t>(4 * m_pool->threads(), static_cast<int64_t>(nb));
+    m_pool->run(parts, [&](int64_t part, int) {
+      const size_t b0 = nb * static_cast<size_t>(part) / static_cast<size_t>(parts);
+      const size_t b1 = nb * static_cast<size_t>(part + 1) / static_cast<size_t>(parts);
+      for (size_t q = b0; q < b1; ++q) {
+        const size_t lo = q * vec::kNormBlock, hi = std::min(n, lo + vec::kNormBlock);
+        sums[first + q] =
+            m_avx512 ? vec::norm_block(x, d, lo, hi) : vec::norm_block_portable(x, d, lo, hi);
+      }
+    });
+    first += nb;
+  }
+  double sum = 0.0;
+  for (size_t q = 0; q < blocks; ++q) sum += sums[q];
+  *out.data_as<float>() = static_cast<float>(std::sqrt(sum));
+}
 
 void CpuBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
                                                const Tensor& found_inf, const Tensor& inv_scale,

@@ -2,8 +2,8 @@
 // round_amax): the shared checks, then
 // one kernel (kernels/numerics.cu). No host sync: the counters stay on the device until the
 // caller downloads them.
-#include "cuda_backend.h"
 #include "numerics.cuh"
+#include "cuda_backend.h"
 
 namespace ampctl::cuda_detail {
 

@@ -1,0 +1,115 @@
+// The CUDA backend's gemm family (backend.h, "gemm"): cublasGemmEx with 32-bit compute, no TF32,
+// fp32 reductions for every output type, operands of two dtypes widened first.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "cast.cuh"
+#include "cuda_backend.h"
+#include "elementwise.cuh"
+
+namespace ampctl::cuda_detail {
+
+float* CudaBackend::gemm_workspace(size_t floats) {
+  return grow_workspace(m_gemm_workspace, floats, "the gemm widening workspace");
+}
+
+void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                       const Tensor& c, float alpha, float beta) {
+  check_here(a, "gemm", "A");
+  check_here(b, "gemm", "B");
+  check_here(c, "gemm", "C");
+  check_floating(a, "gemm", "A");
+  check_floating(b, "gemm", "B");
+  check_floating(c, "gemm", "C");
+  if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) {
+    invalid("gemm: A, B and C must be matrices, got A " + a.describe() + ", B " + b.describe() +
+            ", C " + c.describe());
+  }
+  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
+  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
+  const int64_t k_b = trans_b ? b.dim(1) : b.dim(0);
+  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
+  if (k != k_b || c.dim(0) != m || c.dim(1) != n) {
+    invalid("gemm: op(A) is " + shape_str({m, k}) + " (A " + a.describe() +
+            (trans_a ? ", transposed" : "") + "), op(B) is " + shape_str({k_b, n}) + " (B " +
+            b.describe() + (trans_b ? ", transposed" : "") + "), C is " + c.describe() +
+            "; expected op(A) [m, k], op(B) [k, n], C [m, n]");
+  }
+  for (int64_t d : {m, n, k}) {
+    if (d > INT_MAX)
+      invalid("gemm: dimension " + std::to_string(d) + " exceeds cuBLAS's int range");
+  }
+  if (m == 0 || n == 0) return;
+  DeviceScope scope(m_device.index);
+  if (k == 0) {
+    // An empty product: C := beta * C, done here rather than trusting every cuBLAS path with k = 0.
+    kernels::launch_scale_in_place(c.data(), elem_type(c.dtype()), beta, c.numel(), stream());
+    return;
+  }
+
+  // cuBLAS with 32-bit compute takes equal input types, and for f32 inputs an f32 output, for
+  // f16 inputs an f16 or f32 output, for bf16 inputs a bf16 or f32 output. Other combinations go
+  // through an f32 workspace: mixed inputs are widened to f32 (exact, so the product is the one
+  // asked for), and an output cuBLAS cannot write is computed in f32 and rounded once by a cast.
+  const bool mixed_inputs = a.dtype() != b.dtype();
+  const DType input_type = mixed_inputs ? DType::f32 : a.dtype();
+  const bool widen_a = mixed_inputs && a.dtype() != DType::f32;
+  const bool widen_b = mixed_inputs && b.dtype() != DType::f32;
+  const bool c_via_workspace = c.dtype() != DType::f32 && c.dtype() != input_type;
+  auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256-byte regions
+  const size_t a_floats = widen_a ? aligned(a.numel()) : 0;
+  const size_t b_floats = widen_b ? aligned(b.numel()) : 0;
+  const size_t c_floats = c_via_workspace ? aligned(c.numel()) : 0;
+  float* workspace =
+      a_floats + b_floats + c_floats > 0 ? gemm_workspace(a_floats + b_floats + c_floats) : nullptr;
+
+  const void* a_ptr = a.data();
+  const void* b_ptr = b.data();
+  void* c_ptr = c.data();
+  if (widen_a) {
+    kernels::launch_cast(a.data(), elem_type(a.dtype()), workspace, ElemType::f32, a.numel(),
+                         stream());
+    a_ptr = workspace;
+  }
+  if (widen_b) {
+    float* b_ws = workspace + a_floats;
+    kernels::launch_cast(b.data(), elem_type(b.dtype()), b_ws, ElemType::f32, b.numel(), stream());
+    b_ptr = b_ws;
+  }
+  if (c_via_workspace) {
+    float* c_ws = workspace + a_floats + b_floats;
+    // With beta == 0 cuBLAS does not read C (NaNs in it are ignored), so it is not widened.
+    if (beta != 0.0f) {
+      kernels::launch_cast(c.data(), elem_type(c.dtype()), c_ws, ElemType::f32, c.numel(),
+                           stream());
+    }
+    c_ptr = c_ws;
+  }
+  const cudaDataType ab_type = cuda_data_type(input_type);
+  const cudaDataType c_type = c_via_workspace ? CUDA_R_32F : cuda_data_type(c.dtype());
+
+  // Row-major X [r, c] is column-major X^T with leading dimension c, so the row-major product
+  // C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T: cuBLAS's first operand is our B.
+  const int lda = static_cast<int>(std::max<int64_t>(1, a.dim(1)));
+  const int ldb = static_cast<int>(std::max<int64_t>(1, b.dim(1)));
+  const int ldc = static_cast<int>(n);
+  AMPCTL_CUBLAS_CHECK(cublasGemmEx(
+      m_cublas.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b_ptr, ab_type, ldb,
+      a_ptr, ab_type, lda, &beta, c_ptr, c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (c_via_workspace) {
+    kernels::launch_cast(c_ptr, ElemType::f32, c.data(), elem_type(c.dtype()), c.numel(), stream());
+  }
+}
+
+}  // namespace ampctl::cuda_detail
