@@ -1,8 +1,8 @@
-// round_counted's argument checks (backend.h, "gradient numerics"), shared by both backends.
+// The numerics family's argument checks (checks.h; backend.h, "numerics"), shared by both backends.
 #include <cstdint>
 #include <string>
 
-#include "ampctl/backend/backend.h"
+#include "checks.h"
 
 namespace ampctl {
 
