@@ -250,7 +250,7 @@ class SelfTest(unittest.TestCase):
             "lib/include/ampctl/core/tensor.h": "#pragma once\n#include <vector>\n",
             "lib/include/ampctl/math/sgd_math.h": '#include "ampctl/core/tensor.h"\n',
             "lib/include/ampctl/backend/backend.h": '#include "ampctl/math/sgd_math.h"\n',
-            "lib/src/backend/cuda/cuda_backend.cpp": '#include "sgd.cuh"\n',
+            "lib/src/backend/cuda/optim.cpp": '#include "sgd.cuh"\n',
             "kernels/sgd.cuh": '#include "ampctl/math/sgd_math.h"\n',
             "lib/src/optim/sgd.cpp": '#include "ampctl/backend/backend.h"\n'
                                      '#include "ampctl/build_info.h"\n',

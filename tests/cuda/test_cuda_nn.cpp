@@ -1354,7 +1354,7 @@ TEST(CudaNnOps, RejectWrongArguments) {
   Tensor host = Tensor::host({4}, DType::f32);
   expect_invalid_argument([&] { be.activation_forward(nn::ActivationKind::relu, host, host); },
                           "activation_forward with host tensors");
-  // The transformer ops share the CPU backend's checks (Backend::check_*).
+  // The transformer ops share the CPU backend's checks (lib/src/backend/checks/).
   expect_invalid_argument(
       [&] {
         be.embedding_forward(be.empty({2, 3}, DType::f32), be.empty({5, 4}, DType::f32),

@@ -1,8 +1,9 @@
-// Backend::optimizer_step's argument checks (Backend::check_optimizer_step, written once and run by
-// both backends): each mistake is refused with Error{invalid_argument} whose message names the
-// update and the operand, before anything is written; tensors of the other kind of update are
-// refused rather than ignored. The CUDA backend runs the same function with its device (the
-// "not on this device" case is covered in tests/cuda, where a second device exists).
+// Backend::optimizer_step's argument checks (check_optimizer_step in
+// lib/src/backend/checks/optim.cpp, written once and run by both backends): each mistake is refused
+// with Error{invalid_argument} whose message names the update and the operand, before anything is
+// written; tensors of the other kind of update are refused rather than ignored. The CUDA backend
+// runs the same function with its device (the "not on this device" case is covered in tests/cuda,
+// where a second device exists).
 #include <gtest/gtest.h>
 
 #include <functional>

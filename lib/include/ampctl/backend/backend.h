@@ -109,8 +109,11 @@ struct AttentionBuffers {
 };
 
 // The ops in sections by family, in this order: memory, gemm, amp, nn, transformer, conv, optim,
-// numerics. Each family has the same places on every side: its section here,
-// lib/src/backend/cpu/<family>.cpp, lib/src/backend/cuda/<family>.cpp and its kernels in kernels/.
+// numerics. Each family has the same places: its section here, its argument checks written
+// once in lib/src/backend/checks/<family>.cpp (called by both backends),
+// lib/src/backend/cpu/<family>.cpp, lib/src/backend/cuda/<family>.cpp and its kernels in
+// kernels/. The default implementations (compositions a backend may fuse) are in
+// lib/src/backend/compose.cpp.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -390,7 +393,7 @@ class Backend {
   // input and one matrix product with the weight viewed as [O, C*kh*kw] (this backend's gemm:
   // lowp operands, fp32 accumulation, one rounding), so both backends share its structure; the
   // primitives below are what each backend implements, the three conv2d_* ops are written once
-  // on top of them (backend.cpp).
+  // on top of them (compose.cpp).
   //
   // col[(c*kh + i)*kw + j, oh*OW + ow] := x[c, oh*sh - ph + i, ow*sw - pw + j] (0 outside): x is
   // one image [C, H, W], col [C*kh*kw, OH*OW] of x's dtype (a copy: no rounding).
@@ -461,7 +464,7 @@ class Backend {
   // ---- optim: optimizers ----
   // One fused optimizer update (see OptimizerStepArgs); when found_inf is given and non-zero,
   // nothing is written (params, state buffers, step and lowp copy stay bitwise unchanged).
-  // Arguments are checked by check_optimizer_step, the same on every backend.
+  // Arguments are checked by check_optimizer_step (checks/optim.cpp), the same on every backend.
   virtual void optimizer_step(const OptimizerStepArgs& args) = 0;
 
   // ---- numerics: gradient numerics (docs/reference.md; math/numerics_math.h) ----
@@ -479,92 +482,6 @@ class Backend {
   // result does not depend on thread order. No host sync on the GPU. The every-step op: the
   // layers' roundings of a training step in fp16/bf16 all go through it (nn/numerics.h).
   virtual void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) = 0;
-
- protected:
-  // The transformer ops' argument checks, shared by the implementations so that both backends
-  // refuse the same calls: every tensor given is defined and on `device`, shapes and dtypes are
-  // the contract's above, and an output shares no byte with an input (causal_softmax_forward's
-  // probs may also be exactly scores, same dtype: in place). Each throws Error{invalid_argument}
-  // naming the op and the operand. Token ids are the implementations' to check (the GPU cannot
-  // without a sync).
-  struct EmbeddingDims {
-    int64_t batch, time, vocab, channels;  // B, T, V (0 when dwte is undefined), C
-  };
-  static EmbeddingDims check_embedding_forward(const Tensor& tokens, const Tensor& wte,
-                                               const Tensor& wpe, const Tensor& out,
-                                               const Device& device);
-  static EmbeddingDims check_embedding_backward(const Tensor& tokens, const Tensor& dout,
-                                                const Tensor& dwte, const Tensor& dwpe,
-                                                const Device& device);
-  struct GemmBatchedDims {
-    int64_t batch, m, n, k;
-  };
-  static GemmBatchedDims check_gemm_batched(const Tensor& a, bool trans_a, const Tensor& b,
-                                            bool trans_b, const Tensor& c, const Device& device);
-  struct HeadsDims {
-    int64_t batch, heads, time, head_size, width;  // B, H, T, hs, W (the rows' width)
-  };
-  // rows [B*T, W], heads [B, H, T, hs], one dtype, column + H*hs <= W; op names the caller.
-  static HeadsDims check_heads(const Tensor& rows, int64_t column, const Tensor& heads,
-                               const char* op, const Device& device);
-  struct SoftmaxDims {
-    int64_t count, time;  // N, T
-  };
-  static SoftmaxDims check_causal_softmax_forward(const Tensor& scores, const Tensor& probs,
-                                                  const Device& device);
-  static SoftmaxDims check_causal_softmax_backward(const Tensor& probs, const Tensor& dprobs,
-                                                   const Tensor& dscores, const Device& device);
-  struct AttentionDims {
-    int64_t count, time, head_size;  // N = B*H, T, hs
-  };
-  // attention_*: q, k, v (and y, dy, dq, dk, dv when given) [N, T, hs] of one float dtype and
-  // shape on `device`; outputs disjoint from the inputs and from each other; every buffer at
-  // least `sizes` (f32 / q's dtype). op names the caller.
-  static AttentionDims check_attention(std::initializer_list<const Tensor*> inputs,
-                                       std::initializer_list<const Tensor*> outputs,
-                                       const AttentionBuffers& buffers, const AttentionSizes& sizes,
-                                       const char* op, const Device& device);
-  // residual_layer_norm_forward's and layer_norm_backward_accumulate's argument checks, shared by
-  // the implementations (the contracts above: shapes, dtypes, which outputs may alias what).
-  // Each returns {R, C}.
-  static std::array<int64_t, 2> check_residual_layer_norm(const Tensor& x, const Tensor& r,
-                                                          const Tensor& sum, const Tensor& gamma,
-                                                          const Tensor& beta, const Tensor& y,
-                                                          const Tensor& mean, const Tensor& rstd,
-                                                          const Device& device);
-  static std::array<int64_t, 2> check_layer_norm_backward_accumulate(
-      const Tensor& x, const Tensor& gamma, const Tensor& mean, const Tensor& rstd,
-      const Tensor& dy, const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta,
-      const Tensor& scratch, const Device& device);
-  // The checks of linear_gelu_forward / linear_gelu_backward_input, shared by the
-  // implementations (Error{invalid_argument} naming the op and the operand).
-  static void check_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,
-                                        const Tensor& pre, const Tensor& y, const Device& device);
-  static void check_linear_gelu_backward(const Tensor& dy, const Tensor& w, const Tensor& pre,
-                                         const Tensor& dpre, const Tensor& scratch,
-                                         const Device& device);
-  // gather_rows' argument checks, shared by the implementations; returns the row width W.
-  static int64_t check_gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
-                                   const Tensor& dst);
-  // optimizer_step's argument checks, shared by the implementations: every tensor given lives
-  // on `device`; params and grads are f32 of one numel; step is i32[1]; the kind's state buffers
-  // are f32 of params' numel (SGD's only when momentum != 0) and the other kinds' are undefined;
-  // found_inf and inv_scale, when given, are f32[1]; lowp_params, when given, is f32, f16 or
-  // bf16 of params' numel. Throws Error{invalid_argument} naming the update and the operand.
-  static void check_optimizer_step(const OptimizerStepArgs& args, const Device& device);
-  // The convolution ops' shared argument checks (Error{invalid_argument} naming op and operand).
-  // A 4-d float image tensor [N, C, H, W]: returns its dims.
-  static std::array<int64_t, 4> check_image(const Tensor& t, const char* what);
-  // Pooling of x into y: both images with equal N and C and y's spatial size the one g gives
-  // (fixed windows) or >= 1 (adaptive).
-  static void check_pool2d(const Tensor& x, const Tensor& y, const Pool2dGeometry& g,
-                           const char* what);
-  // im2col / col2im: x one image [C, H, W], col [C*kh*kw, OH*OW].
-  static void check_im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
-                           const Conv2dGeometry& g, const char* what);
-  // batch_norm_*: x [N, C, ...] (rank >= 2) of a float dtype; the others f32 [C] when defined.
-  static int64_t check_batch_norm(const Tensor& x, std::initializer_list<const Tensor*> per_channel,
-                                  const char* what);
 };
 
 // One call site's attention buffers, zero-filled, of the sizes b.attention_workspace gives (a
@@ -572,23 +489,6 @@ class Backend {
 // benchmarks; the GPT shares the scratch between its layers instead).
 AttentionBuffers make_attention_buffers(Backend& b, int64_t batch_heads, int64_t time,
                                         int64_t head_size, DType dtype);
-
-// round_counted's argument checks, shared by the backends: every tensor on `device`, src f32,
-// dst f16 or bf16 of src's numel, counters i32 of numerics::kWords words with 8-byte aligned
-// data. Throws Error{invalid_argument} naming the operand.
-void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters,
-                         const Device& device);
-// round_amax's: src and dst as above, amax f32 of numerics::kAmaxWords values.
-void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
-                      const Device& device);
-// update_scale_auto_'s: every tensor on `device`; scale and found_inf f32[1], growth_tracker
-// i32[1], trackers i32[amp::kTrackerCount], amax f32[numerics::kAmaxWords], history
-// f32[params.amax_history]; params.policy automatic, amax_history >= 1, margin >= 0,
-// max_finite > 0.
-void check_update_scale_auto(const Tensor& scale, const Tensor& growth_tracker,
-                             const Tensor& trackers, const Tensor& found_inf, const Tensor& amax,
-                             const Tensor& history, const amp::ScaleUpdateParams& params,
-                             const Device& device);
 
 // The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a
 // sweep shares the cores among its jobs), else one per core.

@@ -153,28 +153,11 @@ bool unscale_piece(const Tensor& t, size_t first, size_t n, float inv) {
   });
 }
 
-// segment_starts and segment_found (both or neither) against the tensors' total element count.
-void check_segments(const Tensor& starts, const Tensor& found, size_t total) {
-  const char* op = "non_finite_check_and_unscale_";
-  if (starts.defined() != found.defined()) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(op) + ": segment_starts and segment_found go together, got " +
-                    (starts.defined() ? "only segment_starts" : "only segment_found")};
-  }
+// The attribution's values, the CPU's own check (the GPU trusts them: reading the starts would
+// be a sync): segment_starts[0] is 0 and the starts increase strictly up to at most the element
+// count. Their shapes were checked with the other operands (checks/amp.cpp).
+void check_segment_values(const Tensor& starts, size_t total, const char* op) {
   if (!starts.defined()) return;
-  check_cpu(starts, "non_finite_check_and_unscale_ segment_starts");
-  check_cpu(found, "non_finite_check_and_unscale_ segment_found");
-  if (starts.dtype() != DType::i32 || found.dtype() != DType::i32 || starts.rank() != 1 ||
-      starts.numel() == 0 || found.numel() != starts.numel()) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(op) +
-                    ": expected segment_starts and segment_found i32 [S] with S >= 1, got " +
-                    starts.describe() + " and " + found.describe()};
-  }
-  if (total > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
-    throw Error{ErrorKind::invalid_argument, std::string(op) + ": " + std::to_string(total) +
-                                                 " elements are too many for i32 segment starts"};
-  }
   const int32_t* s = starts.data_as<int32_t>();
   if (s[0] != 0) {
     throw Error{ErrorKind::invalid_argument,
@@ -193,12 +176,11 @@ void check_segments(const Tensor& starts, const Tensor& found, size_t total) {
 }  // namespace
 
 void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out) {
-  check_scalar(out, DType::f32, "global_norm out");
+  check_global_norm(tensors, out, device());
   // The order of vec::norm_block (cpu_vector.h): independent blocks, so they are split between
   // the threads; their sums are then added in order, whichever thread computed them.
   size_t blocks = 0;
   for (const Tensor& t : tensors) {
-    check_float(t, "global_norm");
     blocks += (t.numel() + vec::kNormBlock - 1) / vec::kNormBlock;
   }
   if (m_ws_norm.size() < blocks) m_ws_norm.resize(blocks);
@@ -231,14 +213,9 @@ void CpuBackend::non_finite_check_and_unscale_(std::span<const Tensor> tensors,
                                                const Tensor& found_inf, const Tensor& inv_scale,
                                                const Tensor& segment_starts,
                                                const Tensor& segment_found) {
-  check_scalar(found_inf, DType::f32, "non_finite_check_and_unscale_ found_inf");
-  check_scalar(inv_scale, DType::f32, "non_finite_check_and_unscale_ inv_scale");
-  size_t total = 0;
-  for (const Tensor& t : tensors) {
-    check_float(t, "non_finite_check_and_unscale_");
-    total += t.numel();
-  }
-  check_segments(segment_starts, segment_found, total);
+  const size_t total = check_non_finite_check_and_unscale(tensors, found_inf, inv_scale,
+                                                          segment_starts, segment_found, device());
+  check_segment_values(segment_starts, total, "non_finite_check_and_unscale_");
   float* fi = found_inf.data_as<float>();
   const float inv = *inv_scale.data_as<float>();
   const bool segmented = segment_starts.defined();
@@ -273,15 +250,9 @@ void CpuBackend::non_finite_check_unscale_norm_(std::span<const Tensor> tensors,
                                                 bool unscale, const Tensor& norm,
                                                 const Tensor& segment_starts,
                                                 const Tensor& segment_found) {
-  check_scalar(found_inf, DType::f32, "non_finite_check_unscale_norm_ found_inf");
-  check_scalar(inv_scale, DType::f32, "non_finite_check_unscale_norm_ inv_scale");
-  check_scalar(norm, DType::f32, "non_finite_check_unscale_norm_ norm");
-  size_t total = 0;
-  for (const Tensor& t : tensors) {
-    check_float(t, "non_finite_check_unscale_norm_");
-    total += t.numel();
-  }
-  check_segments(segment_starts, segment_found, total);
+  const size_t total = check_non_finite_check_unscale_norm(tensors, found_inf, inv_scale, norm,
+                                                           segment_starts, segment_found, device());
+  check_segment_values(segment_starts, total, "non_finite_check_unscale_norm_");
   float* fi = found_inf.data_as<float>();
   const float inv = *inv_scale.data_as<float>();
   // Stored values are already unscaled; a check-only pass squares x * inv as it goes.
@@ -318,24 +289,14 @@ void CpuBackend::non_finite_check_unscale_norm_(std::span<const Tensor> tensors,
 }
 
 void CpuBackend::inv_scale(const Tensor& scale, const Tensor& inv) {
-  check_scalar(scale, DType::f32, "inv_scale scale");
-  check_scalar(inv, DType::f32, "inv_scale out");
+  check_inv_scale(scale, inv, device());
   *inv.data_as<float>() = amp::inv_scale_of(*scale.data_as<float>());
 }
 
 void CpuBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                                const Tensor& hysteresis_tracker, const Tensor& trackers,
                                const Tensor& found_inf, const amp::ScaleUpdateParams& params) {
-  check_scalar(scale, DType::f32, "update_scale_ scale");
-  check_scalar(growth_tracker, DType::i32, "update_scale_ growth_tracker");
-  check_scalar(hysteresis_tracker, DType::i32, "update_scale_ hysteresis_tracker");
-  check_scalar(found_inf, DType::f32, "update_scale_ found_inf");
-  check_cpu(trackers, "update_scale_ trackers");
-  if (trackers.dtype() != DType::i32 || trackers.numel() != amp::kTrackerCount) {
-    throw Error{ErrorKind::invalid_argument, "update_scale_ trackers: expected an i32 tensor of " +
-                                                 std::to_string(amp::kTrackerCount) +
-                                                 " elements, got " + trackers.describe()};
-  }
+  check_update_scale(scale, growth_tracker, hysteresis_tracker, trackers, found_inf, device());
   amp::update_scale_policy(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
                            hysteresis_tracker.data_as<int32_t>(), trackers.data_as<int32_t>(),
                            *found_inf.data_as<float>(), params);

@@ -44,13 +44,6 @@ void im2col_plane(const T* x, T* col, int64_t c, int64_t h, int64_t w, int64_t k
   }
 }
 
-void check_same_dtype(const Tensor& a, const Tensor& b, const char* what) {
-  if (a.dtype() != b.dtype()) {
-    throw Error{ErrorKind::invalid_argument, std::string(what) + ": " + a.describe() + " and " +
-                                                 b.describe() + " must share a dtype"};
-  }
-}
-
 // Elements per (n, c) plane of an [N, C, ...] tensor.
 int64_t plane_size(const Tensor& t) {
   int64_t p = 1;
@@ -62,10 +55,7 @@ int64_t plane_size(const Tensor& t) {
 
 void CpuBackend::im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, int64_t kernel_w,
                         const Conv2dGeometry& g) {
-  check_cpu(x, "im2col x");
-  check_cpu(col, "im2col col");
-  check_im2col(x, col, kernel_h, kernel_w, g, "im2col");
-  check_same_dtype(x, col, "im2col");
+  check_im2col(x, col, kernel_h, kernel_w, g, device());
   const int64_t c = x.dim(0), h = x.dim(1), w = x.dim(2);
   const int64_t oh = conv_out_size(h, kernel_h, g.stride_h, g.pad_h);
   const int64_t ow = conv_out_size(w, kernel_w, g.stride_w, g.pad_w);
@@ -83,12 +73,7 @@ void CpuBackend::im2col(const Tensor& x, const Tensor& col, int64_t kernel_h, in
 
 void CpuBackend::col2im(const Tensor& col, const Tensor& x, int64_t kernel_h, int64_t kernel_w,
                         const Conv2dGeometry& g) {
-  check_cpu(x, "col2im x");
-  check_cpu(col, "col2im col");
-  check_im2col(x, col, kernel_h, kernel_w, g, "col2im");
-  if (col.dtype() != DType::f32) {
-    throw Error{ErrorKind::invalid_argument, "col2im: col must be f32, got " + col.describe()};
-  }
+  check_col2im(col, x, kernel_h, kernel_w, g, device());
   const int64_t c = x.dim(0), h = x.dim(1), w = x.dim(2);
   const int64_t oh = conv_out_size(h, kernel_h, g.stride_h, g.pad_h);
   const int64_t ow = conv_out_size(w, kernel_w, g.stride_w, g.pad_w);
@@ -117,12 +102,7 @@ void CpuBackend::col2im(const Tensor& col, const Tensor& x, int64_t kernel_h, in
 }
 
 void CpuBackend::broadcast_channels(const Tensor& b, const Tensor& y) {
-  check_float(b, "broadcast_channels b");
-  check_float(y, "broadcast_channels y");
-  if (b.rank() != 1 || y.rank() < 2 || y.dim(1) != b.dim(0)) {
-    throw Error{ErrorKind::invalid_argument,
-                "broadcast_channels: b " + b.describe() + " is not [C] for y " + y.describe()};
-  }
+  check_broadcast_channels(b, y, device());
   const float* bp = as_f32(b, m_ws_a);
   const int64_t n = y.dim(0), c = y.dim(1), p = plane_size(y);
   m_ws_d.resize(y.numel());
@@ -134,12 +114,7 @@ void CpuBackend::broadcast_channels(const Tensor& b, const Tensor& y) {
 }
 
 void CpuBackend::channel_sum(const Tensor& x, const Tensor& out) {
-  check_float(x, "channel_sum x");
-  check_float(out, "channel_sum out");
-  if (x.rank() < 2 || out.rank() != 1 || out.dim(0) != x.dim(1)) {
-    throw Error{ErrorKind::invalid_argument,
-                "channel_sum: out " + out.describe() + " is not [C] for x " + x.describe()};
-  }
+  check_channel_sum(x, out, device());
   const float* xp = as_f32(x, m_ws_a);
   const int64_t n = x.dim(0), c = x.dim(1), p = plane_size(x);
   m_ws_d.resize(static_cast<size_t>(c));
@@ -157,15 +132,7 @@ void CpuBackend::channel_sum(const Tensor& x, const Tensor& out) {
 
 void CpuBackend::max_pool2d_forward(const Tensor& x, const Tensor& y, const Tensor& indices,
                                     const Pool2dGeometry& g) {
-  check_cpu(x, "max_pool2d_forward x");
-  check_cpu(y, "max_pool2d_forward y");
-  check_pool2d(x, y, g, "max_pool2d_forward");
-  check_shape(indices, {y.dim(0), y.dim(1), y.dim(2), y.dim(3)}, "max_pool2d_forward indices");
-  if (indices.dtype() != DType::i32) {
-    throw Error{ErrorKind::invalid_argument,
-                "max_pool2d_forward: indices must be i32, got " + indices.describe()};
-  }
-  check_same_dtype(x, y, "max_pool2d_forward");
+  check_max_pool2d_forward(x, y, indices, g, device());
   const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3);
   const int64_t oh = y.dim(2), ow = y.dim(3);
   const float* xp = as_f32(x, m_ws_a);
@@ -202,14 +169,8 @@ void CpuBackend::max_pool2d_forward(const Tensor& x, const Tensor& y, const Tens
 
 void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, const Tensor& dx,
                                      const Pool2dGeometry& g) {
-  check_cpu(dy, "max_pool2d_backward dy");
-  check_cpu(dx, "max_pool2d_backward dx");
-  check_pool2d(dx, dy, g, "max_pool2d_backward");
-  check_shape(indices, {dy.dim(0), dy.dim(1), dy.dim(2), dy.dim(3)}, "max_pool2d_backward indices");
-  if (indices.dtype() != DType::i32) {
-    throw Error{ErrorKind::invalid_argument,
-                "max_pool2d_backward: indices must be i32, got " + indices.describe()};
-  }
+  check_max_pool2d_backward(dy, indices, dx, g, device());
+  // The indices are checked below (the GPU trusts them: no sync).
   const int64_t planes = dx.dim(0) * dx.dim(1), hw = dx.dim(2) * dx.dim(3);
   const int64_t ohw = dy.dim(2) * dy.dim(3);
   const float* dyp = as_f32(dy, m_ws_a);
@@ -234,9 +195,7 @@ void CpuBackend::max_pool2d_backward(const Tensor& dy, const Tensor& indices, co
 }
 
 void CpuBackend::avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool2dGeometry& g) {
-  check_cpu(x, "avg_pool2d_forward x");
-  check_cpu(y, "avg_pool2d_forward y");
-  check_pool2d(x, y, g, "avg_pool2d_forward");
+  check_avg_pool2d(x, y, g, "avg_pool2d_forward", device());
   const int64_t planes = x.dim(0) * x.dim(1), h = x.dim(2), w = x.dim(3);
   const int64_t oh = y.dim(2), ow = y.dim(3);
   const float* xp = as_f32(x, m_ws_a);
@@ -262,9 +221,7 @@ void CpuBackend::avg_pool2d_forward(const Tensor& x, const Tensor& y, const Pool
 }
 
 void CpuBackend::avg_pool2d_backward(const Tensor& dy, const Tensor& dx, const Pool2dGeometry& g) {
-  check_cpu(dy, "avg_pool2d_backward dy");
-  check_cpu(dx, "avg_pool2d_backward dx");
-  check_pool2d(dx, dy, g, "avg_pool2d_backward");
+  check_avg_pool2d(dx, dy, g, "avg_pool2d_backward", device());
   const int64_t planes = dx.dim(0) * dx.dim(1), h = dx.dim(2), w = dx.dim(3);
   const int64_t oh = dy.dim(2), ow = dy.dim(3);
   const float* dyp = as_f32(dy, m_ws_a);
@@ -294,27 +251,11 @@ void CpuBackend::batch_norm_forward(const Tensor& x, const Tensor& gamma, const 
                                     const Tensor& save_invstd, const Tensor& running_mean,
                                     const Tensor& running_var, const Tensor& num_batches_tracked,
                                     const BatchNormParams& params) {
-  const char* what = "batch_norm_forward";
-  check_cpu(x, "batch_norm_forward x");
-  check_cpu(y, "batch_norm_forward y");
-  const int64_t c = check_batch_norm(
-      x, {&gamma, &beta, &save_mean, &save_invstd, &running_mean, &running_var}, what);
-  for (const Tensor* t : {&gamma, &beta, &save_mean, &save_invstd, &running_mean, &running_var}) {
-    if (!t->defined()) {
-      throw Error{ErrorKind::invalid_argument,
-                  std::string(what) + ": a per-channel tensor is undefined"};
-    }
-  }
-  check_float(y, "batch_norm_forward y");
-  check_same_numel(x, y, "batch_norm_forward y");
-  if (num_batches_tracked.defined()) check_scalar(num_batches_tracked, DType::i32, what);
+  const int64_t c =
+      check_batch_norm_forward(x, gamma, beta, y, save_mean, save_invstd, running_mean, running_var,
+                               num_batches_tracked, params, device());
   const int64_t n = x.dim(0), p = plane_size(x);
   const int64_t m = n * p;
-  if (params.training && m < 2) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": expected more than 1 value per channel when training, got " +
-                    x.describe()};
-  }
   const float* xp = as_f32(x, m_ws_a);
   m_ws_d.resize(y.numel());
   float* yp = m_ws_d.data();
@@ -373,22 +314,8 @@ void CpuBackend::batch_norm_forward(const Tensor& x, const Tensor& gamma, const 
 void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& save_mean,
                                      const Tensor& save_invstd, const Tensor& dy, const Tensor& dx,
                                      const Tensor& dgamma, const Tensor& dbeta) {
-  const char* what = "batch_norm_backward";
-  check_cpu(x, "batch_norm_backward x");
-  check_cpu(dy, "batch_norm_backward dy");
-  const int64_t c = check_batch_norm(x, {&gamma, &save_mean, &save_invstd, &dgamma, &dbeta}, what);
-  for (const Tensor* t : {&gamma, &save_mean, &save_invstd}) {
-    if (!t->defined()) {
-      throw Error{ErrorKind::invalid_argument,
-                  std::string(what) + ": a per-channel tensor is undefined"};
-    }
-  }
-  check_float(dy, "batch_norm_backward dy");
-  check_same_numel(x, dy, "batch_norm_backward dy");
-  if (dx.defined()) {
-    check_float(dx, "batch_norm_backward dx");
-    check_same_numel(x, dx, "batch_norm_backward dx");
-  }
+  const int64_t c =
+      check_batch_norm_backward(x, gamma, save_mean, save_invstd, dy, dx, dgamma, dbeta, device());
   const int64_t n = x.dim(0), p = plane_size(x);
   const float m = static_cast<float>(n * p);
   const float* xp = as_f32(x, m_ws_a);

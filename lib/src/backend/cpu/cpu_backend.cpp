@@ -33,55 +33,6 @@
 
 namespace ampctl::cpu {
 
-void check_cpu(const Tensor& t, const char* what) {
-  if (!t.defined())
-    throw Error{ErrorKind::invalid_argument, std::string(what) + ": undefined tensor"};
-  if (!t.is_cpu()) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": tensor " + t.describe() + " is not on the cpu"};
-  }
-}
-
-void check_same_numel(const Tensor& a, const Tensor& b, const char* what) {
-  if (a.numel() != b.numel()) {
-    throw Error{ErrorKind::invalid_argument, std::string(what) + ": element counts differ: " +
-                                                 a.describe() + " vs " + b.describe()};
-  }
-}
-
-void check_scalar(const Tensor& t, DType dtype, const char* what) {
-  check_cpu(t, what);
-  if (t.dtype() != dtype || t.numel() != 1) {
-    throw Error{ErrorKind::invalid_argument, std::string(what) + ": expected a one-element " +
-                                                 dtype_name(dtype) + " tensor, got " +
-                                                 t.describe()};
-  }
-}
-
-void check_matrix(const Tensor& t, const char* what) {
-  check_cpu(t, what);
-  if (t.rank() != 2) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": expected a matrix, got " + t.describe()};
-  }
-}
-
-void check_float(const Tensor& t, const char* what) {
-  check_cpu(t, what);
-  if (!is_floating(t.dtype())) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": expected a floating-point tensor, got " + t.describe()};
-  }
-}
-
-void check_shape(const Tensor& t, std::initializer_list<int64_t> shape, const char* what) {
-  check_cpu(t, what);
-  if (!std::equal(t.shape().begin(), t.shape().end(), shape.begin(), shape.end())) {
-    throw Error{ErrorKind::invalid_argument, std::string(what) + ": expected shape " +
-                                                 shape_str(Shape(shape)) + ", got " + t.describe()};
-  }
-}
-
 // Widens any float tensor into `out` (exact) and returns a pointer to float data: the tensor's
 // own data when it already is f32.
 const float* as_f32(const Tensor& t, std::vector<float>& out) {
@@ -115,13 +66,6 @@ void store_f32(const float* src, const Tensor& dst) {
   }
   throw Error{ErrorKind::invalid_argument,
               "expected a floating-point tensor, got " + dst.describe()};
-}
-
-bool overlaps(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.nbytes() == 0 || b.nbytes() == 0) return false;
-  const auto* pa = static_cast<const char*>(a.data());
-  const auto* pb = static_cast<const char*>(b.data());
-  return pa < pb + b.nbytes() && pb < pa + a.nbytes();
 }
 
 bool same_or_disjoint(const Tensor& a, const Tensor& b) {

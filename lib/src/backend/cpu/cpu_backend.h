@@ -17,22 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "../checks/checks.h"
 #include "ampctl/backend/backend.h"
 #include "engine/cpu_gemm.h"
 
 namespace ampctl::cpu {
 
-// ---- operand checks (all throw Error{invalid_argument} naming the op and the tensor) ----
-void check_cpu(const Tensor& t, const char* what);
-void check_same_numel(const Tensor& a, const Tensor& b, const char* what);
-void check_scalar(const Tensor& t, DType dtype, const char* what);
-// A defined cpu tensor of rank 2.
-void check_matrix(const Tensor& t, const char* what);
-// A defined cpu tensor of a floating-point dtype.
-void check_float(const Tensor& t, const char* what);
-// A defined cpu tensor with exactly this shape (an initializer list, so the check itself does not
-// allocate in steady state).
-void check_shape(const Tensor& t, std::initializer_list<int64_t> shape, const char* what);
+// The argument checks are written once for both backends (../checks/checks.h); what stays here
+// checks the values inside tensors (token ids, labels, indices), which only the CPU can read
+// without a sync.
 
 // Widens any float tensor into `out` (exact) and returns a pointer to float data: the tensor's
 // own data when it already is f32.
@@ -41,7 +34,7 @@ const float* as_f32(const Tensor& t, std::vector<float>& out);
 void store_f32(const float* src, const Tensor& dst);
 // Whether the storage of a and b shares any byte (then an op writing one while reading the other
 // must go through a workspace).
-bool overlaps(const Tensor& a, const Tensor& b);
+using checks::overlaps;
 // Disjoint, or exactly the same elements (an in-place elementwise op is then safe).
 bool same_or_disjoint(const Tensor& a, const Tensor& b);
 

@@ -19,27 +19,8 @@ namespace ampctl::cpu {
 
 void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& c,
                       float alpha, float beta) {
-  check_cpu(a, "gemm A");
-  check_cpu(b, "gemm B");
-  check_cpu(c, "gemm C");
-  if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) {
-    throw Error{ErrorKind::invalid_argument, "gemm: operands must be matrices, got " +
-                                                 a.describe() + ", " + b.describe() + ", " +
-                                                 c.describe()};
-  }
-  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
-  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
-  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
-  if (k != kb || c.dim(0) != m || c.dim(1) != n) {
-    throw Error{ErrorKind::invalid_argument,
-                "gemm: shapes do not match: op(A) is [" + std::to_string(m) + ", " +
-                    std::to_string(k) + "], op(B) is [" + std::to_string(kb) + ", " +
-                    std::to_string(n) + "], C is " + shape_str(c.shape())};
-  }
-  check_float(a, "gemm A");
-  check_float(b, "gemm B");
-  check_float(c, "gemm C");
+  const GemmDims d = check_gemm(a, trans_a, b, trans_b, c, device());
+  const int64_t m = d.m, n = d.n, k = d.k;
   if (m > 0 && n > 0 && k > 0 && !overlaps(c, a) && !overlaps(c, b)) {
     const GemmOperand ga{a.data(), a.dtype(), a.dim(1), trans_a};
     const GemmOperand gb{b.data(), b.dtype(), b.dim(1), trans_b};

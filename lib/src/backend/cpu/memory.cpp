@@ -19,46 +19,24 @@
 
 namespace ampctl::cpu {
 
-namespace {
-
-void check_bytes(const Tensor& t, size_t bytes, const char* what) {
-  if (bytes != t.nbytes()) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": " + std::to_string(bytes) + " bytes for " + t.describe()};
-  }
-}
-
-}  // namespace
-
 void CpuBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
-  check_cpu(dst, "upload");
-  check_bytes(dst, bytes, "upload");
+  check_upload(dst, bytes, device());
   if (bytes) std::memmove(dst.data(), host, bytes);
 }
 
 void CpuBackend::download(void* host, const Tensor& src) {
-  check_cpu(src, "download");
+  check_download(src, device());
   if (src.nbytes()) std::memmove(host, src.data(), src.nbytes());
 }
 
 void CpuBackend::copy(const Tensor& dst, const Tensor& src) {
-  check_cpu(dst, "copy");
-  check_cpu(src, "copy");
-  check_same_numel(dst, src, "copy");
-  if (dst.dtype() != src.dtype()) {
-    throw Error{ErrorKind::invalid_argument,
-                "copy: dtypes differ: " + src.describe() + " -> " + dst.describe() + " (use cast)"};
-  }
+  check_copy(dst, src, device());
   if (dst.nbytes()) std::memmove(dst.data(), src.data(), dst.nbytes());
 }
 
 void CpuBackend::fill(const Tensor& dst, double value) {
-  check_cpu(dst, "fill");
+  check_fill(dst, value, device());
   if (dst.dtype() == DType::i32) {
-    if (value != std::trunc(value) || value < -2147483648.0 || value > 2147483647.0) {
-      throw Error{ErrorKind::invalid_argument,
-                  "fill: " + std::to_string(value) + " is not an int32 value"};
-    }
     std::fill_n(dst.data_as<int32_t>(), dst.numel(), static_cast<int32_t>(value));
     return;
   }
@@ -74,9 +52,7 @@ void CpuBackend::fill(const Tensor& dst, double value) {
 }
 
 void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
-  check_cpu(src, "cast");
-  check_cpu(dst, "cast");
-  check_same_numel(src, dst, "cast");
+  check_cast(src, dst, device());
   if (src.dtype() == DType::i32 || dst.dtype() == DType::i32) {
     cast_integer(src, dst);
     return;
@@ -95,10 +71,7 @@ void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
 }
 
 void CpuBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) {
-  check_cpu(x, "mul_scalar_tensor");
-  check_cpu(out, "mul_scalar_tensor");
-  check_scalar(scale, DType::f32, "mul_scalar_tensor scale");
-  check_same_numel(x, out, "mul_scalar_tensor");
+  check_mul_scalar_tensor(x, scale, out, device());
   const float s = *scale.data_as<float>();
   if (m_avx512 && is_floating(x.dtype()) && is_floating(out.dtype()) && same_or_disjoint(x, out)) {
     parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
@@ -118,9 +91,7 @@ void CpuBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const T
 }
 
 void CpuBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
-  check_cpu(dst, "add_");
-  check_cpu(src, "add_");
-  check_same_numel(dst, src, "add_");
+  check_add(dst, src, device());
   if (m_avx512 && is_floating(dst.dtype()) && is_floating(src.dtype()) &&
       same_or_disjoint(dst, src)) {
     parallel_for(*m_pool, dst.numel(), [&](size_t b, size_t e) {
@@ -171,10 +142,9 @@ void CpuBackend::cast_integer(const Tensor& src, const Tensor& dst) {
 
 void CpuBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                              const Tensor& dst) {
-  check_cpu(src, "gather_rows src");
-  check_cpu(index, "gather_rows index");
-  check_cpu(dst, "gather_rows dst");
-  const size_t row_bytes = static_cast<size_t>(check_gather_rows(src, index, offset, dst)) * 4;
+  // The indices are checked here (the GPU clamps them: no sync).
+  const size_t row_bytes =
+      static_cast<size_t>(check_gather_rows(src, index, offset, dst, device())) * 4;
   const int64_t n = src.dim(0), rows = dst.dim(0);
   const int32_t* idx = index.data_as<int32_t>() + offset;
   const char* from = static_cast<const char*>(src.data());

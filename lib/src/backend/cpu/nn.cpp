@@ -32,33 +32,6 @@
 namespace ampctl::cpu {
 namespace {
 
-void check_activation(nn::ActivationKind kind, const char* what) {
-  switch (kind) {
-    case nn::ActivationKind::relu:
-    case nn::ActivationKind::gelu:
-    case nn::ActivationKind::tanh:
-    case nn::ActivationKind::gelu_tanh:
-      return;
-  }
-  throw Error{ErrorKind::invalid_argument, std::string(what) + ": unknown activation kind " +
-                                               std::to_string(static_cast<int32_t>(kind))};
-}
-
-// A float tensor of the same element count as `ref`.
-void check_float_like(const Tensor& t, const Tensor& ref, const char* what) {
-  check_float(t, what);
-  check_same_numel(t, ref, what);
-}
-
-// An f32 tensor of exactly this shape.
-void check_f32_shape(const Tensor& t, std::initializer_list<int64_t> shape, const char* what) {
-  check_shape(t, shape, what);
-  if (t.dtype() != DType::f32) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": expected an f32 tensor, got " + t.describe()};
-  }
-}
-
 // Runs fn(r0, r1, thread) over [0, rows) in ranges of whole 16-row blocks (the LayerNorm passes'
 // lane groups), a few per thread when rows * cols is worth waking threads for. The boundaries
 // depend only on the problem and the pool's size; every row's arithmetic is independent of them.
@@ -101,22 +74,8 @@ int64_t xent_log_softmax_row(const float* row, int64_t cols, float* ls) {
 
 void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
                                 const Tensor& y) {
-  check_matrix(x, "linear_forward x");
-  check_matrix(w, "linear_forward w");
-  check_float(x, "linear_forward x");
-  check_float(w, "linear_forward w");
-  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
-  if (w.dim(1) != in) {
-    throw Error{ErrorKind::invalid_argument, "linear_forward: x " + x.describe() + " has " +
-                                                 std::to_string(in) + " features but w is " +
-                                                 w.describe()};
-  }
-  check_shape(y, {rows, out}, "linear_forward y");
-  check_float(y, "linear_forward y");
-  if (b.defined()) {
-    check_shape(b, {out}, "linear_forward b");
-    check_float(b, "linear_forward b");
-  }
+  const LinearDims d = check_linear_forward(x, w, b, y, device());
+  const int64_t rows = d.rows, in = d.in, out = d.out;
   if (rows > 0 && out > 0 && in > 0 && !overlaps(y, x) && !overlaps(y, w)) {
     // The packed kernels add the bias to the float accumulator and round once (cpu_gemm.h).
     const GemmOperand gx{x.data(), x.dtype(), in, false};
@@ -160,11 +119,8 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
 }
 
 void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
-  check_matrix(x, "sum_rows x");
-  check_float(x, "sum_rows x");
+  check_sum_rows(x, out, device());
   const int64_t rows = x.dim(0), cols = x.dim(1);
-  check_shape(out, {cols}, "sum_rows out");
-  check_float(out, "sum_rows out");
   if (m_avx512 && !overlaps(x, out)) {
     // One lane per column, the rows in order (a bias gradient is a few microseconds: one thread).
     m_ws_d.resize(static_cast<size_t>(cols));
@@ -188,9 +144,7 @@ void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
 }
 
 void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) {
-  check_activation(kind, "activation_forward");
-  check_float(x, "activation_forward x");
-  check_float_like(y, x, "activation_forward y");
+  check_activation_forward(kind, x, y, device());
   if (kind == nn::ActivationKind::relu && m_avx512 && same_or_disjoint(x, y)) {
     parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
       vec::relu_forward(x.data(), x.dtype(), y.data(), y.dtype(), b, e);
@@ -217,18 +171,10 @@ void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, co
 
 void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
                                      const Tensor& dy, const Tensor& dx) {
-  check_activation(kind, "activation_backward");
-  check_float(dy, "activation_backward dy");
-  check_float_like(dx, dy, "activation_backward dx");
-  // relu and tanh read only the output and the gelus only the input (nn_math.h), so the operand the
-  // kind does not read may be undefined; a defined one is still checked.
+  check_activation_backward(kind, x, y, dy, dx, device());
+  // relu and tanh read only the output and the gelus only the input (nn_math.h).
   const bool reads_input = nn::activation_reads_input(kind);
   const Tensor& used = reads_input ? x : y;
-  check_float_like(used, dy, reads_input ? "activation_backward x" : "activation_backward y");
-  const Tensor& unused = reads_input ? y : x;
-  if (unused.defined()) {
-    check_float_like(unused, dy, reads_input ? "activation_backward y" : "activation_backward x");
-  }
   if (kind == nn::ActivationKind::relu && m_avx512 && same_or_disjoint(dy, dx) &&
       !overlaps(y, dx)) {
     parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
@@ -263,12 +209,7 @@ void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, c
 
 void CpuBackend::dropout_apply(const Tensor& in, const Tensor& out, float p, uint64_t seed,
                                uint64_t offset, const char* what) {
-  check_float(in, what);
-  check_float_like(out, in, what);
-  if (!(p >= 0.0f && p <= 1.0f)) {
-    throw Error{ErrorKind::invalid_argument,
-                std::string(what) + ": p must be in [0, 1], got " + std::to_string(p)};
-  }
+  check_dropout(in, out, p, what, device());
   // p == 1 makes the scale inf, but then no element is kept, so it is never used.
   const float scale = nn::dropout_scale(p);
   const float* ip = as_f32(in, m_ws_a);
@@ -293,27 +234,9 @@ void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& dx, float p, u
 void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels,
                                        const Tensor& loss, const Tensor& correct,
                                        const Tensor& dlogits, const Tensor& grad_scale) {
-  check_matrix(logits, "softmax_cross_entropy logits");
-  check_float(logits, "softmax_cross_entropy logits");
+  check_softmax_cross_entropy(logits, labels, loss, correct, dlogits, grad_scale, device());
   const int64_t rows = logits.dim(0), cols = logits.dim(1);
-  check_shape(labels, {rows}, "softmax_cross_entropy labels");
-  labels.check_dtype(DType::i32);
-  check_scalar(loss, DType::f32, "softmax_cross_entropy loss");
-  if (correct.defined()) check_scalar(correct, DType::i32, "softmax_cross_entropy correct");
-  if (dlogits.defined()) {
-    check_shape(dlogits, {rows, cols}, "softmax_cross_entropy dlogits");
-    check_float(dlogits, "softmax_cross_entropy dlogits");
-    check_scalar(grad_scale, DType::f32, "softmax_cross_entropy grad_scale");
-    // In place (dlogits is logits) or disjoint: both paths below read a row (the scalar one:
-    // every row) before writing its gradient.
-    if (!same_or_disjoint(dlogits, logits)) {
-      throw Error{ErrorKind::invalid_argument,
-                  "softmax_cross_entropy: dlogits " + dlogits.describe() + " overlaps logits " +
-                      logits.describe() +
-                      " without being it (in place needs the same data and "
-                      "dtype)"};
-    }
-  }
+  // The labels are checked here (the GPU clamps them: no sync).
   const int32_t* lab = labels.data_as<int32_t>();
   for (int64_t r = 0; r < rows; ++r) {
     if (lab[r] < 0 || lab[r] >= cols) {
@@ -408,15 +331,7 @@ void CpuBackend::softmax_cross_entropy_rows(const Tensor& logits, const int32_t*
 
 void CpuBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& loss,
                      const Tensor& dpred, const Tensor& grad_scale) {
-  check_float(pred, "mse pred");
-  check_cpu(target, "mse target");
-  target.check_dtype(DType::f32);
-  check_same_numel(pred, target, "mse target");
-  check_scalar(loss, DType::f32, "mse loss");
-  if (dpred.defined()) {
-    check_float_like(dpred, pred, "mse dpred");
-    check_scalar(grad_scale, DType::f32, "mse grad_scale");
-  }
+  check_mse(pred, target, loss, dpred, grad_scale, device());
   const size_t n = pred.numel();
   const float* pp = as_f32(pred, m_ws_a);
   const float* tp = target.data_as<float>();
@@ -440,15 +355,9 @@ void CpuBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& los
 void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                     const Tensor& y, const Tensor& mean, const Tensor& rstd,
                                     float eps) {
-  check_matrix(x, "layer_norm_forward x");
-  check_float(x, "layer_norm_forward x");
-  const int64_t rows = x.dim(0), cols = x.dim(1);
-  check_f32_shape(gamma, {cols}, "layer_norm_forward gamma");
-  check_f32_shape(beta, {cols}, "layer_norm_forward beta");
-  check_shape(y, {rows, cols}, "layer_norm_forward y");
-  check_float(y, "layer_norm_forward y");
-  check_f32_shape(mean, {rows}, "layer_norm_forward mean");
-  check_f32_shape(rstd, {rows}, "layer_norm_forward rstd");
+  const std::array<int64_t, 2> rc =
+      check_layer_norm_forward(x, gamma, beta, y, mean, rstd, device());
+  const int64_t rows = rc[0], cols = rc[1];
   if (m_avx512 && same_or_disjoint(x, y) && !overlaps(mean, x) && !overlaps(mean, y) &&
       !overlaps(rstd, x) && !overlaps(rstd, y) && !overlaps(y, gamma) && !overlaps(y, beta) &&
       !overlaps(mean, rstd)) {
@@ -507,21 +416,9 @@ void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
 void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                      const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                                      const Tensor& dgamma, const Tensor& dbeta) {
-  check_matrix(x, "layer_norm_backward x");
-  check_float(x, "layer_norm_backward x");
-  const int64_t rows = x.dim(0), cols = x.dim(1);
-  check_f32_shape(gamma, {cols}, "layer_norm_backward gamma");
-  check_f32_shape(mean, {rows}, "layer_norm_backward mean");
-  check_f32_shape(rstd, {rows}, "layer_norm_backward rstd");
-  check_shape(dy, {rows, cols}, "layer_norm_backward dy");
-  check_float(dy, "layer_norm_backward dy");
-  // Any of the three gradients may be undefined (not wanted).
-  if (dx.defined()) {
-    check_shape(dx, {rows, cols}, "layer_norm_backward dx");
-    check_float(dx, "layer_norm_backward dx");
-  }
-  if (dgamma.defined()) check_f32_shape(dgamma, {cols}, "layer_norm_backward dgamma");
-  if (dbeta.defined()) check_f32_shape(dbeta, {cols}, "layer_norm_backward dbeta");
+  const std::array<int64_t, 2> rc =
+      check_layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, device());
+  const int64_t rows = rc[0], cols = rc[1];
   const bool dx_ok =
       !dx.defined() ||
       (same_or_disjoint(dx, x) && same_or_disjoint(dx, dy) && !overlaps(dx, gamma) &&
@@ -622,8 +519,7 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
 }
 
 void CpuBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) {
-  check_scalar(norm, DType::f32, "clip_coef norm");
-  check_scalar(coef, DType::f32, "clip_coef coef");
+  check_clip_coef(norm, coef, device());
   // nn::clip_coef: clip_grad_norm_'s reciprocal-then-product, clamped at 1 with NaN kept.
   *coef.data_as<float>() = nn::clip_coef(*norm.data_as<float>(), max_norm);
 }

@@ -30,19 +30,12 @@
 #include <variant>
 #include <vector>
 
-#include "adam.cuh"
-#include "amp.cuh"
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/cuda_plugin.h"
 #include "ampctl/build_info.h"
-#include "cast.cuh"
 #include "cuda_backend.h"
 #include "device_probe.h"
-#include "elementwise.cuh"
-#include "fill.cuh"
-#include "gather.cuh"
 #include "global_norm.cuh"
-#include "sgd.cuh"
 namespace ampctl::cuda_detail {
 
 // ---- cuBLAS errors ----
@@ -82,37 +75,10 @@ void* allocate_device_memory(int device, size_t bytes, const std::string& what) 
   }
   return p;
 }
-// ---- argument checks ----
+// ---- errors ----
 
 [[noreturn]] void invalid(const std::string& message) {
   throw Error{ErrorKind::invalid_argument, message};
-}
-
-void check_scalar(const Tensor& t, DType dtype, const char* op, const char* name) {
-  if (t.dtype() != dtype || t.numel() != 1) {
-    invalid(std::string(op) + ": " + name + " must be a one-element " + dtype_name(dtype) +
-            " tensor, got " + t.describe());
-  }
-}
-
-void check_same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name,
-                      const char* op) {
-  if (a.numel() != b.numel()) {
-    invalid(std::string(op) + ": " + a_name + " " + a.describe() + " and " + b_name + " " +
-            b.describe() + " differ in element count");
-  }
-}
-
-void check_floating(const Tensor& t, const char* op, const char* name) {
-  if (!is_floating(t.dtype())) {
-    invalid(std::string(op) + ": " + name + " must be f32, f16 or bf16, got " + t.describe());
-  }
-}
-void check_shape(const Tensor& t, const Shape& shape, const char* op, const char* name) {
-  if (t.shape() != shape) {
-    invalid(std::string(op) + ": " + name + " must have shape " + shape_str(shape) + ", got " +
-            t.describe());
-  }
 }
 
 cudaDataType cuda_data_type(DType dtype) {
@@ -156,14 +122,6 @@ CudaBackend::CudaBackend(int index, const cudaDeviceProp& props)
   AMPCTL_CUBLAS_CHECK(cublasSetMathMode(
       h, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
                                    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
-}
-
-void CudaBackend::check_here(const Tensor& t, const char* op, const char* name) const {
-  if (!t.defined()) invalid(std::string(op) + ": " + name + " is undefined");
-  if (t.device() != m_device) {
-    invalid(std::string(op) + ": " + name + " is " + t.describe() + ", expected a tensor on " +
-            m_device.str() + " (move data with upload/download)");
-  }
 }
 
 float* CudaBackend::grow_workspace(DeviceBuffer& buffer, size_t floats, const char* what) {

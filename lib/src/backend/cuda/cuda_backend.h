@@ -22,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "../checks/checks.h"
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/device_support.h"
 #include "kernel_common.cuh"
@@ -169,14 +170,10 @@ struct LtLayoutDeleter {
 using LtMatmulDesc = std::unique_ptr<cublasLtMatmulDescOpaque_t, LtMatmulDescDeleter>;
 using LtLayout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LtLayoutDeleter>;
 
-// ---- argument checks (each throws Error{invalid_argument} naming the op and the tensor) ----
-
+// ---- errors ----
+// The argument checks are written once for both backends (../checks/checks.h); what stays here
+// are this backend's own limits (cuBLAS's int dimensions), thrown with invalid().
 [[noreturn]] void invalid(const std::string& message);
-void check_scalar(const Tensor& t, DType dtype, const char* op, const char* name);
-void check_same_numel(const Tensor& a, const char* a_name, const Tensor& b, const char* b_name,
-                      const char* op);
-void check_floating(const Tensor& t, const char* op, const char* name);
-void check_shape(const Tensor& t, const Shape& shape, const char* op, const char* name);
 // The cuBLAS data type of a floating dtype.
 cudaDataType cuda_data_type(DType dtype);
 
@@ -359,8 +356,6 @@ class CudaBackend final : public Backend {
                            const Tensor& dgamma, const Tensor& dbeta) override;
 
  private:
-  // Throws Error{invalid_argument} unless t is defined and lives on this backend's device.
-  void check_here(const Tensor& t, const char* op, const char* name) const;
   // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
   float* gemm_workspace(size_t floats);
   // The same for the other grow-only workspaces: `buffer` is grown to at least `floats` floats

@@ -25,26 +25,9 @@ float* CudaBackend::gemm_workspace(size_t floats) {
 
 void CudaBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                        const Tensor& c, float alpha, float beta) {
-  check_here(a, "gemm", "A");
-  check_here(b, "gemm", "B");
-  check_here(c, "gemm", "C");
-  check_floating(a, "gemm", "A");
-  check_floating(b, "gemm", "B");
-  check_floating(c, "gemm", "C");
-  if (a.rank() != 2 || b.rank() != 2 || c.rank() != 2) {
-    invalid("gemm: A, B and C must be matrices, got A " + a.describe() + ", B " + b.describe() +
-            ", C " + c.describe());
-  }
-  const int64_t m = trans_a ? a.dim(1) : a.dim(0);
-  const int64_t k = trans_a ? a.dim(0) : a.dim(1);
-  const int64_t k_b = trans_b ? b.dim(1) : b.dim(0);
-  const int64_t n = trans_b ? b.dim(0) : b.dim(1);
-  if (k != k_b || c.dim(0) != m || c.dim(1) != n) {
-    invalid("gemm: op(A) is " + shape_str({m, k}) + " (A " + a.describe() +
-            (trans_a ? ", transposed" : "") + "), op(B) is " + shape_str({k_b, n}) + " (B " +
-            b.describe() + (trans_b ? ", transposed" : "") + "), C is " + c.describe() +
-            "; expected op(A) [m, k], op(B) [k, n], C [m, n]");
-  }
+  const GemmDims d = check_gemm(a, trans_a, b, trans_b, c, m_device);
+  const int64_t m = d.m, n = d.n, k = d.k;
+  // cuBLAS takes int dimensions: a limit of this backend, not of the op.
   for (int64_t d : {m, n, k}) {
     if (d > INT_MAX)
       invalid("gemm: dimension " + std::to_string(d) + " exceeds cuBLAS's int range");

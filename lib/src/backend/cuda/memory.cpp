@@ -37,9 +37,7 @@ uint32_t fill_bits(DType dtype, double value) {
     case DType::bf16:
       return bfloat16(static_cast<float>(value)).bits;
     case DType::i32:
-      if (value != std::trunc(value) || value < -2147483648.0 || value > 2147483647.0) {
-        invalid("fill: " + std::to_string(value) + " is not an int32 value");
-      }
+      // check_fill refused a value that is not an int32 one.
       return static_cast<uint32_t>(static_cast<int32_t>(value));
   }
   return 0;
@@ -60,11 +58,7 @@ Tensor CudaBackend::empty(const Shape& shape, DType dtype) {
 }
 
 void CudaBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
-  check_here(dst, "upload", "destination");
-  if (bytes != dst.nbytes()) {
-    invalid("upload: " + std::to_string(bytes) + " bytes given for " + dst.describe() + " of " +
-            std::to_string(dst.nbytes()) + " bytes");
-  }
+  check_upload(dst, bytes, m_device);
   if (bytes == 0) return;
   DeviceScope scope(m_device.index);
   AMPCTL_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host, bytes, cudaMemcpyHostToDevice, stream()));
@@ -80,7 +74,7 @@ void CudaBackend::upload(const Tensor& dst, const void* host, size_t bytes) {
 }
 
 void CudaBackend::download(void* host, const Tensor& src) {
-  check_here(src, "download", "source");
+  check_download(src, m_device);
   if (src.nbytes() == 0) return;
   DeviceScope scope(m_device.index);
   AMPCTL_CUDA_CHECK(
@@ -89,13 +83,7 @@ void CudaBackend::download(void* host, const Tensor& src) {
 }
 
 void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
-  check_here(dst, "copy", "destination");
-  check_here(src, "copy", "source");
-  if (dst.dtype() != src.dtype()) {
-    invalid("copy: destination " + dst.describe() + " and source " + src.describe() +
-            " differ in dtype (use cast)");
-  }
-  check_same_numel(dst, "destination", src, "source", "copy");
+  check_copy(dst, src, m_device);
   if (dst.nbytes() == 0 || dst.data() == src.data()) return;
   DeviceScope scope(m_device.index);
   AMPCTL_CUDA_CHECK(
@@ -103,7 +91,7 @@ void CudaBackend::copy(const Tensor& dst, const Tensor& src) {
 }
 
 void CudaBackend::fill(const Tensor& dst, double value) {
-  check_here(dst, "fill", "destination");
+  check_fill(dst, value, m_device);
   const uint32_t bits = fill_bits(dst.dtype(), value);
   DeviceScope scope(m_device.index);
   kernels::launch_fill(dst.data(), dtype_size(dst.dtype()), bits, dst.numel(), stream());
@@ -115,22 +103,14 @@ void CudaBackend::synchronize() {
 }
 
 void CudaBackend::cast(const Tensor& src, const Tensor& dst) {
-  check_here(src, "cast", "source");
-  check_here(dst, "cast", "destination");
-  check_same_numel(src, "source", dst, "destination", "cast");
+  check_cast(src, dst, m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_cast(src.data(), elem_type(src.dtype()), dst.data(), elem_type(dst.dtype()),
                        src.numel(), stream());
 }
 
 void CudaBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) {
-  check_here(x, "mul_scalar_tensor", "x");
-  check_here(scale, "mul_scalar_tensor", "scale");
-  check_here(out, "mul_scalar_tensor", "out");
-  check_scalar(scale, DType::f32, "mul_scalar_tensor", "scale");
-  check_floating(x, "mul_scalar_tensor", "x");
-  check_floating(out, "mul_scalar_tensor", "out");
-  check_same_numel(x, "x", out, "out", "mul_scalar_tensor");
+  check_mul_scalar_tensor(x, scale, out, m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_mul_scalar_tensor(x.data(), elem_type(x.dtype()),
                                     static_cast<const float*>(scale.data()), out.data(),
@@ -138,11 +118,7 @@ void CudaBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const 
 }
 
 void CudaBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
-  check_here(dst, "add_", "dst");
-  check_here(src, "add_", "src");
-  check_floating(dst, "add_", "dst");
-  check_floating(src, "add_", "src");
-  check_same_numel(dst, "dst", src, "src", "add_");
+  check_add(dst, src, m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_add(dst.data(), elem_type(dst.dtype()), src.data(), elem_type(src.dtype()), alpha,
                       dst.numel(), stream());
@@ -150,10 +126,8 @@ void CudaBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
 
 void CudaBackend::gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                               const Tensor& dst) {
-  check_here(src, "gather_rows", "src");
-  check_here(index, "gather_rows", "index");
-  check_here(dst, "gather_rows", "dst");
-  const int64_t width = check_gather_rows(src, index, offset, dst);
+  // The indices are clamped by the kernel (checking them would be a sync).
+  const int64_t width = check_gather_rows(src, index, offset, dst, m_device);
   const int64_t n = src.dim(0), rows = dst.dim(0);
   DeviceScope scope(m_device.index);
   kernels::launch_gather_rows(static_cast<const uint32_t*>(src.data()), n, width,

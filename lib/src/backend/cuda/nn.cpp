@@ -83,34 +83,6 @@ LtLayout make_layout(DType type, int64_t rows, int64_t cols, int64_t ld) {
   return LtLayout(layout);
 }
 
-void check_activation_kind(nn::ActivationKind kind, const char* op) {
-  switch (kind) {
-    case nn::ActivationKind::relu:
-    case nn::ActivationKind::gelu:
-    case nn::ActivationKind::tanh:
-    case nn::ActivationKind::gelu_tanh:
-      return;
-  }
-  invalid(std::string(op) + ": unknown activation kind " +
-          std::to_string(static_cast<int32_t>(kind)));
-}
-
-void check_matrix(const Tensor& t, const char* op, const char* name) {
-  if (t.rank() != 2)
-    invalid(std::string(op) + ": " + name + " must be a matrix, got " + t.describe());
-}
-
-void check_f32(const Tensor& t, const char* op, const char* name) {
-  if (t.dtype() != DType::f32) {
-    invalid(std::string(op) + ": " + name + " must be f32, got " + t.describe());
-  }
-}
-
-void check_dropout_p(float p, const char* op) {
-  if (!(p >= 0.0f && p <= 1.0f))
-    invalid(std::string(op) + ": p must be in [0, 1], got " + std::to_string(p));
-}
-
 }  // namespace
 
 // The heuristic's first algorithm for a plan whose descriptor and layouts are set: has_algo
@@ -172,25 +144,9 @@ LinearPlan& CudaBackend::linear_plan(const LinearPlanKey& key, const void* bias)
 void CudaBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& b,
                                  const Tensor& y) {
   const char* op = "linear_forward";
-  check_here(x, op, "x");
-  check_here(w, op, "w");
-  check_here(y, op, "y");
-  check_floating(x, op, "x");
-  check_floating(w, op, "w");
-  check_floating(y, op, "y");
-  check_matrix(x, op, "x");
-  check_matrix(w, op, "w");
-  const int64_t rows = x.dim(0), in = x.dim(1), out = w.dim(0);
-  if (w.dim(1) != in) {
-    invalid(std::string(op) + ": x " + x.describe() + " has " + std::to_string(in) +
-            " features but w is " + w.describe() + " (expected [out, " + std::to_string(in) + "])");
-  }
-  check_shape(y, {rows, out}, op, "y");
-  if (b.defined()) {
-    check_here(b, op, "b");
-    check_floating(b, op, "b");
-    check_shape(b, {out}, op, "b");
-  }
+  const LinearDims d = check_linear_forward(x, w, b, y, m_device);
+  const int64_t rows = d.rows, in = d.in, out = d.out;
+  // cuBLASLt takes int dimensions: a limit of this backend, not of the op.
   for (int64_t d : {rows, in, out}) {
     if (d > INT_MAX)
       invalid(std::string(op) + ": dimension " + std::to_string(d) + " exceeds cuBLAS's int range");
@@ -464,14 +420,8 @@ void CudaBackend::linear_gelu_backward_input(const Tensor& dy, const Tensor& w, 
 // ---- reductions and elementwise ops ----
 
 void CudaBackend::sum_rows(const Tensor& x, const Tensor& out) {
-  const char* op = "sum_rows";
-  check_here(x, op, "x");
-  check_here(out, op, "out");
-  check_floating(x, op, "x");
-  check_floating(out, op, "out");
-  check_matrix(x, op, "x");
+  check_sum_rows(x, out, m_device);
   const int64_t rows = x.dim(0), cols = x.dim(1);
-  check_shape(out, {cols}, op, "out");
   DeviceScope scope(m_device.index);
   const size_t floats = kernels::sum_rows_workspace_floats(rows, cols);
   float* ws =
@@ -481,13 +431,7 @@ void CudaBackend::sum_rows(const Tensor& x, const Tensor& out) {
 }
 
 void CudaBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) {
-  const char* op = "activation_forward";
-  check_activation_kind(kind, op);
-  check_here(x, op, "x");
-  check_here(y, op, "y");
-  check_floating(x, op, "x");
-  check_floating(y, op, "y");
-  check_same_numel(x, "x", y, "y", op);
+  check_activation_forward(kind, x, y, m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_activation_forward(kind, x.data(), elem_type(x.dtype()), y.data(),
                                      elem_type(y.dtype()), x.numel(), stream());
@@ -495,28 +439,11 @@ void CudaBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, c
 
 void CudaBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
                                       const Tensor& dy, const Tensor& dx) {
-  const char* op = "activation_backward";
-  check_activation_kind(kind, op);
-  check_here(dy, op, "dy");
-  check_here(dx, op, "dx");
-  check_floating(dy, op, "dy");
-  check_floating(dx, op, "dx");
-  check_same_numel(dy, "dy", dx, "dx", op);
+  check_activation_backward(kind, x, y, dy, dx, m_device);
   // relu and tanh read only the forward output, gelu only the input (nn_math.h): the other one
   // may be undefined, and is not read even when given.
   const bool reads_input = nn::activation_reads_input(kind);
   const Tensor& used = reads_input ? x : y;
-  const char* used_name = reads_input ? "x" : "y";
-  check_here(used, op, used_name);
-  check_floating(used, op, used_name);
-  check_same_numel(used, used_name, dy, "dy", op);
-  const Tensor& unused = reads_input ? y : x;
-  const char* unused_name = reads_input ? "y" : "x";
-  if (unused.defined()) {
-    check_here(unused, op, unused_name);
-    check_floating(unused, op, unused_name);
-    check_same_numel(unused, unused_name, dy, "dy", op);
-  }
   DeviceScope scope(m_device.index);
   const ElemType used_type = elem_type(used.dtype());
   kernels::launch_activation_backward(
@@ -527,13 +454,7 @@ void CudaBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, 
 
 void CudaBackend::dropout_forward(const Tensor& x, const Tensor& y, float p, uint64_t seed,
                                   uint64_t offset) {
-  const char* op = "dropout_forward";
-  check_dropout_p(p, op);
-  check_here(x, op, "x");
-  check_here(y, op, "y");
-  check_floating(x, op, "x");
-  check_floating(y, op, "y");
-  check_same_numel(x, "x", y, "y", op);
+  check_dropout(x, y, p, "dropout_forward", m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_dropout(x.data(), elem_type(x.dtype()), y.data(), elem_type(y.dtype()), p, seed,
                           offset, x.numel(), stream());
@@ -541,13 +462,7 @@ void CudaBackend::dropout_forward(const Tensor& x, const Tensor& y, float p, uin
 
 void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& dx, float p, uint64_t seed,
                                    uint64_t offset) {
-  const char* op = "dropout_backward";
-  check_dropout_p(p, op);
-  check_here(dy, op, "dy");
-  check_here(dx, op, "dx");
-  check_floating(dy, op, "dy");
-  check_floating(dx, op, "dx");
-  check_same_numel(dy, "dy", dx, "dx", op);
+  check_dropout(dy, dx, p, "dropout_backward", m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_dropout(dy.data(), elem_type(dy.dtype()), dx.data(), elem_type(dx.dtype()), p,
                           seed, offset, dy.numel(), stream());
@@ -556,37 +471,9 @@ void CudaBackend::dropout_backward(const Tensor& dy, const Tensor& dx, float p, 
 void CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labels,
                                         const Tensor& loss, const Tensor& correct,
                                         const Tensor& dlogits, const Tensor& grad_scale) {
-  const char* op = "softmax_cross_entropy";
-  check_here(logits, op, "logits");
-  check_here(labels, op, "labels");
-  check_here(loss, op, "loss");
-  check_floating(logits, op, "logits");
-  check_matrix(logits, op, "logits");
+  check_softmax_cross_entropy(logits, labels, loss, correct, dlogits, grad_scale, m_device);
+  // The labels are clamped by the kernel (checking them would be a sync).
   const int64_t rows = logits.dim(0), cols = logits.dim(1);
-  check_shape(labels, {rows}, op, "labels");
-  labels.check_dtype(DType::i32);
-  check_scalar(loss, DType::f32, op, "loss");
-  if (cols == 0) invalid(std::string(op) + ": logits " + logits.describe() + " have no classes");
-  if (correct.defined()) {
-    check_here(correct, op, "correct");
-    check_scalar(correct, DType::i32, op, "correct");
-  }
-  if (dlogits.defined()) {
-    check_here(dlogits, op, "dlogits");
-    check_here(grad_scale, op, "grad_scale");
-    check_floating(dlogits, op, "dlogits");
-    check_shape(dlogits, {rows, cols}, op, "dlogits");
-    check_scalar(grad_scale, DType::f32, op, "grad_scale");
-    // In place (dlogits is logits, kernels/xent.cu reads a row before writing it) or disjoint.
-    const auto* pl = static_cast<const char*>(logits.data());
-    const auto* pd = static_cast<const char*>(dlogits.data());
-    const bool overlap =
-        logits.nbytes() > 0 && pl < pd + dlogits.nbytes() && pd < pl + logits.nbytes();
-    if (overlap && (pl != pd || logits.dtype() != dlogits.dtype())) {
-      invalid(std::string(op) + ": dlogits " + dlogits.describe() + " overlaps logits " +
-              logits.describe() + " without being it (in place needs the same data and dtype)");
-    }
-  }
   DeviceScope scope(m_device.index);
   float* ws =
       grow_workspace(m_reduce_workspace, std::max<size_t>(1, kernels::xent_workspace_floats(rows)),
@@ -605,21 +492,7 @@ void CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labe
 
 void CudaBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& loss,
                       const Tensor& dpred, const Tensor& grad_scale) {
-  const char* op = "mse";
-  check_here(pred, op, "pred");
-  check_here(target, op, "target");
-  check_here(loss, op, "loss");
-  check_floating(pred, op, "pred");
-  check_f32(target, op, "target");
-  check_same_numel(pred, "pred", target, "target", op);
-  check_scalar(loss, DType::f32, op, "loss");
-  if (dpred.defined()) {
-    check_here(dpred, op, "dpred");
-    check_here(grad_scale, op, "grad_scale");
-    check_floating(dpred, op, "dpred");
-    check_same_numel(pred, "pred", dpred, "dpred", op);
-    check_scalar(grad_scale, DType::f32, op, "grad_scale");
-  }
+  check_mse(pred, target, loss, dpred, grad_scale, m_device);
   DeviceScope scope(m_device.index);
   float* ws = grow_workspace(m_reduce_workspace, kernels::mse_workspace_floats(),
                              "the reduction workspace");
@@ -634,27 +507,9 @@ void CudaBackend::mse(const Tensor& pred, const Tensor& target, const Tensor& lo
 void CudaBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                      const Tensor& y, const Tensor& mean, const Tensor& rstd,
                                      float eps) {
-  const char* op = "layer_norm_forward";
-  for (const auto& [t, name] : {std::pair{&x, "x"},
-                                {&gamma, "gamma"},
-                                {&beta, "beta"},
-                                {&y, "y"},
-                                {&mean, "mean"},
-                                {&rstd, "rstd"}}) {
-    check_here(*t, op, name);
-  }
-  check_floating(x, op, "x");
-  check_floating(y, op, "y");
-  check_matrix(x, op, "x");
-  const int64_t rows = x.dim(0), cols = x.dim(1);
-  check_shape(y, {rows, cols}, op, "y");
-  for (const auto& [t, name, n] : {std::tuple{&gamma, "gamma", cols},
-                                   {&beta, "beta", cols},
-                                   {&mean, "mean", rows},
-                                   {&rstd, "rstd", rows}}) {
-    check_f32(*t, op, name);
-    check_shape(*t, {n}, op, name);
-  }
+  const std::array<int64_t, 2> rc =
+      check_layer_norm_forward(x, gamma, beta, y, mean, rstd, m_device);
+  const int64_t rows = rc[0], cols = rc[1];
   DeviceScope scope(m_device.index);
   kernels::launch_layer_norm_forward(x.data(), elem_type(x.dtype()),
                                      static_cast<const float*>(gamma.data()),
@@ -666,33 +521,9 @@ void CudaBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const
 void CudaBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                                       const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                                       const Tensor& dgamma, const Tensor& dbeta) {
-  const char* op = "layer_norm_backward";
-  for (const auto& [t, name] :
-       {std::pair{&x, "x"}, {&gamma, "gamma"}, {&mean, "mean"}, {&rstd, "rstd"}, {&dy, "dy"}}) {
-    check_here(*t, op, name);
-  }
-  check_floating(x, op, "x");
-  check_floating(dy, op, "dy");
-  check_matrix(x, op, "x");
-  const int64_t rows = x.dim(0), cols = x.dim(1);
-  check_shape(dy, {rows, cols}, op, "dy");
-  for (const auto& [t, name, n] :
-       {std::tuple{&gamma, "gamma", cols}, {&mean, "mean", rows}, {&rstd, "rstd", rows}}) {
-    check_f32(*t, op, name);
-    check_shape(*t, {n}, op, name);
-  }
-  // Each of the three gradients may be undefined (not wanted).
-  if (dx.defined()) {
-    check_here(dx, op, "dx");
-    check_floating(dx, op, "dx");
-    check_shape(dx, {rows, cols}, op, "dx");
-  }
-  for (const auto& [t, name] : {std::pair{&dgamma, "dgamma"}, {&dbeta, "dbeta"}}) {
-    if (!t->defined()) continue;
-    check_here(*t, op, name);
-    check_f32(*t, op, name);
-    check_shape(*t, {cols}, op, name);
-  }
+  const std::array<int64_t, 2> rc =
+      check_layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta, m_device);
+  const int64_t rows = rc[0], cols = rc[1];
   DeviceScope scope(m_device.index);
   const size_t floats = kernels::layer_norm_backward_workspace_floats(rows, cols);
   float* ws =
@@ -742,11 +573,7 @@ void CudaBackend::layer_norm_backward_accumulate(const Tensor& x, const Tensor& 
 }
 
 void CudaBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) {
-  const char* op = "clip_coef";
-  check_here(norm, op, "norm");
-  check_here(coef, op, "coef");
-  check_scalar(norm, DType::f32, op, "norm");
-  check_scalar(coef, DType::f32, op, "coef");
+  check_clip_coef(norm, coef, m_device);
   DeviceScope scope(m_device.index);
   kernels::launch_clip_coef(static_cast<const float*>(norm.data()), max_norm,
                             static_cast<float*>(coef.data()), stream());
