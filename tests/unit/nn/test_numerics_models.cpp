@@ -1,4 +1,4 @@
-// Gradient numerics of the GPT (nn/numerics.h): every rounding of their backward to
+// Gradient numerics of the GPT and the CNN (nn/numerics.h): every rounding of their backward to
 // f16/bf16 goes through the hook. The reference is independent of the hook: the same model,
 // uninstrumented, runs on a RoundingProbe (rounding_probe.h), which sees every op that writes a
 // lowp tensor and records the f32 values before that rounding. Against it:
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ampctl/math/numerics_math.h"
+#include "ampctl/nn/models/cnn.h"
 #include "ampctl/nn/models/gpt.h"
 #include "ampctl/nn/numerics.h"
 #include "rounding_probe.h"
@@ -237,6 +238,77 @@ TEST_P(GptNumerics, EveryRoundingIsCountedAndTheAmaxIsTheProbesMax) {
 
 INSTANTIATE_TEST_SUITE_P(Scales, GptNumerics,
                          ::testing::Values(Case{DType::f16, 1.0, true}, Case{DType::f16, 0x1p12},
+                                           Case{DType::bf16, 1.0}));
+
+// ---- the CNN ----
+
+ModelOptions cnn_options(DType lowp, bool numerics) {
+  ModelOptions o;
+  o.type = "cnn";
+  o.compute = lowp;
+  o.precision = lowp == DType::f16 ? "fp16" : "bf16";
+  o.loss = LossKind::cross_entropy;
+  o.in_features = 1 * 8 * 8;
+  o.out_features = 3;
+  o.max_batch = 3;
+  o.seed = 5;
+  o.numerics = numerics;
+  o.cnn.conv = {{4, 3}, {4, 3}};
+  o.cnn.pool = 2;
+  o.cnn.batch_norm = true;
+  o.cnn.hidden = {8};
+  o.cnn.channels = 1;
+  o.cnn.height = 8;
+  o.cnn.width = 8;
+  return o;
+}
+
+// features: 0 conv(1->4) 1 bn 2 relu 3 pool | 4 conv(4->4) 5 bn 6 relu 7 pool; classifier:
+// 0 flatten 1 Linear(16, 8) 2 relu 3 Linear(8, 3). Per tensor: its dW (db) and the sites
+// rounded since the previous claim (a pooling's and an activation's dx go to the next layer
+// with a parameter).
+std::map<std::string, int64_t> cnn_expected() {
+  const int64_t N = 3, a0 = N * 4 * 8 * 8, p0 = N * 4 * 4 * 4, a1 = N * 4 * 4 * 4,
+                p1 = N * 4 * 2 * 2;
+  std::map<std::string, int64_t> e;
+  e["features.0.weight"] = 4 * 1 * 9 + a0;  // dW; bn0's dx
+  e["features.1.weight"] = p0 + a0 + a0;    // conv1's dx, pool0's dx, relu's dx
+  e["features.1.bias"] = 0;
+  e["features.4.weight"] = 4 * 4 * 9 + a1;  // dW; bn1's dx
+  e["features.5.weight"] = p1 + a1 + a1;    // Linear's dx, pool1's dx, relu's dx
+  e["features.5.bias"] = 0;
+  e["classifier.1.weight"] = 8 * 16 + N * 8 * 2;  // dW; Linear(8, 3)'s dx, relu's dx
+  e["classifier.1.bias"] = 8;
+  e["classifier.3.weight"] = 3 * 8 + N * 3;  // dW; dlogits
+  e["classifier.3.bias"] = 3;
+  return e;
+}
+
+Step cnn_batch(Backend& be) {
+  std::vector<float> x(3 * 64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37 % 23)) / 8.0f - 1.0f;
+  std::vector<int32_t> y{0, 2, 1};
+  Step s;
+  s.input = be.from_host({3, 1, 8, 8}, DType::f32, x.data());
+  s.targets = be.from_host({3}, DType::i32, y.data());
+  s.batch = 3;
+  return s;
+}
+
+class CnnNumerics : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CnnNumerics, EveryRoundingIsCountedAndTheAmaxIsTheProbesMax) {
+  const Case c = GetParam();
+  check_model(
+      c,
+      [&](Backend& be, bool numerics) -> std::unique_ptr<Model> {
+        return std::make_unique<Cnn>(be, cnn_options(c.lowp, numerics));
+      },
+      cnn_batch, cnn_expected());
+}
+
+INSTANTIATE_TEST_SUITE_P(Scales, CnnNumerics,
+                         ::testing::Values(Case{DType::f16, 1.0}, Case{DType::f16, 0x1p-12, true},
                                            Case{DType::bf16, 1.0}));
 
 }  // namespace
