@@ -15,9 +15,9 @@
 #                 configs/gpt_fortunes.yaml)
 #
 # The step time is summary.json's steady_step_ms (the mean step time after the first logging
-# interval), so data loading and setup are not in it. A model whose roundings are not
-# instrumented (the GPT, the CNN: the console says so) has no grad_amax, so its ratio measures
-# noise only.
+# interval), so data loading and setup are not in it. Every model's roundings are instrumented
+# on the CPU (the MLP, the CNN, the GPT); the GPT on CUDA in fp16/bf16 is not (the console says
+# so) and has no grad_amax, so its ratio there measures noise only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training through mpirun (docs/distributed.md), end to end on the CPU:
 #   dist_mpi.sh AMPCTL MPIRUN WORK CASE
-# CASE is one of: lm_equivalence, equivalence, grad_amax, auto, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
+# CASE is one of: lm_equivalence, equivalence, grad_amax, lm_grad_amax, auto, one_rank, inject_rank, resume, kill_rank, bad_data_rank,
 # config_error, sigterm, zero_inject, zero_equal, zero_resume, usr1_zero0, usr1_zero1,
 # config_mismatch, data_mismatch, retry_zero0, retry_zero1. Each case takes a few seconds;
 # ctest runs each as cli.dist_<case>. No case can hang: every mpirun runs under `timeout` (MPI_LIMIT seconds), and a
@@ -301,6 +301,56 @@ EOF2
   grep -q " True True " one.auto || fail "no step overflowed from 2^30: the case proves less"
   diff two.auto one.auto || fail "2 ranks and 1 rank differ under auto"
   diff zero.auto one.auto || fail "ZeRO-1 and 1 rank differ under auto"
+  ;;
+lm_grad_amax)
+  # grad_amax of a GPT (every backward rounding instrumented) is the same for 1 and 2 ranks, as
+  # the grad_amax case argues for the MLP: training.global_batch 8 makes 1 rank run two
+  # micro-batches of 4 windows (seed scale / 2) and 2 ranks one each (seed scale) over the same
+  # windows, so each rank's roundings are exactly twice the micro-batch's (every op of the
+  # backward is linear in its gradient input; no value near the half type's subnormals at these
+  # scales) and the max over the ranks divided by the seed is bitwise the 1-rank max.
+  python3 -c "
+import random
+r = random.Random(7)
+words = 'the loss scale grows and backs off when a gradient overflows in half precision'.split()
+print('\n'.join(' '.join(r.choice(words) for _ in range(12)) for _ in range(400)))" >corpus.txt
+  for prec in fp16 bf16; do
+    cat >lm.yaml <<EOF
+name: distlm
+seed: 5
+device: cpu
+precision: $prec
+model: {type: gpt, n_layer: 2, n_head: 2, n_embd: 16, block_size: 16, dropout: 0.0}
+data:
+  train: {source: text, path: corpus.txt, vocab: char, split_fraction: 0.25}
+  batch_size: 4
+optimizer: {type: sgd, lr: 0.05}
+scaler: {init_scale: 1024.0, growth_interval: 2}
+training: {max_steps: 6, eval_every: 0, global_batch: 8}
+logging: {every_steps: 3, metrics_every: 1, grad_amax: true}
+EOF
+    "${MPI[@]}" -np 2 "$AMPCTL" train --config lm.yaml --run-dir "$DIR/two_$prec" \
+      >two.out 2>two.err || fail "$prec 2-rank run: $(cat two.err)"
+    "$AMPCTL" train --config lm.yaml --run-dir "$DIR/one_$prec" \
+      >one.out 2>one.err || fail "$prec 1-rank run: $(cat one.err)"
+    diff <(decisions "$DIR/two_$prec/metrics.jsonl") <(decisions "$DIR/one_$prec/metrics.jsonl") ||
+      fail "$prec: found_inf / skipped / scale differ"
+    lm_amaxes() {
+      python3 - "$1" <<'EOF2'
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)
+    if m.get("kind") == "train":
+        a = m.get("grad_amax")
+        assert isinstance(a, float) and a > 0, m
+        print(m["step"], repr(a), m.get("grad_amax_exact"))
+EOF2
+    }
+    lm_amaxes "$DIR/one_$prec/metrics.jsonl" >one.amax || fail "$prec: a train line without a positive grad_amax"
+    lm_amaxes "$DIR/two_$prec/metrics.jsonl" >two.amax || fail "$prec: a 2-rank train line without a positive grad_amax"
+    [ "$(wc -l <one.amax)" = 6 ] || fail "$prec: expected 6 train lines"
+    diff two.amax one.amax || fail "$prec: the GPT's grad_amax differs between 1 and 2 ranks"
+  done
   ;;
 one_rank)
   # One rank under mpirun is the single-process program, bitwise.

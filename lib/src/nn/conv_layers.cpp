@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ampctl/core/philox.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 namespace {
@@ -113,6 +114,15 @@ void Conv2d::setup(Backend& backend, const FlatLayout& layout, const ParamArenas
     m_dx = RowViews(backend.zeros(image_rows(max_batch, m_in), act));
     m_dcol = backend.zeros({k * p}, DType::f32);
   }
+  m_numerics = act != DType::f32 ? arenas.numerics : nullptr;
+  if (m_numerics) {  // the f32 outputs of counted steps (nn/numerics.h)
+    m_dw_f32 = m_numerics->workspace({m_out.c, m_in.c, m_kernel, m_kernel});
+    if (m_has_bias) m_db_f32 = m_numerics->workspace({m_out.c});
+    if (input_grad) {
+      m_dx_f32 = RowViews(m_numerics->workspace(image_rows(max_batch, m_in)));
+      m_dx_site = m_numerics->add_site();
+    }
+  }
 }
 
 const Tensor& Conv2d::forward(const Tensor& x, int64_t batch, bool) {
@@ -126,12 +136,28 @@ const Tensor& Conv2d::forward(const Tensor& x, int64_t batch, bool) {
 const Tensor& Conv2d::backward(const Tensor& dy, int64_t batch) {
   Backend& b = *m_backend;
   view_images(dy, batch, m_out, m_dy, "Conv2d backward dy");
-  b.conv2d_backward_weight(m_x, m_dy, m_dw_ws, m_has_bias ? m_db_ws : m_undefined, m_geometry,
-                           m_col, m_acc);
+  // A counted step (nn/numerics.h): dy's roundings count for this weight; dW, db and dx are
+  // written in f32 (the float each would round: the accumulator, the channel sums, col2im's
+  // sums) and rounded by the hook.
+  GradNumerics* n = m_numerics && m_numerics->active() ? m_numerics : nullptr;
+  if (n) n->claim(m_weight_entry);
+  const Tensor& dw = n ? m_dw_f32 : m_dw_ws;
+  const Tensor& db = !m_has_bias ? m_undefined : n ? m_db_f32 : m_db_ws;
+  b.conv2d_backward_weight(m_x, m_dy, dw, db, m_geometry, m_col, m_acc);
+  if (n) {
+    n->round(m_dw_f32, m_dw_ws, m_weight_entry);
+    if (m_has_bias) n->round(m_db_f32, m_db_ws, m_bias_entry);
+  }
   b.add_(m_weight.grad, m_dw_ws);
   if (m_has_bias) b.add_(m_bias.grad, m_db_ws);
   if (!m_dx.defined()) return m_undefined;
   const Tensor& dx = m_dx.rows(batch);
+  if (n) {
+    const Tensor& dx_f32 = m_dx_f32.rows(batch);
+    b.conv2d_backward_input(m_dy, m_weight.compute(), dx_f32, m_geometry, m_dcol);
+    n->round_site(dx_f32, dx, m_dx_site);
+    return dx;
+  }
   b.conv2d_backward_input(m_dy, m_weight.compute(), dx, m_geometry, m_dcol);
   return dx;
 }
@@ -177,13 +203,18 @@ std::string Pool2d::describe() const {
   return "Pool2d";
 }
 
-void Pool2d::setup(Backend& backend, const FlatLayout&, const ParamArenas&, int64_t max_batch,
-                   DType act, bool input_grad) {
+void Pool2d::setup(Backend& backend, const FlatLayout&, const ParamArenas& arenas,
+                   int64_t max_batch, DType act, bool input_grad) {
   m_backend = &backend;
   m_y = RowViews(backend.zeros(image_rows(max_batch, m_out), act));
   if (m_kind == Kind::max)
     m_indices = RowViews(backend.zeros(image_rows(max_batch, m_out), DType::i32));
   if (input_grad) m_dx = RowViews(backend.zeros(image_rows(max_batch, m_in), act));
+  m_numerics = act != DType::f32 && input_grad ? arenas.numerics : nullptr;
+  if (m_numerics) {
+    m_dx_f32 = RowViews(m_numerics->workspace(image_rows(max_batch, m_in)));
+    m_site = m_numerics->add_site();
+  }
 }
 
 const Tensor& Pool2d::forward(const Tensor& x, int64_t batch, bool) {
@@ -202,11 +233,16 @@ const Tensor& Pool2d::backward(const Tensor& dy, int64_t batch) {
   if (!m_dx.defined()) return m_undefined;
   view_images(dy, batch, m_out, m_dy, "Pool2d backward dy");
   const Tensor& dx = m_dx.rows(batch);
+  // A counted step (nn/numerics.h): dx in f32, then a counted rounding (a pooling has no
+  // parameter: its consumer claims the site).
+  const bool counted = m_numerics && m_numerics->active();
+  const Tensor& out = counted ? m_dx_f32.rows(batch) : dx;
   if (m_kind == Kind::max) {
-    m_backend->max_pool2d_backward(m_dy, m_indices.rows(batch), dx, m_geometry);
+    m_backend->max_pool2d_backward(m_dy, m_indices.rows(batch), out, m_geometry);
   } else {
-    m_backend->avg_pool2d_backward(m_dy, dx, m_geometry);
+    m_backend->avg_pool2d_backward(m_dy, out, m_geometry);
   }
+  if (counted) m_numerics->round_site(out, dx, m_site);
   return dx;
 }
 
@@ -247,6 +283,11 @@ void BatchNorm2d::setup(Backend& backend, const FlatLayout& layout, const ParamA
   m_running_var = backend.empty({m_in.c}, DType::f32);
   backend.fill(m_running_var, 1.0);
   m_num_batches_tracked = backend.zeros(Shape{}, DType::i32);
+  m_numerics = act != DType::f32 && input_grad ? arenas.numerics : nullptr;
+  if (m_numerics) {
+    m_dx_f32 = RowViews(m_numerics->workspace(image_rows(max_batch, m_in)));
+    m_site = m_numerics->add_site();
+  }
 }
 
 const Tensor& BatchNorm2d::forward(const Tensor& x, int64_t batch, bool training) {
@@ -268,8 +309,14 @@ const Tensor& BatchNorm2d::backward(const Tensor& dy, int64_t batch) {
   }
   view_images(dy, batch, m_in, m_dy, "BatchNorm2d backward dy");
   const Tensor& dx = m_dx.defined() ? m_dx.rows(batch) : m_undefined;
-  m_backend->batch_norm_backward(m_x, m_gamma.param, m_save_mean, m_save_invstd, m_dy, dx,
+  // dgamma and dbeta are f32 sums into the f32 gradients (nothing rounds); dy's roundings count
+  // for gamma. A counted step writes dx in f32, then rounds it with the hook (nn/numerics.h).
+  const bool counted = m_numerics && m_numerics->active();
+  if (counted) m_numerics->claim(m_gamma_entry);
+  const Tensor& out = counted && dx.defined() ? m_dx_f32.rows(batch) : dx;
+  m_backend->batch_norm_backward(m_x, m_gamma.param, m_save_mean, m_save_invstd, m_dy, out,
                                  m_gamma.grad, m_beta.grad);
+  if (counted && dx.defined()) m_numerics->round_site(out, dx, m_site);
   return dx;
 }
 

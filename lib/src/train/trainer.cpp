@@ -457,13 +457,16 @@ void Trainer::open_tensorboard(std::optional<int64_t> purge_step) {
   }
   const nn::Model& model = *m_run->model;
   if (model.numerics() != nullptr && !model.roundings_instrumented() && is_root()) {
-    // Said once, instead of zeros: the layers' roundings of this model are not measured.
-    spdlog::info("numerics: the {} model's backward roundings are not instrumented: no {}",
-                 model.type(),
-                 m_cfg.logging.numerics_every > 0
-                     ? (config::measures_grad_amax(m_cfg) ? "numerics lines and no grad_amax"
-                                                          : "numerics lines")
-                     : "grad_amax on the metrics lines");
+    // Said once, instead of partial counts: the roundings of this model are not all measured
+    // (the GPT on a backend that fuses its attention or Linear + GELU backward: CUDA fp16/bf16).
+    spdlog::info(
+        "numerics: the {} model's backward roundings are not instrumented on this backend (it "
+        "fuses ops whose roundings cannot be taken apart): no {}",
+        model.type(),
+        m_cfg.logging.numerics_every > 0
+            ? (config::measures_grad_amax(m_cfg) ? "numerics lines and no grad_amax"
+                                                 : "numerics lines")
+            : "grad_amax on the metrics lines");
   } else if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
     spdlog::info(
         "numerics: precision {} rounds no gradient to 16 bits: nothing to count, no "

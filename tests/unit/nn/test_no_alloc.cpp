@@ -10,6 +10,7 @@
 
 #include "alloc_counter.h"
 #include "ampctl/nn/models/gpt.h"
+#include "ampctl/nn/numerics.h"
 #include "nn_reference.h"
 
 namespace ampctl::nn {
@@ -82,7 +83,16 @@ TEST_P(NoAllocation, StepAllocatesNothingAfterTheFirstCallPerBatchSize) {
 // The GPT: training micro-batches, evaluation, a shorter context (sampling) and a partial batch,
 // each warmed up once, then allocation-free.
 TEST(NoAllocationGpt, StepAllocatesNothingAfterTheFirstCallPerShape) {
-  for (DType dt : {DType::f16, DType::f32}) {
+  // f16 also with the gradient-numerics hook active (nn/numerics.h: counted steps and
+  // grad_amax-only steps), on both attention paths (dropout: the materialised ops).
+  struct GptCase {
+    DType dt;
+    double dropout;
+    bool numerics;
+  };
+  for (const GptCase& c : {GptCase{DType::f16, 0.1, false}, GptCase{DType::f32, 0.1, false},
+                           GptCase{DType::f16, 0.1, true}, GptCase{DType::f16, 0.0, true}}) {
+    const DType dt = c.dt;
     auto be = make_cpu_backend(1);
     ModelOptions o;
     o.type = "gpt";
@@ -90,8 +100,11 @@ TEST(NoAllocationGpt, StepAllocatesNothingAfterTheFirstCallPerShape) {
     o.in_features = o.out_features = 11;
     o.max_batch = 3;
     o.seed = 2;
-    o.gpt = {2, 2, 16, 8, 0.1, true, true};
+    o.gpt = {2, 2, 16, 8, c.dropout, true, true};
+    o.numerics = c.numerics;
     Gpt model(*be, o);
+    GradNumerics* numerics = model.numerics();
+    ASSERT_EQ(numerics != nullptr, c.numerics);
     std::vector<int32_t> ids(3 * 8);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % 11);
     const Tensor x = be->from_host({3, 8}, DType::i32, ids.data());
@@ -103,9 +116,11 @@ TEST(NoAllocationGpt, StepAllocatesNothingAfterTheFirstCallPerShape) {
     auto iteration = [&](int64_t rows) {
       model.zero_grad();
       for (int micro = 0; micro < 2; ++micro) {
+        if (numerics) numerics->begin(/*count=*/micro == 0);
         model.forward(x, rows, true);
         model.loss(y, rows, loss, Tensor{}, scale);
         model.backward(rows);
+        if (numerics) numerics->end();
       }
       model.forward(x, rows, false);
       model.loss(y, rows, loss, Tensor{}, Tensor{});
@@ -118,7 +133,8 @@ TEST(NoAllocationGpt, StepAllocatesNothingAfterTheFirstCallPerShape) {
       for (int64_t rows : {3, 2}) iteration(rows);
     }
     g_counting = false;
-    EXPECT_EQ(g_allocations.load(), 0u) << dtype_name(dt);
+    EXPECT_EQ(g_allocations.load(), 0u)
+        << dtype_name(dt) << (c.numerics ? " numerics" : "") << " dropout " << c.dropout;
     EXPECT_TRUE(std::isfinite(be->read_scalar_f32(loss)));
   }
 }

@@ -99,6 +99,57 @@ End end_of(Trainer& t) {
   return e;
 }
 
+// Gradient numerics on the CNN (nn/numerics.h): counting every step and grad_amax leave the
+// run bitwise identical (every metric but time and grad_amax, the final parameters and
+// BatchNorm's buffers); every tensor but BatchNorm's beta counts values.
+TEST(CnnTrain, GradientNumericsAndGradAmaxLeaveTheRunBitwiseIdentical) {
+  const fs::path data = write_images(fresh_dir("data_numerics"));
+  std::vector<std::vector<std::string>> lines(2);
+  std::vector<std::vector<uint8_t>> state(2);
+  for (int on = 0; on < 2; ++on) {
+    std::vector<std::string> sets;
+    if (on) sets = {"logging.numerics_every=1", "logging.grad_amax=true"};
+    const fs::path dir = fresh_dir(on ? "numerics_on" : "numerics_off");
+    Trainer t(config::parse_config(config_text(data), "cnn.yaml", sets), dir);
+    t.run();
+    EXPECT_TRUE(t.model().roundings_instrumented());
+    state[on] = bytes_of(t.backend(), t.model().params());
+    for (const auto& [name, buffer] : t.model().state_buffers()) {
+      const std::vector<uint8_t> b = bytes_of(t.backend(), buffer);
+      state[on].insert(state[on].end(), b.begin(), b.end());
+    }
+    std::ifstream in(dir / "metrics.jsonl");
+    std::string line;
+    int64_t numerics_lines = 0;
+    while (std::getline(in, line)) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      j.erase("time_s");
+      if (j.at("kind") == "numerics") {
+        ++numerics_lines;
+        for (const auto& [name, tensor] : j.at("tensors").items()) {
+          const bool beta = name == "features.1.bias" || name == "features.5.bias";
+          EXPECT_EQ(tensor.at("values").get<int64_t>() == 0, beta) << name;
+        }
+        continue;
+      }
+      if (j.at("kind") == "train") {
+        EXPECT_EQ(j.contains("grad_amax"), on == 1) << line;
+        if (on) {
+          EXPECT_GT(j.at("grad_amax").get<double>(), 0.0) << line;
+        }
+        j.erase("grad_amax");
+        j.erase("grad_amax_exact");
+      }
+      lines[on].push_back(j.dump());
+    }
+    EXPECT_EQ(numerics_lines, on ? 12 : 0);
+    fs::remove_all(dir);
+  }
+  EXPECT_EQ(lines[0], lines[1]);
+  EXPECT_EQ(state[0], state[1]);
+  fs::remove_all(data);
+}
+
 TEST(CnnTrain, ResumeWithBatchNormIsBitwiseExact) {
   const fs::path data = write_images(fresh_dir("data"));
   const config::RunConfig cfg = config::parse_config(config_text(data), "cnn.yaml");

@@ -77,6 +77,63 @@ std::vector<std::string> metrics_without_time(const fs::path& run_dir) {
   return out;
 }
 
+// Gradient numerics on the GPT (nn/numerics.h): counting every step and recording grad_amax
+// leave the run bitwise identical (every metric but time and grad_amax, the final parameters),
+// with dropout and gradient accumulation; grad_amax is on every train line and the numerics
+// lines count for every tensor that rounds (none for wpe and the LayerNorm biases).
+TEST(LmRun, GradientNumericsAndGradAmaxLeaveTheRunBitwiseIdentical) {
+  const fs::path text = write_text("n.txt");
+  for (const char* prec : {"fp16", "bf16"}) {
+    std::vector<std::vector<std::string>> lines(2);
+    std::vector<std::vector<uint8_t>> params(2);
+    for (int on = 0; on < 2; ++on) {
+      std::vector<std::string> sets = {std::string("precision=") + prec, "training.max_steps=6"};
+      if (on) {
+        sets.push_back("logging.numerics_every=1");
+        sets.push_back("logging.grad_amax=true");
+      }
+      const fs::path dir = fresh_dir(std::string("numerics_") + prec + (on ? "_on" : "_off"));
+      Trainer t(make_config(text, sets), dir);
+      t.run();
+      EXPECT_TRUE(t.model().roundings_instrumented());
+      params[on] = bytes_of(t.backend(), t.model().params());
+      std::ifstream in(dir / "metrics.jsonl");
+      std::string line;
+      int64_t train_lines = 0, numerics_lines = 0;
+      while (std::getline(in, line)) {
+        nlohmann::json j = nlohmann::json::parse(line);
+        j.erase("time_s");
+        if (j.at("kind") == "numerics") {
+          ++numerics_lines;
+          for (const auto& [name, tensor] : j.at("tensors").items()) {
+            const bool rounds_nothing =
+                name == "transformer.wpe.weight" || (name.find(".ln_") != std::string::npos &&
+                                                     name.size() > 5 && name.ends_with(".bias"));
+            EXPECT_EQ(tensor.at("values").get<int64_t>() == 0, rounds_nothing) << name;
+          }
+          continue;
+        }
+        if (j.at("kind") == "train") {
+          ++train_lines;
+          EXPECT_EQ(j.contains("grad_amax"), on == 1) << line;
+          if (on) {
+            EXPECT_GT(j.at("grad_amax").get<double>(), 0.0) << line;
+          }
+          j.erase("grad_amax");
+          j.erase("grad_amax_exact");
+        }
+        lines[on].push_back(j.dump());
+      }
+      EXPECT_EQ(train_lines, 6);
+      EXPECT_EQ(numerics_lines, on ? 6 : 0);
+      fs::remove_all(dir);
+    }
+    EXPECT_EQ(lines[0], lines[1]) << prec;
+    EXPECT_EQ(params[0], params[1]) << prec;
+  }
+  fs::remove_all(text.parent_path());
+}
+
 TEST(LmRun, VocabularyTokensPerSecondAndPerplexityAreRecorded) {
   const fs::path text = write_text("a.txt");
   const fs::path dir = fresh_dir("records");

@@ -79,6 +79,11 @@ class Conv2d final : public Module {
   Tensor m_acc;             // f32 [O, C*k*k]: dW summed over the batch before its one rounding
   Tensor m_dw_ws, m_db_ws;  // act: dW and db rounded before they are added
   Tensor m_undefined;
+  // Gradient numerics (nn/numerics.h): the f32 outputs of counted steps, dx's site.
+  GradNumerics* m_numerics = nullptr;
+  Tensor m_dw_f32, m_db_f32;
+  RowViews m_dx_f32;
+  size_t m_dx_site = 0;
 };
 
 // MaxPool2d (fixed square windows) or AvgPool2d / AdaptiveAvgPool2d.
@@ -110,6 +115,9 @@ class Pool2d final : public Module {
   RowViews m_y, m_dx, m_indices;
   Tensor m_dy;
   Tensor m_undefined;
+  GradNumerics* m_numerics = nullptr;  // nn/numerics.h: dx in f32 on counted steps
+  RowViews m_dx_f32;
+  size_t m_site = 0;
 };
 
 class BatchNorm2d final : public Module {
@@ -148,6 +156,9 @@ class BatchNorm2d final : public Module {
   Tensor m_save_mean, m_save_invstd;  // f32 [C]
   Tensor m_running_mean, m_running_var, m_num_batches_tracked;
   Tensor m_undefined;
+  GradNumerics* m_numerics = nullptr;  // nn/numerics.h: dx in f32 on counted steps
+  RowViews m_dx_f32;
+  size_t m_site = 0;
   bool m_trained = false;  // the last forward was in training mode
 };
 

@@ -205,9 +205,9 @@ AttentionDims check_attention(std::initializer_list<const Tensor*> inputs,
   static const char* const kOutputNames[] = {"dq", "dk", "dv"};
   size_t i = 0;
   for (const Tensor* t : inputs) check_like_q(*t, kInputNames[i++]);
-  const std::vector<const Tensor*> outs(outputs);
-  const bool forward = outs.size() == 1;
-  for (size_t a = 0; a < outs.size(); ++a) {
+  const Tensor* const* outs = outputs.begin();  // no copy: called inside a step (no allocation)
+  const bool forward = outputs.size() == 1;
+  for (size_t a = 0; a < outputs.size(); ++a) {
     const char* name = forward ? "y" : kOutputNames[a];
     check_like_q(*outs[a], name);
     size_t j = 0;

@@ -105,7 +105,7 @@ Cnn::Cnn(Backend& backend, const ModelOptions& options)
   });
   m_features->setup(backend, m_layout, m_arenas, m_max_batch, m_act, /*input_grad=*/false);
   m_classifier->setup(backend, m_layout, m_arenas, m_max_batch, m_act, /*input_grad=*/true);
-  m_loss.setup(backend, m_max_batch, m_act);
+  m_loss.setup(backend, m_max_batch, m_act, m_arenas.numerics);
   m_input = RowViews(backend.zeros({m_max_batch, m_image.c, m_image.h, m_image.w}, m_act));
 }
 

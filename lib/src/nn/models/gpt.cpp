@@ -11,6 +11,7 @@
 #include "ampctl/core/checked.h"
 #include "ampctl/core/philox.h"
 #include "ampctl/nn/memory_estimate.h"
+#include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 namespace {
@@ -221,9 +222,52 @@ Gpt::Gpt(Backend& backend, const ModelOptions& options)
   }
   bind(m_ln_f);
   allocate_buffers();
+  setup_numerics();
   // dlogits over the logits (llm.c's classifier): nothing reads the logits after loss() with a
   // grad_scale (the step goes on to backward; evaluation and sampling pass no grad_scale).
-  m_loss.setup_in_place(backend, m_logits_buf.view(0, {m_max_batch * m_opt.block_size, m_out}));
+  m_loss.setup_in_place(backend, m_logits_buf.view(0, {m_max_batch * m_opt.block_size, m_out}),
+                        m_num);
+}
+
+void Gpt::setup_numerics() {
+  Backend& b = *m_backend;
+  const int64_t C = m_opt.n_embd, V = m_out, T = m_opt.block_size, H = m_opt.n_head;
+  const int64_t rows = m_max_batch * T, att = m_max_batch * H * T * T;
+  // A fused op whose intermediate rounding has no f32 output to take (Backend::
+  // linear_gelu_fused; an attention whose workspace is not the default composition's) leaves
+  // the model uncountable: it says so (roundings_instrumented) instead of counting part of it.
+  bool fused = m_act != DType::f32 && b.linear_gelu_fused(m_act, 4 * C);
+  if (m_attention_op) {
+    const AttentionSizes as = b.attention_workspace(m_max_batch * H, T, m_head_size, m_act);
+    const AttentionSizes def =
+        b.Backend::attention_workspace(m_max_batch * H, T, m_head_size, m_act);
+    fused = fused || as.saved_f32 != def.saved_f32 || as.saved_lowp != def.saved_lowp ||
+            as.scratch_f32 != def.scratch_f32 || as.scratch_lowp != def.scratch_lowp;
+  }
+  m_countable = !fused;
+  m_num = m_countable ? m_arenas.numerics : nullptr;
+  if (m_num == nullptr) return;
+  // One f32 workspace, written and rounded by one op at a time: the largest output of the
+  // backward (dlogits excepted: the loss has its own).
+  const int64_t ws = std::max({rows * 4 * C, V * C, 4 * C * C, att, rows * C});
+  m_nws = m_num->workspace({ws});
+  m_nscale = b.from_host({1}, DType::f32, &m_scale);
+  m_head_dx_site = m_num->add_site();
+  m_sites.resize(m_layers.size());
+  for (Sites& s : m_sites) {
+    for (size_t* site : {&s.cast2, &s.drop2, &s.d4a, &s.d4b, &s.fc_dx, &s.cast1, &s.drop1,
+                         &s.proj_dx, &s.datt, &s.dv, &s.g, &s.dscores, &s.dq, &s.dk, &s.attn_dx}) {
+      *site = m_num->add_site();
+    }
+  }
+}
+
+void Gpt::settle(const Tensor& f32, const Tensor& dst, size_t site) {
+  if (m_counted) m_num->round_site(f32, dst, site);
+}
+
+void Gpt::settle_own(const Tensor& f32, const Tensor& dst, size_t entry) {
+  if (m_counted) m_num->round(f32, dst, entry);
 }
 
 Gpt::Proj Gpt::declare_proj(const std::string& name, int64_t out, int64_t in, bool bias) {
@@ -411,16 +455,22 @@ void Gpt::proj_forward(const Proj& p, const Tensor& x, const Tensor& y) {
   m_backend->linear_forward(x, p.w.compute(), p.has_bias ? p.b.compute() : Tensor{}, y);
 }
 
-void Gpt::proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const Tensor& dx) {
+void Gpt::proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const Tensor& dx,
+                        size_t dx_site) {
   Backend& b = *m_backend;
   const int64_t out = p.w.param.dim(0);
   const Tensor& ws = out == p.w.param.dim(1)   ? m_ws_proj
                      : out == 3 * m_opt.n_embd ? m_ws_attn
                      : out == 4 * m_opt.n_embd ? m_ws_fc
                                                : m_ws_mproj;
+  // A counted step: dy's roundings count for this weight; each product is written in f32 and
+  // rounded by the hook (f32_or / settle: nn/numerics.h).
+  if (m_counted) m_num->claim(p.w_entry);
   if (ws.defined()) {
     // autocast: the weight gradient is a lowp product, widened when AccumulateGrad adds it.
-    b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, ws);
+    const Tensor o = f32_or(ws);
+    b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, o);
+    settle_own(o, ws, p.w_entry);
     b.add_(p.w.grad, ws);
   } else {
     b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, p.w.grad, 1.0f, 1.0f);
@@ -429,10 +479,16 @@ void Gpt::proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const 
     const Tensor& wsb = out == 3 * m_opt.n_embd   ? m_wsb_3c
                         : out == 4 * m_opt.n_embd ? m_wsb_4c
                                                   : m_wsb_c;
-    b.sum_rows(dy, wsb);
+    const Tensor o = f32_or(wsb);
+    b.sum_rows(dy, o);
+    settle_own(o, wsb, p.b_entry);
     b.add_(p.b.grad, wsb);
   }
-  if (dx.defined()) b.gemm(dy, /*trans_a=*/false, p.w.compute(), /*trans_b=*/false, dx);
+  if (dx.defined()) {
+    const Tensor o = f32_or(dx);
+    b.gemm(dy, /*trans_a=*/false, p.w.compute(), /*trans_b=*/false, o);
+    settle(o, dx, dx_site);
+  }
 }
 
 void Gpt::norm_forward(const Norm& n, const Tensor& x, const Tensor& y, const Tensor& mean,
@@ -612,55 +668,103 @@ void Gpt::backward(int64_t batch) {
   const Tensor g = lead(m_g, rc), t = lead(m_t, rc);
   const Tensor dc = lead(m_dc, rc), dc2 = lead(m_dc2, rc);
 
-  // lm_head: its weight gradient goes to wte's when tied (the sum over both uses).
+  // A counted step (nn/numerics.h): every op that rounds to the compute dtype writes f32 into
+  // the workspace instead, and the hook rounds it (the same bits; f32_or / settle).
+  m_counted = m_num != nullptr && m_num->active();
+  if (m_counted && m_attention_op) {
+    const AttentionSizes as = b.attention_workspace(B * H, T, hs, m_act);
+    if (as.scratch_lowp != b.Backend::attention_workspace(B * H, T, hs, m_act).scratch_lowp) {
+      throw Error{ErrorKind::state,
+                  "gpt backward: the backend fuses this attention shape; its roundings cannot be "
+                  "counted"};
+    }
+  }
+
+  // lm_head: its weight gradient goes to wte's when tied (the sum over both uses). dlogits'
+  // rounding (the loss's site) counts for the head.
   const Tensor& dlogits = m_loss.grad(N);
   const Tensor lnf = lead(m_lnf, rc);
+  if (m_counted) m_num->claim(m_head_entry);
   if (m_ws_head.defined()) {
-    b.gemm(dlogits, true, lnf, false, m_ws_head);
+    const Tensor o = f32_or(m_ws_head);
+    b.gemm(dlogits, true, lnf, false, o);
+    settle_own(o, m_ws_head, m_head_entry);
     b.add_(m_head.grad, m_ws_head);
   } else {
     b.gemm(dlogits, true, lnf, false, m_head.grad, 1.0f, 1.0f);
   }
-  b.gemm(dlogits, false, m_head.compute(), false, dc);
-  // ln_f: its fp32 input gradient starts the stream's gradient g.
+  {
+    const Tensor o = f32_or(dc);
+    b.gemm(dlogits, false, m_head.compute(), false, o);
+    settle(o, dc, m_head_dx_site);
+  }
+  // ln_f: its fp32 input gradient starts the stream's gradient g (ln_f's weight claims dc).
+  if (m_counted) m_num->claim(m_ln_f.w_entry);
   const Tensor xf = lead(m_emb, rc);
   norm_backward(m_ln_f, xf, lead(m_meanf, {N}), lead(m_rstdf, {N}), dc, g);
 
+  static const Sites kNoSites{};
   for (size_t i = m_layers.size(); i-- > 0;) {
     const Layer& l = m_layers[i];
+    const Sites& s = m_counted ? m_sites[i] : kNoSites;
     // ---- MLP branch: x_out = x_mid + drop(c_proj(gelu(c_fc(ln_2(x_mid))))) ----
     // The branch's gradient is g rounded to the branch's dtype (autograd casts a gradient to
-    // its input's dtype); the stream keeps g in fp32.
-    b.cast(g, dc);
+    // its input's dtype); the stream keeps g in fp32. Counted, the hook's rounding of g is the
+    // cast itself.
+    if (m_counted) {
+      m_num->round_site(g, dc, s.cast2);
+    } else {
+      b.cast(g, dc);
+    }
     const Tensor* dbr = &dc;
     if (m_dropped) {
-      b.dropout_backward(dc, dc2, p, m_rng.seed, l.s_resid2);
+      const Tensor o = f32_or(dc2);
+      b.dropout_backward(dc, o, p, m_rng.seed, l.s_resid2);
+      settle(o, dc2, s.drop2);
       dbr = &dc2;
     }
     const Tensor fc = lead(l.fc, {N, 4 * C}), gelu = lead(l.gelu, {N, 4 * C});
     const Tensor d4a = lead(m_d4a, {N, 4 * C}), d4b = lead(m_d4b, {N, 4 * C});
     // c_proj's weight and bias gradients; its input gradient and GELU's backward as one op pair
     // (Backend::linear_gelu_backward_input: d4a := dy W rounded, then GELU's backward into d4b,
-    // unless the backend fuses them).
+    // unless the backend fuses them). Counted, the pair is the default's composition op by op
+    // (a fused backend is never counted: roundings_instrumented).
     proj_backward(l.mlp_proj, *dbr, gelu, Tensor{});
-    b.linear_gelu_backward_input(*dbr, l.mlp_proj.w.compute(), fc, d4b, d4a);
-    proj_backward(l.c_fc, d4b, lead(l.ln2, rc), dc);
+    if (m_counted) {
+      Tensor o = f32_ws(d4a.shape());
+      b.gemm(*dbr, false, l.mlp_proj.w.compute(), false, o);
+      settle(o, d4a, s.d4a);
+      b.activation_backward(ActivationKind::gelu_tanh, fc, Tensor{}, d4a, o);
+      settle(o, d4b, s.d4b);
+    } else {
+      b.linear_gelu_backward_input(*dbr, l.mlp_proj.w.compute(), fc, d4b, d4a);
+    }
+    proj_backward(l.c_fc, d4b, lead(l.ln2, rc), dc, s.fc_dx);
     // The gradient of x_mid: the residual's plus ln_2's, added in ln_2's backward.
+    if (m_counted) m_num->claim(l.ln_2.w_entry);
     norm_backward_add(l.ln_2, lead(l.x_mid, rc), lead(l.mean2, {N}), lead(l.rstd2, {N}), dc, g);
     // ---- attention branch: x_mid = x + drop(c_proj(attention(ln_1(x)))) ----
-    b.cast(g, dc);
+    if (m_counted) {
+      m_num->round_site(g, dc, s.cast1);
+    } else {
+      b.cast(g, dc);
+    }
     dbr = &dc;
     if (m_dropped) {
-      b.dropout_backward(dc, dc2, p, m_rng.seed, l.s_resid1);
+      const Tensor o = f32_or(dc2);
+      b.dropout_backward(dc, o, p, m_rng.seed, l.s_resid1);
+      settle(o, dc2, s.drop1);
       dbr = &dc2;
     }
     const Tensor& dyrows = dbr == &dc ? dc2 : dc;
-    proj_backward(l.attn_proj, *dbr, lead(l.yrows, rc), dyrows);
+    proj_backward(l.attn_proj, *dbr, lead(l.yrows, rc), dyrows, s.proj_dx);
     const Tensor dyh = lead(m_dyh, heads);
     b.heads_from_rows(dyrows, 0, dyh.view(0, {B, H, T, hs}));
     const Tensor q = lead(l.q, heads), k = lead(l.k, heads), v = lead(l.v, heads);
     const Tensor dq = lead(m_dq, heads), dk = lead(m_dk, heads), dv = lead(m_dv, heads);
-    if (m_attention_op) {
+    if (m_counted) {
+      attention_backward_counted(l, s, dyh, q, k, v, dq, dk, dv, att);
+    } else if (m_attention_op) {
       b.attention_backward(q, k, v, lead(l.y_heads, heads), dyh, m_scale, dq, dk, dv,
                            attention_buffers(l));
     } else {
@@ -683,16 +787,66 @@ void Gpt::backward(int64_t batch) {
     b.heads_to_rows(dq.view(0, {B, H, T, hs}), dqkv, 0);
     b.heads_to_rows(dk.view(0, {B, H, T, hs}), dqkv, C);
     b.heads_to_rows(dv.view(0, {B, H, T, hs}), dqkv, 2 * C);
-    proj_backward(l.c_attn, dqkv, lead(l.ln1, rc), dc);
+    proj_backward(l.c_attn, dqkv, lead(l.ln1, rc), dc, s.attn_dx);
+    if (m_counted) m_num->claim(l.ln_1.w_entry);
     norm_backward_add(l.ln_1, lead(l.x_in, rc), lead(l.mean1, {N}), lead(l.rstd1, {N}), dc, g);
   }
-  // The embeddings: drop's backward in fp32, then the deterministic scatter-add.
+  m_counted = false;
+  // The embeddings: drop's backward in fp32, then the deterministic scatter-add (no rounding
+  // to the compute dtype: nothing to count).
   const Tensor* de = &g;
   if (m_dropped) {
     b.dropout_backward(g, t, p, m_rng.seed, m_s_emb);
     de = &t;
   }
   b.embedding_backward(m_tokens, *de, m_wte.grad, m_wpe.grad);
+}
+
+// The attention's backward on a counted step, both paths (the op's default composition, which
+// every countable backend runs, and the materialised ops with dropout), op by op with each
+// output written in f32 and rounded by the hook. causal_softmax_backward's two roundings
+// (round_scaled: its float g to the compute dtype, then g * scale again) are the op with scale 1
+// and no first rounding (g * 1 is g: the float it would round), the hook's rounding of g, and
+// mul_scalar_tensor's float(g) * scale. The default's full dy v^T is rounded (its upper
+// triangle too, which the softmax backward then masks), as PyTorch's materialised product is.
+void Gpt::attention_backward_counted(const Layer& l, const Sites& s, const Tensor& dyh,
+                                     const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                     const Shape& att) {
+  Backend& b = *m_backend;
+  const auto m = static_cast<size_t>(shape_numel(att));
+  Tensor a, probs, datt, dscores;
+  if (m_attention_op) {  // Backend::attention_backward's buffers (the default's sizes)
+    probs = l.attn_saved.saved_f32.view(0, att);
+    a = l.attn_saved.saved_lowp.view(0, att);
+    datt = m_attn_scratch_lowp.view(0, att);
+    dscores = m_attn_scratch_lowp.view(m, att);
+  } else {
+    a = lead(l.att, att);
+    probs = lead(l.probs, att);
+    datt = lead(m_datt, att);
+    dscores = lead(m_dscores, att);
+  }
+  const Tensor o = f32_ws(att);
+  b.gemm_batched(dyh, false, v, true, o);  // d(att) of y = att @ v
+  settle(o, datt, s.datt);
+  const Tensor odv = f32_ws(dv.shape());
+  b.gemm_batched(a, true, dyh, false, odv);
+  settle(odv, dv, s.dv);
+  Tensor dprobs = datt;
+  if (!m_attention_op && m_dropped) {
+    dprobs = lead(m_dprobs, att);
+    b.dropout_backward(datt, dprobs, static_cast<float>(m_opt.dropout), m_rng.seed, l.s_attn);
+  }
+  b.causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, o);
+  settle(o, datt, s.g);  // datt is dead (read above): it holds the rounded g
+  b.mul_scalar_tensor(datt, m_nscale, o);
+  settle(o, dscores, s.dscores);
+  const Tensor oq = f32_ws(dq.shape());
+  b.gemm_batched(dscores, false, k, false, oq);
+  settle(oq, dq, s.dq);
+  b.gemm_batched(dscores, true, q, false, oq);
+  settle(oq, dk, s.dk);
 }
 
 nlohmann::json Gpt::rng_state() const {

@@ -45,6 +45,9 @@ class Cnn : public Model {
   void loss(const Tensor& targets, int64_t batch, const Tensor& loss_out, const Tensor& correct_out,
             const Tensor& grad_scale) override;
   void backward(int64_t batch) override;
+  // Every backward rounding (conv dW, db and dx, BatchNorm's and the pooling's dx, the
+  // classifier's layers, dlogits) goes through numerics() (nn/numerics.h).
+  bool roundings_instrumented() const override { return true; }
 
   // {"seed": s, "dropout_offset": n}, as the MLP's.
   nlohmann::json rng_state() const override;

@@ -74,6 +74,11 @@ class Gpt : public Model {
   void loss(const Tensor& targets, int64_t batch, const Tensor& loss_out, const Tensor& correct_out,
             const Tensor& grad_scale) override;
   void backward(int64_t batch) override;
+  // Every rounding of the backward goes through numerics() (nn/numerics.h) unless the backend
+  // fuses an op whose intermediate roundings cannot be taken apart bit for bit: the Linear +
+  // GELU backward (Backend::linear_gelu_fused) or the attention (attention_workspace not the
+  // default's), as the CUDA backend does in fp16/bf16. Then the GPT says it is not instrumented.
+  bool roundings_instrumented() const override { return m_countable; }
 
   // {"seed": s, "dropout_offset": n}, as the MLP's.
   nlohmann::json rng_state() const override;
@@ -119,7 +124,9 @@ class Gpt : public Model {
   // y := x W^T + b (linear_forward). Backward: the weight and bias gradients (rounded to lowp
   // first under autocast) added to the f32 gradients; dx := dy W when defined.
   void proj_forward(const Proj& p, const Tensor& x, const Tensor& y);
-  void proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const Tensor& dx);
+  // dx_site: where dx rounds on a counted step (unused when dx is undefined).
+  void proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const Tensor& dx,
+                     size_t dx_site = 0);
   void norm_forward(const Norm& n, const Tensor& x, const Tensor& y, const Tensor& mean,
                     const Tensor& rstd);
   void norm_backward(const Norm& n, const Tensor& x, const Tensor& mean, const Tensor& rstd,
@@ -136,6 +143,25 @@ class Gpt : public Model {
   // (a copy, or nothing when y is x).
   AttentionBuffers attention_buffers(const Layer& l) const;  // its saved ones + the scratch
   bool dropout_fwd(const Tensor& x, const Tensor& y, bool training, uint64_t& stream);
+
+  // ---- gradient numerics (nn/numerics.h) ----
+  // The rounding sites of one block's backward (activation gradients), in backward order.
+  struct Sites {
+    size_t cast2, drop2, d4a, d4b, fc_dx;                        // MLP branch
+    size_t cast1, drop1, proj_dx, datt, dv, g, dscores, dq, dk;  // attention branch
+    size_t attn_dx;                                              // c_attn's dx
+  };
+  void setup_numerics();
+  // On a counted step: the f32 workspace viewed as `shape`, which an op writes instead of the
+  // lowp tensor; settle()/settle_own() then round it into the lowp tensor (the same bits).
+  Tensor f32_ws(const Shape& shape) const { return m_nws.view(0, shape); }
+  Tensor f32_or(const Tensor& dst) const { return m_counted ? f32_ws(dst.shape()) : dst; }
+  void settle(const Tensor& f32, const Tensor& dst, size_t site);
+  void settle_own(const Tensor& f32, const Tensor& dst, size_t entry);
+  void attention_backward_counted(const Layer& l, const Sites& s, const Tensor& dyh,
+                                  const Tensor& q, const Tensor& k, const Tensor& v,
+                                  const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                                  const Shape& att);
 
   std::string m_precision;
   GptOptions m_opt;
@@ -176,6 +202,16 @@ class Gpt : public Model {
   // lowp gradient workspaces by shape (undefined in fp32 for the weights)
   Tensor m_ws_attn, m_ws_proj, m_ws_fc, m_ws_mproj, m_ws_head;
   Tensor m_wsb_3c, m_wsb_c, m_wsb_4c;
+
+  // Gradient numerics: the hook (null in fp32 or without numerics), one f32 workspace every
+  // counted op writes in turn (the largest of its outputs), scale as an f32[1] device scalar for
+  // the softmax backward's second rounding, the sites; m_countable: roundings_instrumented().
+  GradNumerics* m_num = nullptr;
+  Tensor m_nws, m_nscale;
+  std::vector<Sites> m_sites;
+  size_t m_head_dx_site = 0;
+  bool m_countable = false;
+  bool m_counted = false;  // this backward counts (numerics active and countable)
 
   uint64_t m_s_emb = 0;
   int64_t m_B = 0, m_T = 0;  // the last forward's sequences and positions (0: none)
