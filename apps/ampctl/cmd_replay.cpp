@@ -65,6 +65,7 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
               "are predicted from the recorded grad_amax.";
   sweep::ScaleTrajectory recorded;
   recorded.name = "recorded";
+  recorded.reference = true;
   for (const replay::RecordedStep& s : rec.steps) {
     recorded.scale.push_back({s.step, s.scale});
     if (s.found_inf) recorded.skips.push_back({s.step, s.scale});
@@ -81,7 +82,8 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
   }
   page.note =
       "The loss scale each step kept (the last attempt's), on a log2 axis: the recorded run's "
-      "and each replayed setting's; red dots mark skipped steps. Headroom: log2(max finite / "
+      "(dashed) and each replayed setting's; red dots mark skipped steps. Headroom: log2(max "
+      "finite / "
       "(grad_amax x scale / micro-batches)) at the scale each step kept; uncertain: steps whose "
       "grad_amax is a lower bound (the recorded run overflowed at a higher scale, or "
       "grad_amax_exact was false).";

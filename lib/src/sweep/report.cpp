@@ -47,6 +47,7 @@ struct RunData {
   // log2(max finite / (grad_amax x scale / micro-batches)) (amax_headroom() fills it).
   std::vector<Point> amax, amax_headroom;
   std::vector<Point> amax_at_scale;  // grad_amax x scale, while reading
+  bool reference = false;            // drawn dashed, over the others (ScaleTrajectory::reference)
 };
 
 std::string fmt(const char* format, double v) {
@@ -246,16 +247,19 @@ std::string svg_axes(const Frame& f, const std::vector<double>& x_ticks,
   return s;
 }
 
+// A reference line (replay's recorded trajectory) is dashed and wider, so the lines drawn over it
+// (a replayed setting equal to it) leave it visible.
 std::string polyline(const Frame& f, const std::vector<Point>& points, size_t index,
-                     const std::string& name, const char* what) {
+                     const std::string& name, const char* what, bool reference = false) {
   std::string pts;
   for (const Point& p : downsample(points)) {
     if (!pts.empty()) pts += ' ';
     pts += coord(f.x(static_cast<double>(p.step))) + "," + coord(f.y(p.value));
   }
   return "<polyline class=\"run run-" + std::to_string(index) + "\" fill=\"none\" stroke=\"" +
-         color(index) + "\" stroke-width=\"1.5\" points=\"" + pts + "\"><title>" +
-         html_escape(name) + ": " + what + "</title></polyline>\n";
+         color(index) + "\" stroke-width=\"" + (reference ? "3\" stroke-dasharray=\"6 4" : "1.5") +
+         "\" points=\"" + pts + "\"><title>" + html_escape(name) + ": " + what +
+         "</title></polyline>\n";
 }
 
 void step_range(const std::vector<RunData>& runs, double& lo, double& hi, bool& any) {
@@ -348,12 +352,15 @@ std::string log2_plot(const std::vector<RunData>& runs, Frame f, const char* id,
   s += svg_axes(f, x_ticks, y_ticks, y_title);
   if (!any) s += no_data(missing);
   s += "<g class=\"series\">\n";
-  for (size_t i = 0; i < runs.size(); ++i) {
-    std::vector<Point> positive;
-    for (const Point& p : runs[i].*series) {
-      if (p.value > 0) positive.push_back(p);
+  for (const bool reference : {false, true}) {  // reference lines last: on top
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].reference != reference) continue;
+      std::vector<Point> positive;
+      for (const Point& p : runs[i].*series) {
+        if (p.value > 0) positive.push_back(p);
+      }
+      if (!positive.empty()) s += polyline(f, positive, i, runs[i].name, what, reference);
     }
-    if (!positive.empty()) s += polyline(f, positive, i, runs[i].name, what);
   }
   s += "</g>\n";
   if (skips) {
@@ -419,7 +426,8 @@ std::string runs_table(const std::vector<RunData>& runs) {
   std::string s =
       "<table id=\"runs\">\n<thead><tr><th>run</th><th>overrides</th><th>status</th>"
       "<th>final loss</th><th>best eval loss</th><th>steps</th><th>skipped</th>"
-      "<th>overflow rate</th><th>final scale</th><th>min scale</th><th>max scale</th>"
+      "<th>overflow rate</th><th>retries</th><th>final scale</th><th>min scale</th><th>max "
+      "scale</th>"
       "<th>mean underflow</th><th>min headroom (log2)</th><th>wall time "
       "(s)</th><th>samples/s</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -444,10 +452,11 @@ std::string runs_table(const std::vector<RunData>& runs) {
          (error.empty() ? "" : "<div class=\"error\">" + html_escape(error) + "</div>") + "</td>";
     s += cell(field("final_loss"), "%.6g") + cell(field("best_eval_loss"), "%.6g") +
          cell(field("steps"), nullptr) + cell(field("skipped_steps"), nullptr) +
-         cell(field("overflow_rate"), "%.4f") + cell(field("final_scale"), "%.10g") +
-         cell(field("min_scale"), "%.10g") + cell(field("max_scale"), "%.10g") +
-         cell(field("mean_underflow_frac"), "%.4g") + cell(field("min_headroom_log2"), "%.3g") +
-         cell(field("wall_time_s"), "%.3f") + cell(field("samples_per_s"), "%.0f") + "</tr>\n";
+         cell(field("overflow_rate"), "%.4f") + cell(field("retries"), nullptr) +
+         cell(field("final_scale"), "%.10g") + cell(field("min_scale"), "%.10g") +
+         cell(field("max_scale"), "%.10g") + cell(field("mean_underflow_frac"), "%.4g") +
+         cell(field("min_headroom_log2"), "%.3g") + cell(field("wall_time_s"), "%.3f") +
+         cell(field("samples_per_s"), "%.0f") + "</tr>\n";
   }
   return s + "</tbody>\n</table>\n";
 }
@@ -701,6 +710,7 @@ std::string render_scale_page(const ScalePage& pg) {
     r.name = t.name;
     r.scale = t.scale;
     r.skips = t.skips;
+    r.reference = t.reference;
     runs.push_back(std::move(r));
   }
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +

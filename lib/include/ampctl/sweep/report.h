@@ -10,7 +10,7 @@
 //               / micro-batches)), one polyline per run that recorded it (the headroom needs
 //               the run's config.yaml: precision, training.grad_accum_steps),
 //   table#runs  a row per run (tr.run): overrides, status, final loss, best eval, steps, skipped,
-//               overflow rate, final / min / max scale, wall time, samples/s;
+//               overflow rate, retries, final / min / max scale, wall time, samples/s;
 //   table#summary  (a single run) every key of its summary.json.
 // Series longer than kMaxPoints are downsampled (min/max per bucket); skip markers never are.
 #pragma once
@@ -44,6 +44,7 @@ std::vector<Point> downsample(const std::vector<Point>& points,
 struct ScaleTrajectory {
   std::string name;
   std::vector<Point> scale, skips;
+  bool reference = false;  // drawn dashed and wider, after (over) the others
 };
 
 // `ampctl replay --html`: a self-contained page (the report's CSS, no scripts) with a legend, the
