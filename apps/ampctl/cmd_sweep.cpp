@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -73,9 +75,22 @@ int run_replay_preview(const SweepOptions& options) {
                   "use RUN's"};
     }
     max_steps = std::max(max_steps, cfg.training.max_steps);
+    // The setting's name: the scaler keys in which the base differs from RUN (not overridden
+    // below), then --set, then the run's own overrides, as `ampctl replay --set ... --grid ...`
+    // names the same setting.
     std::vector<std::pair<std::string, std::string>> overrides;
     std::vector<std::string> all = spec.base_overrides;
     all.insert(all.end(), r.overrides.begin(), r.overrides.end());
+    std::set<std::string> overridden;
+    for (const std::string& o : all) overridden.insert(o.substr(0, o.find('=')));
+    const nlohmann::json base_scaler = config::to_json(cfg).at("scaler");
+    const nlohmann::json run_scaler = config::to_json(rec.config).at("scaler");
+    for (const auto& [k, v] : base_scaler.items()) {
+      if (overridden.count("scaler." + k) || (run_scaler.contains(k) && run_scaler.at(k) == v)) {
+        continue;
+      }
+      overrides.emplace_back("scaler." + k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
     for (const std::string& o : all) {
       const size_t eq = o.find('=');
       overrides.emplace_back(o.substr(0, eq), o.substr(eq + 1));
