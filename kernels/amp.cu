@@ -299,6 +299,35 @@ static __global__ void update_scale_kernel(float* scale, int32_t* growth_tracker
   amp::update_scale_policy(scale, growth_tracker, hysteresis_tracker, trackers, *found_inf, params);
 }
 
+static constexpr int kAutoThreads = 256;
+
+static __global__ void update_scale_auto_kernel(float* scale, int32_t* growth_tracker,
+                                                int32_t* trackers, const float* found_inf,
+                                                const float* amax, float* history,
+                                                const amp::ScaleUpdateParams params) {
+  __shared__ float shared[kAutoThreads];
+  const bool found = *found_inf != 0.0f;
+  if (threadIdx.x == 0) {
+    history[amp::auto_history_slot(trackers, params)] =
+        amp::auto_history_entry(amax[0], *scale, found, params);
+  }
+  __syncthreads();
+  float m = 0.0f;
+  for (int32_t i = threadIdx.x; i < params.amax_history; i += kAutoThreads)
+    m = fmaxf(m, history[i]);
+  shared[threadIdx.x] = m;
+  for (unsigned half_width = kAutoThreads / 2; half_width > 0; half_width /= 2) {
+    __syncthreads();
+    if (threadIdx.x < half_width) {
+      shared[threadIdx.x] = fmaxf(shared[threadIdx.x], shared[threadIdx.x + half_width]);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    amp::update_scale_auto(scale, growth_tracker, trackers, found, shared[0], params);
+  }
+}
+
 // launchers
 
 void launch_non_finite_check_and_unscale(const TensorPack& pack, float* found_inf,
@@ -365,6 +394,14 @@ void launch_update_scale(float* scale, int32_t* growth_tracker, int32_t* hystere
                          const amp::ScaleUpdateParams& params, cudaStream_t stream) {
   update_scale_kernel<<<1, 1, 0, stream>>>(scale, growth_tracker, hysteresis_tracker, trackers,
                                            found_inf, params);
+  AMPCTL_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_update_scale_auto(float* scale, int32_t* growth_tracker, int32_t* trackers,
+                              const float* found_inf, const float* amax, float* history,
+                              const amp::ScaleUpdateParams& params, cudaStream_t stream) {
+  update_scale_auto_kernel<<<1, kAutoThreads, 0, stream>>>(scale, growth_tracker, trackers,
+                                                           found_inf, amax, history, params);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 

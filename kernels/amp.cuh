@@ -45,4 +45,10 @@ void launch_update_scale(float* scale, int32_t* growth_tracker, int32_t* hystere
                          int32_t* trackers, const float* found_inf,
                          const amp::ScaleUpdateParams& params, cudaStream_t stream);
 
+// One update under scaler.policy auto (Backend::update_scale_auto_): one block writes the ring's
+// new entry, takes the ring's max (an exact max: the CPU's bits) and runs amp::update_scale_auto.
+void launch_update_scale_auto(float* scale, int32_t* growth_tracker, int32_t* trackers,
+                              const float* found_inf, const float* amax, float* history,
+                              const amp::ScaleUpdateParams& params, cudaStream_t stream);
+
 }  // namespace ampctl::kernels

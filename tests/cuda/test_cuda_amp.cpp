@@ -376,6 +376,69 @@ void add_update_scale_cases(std::vector<CudaCase>& cases) {
     cases.push_back(c);
   }
 }
+// scaler.policy auto (update_scale_auto_): the ring's entry, its max (one block of threads on the
+// GPU, a loop on the CPU: a max, so the same bits) and the update, over 200 updates whose
+// accumulators span many binades, with overflows and non-finite flags; rings shorter than, near
+// and longer than the kernel's 256 threads; fp16's and bf16's ranges.
+void add_update_scale_auto_cases(std::vector<CudaCase>& cases) {
+  struct Variant {
+    const char* name;
+    int32_t history, margin;
+    float max_finite, scale0;
+  };
+  const Variant variants[] = {
+      {"h1_m0", 1, 0, 65504.0f, 65536.0f},
+      {"h7_m1", 7, 1, 65504.0f, 0x1p40f},
+      {"h255_m2", 255, 2, 65504.0f, 0x1p-20f},
+      {"h300_m1", 300, 1, 65504.0f, 65536.0f},
+      {"h4096_m3_bf16", 4096, 3, 3.3895313892515355e38f, 1.0f},
+  };
+  constexpr int kSteps = 200;
+  for (const Variant& v : variants) {
+    CudaCase c;
+    c.name = std::string("update_scale_auto_") + v.name;
+    c.make_inputs = [v](std::mt19937_64& rng) {
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      std::vector<float> found(kSteps), words(2 * kSteps);
+      for (int i = 0; i < kSteps; ++i) {
+        // A measurement at the step's scale: 2^-30 .. 2^30 of the range, overflowing above it.
+        const float raw = static_cast<float>(v.max_finite * std::exp2(60.0 * u(rng) - 30.0));
+        const bool nonfinite = u(rng) < 0.05;
+        found[i] = raw > v.max_finite || nonfinite ? 1.0f : 0.0f;
+        words[2 * i] = raw;
+        words[2 * i + 1] = nonfinite ? 1.0f : 0.0f;
+      }
+      return std::vector<HostInput>{
+          from_values({kSteps}, DType::f32, found),
+          from_values({2 * kSteps}, DType::f32, words),
+          scalar_input(v.scale0),
+          from_i32({1}, {0}),
+          from_i32({amp::kTrackerCount}, {0, -1, -1, 0}),
+          from_values({v.history}, DType::f32, std::vector<float>(v.history, 0.0f))};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      amp::ScaleUpdateParams p;
+      p.policy = amp::ScalePolicy::automatic;
+      p.amax_history = v.history;
+      p.margin = v.margin;
+      p.max_finite = v.max_finite;
+      p.max_scale = std::numeric_limits<float>::infinity();
+      Tensor found = be.empty({1}, DType::f32);
+      Tensor scales = be.empty({kSteps}, DType::f32);
+      Tensor growth = be.empty({kSteps}, DType::i32);
+      Tensor trackers = be.empty({kSteps * amp::kTrackerCount}, DType::i32);
+      for (size_t i = 0; i < kSteps; ++i) {
+        be.copy(found, in[0].view(i, {1}));
+        be.update_scale_auto_(in[2], in[3], in[4], found, in[1].view(2 * i, {2}), in[5], p);
+        be.copy(scales.view(i, {1}), in[2]);
+        be.copy(growth.view(i, {1}), in[3]);
+        be.copy(trackers.view(i * amp::kTrackerCount, {amp::kTrackerCount}), in[4]);
+      }
+      return std::vector<Tensor>{scales, growth, trackers, in[5]};
+    };
+    cases.push_back(c);
+  }
+}
 // Unscale over views that start 0..7 elements past a 16-byte boundary and end anywhere: the
 // vectorised pass's scalar head and tail, and a body of 16-byte words.
 void add_unscale_alignment_cases(std::vector<CudaCase>& cases) {
@@ -420,6 +483,7 @@ std::vector<CudaCase> amp_cases() {
   add_unscale_norm_cases(cases);
   add_inv_scale_case(cases);
   add_update_scale_cases(cases);
+  add_update_scale_auto_cases(cases);
   add_unscale_alignment_cases(cases);
   return cases;
 }

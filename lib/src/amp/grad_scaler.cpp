@@ -58,7 +58,10 @@ GradScaler::GradScaler(Backend& backend, GradScalerOptions o)
       m_consecutive_hysteresis(o.consecutive_hysteresis),
       m_tolerance(o.tolerance),
       m_init_hysteresis_tracker(o.hysteresis),
-      m_init_trackers(kInitialTrackers) {
+      m_init_trackers(kInitialTrackers),
+      m_margin(o.margin),
+      m_amax_history(o.amax_history),
+      m_max_finite(o.max_finite) {
   const char* backend_type = device_type_name(backend.device().type);
   if (!o.device.empty() && o.device != backend_type) {
     throw bad_option("GradScaler device '" + o.device + "' does not match the backend's device '" +
@@ -95,6 +98,21 @@ GradScaler::GradScaler(Backend& backend, GradScalerOptions o)
   if (!(std::isfinite(o.tolerance) && o.tolerance >= 0.0)) {
     throw bad_option("tolerance must be finite and >= 0, got " + std::to_string(o.tolerance));
   }
+  if (o.policy == ScalePolicy::automatic) {
+    if (o.amax_history < 1 || o.amax_history > checkpoint::kMaxAmaxHistory) {
+      throw bad_option("amax_history must be in [1, " +
+                       std::to_string(checkpoint::kMaxAmaxHistory) + "], got " +
+                       std::to_string(o.amax_history));
+    }
+    if (o.margin < 0 || o.margin > 64) {
+      throw bad_option("margin must be in [0, 64], got " + std::to_string(o.margin));
+    }
+    if (!(o.max_finite > 0.0 && o.max_finite <= std::numeric_limits<float>::max())) {
+      throw bad_option("max_finite must be a positive float32, got " +
+                       std::to_string(o.max_finite));
+    }
+    m_init_history.assign(static_cast<size_t>(o.amax_history), 0.0f);
+  }
 }
 
 void GradScaler::lazy_init() {
@@ -112,6 +130,10 @@ void GradScaler::lazy_init() {
   m_ones = b.empty({1}, DType::f32);
   b.fill(m_ones, 1.0);
   m_found_inf_combined = b.zeros({1}, DType::f32);
+  if (m_policy == ScalePolicy::automatic) {
+    m_history = b.empty({m_amax_history}, DType::f32);
+    b.upload(m_history, m_init_history.data(), m_init_history.size() * sizeof(float));
+  }
 }
 
 void GradScaler::write_trackers() {
@@ -321,6 +343,9 @@ ScaleUpdateParams GradScaler::update_params() const {
   p.policy = m_policy;
   p.consecutive_hysteresis = m_consecutive_hysteresis;
   p.tolerance = m_tolerance;
+  p.margin = m_margin;
+  p.amax_history = m_amax_history;
+  p.max_finite = static_cast<float>(m_max_finite);
   return p;
 }
 
@@ -339,8 +364,16 @@ void GradScaler::update() {
     }
   }
   if (!any) throw state_error("No inf checks were recorded prior to update.");
-  b.update_scale_(m_scale, m_growth_tracker, m_hysteresis_tracker, m_trackers, m_found_inf_combined,
-                  update_params());
+  if (m_policy == ScalePolicy::automatic) {
+    if (!m_amax_in.defined()) {
+      throw state_error("policy auto: no grad_amax input (set_amax_input) to update from.");
+    }
+    b.update_scale_auto_(m_scale, m_growth_tracker, m_trackers, m_found_inf_combined, m_amax_in,
+                         m_history, update_params());
+  } else {
+    b.update_scale_(m_scale, m_growth_tracker, m_hysteresis_tracker, m_trackers,
+                    m_found_inf_combined, update_params());
+  }
   for (auto& [opt, st] : m_per_optimizer) {
     st.stage = OptState::ready;
     st.recorded = false;
@@ -399,8 +432,16 @@ nlohmann::json GradScaler::state_dict() const {
   s.growth_interval = m_growth_interval;
   s.growth_tracker = get_growth_tracker();
   s.policy = policy_name(m_policy);
-  if (m_policy != ScalePolicy::fairseq) s.hysteresis_tracker = get_hysteresis_tracker();
-  if (m_policy == ScalePolicy::deepspeed || m_policy == ScalePolicy::fairseq) {
+  if (m_policy != ScalePolicy::fairseq && m_policy != ScalePolicy::automatic) {
+    s.hysteresis_tracker = get_hysteresis_tracker();
+  }
+  if (m_policy == ScalePolicy::automatic) {
+    std::vector<float> ring = m_init_history;
+    if (m_history.defined()) m_backend->download(ring.data(), m_history);
+    s.amax_history.assign(ring.begin(), ring.end());
+  }
+  if (m_policy == ScalePolicy::deepspeed || m_policy == ScalePolicy::fairseq ||
+      m_policy == ScalePolicy::automatic) {
     std::array<int32_t, kTrackerCount> t = m_init_trackers;
     if (m_trackers.defined()) m_backend->download(t.data(), m_trackers);
     s.iter = t[kIter];
@@ -468,11 +509,30 @@ void GradScaler::load_state(const nlohmann::json& state, bool take_settings) {
       m_init_trackers[kOverflowsSinceRescale] = static_cast<int32_t>(*s.overflows_since_rescale);
     }
   }
+  if (m_policy == ScalePolicy::automatic) {
+    // The ring, slot (iter - 1 - j) % length for the j-th most recent update. A checkpoint
+    // written with another amax_history (resume --set scaler.amax_history=N) keeps its most
+    // recent min(old, new) values, each in the slot the new length gives it.
+    std::fill(m_init_history.begin(), m_init_history.end(), 0.0f);
+    if (same_rule) {
+      const int64_t it = m_init_trackers[kIter];
+      const auto old_n = static_cast<int64_t>(s.amax_history.size());
+      const auto new_n = static_cast<int64_t>(m_init_history.size());
+      for (int64_t j = 0; j < std::min({old_n, new_n, it}); ++j) {
+        const int64_t u = it - 1 - j;
+        m_init_history[static_cast<size_t>(u % new_n)] =
+            static_cast<float>(s.amax_history[static_cast<size_t>(u % old_n)]);
+      }
+    }
+  }
   if (m_scale.defined()) {
     m_backend->fill(m_scale, m_init_scale);
     m_backend->fill(m_growth_tracker, static_cast<double>(m_init_growth_tracker));
     m_backend->fill(m_hysteresis_tracker, static_cast<double>(m_init_hysteresis_tracker));
     write_trackers();
+    if (m_history.defined()) {
+      m_backend->upload(m_history, m_init_history.data(), m_init_history.size() * sizeof(float));
+    }
   }
 }
 

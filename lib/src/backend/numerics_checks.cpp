@@ -1,4 +1,5 @@
-// round_counted's argument checks (backend.h, "gradient numerics"), shared by both backends.
+// round_counted's, round_amax's and update_scale_auto_'s argument checks (backend.h), shared by
+// both backends.
 #include <cstdint>
 #include <string>
 
@@ -52,6 +53,44 @@ void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
   if (amax.dtype() != DType::f32 || amax.numel() != static_cast<size_t>(numerics::kAmaxWords)) {
     fail("amax must be f32 with " + std::to_string(numerics::kAmaxWords) + " values, got " +
          amax.describe());
+  }
+}
+
+void check_update_scale_auto(const Tensor& scale, const Tensor& growth_tracker,
+                             const Tensor& trackers, const Tensor& found_inf, const Tensor& amax,
+                             const Tensor& history, const amp::ScaleUpdateParams& params,
+                             const Device& device) {
+  auto fail = [](const std::string& what) {
+    throw Error{ErrorKind::invalid_argument, "update_scale_auto_: " + what};
+  };
+  struct Operand {
+    const Tensor* t;
+    const char* name;
+    DType dtype;
+    int64_t numel;
+  };
+  const Operand operands[] = {
+      {&scale, "scale", DType::f32, 1},
+      {&growth_tracker, "growth_tracker", DType::i32, 1},
+      {&trackers, "trackers", DType::i32, amp::kTrackerCount},
+      {&found_inf, "found_inf", DType::f32, 1},
+      {&amax, "amax", DType::f32, numerics::kAmaxWords},
+      {&history, "history", DType::f32, params.amax_history},
+  };
+  if (params.policy != amp::ScalePolicy::automatic) fail("params.policy must be auto");
+  if (params.amax_history < 1 || params.margin < 0 || !(params.max_finite > 0.0f)) {
+    fail("params need amax_history >= 1, margin >= 0 and max_finite > 0, got " +
+         std::to_string(params.amax_history) + ", " + std::to_string(params.margin) + ", " +
+         std::to_string(params.max_finite));
+  }
+  for (const Operand& o : operands) {
+    if (!o.t->defined()) fail(std::string(o.name) + " is required");
+    if (o.t->device() != device)
+      fail(std::string(o.name) + " " + o.t->describe() + " is not on " + device.str());
+    if (o.t->dtype() != o.dtype || o.t->numel() != static_cast<size_t>(o.numel)) {
+      fail(std::string(o.name) + " must be " + dtype_name(o.dtype) + " of " +
+           std::to_string(o.numel) + " elements, got " + o.t->describe());
+    }
   }
 }
 

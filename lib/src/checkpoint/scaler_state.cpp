@@ -15,16 +15,18 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 // The rule's keys: field, the name each policy gives it ("" = the policy does not keep it).
 struct RuleKey {
   std::optional<int64_t> ScalerState::*field;
-  std::array<const char*, 4> names;  // pytorch, deepspeed, megatron, fairseq
+  std::array<const char*, 5> names;  // pytorch, deepspeed, megatron, fairseq, auto
 };
 constexpr std::array<RuleKey, 5> kRuleKeys = {{
     {&ScalerState::hysteresis_tracker,
-     {"_hysteresis_tracker", "cur_hysteresis", "hysteresis_tracker", ""}},
-    {&ScalerState::iter, {"", "cur_iter", "", "_iter"}},
-    {&ScalerState::last_overflow_iter, {"", "last_overflow_iter", "", "_last_overflow_iter"}},
-    {&ScalerState::last_rescale_iter, {"", "", "", "_last_rescale_iter"}},
-    {&ScalerState::overflows_since_rescale, {"", "", "", "_overflows_since_rescale"}},
+     {"_hysteresis_tracker", "cur_hysteresis", "hysteresis_tracker", "", ""}},
+    {&ScalerState::iter, {"", "cur_iter", "", "_iter", "_iter"}},
+    {&ScalerState::last_overflow_iter,
+     {"", "last_overflow_iter", "", "_last_overflow_iter", "_last_overflow_iter"}},
+    {&ScalerState::last_rescale_iter, {"", "", "", "_last_rescale_iter", ""}},
+    {&ScalerState::overflows_since_rescale, {"", "", "", "_overflows_since_rescale", ""}},
 }};
+constexpr size_t kAuto = 4;  // kScalePolicies' index of auto
 constexpr std::array<const char*, 3> kFloatKeys = {"scale", "growth_factor", "backoff_factor"};
 constexpr std::array<const char*, 2> kIntKeys = {"growth_interval", "_growth_tracker"};
 
@@ -70,7 +72,7 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
       if (v.get<std::string>() == kScalePolicies[i]) policy = i;
     }
     if (policy == kScalePolicies.size()) {
-      return "scaler.policy: expected one of pytorch, deepspeed, megatron, fairseq, got " +
+      return "scaler.policy: expected one of pytorch, deepspeed, megatron, fairseq, auto, got " +
              short_dump(v);
     }
   }
@@ -91,6 +93,25 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
       return "scaler." + name + ": expected an integer, got " + type_of(v) + " " + short_dump(v);
     }
     out.*rk.field = v.get<int64_t>();
+  }
+  if (policy == kAuto) {
+    known.insert("amax_history");
+    if (!state.contains("amax_history")) return "scaler: missing key 'amax_history' (policy auto)";
+    const nlohmann::json& v = state.at("amax_history");
+    if (!v.is_array() || v.empty() || v.size() > static_cast<size_t>(kMaxAmaxHistory)) {
+      return "scaler.amax_history: expected a list of 1 to " + std::to_string(kMaxAmaxHistory) +
+             " numbers, got " + short_dump(v);
+    }
+    out.amax_history.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const nlohmann::json& x = v[i];
+      if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0.0 ||
+          x.get<double>() > static_cast<double>(std::numeric_limits<float>::max())) {
+        return "scaler.amax_history[" + std::to_string(i) +
+               "]: expected a finite float32 >= 0, got " + short_dump(x);
+      }
+      out.amax_history.push_back(x.get<double>());
+    }
   }
   for (const auto& [key, v] : state.items()) {
     if (!known.count(key)) {
@@ -190,6 +211,7 @@ nlohmann::json scaler_state_json(const ScalerState& s) {
     const std::optional<int64_t>& v = s.*rk.field;
     if (v && rk.names[policy][0] != '\0') j[rk.names[policy]] = *v;
   }
+  if (policy == kAuto) j["amax_history"] = s.amax_history;
   return j;
 }
 

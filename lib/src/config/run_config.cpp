@@ -62,7 +62,8 @@ constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValu
 constexpr Names<ScalePolicy> kScalePolicy[] = {{ScalePolicy::pytorch, "pytorch"},
                                                {ScalePolicy::deepspeed, "deepspeed"},
                                                {ScalePolicy::megatron, "megatron"},
-                                               {ScalePolicy::fairseq, "fairseq"}};
+                                               {ScalePolicy::fairseq, "fairseq"},
+                                               {ScalePolicy::automatic, "auto"}};
 constexpr Names<DistBackend> kDistBackend[] = {
     {DistBackend::automatic, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::mpi, "mpi"}};
 constexpr Names<OnOverflow> kOnOverflow[] = {{OnOverflow::skip, "skip"},
@@ -162,6 +163,11 @@ bool scaler_enabled(const RunConfig& config) {
       break;
   }
   return config.precision == Precision::fp16;
+}
+
+bool measures_grad_amax(const RunConfig& config) {
+  return config.logging.grad_amax ||
+         (config.scaler.policy == ScalePolicy::automatic && scaler_enabled(config));
 }
 
 namespace {
@@ -624,8 +630,9 @@ Schema<RunConfig> make_run_schema() {
       toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
                       "auto | true | false (auto: on for fp16, off for bf16/fp32)"),
       enum_field<C>(AMPCTL_KEY(scaler.policy), ScalePolicy::pytorch, kScalePolicy,
-                    "pytorch | deepspeed | megatron | fairseq: whose loss-scale update rule "
-                    "(docs/reference.md, \"Scale rules\")"),
+                    "pytorch | deepspeed | megatron | fairseq | auto: whose loss-scale update "
+                    "rule; auto sets it from the measured grad_amax (docs/reference.md, \"Scale "
+                    "rules\")"),
       float_field<C>(AMPCTL_KEY(scaler.init_scale), 65536.0, FloatRange::above(0.0).in_f32(),
                      "> 0 and a normal float32 (its reciprocal finite)"),
       float_field<C>(AMPCTL_KEY(scaler.growth_factor), 2.0, FloatRange::above(1.0).in_f32(), "> 1"),
@@ -644,12 +651,21 @@ Schema<RunConfig> make_run_schema() {
                      "fairseq: the fraction of steps since the last rescale that may overflow "
                      "before a backoff, in [0, 1]")
           .when("scaler.policy", {"fairseq"}),
+      int_field<C>(AMPCTL_KEY(scaler.margin), 1, {0, 64},
+                   "auto: headroom kept above the measured grad_amax, as a power of two: the scale "
+                   "is the largest power of two with grad_amax x scale x 2^margin within the "
+                   "half type's range, in [0, 64]")
+          .when("scaler.policy", {"auto"}),
+      int_field<C>(AMPCTL_KEY(scaler.amax_history), 16, {1, 4096},
+                   "auto: how many updates' grad_amax the scale is set from (their max), in "
+                   "[1, 4096]")
+          .when("scaler.policy", {"auto"}),
       float_field<C>(AMPCTL_KEY(scaler.min_scale), 0.0, FloatRange::at_least(0.0).in_f32(),
                      "backoff never goes below this (0 = no floor)"),
       float_field<C>(AMPCTL_KEY(scaler.max_scale), std::numeric_limits<double>::infinity(),
                      FloatRange::above(0.0).with_inf().in_f32(),
                      "growth never goes above this (>= min_scale; .inf = no cap)")
-          .when("scaler.policy", {"pytorch"}),
+          .when("scaler.policy", {"pytorch", "auto"}),
       enum_field<C>(AMPCTL_KEY(scaler.on_overflow), OnOverflow::skip, kOnOverflow,
                     "skip | retry: an overflowing step is skipped, or its micro-batches run again "
                     "(the same batch and dropout masks) at the backed-off scale"),
@@ -905,7 +921,8 @@ Schema<RunConfig> make_run_schema() {
        [](const C& c) -> std::string {
          // The rules' iteration counters are int32 on the device (amp_math.h).
          const ScalePolicy p = c.scaler.policy;
-         if ((p != ScalePolicy::deepspeed && p != ScalePolicy::fairseq) ||
+         if ((p != ScalePolicy::deepspeed && p != ScalePolicy::fairseq &&
+              p != ScalePolicy::automatic) ||
              c.training.max_steps <= kInt32Max) {
            return {};
          }
@@ -932,6 +949,15 @@ Schema<RunConfig> make_run_schema() {
                   format_float(s.init_scale);
          }
          return {};
+       }},
+      {{"scaler.policy", "scaler.enabled", "precision"},
+       [](const C& c) -> std::string {
+         if (c.scaler.policy != ScalePolicy::automatic || !scaler_enabled(c) ||
+             c.precision != Precision::fp32) {
+           return {};
+         }
+         return "auto sets the scale from grad_amax, the roundings of the backward to fp16 or "
+                "bf16, but precision fp32 rounds nothing: use fp16 (or bf16), or another policy";
        }},
       {{"scaler.on_overflow", "scaler.enabled", "precision"},
        [](const C& c) -> std::string {

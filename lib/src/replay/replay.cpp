@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <vector>
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
@@ -34,6 +35,8 @@ amp::ScalePolicy policy_of(config::ScalePolicy p) {
       return amp::ScalePolicy::megatron;
     case config::ScalePolicy::fairseq:
       return amp::ScalePolicy::fairseq;
+    case config::ScalePolicy::automatic:
+      return amp::ScalePolicy::automatic;
     case config::ScalePolicy::pytorch:
     default:
       return amp::ScalePolicy::pytorch;
@@ -151,6 +154,12 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
   p.policy = policy_of(sc.policy);
   p.consecutive_hysteresis = sc.consecutive_hysteresis;
   p.tolerance = sc.tolerance;
+  p.margin = static_cast<int32_t>(sc.margin);
+  p.amax_history = static_cast<int32_t>(std::max<int64_t>(sc.amax_history, 1));
+  p.max_finite = static_cast<float>(rec.max_finite);
+  const bool automatic = p.policy == amp::ScalePolicy::automatic;
+  // auto's ring (amp_math.h), as the device keeps it.
+  std::vector<float> ring(automatic ? static_cast<size_t>(p.amax_history) : 0, 0.0f);
   // The scaler's initial state (amp/grad_scaler.cpp: lazy_init).
   float scale = scaling ? static_cast<float>(sc.init_scale) : 1.0f;
   int32_t growth_tracker = 0;
@@ -180,7 +189,15 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
       // it, grad_amax is a lower bound and the prediction uncertain.
       overflowed = amax * sd / accum > rec.max_finite || (s.found_inf && sd >= s.scale);
       if (s.found_inf && sd < s.scale) uncertain = true;
-      if (scaling) {
+      if (scaling && automatic) {
+        // The accumulator the device would hold at this scale: the recorded max per unit of
+        // scale times this one (exact for power-of-two scales).
+        const auto raw = static_cast<float>(amax * sd / accum);
+        ring[static_cast<size_t>(amp::auto_history_slot(trackers, p))] =
+            amp::auto_history_entry(raw, scale, overflowed, p);
+        const float hist_max = *std::max_element(ring.begin(), ring.end());
+        amp::update_scale_auto(&scale, &growth_tracker, trackers, overflowed, hist_max, p);
+      } else if (scaling) {
         amp::update_scale_policy(&scale, &growth_tracker, &hysteresis_tracker, trackers,
                                  overflowed ? 1.0f : 0.0f, p);
       }

@@ -24,6 +24,7 @@
 #include "ampctl/train/agreement.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/memory_plan.h"
+#include "ampctl/train/numerics.h"
 
 namespace ampctl::train {
 namespace {
@@ -190,9 +191,16 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
     case config::ScalePolicy::fairseq:
       o.policy = amp::ScalePolicy::fairseq;
       break;
+    case config::ScalePolicy::automatic:
+      o.policy = amp::ScalePolicy::automatic;
+      break;
   }
   o.consecutive_hysteresis = c.scaler.consecutive_hysteresis;
   o.tolerance = c.scaler.tolerance;
+  o.margin = static_cast<int32_t>(c.scaler.margin);
+  o.amax_history = static_cast<int32_t>(c.scaler.amax_history);
+  // auto: the range of the half type the backward rounds to.
+  o.max_finite = max_finite(c.precision == config::Precision::bf16 ? DType::bf16 : DType::f16);
   return o;
 }
 
@@ -472,8 +480,8 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
   // The gradient-numerics hook (nn/numerics.h): the counts on logging.numerics_every's sampled
-  // steps, grad_amax (logging.grad_amax) on every step.
-  model_opts.numerics = cfg.logging.numerics_every > 0 || cfg.logging.grad_amax;
+  // steps, grad_amax (logging.grad_amax, scaler.policy auto) on every step.
+  model_opts.numerics = cfg.logging.numerics_every > 0 || config::measures_grad_amax(cfg);
   const bool images = cfg.model.type == config::ModelType::cnn;
   if (images) {
     // A cnn reads the data set's image shape; feature rows are a config error naming the key.
@@ -557,7 +565,7 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.zero = cfg.distributed.zero == 1;
   o.retry = cfg.scaler.on_overflow == config::OnOverflow::retry && config::scaler_enabled(cfg);
   o.max_retries = cfg.scaler.max_retries;
-  o.grad_amax = cfg.logging.grad_amax;
+  o.grad_amax = config::measures_grad_amax(cfg);
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()
                        : std::numeric_limits<double>::quiet_NaN();

@@ -76,10 +76,20 @@ void Trainer::setup() {
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
   monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
   // grad_amax (docs/reference.md): a model whose backward rounds through the hook, in fp16/bf16.
-  if (m_cfg.logging.grad_amax && r.model->numerics() != nullptr &&
-      r.model->roundings_instrumented()) {
+  const bool measured = r.model->numerics() != nullptr && r.model->roundings_instrumented();
+  if (config::measures_grad_amax(m_cfg) && measured) {
     monitor.grad_amax = r.model->numerics()->lowp();
     monitor.grad_accum = m_accum;
+  }
+  // scaler.policy auto reads the step's grad_amax (every rank's max) at each update.
+  if (m_cfg.scaler.policy == config::ScalePolicy::automatic && r.scaler->is_enabled()) {
+    if (!measured) {
+      throw Error{ErrorKind::config,
+                  "scaler.policy: auto sets the scale from grad_amax, but the " + r.model->type() +
+                      " model's backward roundings are not measured",
+                  "use another scaler.policy for this model"};
+    }
+    r.scaler->set_amax_input(r.model->numerics()->amax());
   }
   m_monitor =
       std::make_unique<Monitor>(*r.backend, *r.scaler, *r.optimizer, r.model->layout(), monitor);
@@ -448,11 +458,12 @@ void Trainer::open_tensorboard(std::optional<int64_t> purge_step) {
   const nn::Model& model = *m_run->model;
   if (model.numerics() != nullptr && !model.roundings_instrumented() && is_root()) {
     // Said once, instead of zeros: the layers' roundings of this model are not measured.
-    spdlog::info(
-        "numerics: the {} model's backward roundings are not instrumented: no {}", model.type(),
-        m_cfg.logging.numerics_every > 0
-            ? (m_cfg.logging.grad_amax ? "numerics lines and no grad_amax" : "numerics lines")
-            : "grad_amax on the metrics lines");
+    spdlog::info("numerics: the {} model's backward roundings are not instrumented: no {}",
+                 model.type(),
+                 m_cfg.logging.numerics_every > 0
+                     ? (config::measures_grad_amax(m_cfg) ? "numerics lines and no grad_amax"
+                                                          : "numerics lines")
+                     : "grad_amax on the metrics lines");
   } else if (m_cfg.logging.numerics_every > 0 && !m_numerics && is_root()) {
     spdlog::info(
         "numerics: precision {} rounds no gradient to 16 bits: nothing to count, no "

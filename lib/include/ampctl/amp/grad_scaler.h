@@ -47,6 +47,12 @@ struct GradScalerOptions {
   ScalePolicy policy = ScalePolicy::pytorch;
   bool consecutive_hysteresis = false;  // deepspeed
   double tolerance = 0.0;               // fairseq
+  // auto (docs/reference.md, "Scale rules"): the scale keeps grad_amax x scale x 2^margin within
+  // max_finite (the half type's largest finite value) over the last amax_history updates. The
+  // measurement comes from set_amax_input.
+  int32_t margin = 1;
+  int32_t amax_history = 16;
+  double max_finite = 65504.0;
 };
 
 enum class OptState { ready, unscaled, stepped };
@@ -170,6 +176,15 @@ class GradScaler {
     m_found_inf_hook = std::move(hook);
   }
 
+  // policy auto: the step's grad_amax accumulator (f32[numerics::kAmaxWords] on this backend's
+  // device, nn/numerics.h: the max finite |x| at the step's scale before any rounding of the
+  // backward, every rank's max), read by every update(). update() under auto without it throws
+  // Error{state}.
+  void set_amax_input(const Tensor& amax) { m_amax_in = amax; }
+  // auto: the ring of measurements per unit of scale (f32[amax_history]; undefined before the
+  // state exists or under another rule).
+  const Tensor& amax_history_tensor() const { return m_history; }
+
  private:
   struct PerOptimizer {
     OptState stage = OptState::ready;
@@ -203,6 +218,10 @@ class GradScaler {
   int64_t m_init_growth_tracker = 0;
   int32_t m_init_hysteresis_tracker;
   std::array<int32_t, kTrackerCount> m_init_trackers;
+  int32_t m_margin;
+  int32_t m_amax_history;
+  double m_max_finite;
+  std::vector<float> m_init_history;  // auto: the ring's initial values (zeros, or a checkpoint's)
 
   Tensor m_scale;               // f32[1]
   Tensor m_growth_tracker;      // i32[1]
@@ -215,6 +234,8 @@ class GradScaler {
   std::function<void()> m_phase_hook;
   std::function<void(const Tensor&)> m_found_inf_hook;
   Tensor m_norm_out;  // f32[1] or undefined: set_norm_output
+  Tensor m_amax_in;   // f32[kAmaxWords] or undefined: set_amax_input
+  Tensor m_history;   // auto: f32[amax_history]
 };
 
 }  // namespace ampctl::amp

@@ -195,6 +195,15 @@ class Backend {
   virtual void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                              const Tensor& hysteresis_tracker, const Tensor& trackers,
                              const Tensor& found_inf, const amp::ScaleUpdateParams& params) = 0;
+  // One update under scaler.policy: auto (params.policy automatic): the ring `history`
+  // (f32[params.amax_history]) gets amp::auto_history_entry of amax[0] (the step's grad_amax
+  // accumulator, f32[numerics::kAmaxWords]) at slot amp::auto_history_slot, then
+  // amp::update_scale_auto with the ring's max updates scale (f32[1]), growth_tracker (i32[1])
+  // and trackers (i32[amp::kTrackerCount]) from found_inf (f32[1]).
+  virtual void update_scale_auto_(const Tensor& scale, const Tensor& growth_tracker,
+                                  const Tensor& trackers, const Tensor& found_inf,
+                                  const Tensor& amax, const Tensor& history,
+                                  const amp::ScaleUpdateParams& params) = 0;
 
   // dst[r, :] := src[index[offset + r], :] for every row r of dst: a batch picked from a data set
   // resident on this backend. src [N, W] (or [N]) and dst [R, W] (or [R]) share one 4-byte dtype
@@ -569,6 +578,14 @@ void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& cou
 // round_amax's: src and dst as above, amax f32 of numerics::kAmaxWords values.
 void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
                       const Device& device);
+// update_scale_auto_'s: every tensor on `device`; scale and found_inf f32[1], growth_tracker
+// i32[1], trackers i32[amp::kTrackerCount], amax f32[numerics::kAmaxWords], history
+// f32[params.amax_history]; params.policy automatic, amax_history >= 1, margin >= 0,
+// max_finite > 0.
+void check_update_scale_auto(const Tensor& scale, const Tensor& growth_tracker,
+                             const Tensor& trackers, const Tensor& found_inf, const Tensor& amax,
+                             const Tensor& history, const amp::ScaleUpdateParams& params,
+                             const Device& device);
 
 // The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a
 // sweep shares the cores among its jobs), else one per core.

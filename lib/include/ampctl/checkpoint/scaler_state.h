@@ -10,6 +10,8 @@
 //   deepspeed  "policy", "cur_hysteresis", "cur_iter", "last_overflow_iter"
 //   fairseq    "policy", "_iter", "_last_overflow_iter", "_last_rescale_iter",
 //              "_overflows_since_rescale"
+//   auto       "policy", "_iter", "_last_overflow_iter", "amax_history" (ampctl's own rule: a
+//              list of 1 to 4096 finite floats >= 0, the ring of amp_math.h's update_scale_auto)
 // A key of another rule, or any other key, is refused. {} is a disabled scaler's state.
 #pragma once
 
@@ -19,12 +21,15 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ampctl::checkpoint {
 
 // scaler.policy's values, in amp::ScalePolicy's order.
-inline constexpr std::array<std::string_view, 4> kScalePolicies = {"pytorch", "deepspeed",
-                                                                   "megatron", "fairseq"};
+inline constexpr std::array<std::string_view, 5> kScalePolicies = {"pytorch", "deepspeed",
+                                                                   "megatron", "fairseq", "auto"};
+// scaler.amax_history's bound (the auto rule's ring).
+inline constexpr int64_t kMaxAmaxHistory = 4096;
 
 struct ScalerState {
   double scale = 0.0;
@@ -40,6 +45,7 @@ struct ScalerState {
   std::optional<int64_t> last_overflow_iter;       // last_overflow_iter, _last_overflow_iter
   std::optional<int64_t> last_rescale_iter;        // _last_rescale_iter
   std::optional<int64_t> overflows_since_rescale;  // _overflows_since_rescale
+  std::vector<double> amax_history;                // auto: the ring (empty for the others)
 };
 
 // nullopt when `state` is {} or a valid state_dict, else the problem, "scaler[.KEY]: WHAT".

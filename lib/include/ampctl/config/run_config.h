@@ -45,7 +45,7 @@ enum class InjectValue { inf, nan };
 enum class DistBackend { automatic, nccl, mpi };
 enum class OnOverflow { skip, retry };       // scaler.on_overflow
 enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: continue | stop
-enum class ScalePolicy { pytorch, deepspeed, megatron, fairseq };  // scaler.policy
+enum class ScalePolicy { pytorch, deepspeed, megatron, fairseq, automatic };  // scaler.policy
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -178,6 +178,8 @@ struct ScalerConfig {
   ScalePolicy policy{};
   bool consecutive_hysteresis = false;  // deepspeed
   double tolerance = 0.0;               // fairseq
+  int64_t margin = 0;                   // auto
+  int64_t amax_history = 0;             // auto
   bool operator==(const ScalerConfig&) const = default;
 };
 
@@ -255,6 +257,9 @@ struct RunConfig {
 
 // scaler.enabled with `auto` resolved: on for fp16, off for bf16 and fp32.
 bool scaler_enabled(const RunConfig& config);
+// Whether every step measures grad_amax: logging.grad_amax, or scaler.policy auto with the
+// scaler on (the rule reads it).
+bool measures_grad_amax(const RunConfig& config);
 
 // Reads, overrides and validates a configuration file. `overrides` are `--set` arguments
 // ("KEY=VALUE"), applied in order before validation. Throws Error{usage} for an override

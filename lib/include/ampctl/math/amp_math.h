@@ -25,6 +25,7 @@
 //     scale_factor: the same bits for 2 and 0.5); Megatron's hysteresis counter stops at 0.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "ampctl/core/half.h"
@@ -48,7 +49,13 @@ AMPCTL_HD float unscale_value(float v, float inv_scale, float* found_inf) {
 }
 
 // scaler.policy. The values are stable: kernels receive them in ScaleUpdateParams.
-enum class ScalePolicy : int32_t { pytorch = 0, deepspeed = 1, megatron = 2, fairseq = 3 };
+enum class ScalePolicy : int32_t {
+  pytorch = 0,
+  deepspeed = 1,
+  megatron = 2,
+  fairseq = 3,
+  automatic = 4,  // "auto": set from the measured grad_amax (update_scale_auto below)
+};
 
 // The rule's counters beyond the growth and hysteresis trackers: one i32[4] beside the scale.
 // Initial values are the upstream constructors': iter 0, last overflow -1, last rescale -1,
@@ -71,6 +78,11 @@ struct ScaleUpdateParams {
   ScalePolicy policy = ScalePolicy::pytorch;
   bool consecutive_hysteresis = false;  // deepspeed: every clean step refills the hysteresis
   double tolerance = 0.0;               // fairseq: overflow fraction tolerated before a backoff
+  // auto: the scale keeps grad_amax x scale x 2^margin within max_finite (the half type's
+  // largest finite value), over the last amax_history updates.
+  int32_t margin = 1;
+  int32_t amax_history = 16;
+  float max_finite = 65504.0f;
 };
 
 // One update of (scale, growth_tracker, hysteresis_tracker) given whether any inf/NaN was found
@@ -225,6 +237,68 @@ AMPCTL_HD void update_scale_policy(float* scale, int32_t* growth_tracker,
       update_scale_state(scale, growth_tracker, hysteresis_tracker, found_inf, p);
       break;
   }
+}
+
+// ---- scaler.policy: auto (docs/reference.md, "Scale rules") ----
+// The rule keeps a ring of amax_history values, each an update's largest |x| before a rounding
+// of the backward to the half type divided by the scale that step used (grad_amax /
+// grad_accum_steps: per unit of scale, what a micro-batch's roundings see). The slot of update
+// number trackers[kIter] is kIter % amax_history.
+//
+// The ring's entry for one update: raw is the step's grad_amax accumulator (max finite |x| at
+// the step's scale). On an overflow the true max was at least the range (something rounded to
+// inf, or a non-finite value reached a rounding), so the entry is a lower bound: max(raw,
+// max_finite) / scale. The quotient is formed in double and rounded to float once (exact for a
+// power-of-two scale); a quotient above float's range is kept as float's largest value.
+AMPCTL_HD float auto_history_entry(float raw, float scale, bool found, const ScaleUpdateParams& p) {
+  if (found && !(raw >= p.max_finite)) raw = p.max_finite;
+  const double q = static_cast<double>(raw) / static_cast<double>(scale);
+  const double kFloatMax = 3.4028234663852886e38;
+  return static_cast<float>(q > kFloatMax ? kFloatMax : q);
+}
+
+// The largest power of two s with s x 2^margin x amax <= max_finite, for amax > 0, as a float
+// (the exponent kept in [-126, 127]: a normal float whose reciprocal is finite), then clamped to
+// [min_scale, max_scale]. Exact: with amax = ma 2^ka and max_finite = mf 2^kf (frexp, mantissas
+// in [0.5, 1)), s = 2^(kf - ka - margin), halved once more when ma > mf.
+AMPCTL_HD float auto_scale_for(float amax, const ScaleUpdateParams& p) {
+  int ka = 0, kf = 0;
+  const double ma = frexp(static_cast<double>(amax), &ka);
+  const double mf = frexp(static_cast<double>(p.max_finite), &kf);
+  int e = kf - ka - p.margin - (ma > mf ? 1 : 0);
+  if (e > 127) e = 127;
+  if (e < -126) e = -126;
+  float s = static_cast<float>(ldexp(1.0, e));
+  if (s > p.max_scale) s = p.max_scale;
+  if (s < p.min_scale) s = p.min_scale;
+  return s;
+}
+
+// One update under auto, after the caller wrote this update's entry (auto_history_entry) into
+// the ring and took the ring's max (hist_max; a max of floats, the same whatever the order).
+// A clean step: scale := auto_scale_for(hist_max). An overflow: the step is skipped (the
+// optimizer saw found_inf) and scale := min(scale x backoff_factor floored at min_scale,
+// auto_scale_for(hist_max)): at least the backoff, lower when the measurement says so.
+// growth_tracker counts the clean updates since the last overflow (the metrics line's).
+AMPCTL_HD void update_scale_auto(float* scale, int32_t* growth_tracker, int32_t* t, bool found,
+                                 float hist_max, const ScaleUpdateParams& p) {
+  const float target = hist_max > 0.0f ? auto_scale_for(hist_max, p) : *scale;
+  if (found) {
+    float backed = static_cast<float>(static_cast<double>(*scale) * p.backoff_factor);
+    if (backed < p.min_scale) backed = p.min_scale;
+    *scale = target < backed ? target : backed;
+    *growth_tracker = 0;
+    t[kLastOverflowIter] = t[kIter];
+  } else {
+    *scale = target;
+    *growth_tracker = *growth_tracker + 1;
+  }
+  t[kIter] = t[kIter] + 1;
+}
+
+// The ring slot of the update that trackers[kIter] numbers.
+AMPCTL_HD int32_t auto_history_slot(const int32_t* t, const ScaleUpdateParams& p) {
+  return t[kIter] % p.amax_history;
 }
 
 }  // namespace ampctl::amp

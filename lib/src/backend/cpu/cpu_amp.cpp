@@ -306,4 +306,21 @@ void CpuBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracker
                            *found_inf.data_as<float>(), params);
 }
 
+void CpuBackend::update_scale_auto_(const Tensor& scale, const Tensor& growth_tracker,
+                                    const Tensor& trackers, const Tensor& found_inf,
+                                    const Tensor& amax, const Tensor& history,
+                                    const amp::ScaleUpdateParams& params) {
+  check_update_scale_auto(scale, growth_tracker, trackers, found_inf, amax, history, params,
+                          device());
+  float* s = scale.data_as<float>();
+  int32_t* t = trackers.data_as<int32_t>();
+  float* ring = history.data_as<float>();
+  const bool found = *found_inf.data_as<float>() != 0.0f;
+  ring[amp::auto_history_slot(t, params)] =
+      amp::auto_history_entry(amax.data_as<float>()[0], *s, found, params);
+  float hist_max = 0.0f;
+  for (int32_t i = 0; i < params.amax_history; ++i) hist_max = std::max(hist_max, ring[i]);
+  amp::update_scale_auto(s, growth_tracker.data_as<int32_t>(), t, found, hist_max, params);
+}
+
 }  // namespace ampctl::cpu

@@ -95,6 +95,9 @@ class CpuBackend final : public Backend {
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                      const Tensor& hysteresis_tracker, const Tensor& trackers,
                      const Tensor& found_inf, const amp::ScaleUpdateParams& params) override;
+  void update_scale_auto_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& trackers,
+                          const Tensor& found_inf, const Tensor& amax, const Tensor& history,
+                          const amp::ScaleUpdateParams& params) override;
 
   // cpu_nn.cpp
   void linear_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& y) override;

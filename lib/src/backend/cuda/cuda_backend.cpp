@@ -559,6 +559,20 @@ void CudaBackend::update_scale_(const Tensor& scale, const Tensor& growth_tracke
       static_cast<const float*>(found_inf.data()), params, stream());
 }
 
+void CudaBackend::update_scale_auto_(const Tensor& scale, const Tensor& growth_tracker,
+                                     const Tensor& trackers, const Tensor& found_inf,
+                                     const Tensor& amax, const Tensor& history,
+                                     const amp::ScaleUpdateParams& params) {
+  check_update_scale_auto(scale, growth_tracker, trackers, found_inf, amax, history, params,
+                          m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_update_scale_auto(
+      static_cast<float*>(scale.data()), static_cast<int32_t*>(growth_tracker.data()),
+      static_cast<int32_t*>(trackers.data()), static_cast<const float*>(found_inf.data()),
+      static_cast<const float*>(amax.data()), static_cast<float*>(history.data()), params,
+      stream());
+}
+
 void CudaBackend::optimizer_step(const OptimizerStepArgs& args) {
   check_optimizer_step(args, m_device);
   // The optional operands every kind shares; the kernels read found_inf and inv_scale themselves

@@ -260,6 +260,9 @@ class CudaBackend final : public Backend {
   void update_scale_(const Tensor& scale, const Tensor& growth_tracker,
                      const Tensor& hysteresis_tracker, const Tensor& trackers,
                      const Tensor& found_inf, const amp::ScaleUpdateParams& params) override;
+  void update_scale_auto_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& trackers,
+                          const Tensor& found_inf, const Tensor& amax, const Tensor& history,
+                          const amp::ScaleUpdateParams& params) override;
 
   void optimizer_step(const OptimizerStepArgs& args) override;
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
