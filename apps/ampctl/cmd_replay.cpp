@@ -1,16 +1,20 @@
-// `ampctl replay RUN [--grid KEY=V1,V2,...]... [--set KEY=VALUE]... [--json]`: replays a finished
-// run's per-step grad_amax under other scaler settings (replay/replay.h), one row per point of
-// the grid (the cartesian product of --grid, first flag outermost; --set applies to every point),
-// and prints a table, or with --json a list of objects.
+// `ampctl replay RUN [--grid KEY=V1,V2,...]... [--set KEY=VALUE]... [--json] [--html FILE]`:
+// replays a finished run's per-step grad_amax under other scaler settings (replay/replay.h), one
+// row per point of the grid (the cartesian product of --grid, first flag outermost; --set applies
+// to every point), and prints a table, or with --json a list of objects; --html also writes the
+// trajectories beside the recorded one as a page (sweep/report.h's scale chart).
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "ampctl/checkpoint/output_file.h"
 #include "ampctl/core/error.h"
 #include "ampctl/replay/replay.h"
+#include "ampctl/sweep/report.h"
 #include "ampctl/sweep/sweep.h"
 #include "commands.h"
 
@@ -23,6 +27,7 @@ struct ReplayOptions {
   std::vector<std::string> grid;
   std::vector<std::string> sets;
   bool json = false;
+  std::string html;
 };
 
 // Every point of the grid: the --set overrides, then one value per axis (later ones win).
@@ -42,84 +47,93 @@ std::vector<std::vector<std::string>> points(const ReplayOptions& o) {
   return out;
 }
 
-// A YAML value as JSON: a number, bool or null when it reads as one, else its text.
-nlohmann::ordered_json value_json(const std::string& text) {
-  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (j.is_discarded() || j.is_object() || j.is_array()) return text;
-  return j;
-}
-
-nlohmann::ordered_json number_or_null(const std::optional<double>& v) {
-  if (!v || !std::isfinite(*v)) return nullptr;
-  return *v;
-}
-
-std::string setting_text(const replay::Outcome& o) {
-  if (o.overrides.empty()) return "(as recorded)";
-  std::string s;
-  for (const auto& [k, v] : o.overrides) {
-    if (!s.empty()) s += " ";
-    s += (k.rfind("scaler.", 0) == 0 ? k.substr(7) : k) + "=" + v;
-  }
-  return s;
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
 
+// The page of --html: the recorded trajectory (trajectory 0) and one per grid point beside it,
+// then the table's rows.
+std::string html_page(const replay::Recording& rec, const std::vector<replay::Outcome>& outcomes) {
+  sweep::ScalePage page;
+  page.title = "ampctl replay: " + rec.dir.filename().string();
+  if (rec.dir.filename().empty()) page.title = "ampctl replay: " + rec.dir.string();
+  page.meta = "Replayed from " + rec.dir.string() + ": " + std::to_string(rec.steps.size()) +
+              " steps, " + rec.precision + ", " + std::to_string(rec.accum) +
+              " micro-batch(es) per rank. Nothing was trained: each setting's scales and skips "
+              "are predicted from the recorded grad_amax.";
+  sweep::ScaleTrajectory recorded;
+  recorded.name = "recorded";
+  recorded.reference = true;
+  for (const replay::RecordedStep& s : rec.steps) {
+    recorded.scale.push_back({s.step, s.scale});
+    if (s.found_inf) recorded.skips.push_back({s.step, s.scale});
+  }
+  page.trajectories.push_back(std::move(recorded));
+  for (const replay::Outcome& o : outcomes) {
+    sweep::ScaleTrajectory t;
+    t.name = replay::setting_text(o);
+    for (const replay::ReplayedStep& s : o.steps) {
+      t.scale.push_back({s.step, s.scale});
+      if (s.skipped) t.skips.push_back({s.step, s.scale});
+    }
+    page.trajectories.push_back(std::move(t));
+  }
+  page.note =
+      "The loss scale each step kept (the last attempt's), on a log2 axis: the recorded run's "
+      "(dashed) and each replayed setting's; red dots mark skipped steps. Headroom: log2(max "
+      "finite / "
+      "(grad_amax x scale / micro-batches)) at the scale each step kept; uncertain: steps whose "
+      "grad_amax is a lower bound (the recorded run overflowed at a higher scale, or "
+      "grad_amax_exact was false).";
+  page.columns = {"setting",
+                  "skipped",
+                  "first skip",
+                  "retries",
+                  "min scale",
+                  "max scale",
+                  "final scale",
+                  "mean headroom (log2)",
+                  "min headroom (log2)",
+                  "uncertain steps"};
+  for (const replay::Outcome& o : outcomes) {
+    page.rows.push_back({replay::setting_text(o), std::to_string(o.skipped),
+                         o.first_skip ? std::to_string(*o.first_skip) : "-",
+                         std::to_string(o.retries), fmt("%.10g", o.min_scale),
+                         fmt("%.10g", o.max_scale), fmt("%.10g", o.final_scale),
+                         o.mean_headroom_log2 ? fmt("%.3f", *o.mean_headroom_log2) : "-",
+                         o.min_headroom_log2 ? fmt("%.3f", *o.min_headroom_log2) : "-",
+                         std::to_string(o.uncertain_steps)});
+  }
+  page.first_row_trajectory = 1;
+  return sweep::render_scale_page(page);
+}
+
 int run_replay(const ReplayOptions& options) {
   const replay::Recording rec = replay::load_recording(options.run);
+  // The output is checked before anything is computed or printed: a command writes only paths
+  // it owns (checkpoint/output_file.h), never the run's own files.
+  std::filesystem::path html_file;
+  if (!options.html.empty()) {
+    html_file = checkpoint::checked_output_path(
+        options.html, {rec.dir / "metrics.jsonl", rec.dir / "config.yaml"}, "--html");
+  }
   // Every point is checked before any output.
   std::vector<replay::Outcome> outcomes;
   for (const auto& p : points(options)) outcomes.push_back(replay::replay(rec, p));
+  if (!html_file.empty()) {
+    checkpoint::write_output_file(html_file, html_page(rec, outcomes), "--html");
+  }
   if (options.json) {
-    nlohmann::ordered_json list = nlohmann::ordered_json::array();
-    for (const replay::Outcome& o : outcomes) {
-      nlohmann::ordered_json ov = nlohmann::ordered_json::object();
-      for (const auto& [k, v] : o.overrides) ov[k] = value_json(v);
-      nlohmann::ordered_json j;
-      j["overrides"] = ov;
-      j["skipped"] = o.skipped;
-      j["first_skip"] = o.first_skip ? nlohmann::ordered_json(*o.first_skip) : nullptr;
-      j["retries"] = o.retries;
-      j["min_scale"] = o.min_scale;
-      j["max_scale"] = o.max_scale;
-      j["final_scale"] = o.final_scale;
-      j["mean_headroom_log2"] = number_or_null(o.mean_headroom_log2);
-      j["min_headroom_log2"] = number_or_null(o.min_headroom_log2);
-      j["uncertain_steps"] = o.uncertain_steps;
-      list.push_back(j);
-    }
-    std::printf("%s\n", list.dump(2).c_str());
+    std::printf("%s\n", replay::to_json(outcomes).dump(2).c_str());
+    if (!html_file.empty()) std::fprintf(stderr, "[replay] wrote %s\n", html_file.c_str());
     return 0;
   }
-  std::printf("[replay] %s: %zu steps, %s, %lld micro-batch(es) per rank\n",
-              rec.dir.string().c_str(), rec.steps.size(), rec.precision.c_str(),
-              static_cast<long long>(rec.accum));
-  size_t width = 7;
-  for (const auto& o : outcomes) width = std::max(width, setting_text(o).size());
-  std::printf("%-*s %7s %10s %7s %10s %10s %10s %9s %9s %9s\n", static_cast<int>(width), "setting",
-              "skipped", "first_skip", "retries", "min_scale", "max_scale", "final", "mean_head",
-              "min_head", "uncertain");
-  for (const auto& o : outcomes) {
-    const std::string first = o.first_skip ? std::to_string(*o.first_skip) : "-";
-    const std::string mean =
-        o.mean_headroom_log2 ? fmt("%.2f", *o.mean_headroom_log2) : std::string("-");
-    const std::string min =
-        o.min_headroom_log2 ? fmt("%.2f", *o.min_headroom_log2) : std::string("-");
-    std::printf("%-*s %7lld %10s %7lld %10.4g %10.4g %10.4g %9s %9s %9lld\n",
-                static_cast<int>(width), setting_text(o).c_str(), static_cast<long long>(o.skipped),
-                first.c_str(), static_cast<long long>(o.retries), o.min_scale, o.max_scale,
-                o.final_scale, mean.c_str(), min.c_str(),
-                static_cast<long long>(o.uncertain_steps));
-  }
-  std::printf(
-      "[replay] headroom: log2(max finite / (grad_amax x scale / micro-batches)) at the scale "
-      "each step kept; uncertain: steps whose grad_amax is a lower bound (the recorded run "
-      "overflowed at a higher scale, or grad_amax_exact was false)\n");
+  std::fputs(replay::table_intro(rec).c_str(), stdout);
+  std::fputs(replay::table_text(outcomes).c_str(), stdout);
+  std::fputs(replay::kTableNote, stdout);
+  if (!html_file.empty()) std::printf("[replay] wrote %s\n", html_file.c_str());
   return 0;
 }
 
@@ -148,6 +162,10 @@ void register_replay(CLI::App& app, Commands& commands) {
                 "print a JSON list, one object per row: overrides, skipped, first_skip, retries, "
                 "min_scale, max_scale, final_scale, mean_headroom_log2, min_headroom_log2, "
                 "uncertain_steps");
+  sub->add_option("--html", options->html,
+                  "also write a self-contained HTML page: the replayed scale trajectories beside "
+                  "the recorded one (log2 axis, skipped steps marked) and the table")
+      ->type_name("FILE.html");
   commands.push_back({sub, [options] { return run_replay(*options); }});
 }
 

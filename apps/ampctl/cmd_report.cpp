@@ -1,6 +1,7 @@
 // `ampctl report DIR [--out FILE.html]`: one self-contained HTML page (inline CSS and SVG) with
-// the loss curves, the loss scale on a log2 axis with skipped steps marked, and the comparison
-// table, for a run directory or a sweep directory. Default output: DIR/report.html.
+// the loss curves, the loss scale on a log2 axis with skipped steps marked, grad_amax and its
+// headroom (runs recorded with logging.grad_amax), and the comparison table, for a run directory or
+// a sweep directory. Default output: DIR/report.html.
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -31,8 +32,9 @@ void register_report(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<ReportOptions>();
   CLI::App* sub = app.add_subcommand(
       "report",
-      "write one self-contained HTML report (loss curves, loss scale, run table) for a run "
-      "directory or a sweep directory");
+      "write one self-contained HTML report (loss curves, loss scale, grad_amax and its "
+      "headroom for runs that recorded it, run table) for a run directory or a sweep "
+      "directory");
   sub->add_option("DIR", options->dir,
                   "a run directory (metrics.jsonl) or a sweep directory "
                   "(sweep.json)")

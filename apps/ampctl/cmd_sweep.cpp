@@ -1,16 +1,22 @@
 // `ampctl sweep --config FILE [--set KEY=VALUE]... [--grid KEY=V1,V2,...]... [--jobs N]
-// [--out DIR] [--metric KEY]`: expands the sweep (--grid flags and the file's `sweep:` section),
-// applies --set to the base of every run (run names unchanged), validates every run before
-// any starts, runs each as its own `ampctl train` / `ampctl resume` process in OUT/<run>, and
-// writes OUT/sweep.csv and OUT/sweep.json. Running it again skips finished runs and resumes
-// interrupted ones.
+// [--out DIR] [--metric KEY] [--replay-from RUN]`: expands the sweep (--grid flags and the file's
+// `sweep:` section), applies --set to the base of every run (run names unchanged), validates every
+// run before any starts, runs each as its own `ampctl train` / `ampctl resume` process in
+// OUT/<run>, and writes OUT/sweep.csv and OUT/sweep.json. Running it again skips finished runs and
+// resumes interrupted ones. With --replay-from RUN it trains nothing: the runs (scaler.* keys only)
+// are replayed from RUN's recorded grad_amax and `ampctl replay`'s table is printed.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/replay/replay.h"
 #include "ampctl/sweep/sweep.h"
 #include "commands.h"
 
@@ -27,9 +33,93 @@ struct SweepOptions {
   int jobs = 1;
   std::string out;
   std::string metric;
+  std::string replay_from;
 };
 
+// `--replay-from RUN`: the sweep's settings replayed from RUN's recorded grad_amax
+// (replay/replay.h) instead of trained: nothing is created or run. Every run of the sweep may
+// differ from RUN in scaler.* keys only (its overrides by name, its resolved configuration key
+// by key); the table is `ampctl replay`'s.
+int run_replay_preview(const SweepOptions& options) {
+  const replay::Recording rec = replay::load_recording(options.replay_from);
+  const fs::path config_file =
+      options.config.empty() ? rec.dir / "config.yaml" : fs::path(options.config);
+  sweep::Sweep spec = sweep::load_sweep(config_file, options.grid);
+  spec.base_overrides = options.sets;
+  auto check_key = [&](const std::string& o, const std::string& where) {
+    const std::string key = o.substr(0, o.find('='));
+    if (key.rfind("scaler.", 0) != 0) {
+      throw Error{ErrorKind::config,
+                  where + ": " + key +
+                      ": sweep --replay-from previews scaler.* keys only (any other key changes "
+                      "the gradients, which RUN's recording cannot predict)",
+                  "run the sweep without --replay-from to train it"};
+    }
+  };
+  for (const std::string& o : spec.base_overrides) check_key(o, "--set");
+  for (const sweep::Run& r : spec.runs) {
+    for (const std::string& o : r.overrides) check_key(o, "run '" + r.name + "'");
+  }
+  sweep::validate(spec);
+  std::vector<replay::Outcome> outcomes;
+  int64_t max_steps = 0;
+  for (const sweep::Run& r : spec.runs) {
+    const config::RunConfig cfg = config::parse_config(r.resolved_yaml, config_file.string());
+    if (const std::string key = replay::gradient_key_differing(rec, cfg); !key.empty()) {
+      throw Error{ErrorKind::config,
+                  config_file.string() + ": " + key + " differs from " +
+                      (rec.dir / "config.yaml").string() +
+                      ": sweep --replay-from previews the scaler.* keys of RUN's own training "
+                      "(model, data, optimizer, precision, seed the same)",
+                  "record RUN from this sweep's base configuration, or leave --config out to "
+                  "use RUN's"};
+    }
+    max_steps = std::max(max_steps, cfg.training.max_steps);
+    // The setting's name: the scaler keys in which the base differs from RUN (not overridden
+    // below), then --set, then the run's own overrides, as `ampctl replay --set ... --grid ...`
+    // names the same setting.
+    std::vector<std::pair<std::string, std::string>> overrides;
+    std::vector<std::string> all = spec.base_overrides;
+    all.insert(all.end(), r.overrides.begin(), r.overrides.end());
+    std::set<std::string> overridden;
+    for (const std::string& o : all) overridden.insert(o.substr(0, o.find('=')));
+    const nlohmann::json base_scaler = config::to_json(cfg).at("scaler");
+    const nlohmann::json run_scaler = config::to_json(rec.config).at("scaler");
+    for (const auto& [k, v] : base_scaler.items()) {
+      if (overridden.count("scaler." + k) || (run_scaler.contains(k) && run_scaler.at(k) == v)) {
+        continue;
+      }
+      overrides.emplace_back("scaler." + k, v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    for (const std::string& o : all) {
+      const size_t eq = o.find('=');
+      overrides.emplace_back(o.substr(0, eq), o.substr(eq + 1));
+    }
+    outcomes.push_back(replay::replay(rec, cfg, std::move(overrides)));
+  }
+  std::printf(
+      "[sweep] replay preview of %zu setting(s) from %s: nothing trained, no run directory "
+      "created\n",
+      outcomes.size(), rec.dir.c_str());
+  std::fputs(replay::table_intro(rec).c_str(), stdout);
+  std::fputs(replay::table_text(outcomes).c_str(), stdout);
+  std::fputs(replay::kTableNote, stdout);
+  std::printf(
+      "[sweep] a replay preview: predictions over RUN's %zu recorded steps%s; run the "
+      "sweep without --replay-from to train it\n",
+      rec.steps.size(),
+      static_cast<size_t>(max_steps) > rec.steps.size()
+          ? (" (the sweep's runs would train " + std::to_string(max_steps) + ")").c_str()
+          : "");
+  return 0;
+}
+
 int run_sweep(const SweepOptions& options) {
+  if (!options.replay_from.empty()) return run_replay_preview(options);
+  if (options.config.empty()) {
+    throw Error{ErrorKind::usage, "--config is required (without --replay-from)",
+                "run 'ampctl sweep --help' for usage"};
+  }
   if (options.jobs < 1) {
     throw Error{ErrorKind::usage, "--jobs " + std::to_string(options.jobs) + ": must be >= 1"};
   }
@@ -67,8 +157,8 @@ void register_sweep(CLI::App& app, Commands& commands) {
   CLI::App* sub = app.add_subcommand(
       "sweep", "run a grid / list / random sweep of training runs over one base configuration");
   sub->add_option("--config", options->config,
-                  "the base YAML configuration (its optional sweep: section adds runs)")
-      ->required()
+                  "the base YAML configuration (its optional sweep: section adds runs); with "
+                  "--replay-from, default RUN/config.yaml")
       ->type_name("FILE");
   add_set_option(*sub, options->sets)
       ->description(
@@ -81,13 +171,25 @@ void register_sweep(CLI::App& app, Commands& commands) {
       ->type_name("KEY=V1,V2,...")
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  sub->add_option("--jobs", options->jobs, "runs at once (default 1)")->type_name("N");
-  sub->add_option("--out", options->out, "the sweep's directory (default sweeps/<name>)")
-      ->type_name("DIR");
-  sub->add_option("--metric", options->metric,
-                  "the summary key that picks the best run (default best_eval_loss when present, "
-                  "else final_loss; lower is better unless it names accuracy)")
-      ->type_name("KEY");
+  CLI::Option* jobs =
+      sub->add_option("--jobs", options->jobs, "runs at once (default 1)")->type_name("N");
+  CLI::Option* out =
+      sub->add_option("--out", options->out, "the sweep's directory (default sweeps/<name>)")
+          ->type_name("DIR");
+  CLI::Option* metric =
+      sub->add_option("--metric", options->metric,
+                      "the summary key that picks the best run (default best_eval_loss when "
+                      "present, else final_loss; lower is better unless it names accuracy)")
+          ->type_name("KEY");
+  sub->add_option("--replay-from", options->replay_from,
+                  "preview the sweep without training: replay RUN's recorded grad_amax "
+                  "(logging.grad_amax: true) under each run's settings and print ampctl "
+                  "replay's table; every run may change scaler.* keys only (others exit 2); "
+                  "nothing is created")
+      ->type_name("RUN")
+      ->excludes(jobs)
+      ->excludes(out)
+      ->excludes(metric);
   commands.push_back({sub, [options] { return run_sweep(*options); }});
 }
 

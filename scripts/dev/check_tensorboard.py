@@ -51,6 +51,12 @@ def main():
                              ("amp/growth_tracker", step, m["growth_tracker"])]
                 if m.get("grad_norm") is not None:
                     expected.append(("train/grad_norm", step, m["grad_norm"]))
+                # grad_amax when recorded (finite); amp/retries at every step of a run with
+                # scaler.on_overflow: retry (the file has the tag), 0 where the line has none.
+                if m.get("grad_amax") is not None:
+                    expected.append(("amp/grad_amax", step, m["grad_amax"]))
+                if "retries" in m or any(t == "amp/retries" for t, _ in tb):
+                    expected.append(("amp/retries", step, m.get("retries", 0)))
             elif m["kind"] == "eval":
                 expected.append(("eval/loss", step, m["loss"]))
                 if "accuracy" in m:

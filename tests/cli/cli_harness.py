@@ -1,4 +1,5 @@
-"""What the Python CLI tests share: a failure list, running ampctl, reading a run's train lines.
+"""What the Python CLI tests share: a failure list, running ampctl, reading a run's train lines
+and summary.json.
 
 Import it from a test beside it (its directory is on sys.path when the test runs as a script).
 """
@@ -30,3 +31,9 @@ def train_lines(run_dir):
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         out = [json.loads(l) for l in f if l.strip()]
     return [l for l in out if l.get("kind") == "train"]
+
+
+def summary(run_dir):
+    """RUN_DIR/summary.json."""
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)

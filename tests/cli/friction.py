@@ -22,40 +22,21 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import sys
+
+from cli_harness import FAILURES, check, run_ampctl, summary, train_lines
 
 AMPCTL, CONFIG, SWEEP, WORK = sys.argv[1:5]
 WORK = os.path.join(WORK, "friction-test")
 shutil.rmtree(WORK, ignore_errors=True)
 os.makedirs(WORK)
 
-FAILURES = []
-
-
-def check(cond, what):
-    if not cond:
-        FAILURES.append(what)
-        print("FAIL: " + what, flush=True)
-
 
 def run(args, expect=0):
-    p = subprocess.run([AMPCTL] + args, capture_output=True, text=True, timeout=300)
-    if expect is not None and p.returncode != expect:
-        print(p.stdout[-3000:], p.stderr[-3000:], sep="\n")
-        raise SystemExit(f"ampctl {' '.join(args)}: exit {p.returncode}, expected {expect}")
-    return p
+    return run_ampctl(AMPCTL, args, expect)
 
 
-def lines(run_dir, kind="train"):
-    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-        out = [json.loads(l) for l in f if l.strip()]
-    return [l for l in out if l.get("kind") == kind]
-
-
-def summary(run_dir):
-    with open(os.path.join(run_dir, "summary.json")) as f:
-        return json.load(f)
+lines = train_lines
 
 
 def f32(x):

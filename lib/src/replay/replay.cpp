@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -56,6 +57,7 @@ Recording load_recording(const fs::path& dir) {
                                       "expected)"};
   }
   const config::RunConfig cfg = config::load_config(config_file);
+  rec.config = cfg;
   rec.precision = config::to_string(cfg.precision);
   rec.max_finite = cfg.precision == config::Precision::bf16 ? kBf16MaxFinite : 65504.0;
   if (cfg.training.global_batch != 0) {
@@ -131,6 +133,13 @@ Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) 
     out.overrides.emplace_back(key, o.substr(eq + 1));
   }
   const config::RunConfig cfg = config::load_config(rec.dir / "config.yaml", overrides);
+  return replay(rec, cfg, std::move(out.overrides));
+}
+
+Outcome replay(const Recording& rec, const config::RunConfig& cfg,
+               std::vector<std::pair<std::string, std::string>> overrides) {
+  Outcome out;
+  out.overrides = std::move(overrides);
   const config::ScalerConfig& sc = cfg.scaler;
   const bool scaling = config::scaler_enabled(cfg);
 
@@ -164,12 +173,16 @@ Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) 
   double headroom_sum = 0.0;
   int64_t headroom_n = 0;
   const double accum = static_cast<double>(rec.accum);
+  out.steps.reserve(rec.steps.size());
   for (const RecordedStep& s : rec.steps) {
+    ReplayedStep kept{s.step};
+    const int64_t retries_before = out.retries;
     const double amax = s.amax.value_or(0.0);
     bool uncertain = !s.amax_exact || !s.amax.has_value();
     bool overflowed = false;
     for (int64_t a = 0;; ++a) {
       const double sd = static_cast<double>(scale);
+      kept.scale = sd;
       out.min_scale = std::min(out.min_scale, sd);
       out.max_scale = std::max(out.max_scale, sd);
       // The recorded run overflowed at its scale: at that scale or above this one does too; below
@@ -203,6 +216,9 @@ Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) 
       ++out.skipped;
       if (!out.first_skip) out.first_skip = s.step;
     }
+    kept.skipped = overflowed;
+    kept.retries = out.retries - retries_before;
+    out.steps.push_back(kept);
     if (uncertain) ++out.uncertain_steps;
   }
   out.final_scale = static_cast<double>(scale);
@@ -210,6 +226,133 @@ Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) 
   out.min_scale = std::min(out.min_scale, out.final_scale);
   if (headroom_n > 0) out.mean_headroom_log2 = headroom_sum / static_cast<double>(headroom_n);
   return out;
+}
+
+namespace {
+
+// Keys of RunConfig's JSON that do not change the recorded gradients (see the header).
+bool ignored_key(const std::string& path) {
+  static const char* const kIgnored[] = {"scaler",
+                                         "name",
+                                         "device",
+                                         "logging",
+                                         "checkpoint",
+                                         "distributed",
+                                         "training.max_steps",
+                                         "training.eval_every",
+                                         "training.eval_batches",
+                                         "training.divergence_patience"};
+  for (const char* k : kIgnored) {
+    if (path == k) return true;
+  }
+  return false;
+}
+
+// The first dotted path (in `a`'s key order, then `b`'s extra keys) where a and b differ.
+std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
+                             const std::string& prefix) {
+  if (ignored_key(prefix)) return "";
+  if (!a.is_object() || !b.is_object()) return a == b ? "" : prefix;
+  for (const auto& [k, v] : a.items()) {
+    const std::string path = prefix.empty() ? k : prefix + "." + k;
+    const std::string d = first_difference(v, b.contains(k) ? b.at(k) : nlohmann::json(), path);
+    if (!d.empty()) return d;
+  }
+  for (const auto& [k, v] : b.items()) {
+    const std::string path = prefix.empty() ? k : prefix + "." + k;
+    if (!a.contains(k) && !ignored_key(path)) return path;
+  }
+  return "";
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// A YAML value as JSON: a number, bool or null when it reads as one, else its text.
+nlohmann::ordered_json value_json(const std::string& text) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (j.is_discarded() || j.is_object() || j.is_array()) return text;
+  return j;
+}
+
+nlohmann::ordered_json number_or_null(const std::optional<double>& v) {
+  if (!v || !std::isfinite(*v)) return nullptr;
+  return *v;
+}
+
+}  // namespace
+
+std::string gradient_key_differing(const Recording& rec, const config::RunConfig& cfg) {
+  return first_difference(config::to_json(cfg), config::to_json(rec.config), "");
+}
+
+std::string setting_text(const Outcome& o) {
+  if (o.overrides.empty()) return "(as recorded)";
+  std::string s;
+  for (const auto& [k, v] : o.overrides) {
+    if (!s.empty()) s += " ";
+    s += (k.rfind("scaler.", 0) == 0 ? k.substr(7) : k) + "=" + v;
+  }
+  return s;
+}
+
+std::string table_intro(const Recording& rec) {
+  return "[replay] " + rec.dir.string() + ": " + std::to_string(rec.steps.size()) + " steps, " +
+         rec.precision + ", " + std::to_string(rec.accum) + " micro-batch(es) per rank\n";
+}
+
+const char* const kTableNote =
+    "[replay] headroom: log2(max finite / (grad_amax x scale / micro-batches)) at the scale each "
+    "step kept; uncertain: steps whose grad_amax is a lower bound (the recorded run overflowed at "
+    "a higher scale, or grad_amax_exact was false)\n";
+
+std::string table_text(const std::vector<Outcome>& outcomes) {
+  size_t width = 7;
+  for (const auto& o : outcomes) width = std::max(width, setting_text(o).size());
+  std::string s;
+  char line[1024];
+  std::snprintf(line, sizeof line, "%-*s %7s %10s %7s %10s %10s %10s %9s %9s %9s\n",
+                static_cast<int>(width), "setting", "skipped", "first_skip", "retries", "min_scale",
+                "max_scale", "final", "mean_head", "min_head", "uncertain");
+  s += line;
+  for (const auto& o : outcomes) {
+    const std::string first = o.first_skip ? std::to_string(*o.first_skip) : "-";
+    const std::string mean =
+        o.mean_headroom_log2 ? fmt("%.2f", *o.mean_headroom_log2) : std::string("-");
+    const std::string min =
+        o.min_headroom_log2 ? fmt("%.2f", *o.min_headroom_log2) : std::string("-");
+    const std::string setting = setting_text(o);
+    std::snprintf(line, sizeof line, " %7lld %10s %7lld %10.4g %10.4g %10.4g %9s %9s %9lld\n",
+                  static_cast<long long>(o.skipped), first.c_str(),
+                  static_cast<long long>(o.retries), o.min_scale, o.max_scale, o.final_scale,
+                  mean.c_str(), min.c_str(), static_cast<long long>(o.uncertain_steps));
+    s += setting + std::string(width - setting.size(), ' ') + line;
+  }
+  return s;
+}
+
+nlohmann::ordered_json to_json(const std::vector<Outcome>& outcomes) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Outcome& o : outcomes) {
+    nlohmann::ordered_json ov = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : o.overrides) ov[k] = value_json(v);
+    nlohmann::ordered_json j;
+    j["overrides"] = ov;
+    j["skipped"] = o.skipped;
+    j["first_skip"] = o.first_skip ? nlohmann::ordered_json(*o.first_skip) : nullptr;
+    j["retries"] = o.retries;
+    j["min_scale"] = o.min_scale;
+    j["max_scale"] = o.max_scale;
+    j["final_scale"] = o.final_scale;
+    j["mean_headroom_log2"] = number_or_null(o.mean_headroom_log2);
+    j["min_headroom_log2"] = number_or_null(o.min_headroom_log2);
+    j["uncertain_steps"] = o.uncertain_steps;
+    list.push_back(j);
+  }
+  return list;
 }
 
 }  // namespace ampctl::replay

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ampctl/checkpoint/output_file.h"
+#include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/numerics.h"
@@ -42,6 +43,11 @@ struct RunData {
   bool best = false;
   std::vector<Point> loss, eval, scale, skips;
   std::vector<Point> underflow, headroom;  // numerics lines (logging.numerics_every)
+  // grad_amax on the train lines (logging.grad_amax), and its headroom at the step's scale,
+  // log2(max finite / (grad_amax x scale / micro-batches)) (amax_headroom() fills it).
+  std::vector<Point> amax, amax_headroom;
+  std::vector<Point> amax_at_scale;  // grad_amax x scale, while reading
+  bool reference = false;            // drawn dashed, over the others (ScaleTrajectory::reference)
 };
 
 std::string fmt(const char* format, double v) {
@@ -135,6 +141,30 @@ void read_metrics(const fs::path& file, RunData& run) {
       run.scale.push_back({s, *r->scale});
       if (r->overflowed) run.skips.push_back({s, *r->scale});
     }
+    if (r->grad_amax) {
+      run.amax.push_back({s, *r->grad_amax});
+      if (r->scale && *r->grad_amax > 0)
+        run.amax_at_scale.push_back({s, *r->grad_amax * *r->scale});
+    }
+  }
+}
+
+// The grad_amax headroom needs the half type's range and the micro-batches per rank (the
+// backward's seed is scale / micro-batches): RUN_DIR/config.yaml's precision and
+// training.grad_accum_steps. Without config.yaml, or with training.global_batch (the
+// micro-batches depend on the rank count, which the run directory does not record), the run has
+// no headroom series.
+void amax_headroom(const fs::path& run_dir, RunData& run) {
+  const fs::path config_file = run_dir / "config.yaml";
+  if (run.amax_at_scale.empty() || !path_exists(config_file)) return;
+  const config::RunConfig cfg = config::load_config(config_file);
+  if (cfg.training.global_batch != 0) return;
+  // bf16's largest finite value is (2 - 2^-7) x 2^127, fp16's 65504.
+  const double max_finite =
+      cfg.precision == config::Precision::bf16 ? 3.3895313892515355e38 : 65504.0;
+  const double accum = static_cast<double>(std::max<int64_t>(1, cfg.training.grad_accum_steps));
+  for (const Point& p : run.amax_at_scale) {
+    run.amax_headroom.push_back({p.step, std::log2(max_finite / (p.value / accum))});
   }
 }
 
@@ -217,16 +247,19 @@ std::string svg_axes(const Frame& f, const std::vector<double>& x_ticks,
   return s;
 }
 
+// A reference line (replay's recorded trajectory) is dashed and wider, so the lines drawn over it
+// (a replayed setting equal to it) leave it visible.
 std::string polyline(const Frame& f, const std::vector<Point>& points, size_t index,
-                     const std::string& name, const char* what) {
+                     const std::string& name, const char* what, bool reference = false) {
   std::string pts;
   for (const Point& p : downsample(points)) {
     if (!pts.empty()) pts += ' ';
     pts += coord(f.x(static_cast<double>(p.step))) + "," + coord(f.y(p.value));
   }
   return "<polyline class=\"run run-" + std::to_string(index) + "\" fill=\"none\" stroke=\"" +
-         color(index) + "\" stroke-width=\"1.5\" points=\"" + pts + "\"><title>" +
-         html_escape(name) + ": " + what + "</title></polyline>\n";
+         color(index) + "\" stroke-width=\"" + (reference ? "3\" stroke-dasharray=\"6 4" : "1.5") +
+         "\" points=\"" + pts + "\"><title>" + html_escape(name) + ": " + what +
+         "</title></polyline>\n";
 }
 
 void step_range(const std::vector<RunData>& runs, double& lo, double& hi, bool& any) {
@@ -284,14 +317,20 @@ std::string loss_plot(const std::vector<RunData>& runs, Frame f) {
   return s + "</g>\n</svg>\n";
 }
 
-std::string scale_plot(const std::vector<RunData>& runs, Frame f) {
+// A plot on a log2 axis (ticks labelled 2^k) of one series of every run (the loss scale,
+// grad_amax), with `skips` (when given) as red circles, every one, never downsampled.
+std::string log2_plot(const std::vector<RunData>& runs, Frame f, const char* id,
+                      const std::string& label, const char* y_title,
+                      std::vector<Point> RunData::*series, std::vector<Point> RunData::*skips,
+                      const char* what, const char* missing) {
   bool any_step = false;
   step_range(runs, f.x_lo, f.x_hi, any_step);
   if (!any_step) f.x_lo = 0, f.x_hi = 1;
   bool any = false;
   double lo = 1, hi = 1;
   for (const RunData& r : runs) {
-    for (const Point& p : r.scale) {
+    for (const Point& p : r.*series) {
+      if (!(p.value > 0)) continue;
       lo = any ? std::min(lo, p.value) : p.value;
       hi = any ? std::max(hi, p.value) : p.value;
       any = true;
@@ -309,23 +348,42 @@ std::string scale_plot(const std::vector<RunData>& runs, Frame f) {
   const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
   std::vector<std::pair<double, std::string>> y_ticks;
   for (int k = k_lo; k <= k_hi; k += stride) y_ticks.emplace_back(k, "2^" + std::to_string(k));
-  std::string s = svg_open("scale", "loss scale per step (log2 axis); red dots: skipped steps");
-  s += svg_axes(f, x_ticks, y_ticks, "loss scale (log2)");
-  if (!any) s += no_data("loss scales");
+  std::string s = svg_open(id, label);
+  s += svg_axes(f, x_ticks, y_ticks, y_title);
+  if (!any) s += no_data(missing);
   s += "<g class=\"series\">\n";
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (!runs[i].scale.empty()) s += polyline(f, runs[i].scale, i, runs[i].name, "loss scale");
-  }
-  s += "</g>\n<g class=\"skips\">\n";
-  for (const RunData& r : runs) {
-    for (const Point& p : r.skips) {  // every one, never downsampled
-      s += "<circle class=\"skip\" cx=\"" + coord(f.x(static_cast<double>(p.step))) + "\" cy=\"" +
-           coord(f.y(p.value)) + "\" r=\"2.5\" fill=\"" + kSkipColour + "\"><title>" +
-           html_escape(r.name) + ": step " + std::to_string(p.step) + " skipped (scale " +
-           number_text(p.value) + ")</title></circle>\n";
+  for (const bool reference : {false, true}) {  // reference lines last: on top
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (runs[i].reference != reference) continue;
+      std::vector<Point> positive;
+      for (const Point& p : runs[i].*series) {
+        if (p.value > 0) positive.push_back(p);
+      }
+      if (!positive.empty()) s += polyline(f, positive, i, runs[i].name, what, reference);
     }
   }
-  return s + "</g>\n</svg>\n";
+  s += "</g>\n";
+  if (skips) {
+    s += "<g class=\"skips\">\n";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const RunData& r = runs[i];
+      for (const Point& p : r.*skips) {
+        s += "<circle class=\"skip\" data-run=\"" + std::to_string(i) + "\" cx=\"" +
+             coord(f.x(static_cast<double>(p.step))) + "\" cy=\"" + coord(f.y(p.value)) +
+             "\" r=\"2.5\" fill=\"" + kSkipColour + "\"><title>" + html_escape(r.name) + ": step " +
+             std::to_string(p.step) + " skipped (scale " + number_text(p.value) +
+             ")</title></circle>\n";
+      }
+    }
+    s += "</g>\n";
+  }
+  return s + "</svg>\n";
+}
+
+std::string scale_plot(const std::vector<RunData>& runs, Frame f) {
+  return log2_plot(runs, f, "scale", "loss scale per step (log2 axis); red dots: skipped steps",
+                   "loss scale (log2)", &RunData::scale, &RunData::skips, "loss scale",
+                   "loss scales");
 }
 
 // A linear plot of one numerics series of every run (underflow fraction, min headroom).
@@ -368,7 +426,8 @@ std::string runs_table(const std::vector<RunData>& runs) {
   std::string s =
       "<table id=\"runs\">\n<thead><tr><th>run</th><th>overrides</th><th>status</th>"
       "<th>final loss</th><th>best eval loss</th><th>steps</th><th>skipped</th>"
-      "<th>overflow rate</th><th>final scale</th><th>min scale</th><th>max scale</th>"
+      "<th>overflow rate</th><th>retries</th><th>final scale</th><th>min scale</th><th>max "
+      "scale</th>"
       "<th>mean underflow</th><th>min headroom (log2)</th><th>wall time "
       "(s)</th><th>samples/s</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -393,10 +452,11 @@ std::string runs_table(const std::vector<RunData>& runs) {
          (error.empty() ? "" : "<div class=\"error\">" + html_escape(error) + "</div>") + "</td>";
     s += cell(field("final_loss"), "%.6g") + cell(field("best_eval_loss"), "%.6g") +
          cell(field("steps"), nullptr) + cell(field("skipped_steps"), nullptr) +
-         cell(field("overflow_rate"), "%.4f") + cell(field("final_scale"), "%.10g") +
-         cell(field("min_scale"), "%.10g") + cell(field("max_scale"), "%.10g") +
-         cell(field("mean_underflow_frac"), "%.4g") + cell(field("min_headroom_log2"), "%.3g") +
-         cell(field("wall_time_s"), "%.3f") + cell(field("samples_per_s"), "%.0f") + "</tr>\n";
+         cell(field("overflow_rate"), "%.4f") + cell(field("retries"), nullptr) +
+         cell(field("final_scale"), "%.10g") + cell(field("min_scale"), "%.10g") +
+         cell(field("max_scale"), "%.10g") + cell(field("mean_underflow_frac"), "%.4g") +
+         cell(field("min_headroom_log2"), "%.3g") + cell(field("wall_time_s"), "%.3f") +
+         cell(field("samples_per_s"), "%.0f") + "</tr>\n";
   }
   return s + "</tbody>\n</table>\n";
 }
@@ -472,6 +532,20 @@ std::string page(const std::string& title, const std::string& meta,
          "negative where a rounding overflowed. Underflow falls and overflow rises as the scale "
          "above grows.</p>\n";
   }
+  bool amax = false;
+  for (const RunData& r : runs) amax = amax || !r.amax.empty();
+  if (amax) {
+    s += "<h2>Gradient amax</h2>\n" +
+         log2_plot(runs, Frame{}, "grad_amax", "grad_amax per step (log2 axis)", "grad_amax (log2)",
+                   &RunData::amax, nullptr, "grad_amax", "positive grad_amax");
+    s += numerics_plot(runs, Frame{}, "amax_headroom", "grad_amax headroom (log2) per step",
+                       "headroom (log2)", &RunData::amax_headroom, "grad_amax headroom");
+    s += "<p class=\"note\">Runs recorded with logging.grad_amax: the largest finite |x| any "
+         "rounding of the step's backward to 16 bits saw, in unscaled units (log2 axis), and its "
+         "headroom at the step's scale, log2(max finite / (grad_amax x scale / micro-batches)): "
+         "how many doublings the scale had left before a rounding overflowed; negative where one "
+         "did. Runs without grad_amax have no line here.</p>\n";
+  }
   s += "<h2>Runs</h2>\n" + runs_table(runs);
   if (summary) s += "<h2>Summary</h2>\n" + summary_table(*summary);
   return s + "</body>\n</html>\n";
@@ -484,6 +558,7 @@ std::string render_run(const fs::path& dir) {
   const bool has_summary = path_exists(summary_file);
   if (has_summary) result.summary = read_json_file(summary_file, files::kSummaryFile);
   read_metrics(dir / files::kMetricsFile, run);
+  amax_headroom(dir, run);
   const json& sm = result.summary;
   const json name = files::summary_field(sm, files::summary_key::kName);
   run.name = has_summary && name.is_string()
@@ -563,6 +638,7 @@ std::string render_sweep(const fs::path& dir) {
     // A run that failed or never started may have no metrics; a finished one must.
     if (status == "ok" || path_exists(run_dir / files::kMetricsFile)) {
       read_metrics(run_dir / files::kMetricsFile, run);
+      amax_headroom(run_dir, run);
     }
     runs.push_back(std::move(run));
   }
@@ -625,6 +701,48 @@ std::vector<Point> downsample(const std::vector<Point>& points, std::size_t max_
   }
   out.push_back(points.back());
   return out;
+}
+
+std::string render_scale_page(const ScalePage& pg) {
+  std::vector<RunData> runs;
+  for (const ScaleTrajectory& t : pg.trajectories) {
+    RunData r;
+    r.name = t.name;
+    r.scale = t.scale;
+    r.skips = t.skips;
+    r.reference = t.reference;
+    runs.push_back(std::move(r));
+  }
+  std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
+                  html_escape(pg.title) + "</title>\n<style>" + kStyle +
+                  "</style>\n</head>\n<body>\n";
+  s += "<h1>" + html_escape(pg.title) + "</h1>\n<p class=\"meta\">" + html_escape(pg.meta) +
+       "</p>\n<ul class=\"legend\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    s += "<li><span class=\"swatch\" style=\"background:" + color(i) + "\"></span>" +
+         html_escape(runs[i].name) + "</li>\n";
+  }
+  s += "<li><span class=\"swatch skip\"></span>skipped step</li>\n</ul>\n";
+  s += "<h2>Loss scale</h2>\n" + scale_plot(runs, Frame{});
+  if (!pg.note.empty()) s += "<p class=\"note\">" + html_escape(pg.note) + "</p>\n";
+  s += "<table id=\"" + html_escape(pg.table_id) + "\">\n<thead><tr>";
+  for (const std::string& c : pg.columns) s += "<th>" + html_escape(c) + "</th>";
+  s += "</tr></thead>\n<tbody>\n";
+  for (size_t r = 0; r < pg.rows.size(); ++r) {
+    const size_t t = pg.first_row_trajectory + r;
+    s += "<tr class=\"run\" data-run=\"" + std::to_string(t) + "\">";
+    for (size_t c = 0; c < pg.rows[r].size(); ++c) {
+      const std::string& text = pg.rows[r][c];
+      if (c == 0) {
+        s += "<td class=\"name\"><span class=\"swatch\" style=\"background:" + color(t) +
+             "\"></span>" + html_escape(text) + "</td>";
+      } else {
+        s += "<td class=\"num\">" + html_escape(text) + "</td>";
+      }
+    }
+    s += "</tr>\n";
+  }
+  return s + "</tbody>\n</table>\n</body>\n</html>\n";
 }
 
 std::string render_report(const fs::path& dir) {

@@ -596,6 +596,7 @@ MonitorOptions monitor_options(const config::RunConfig& cfg, Clock::time_point s
   o.divergence_patience = cfg.training.divergence_patience;
   o.min_scale = cfg.scaler.min_scale;
   o.stop_at_min_scale = cfg.scaler.on_min_scale == config::OnMinScale::stop;
+  o.retry = config::scaler_enabled(cfg) && cfg.scaler.on_overflow == config::OnOverflow::retry;
   o.profile = cfg.logging.profile;
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.start = start;

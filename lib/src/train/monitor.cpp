@@ -326,6 +326,7 @@ void Monitor::flush() {
         m_tb->scalar(info.step, "amp/scale", scale);
         m_tb->scalar(info.step, "amp/skipped", found_inf ? 1.0 : 0.0);
         m_tb->scalar(info.step, "amp/growth_tracker", line.growth_tracker);
+        if (m_opts.retry) m_tb->scalar(info.step, "amp/retries", static_cast<double>(info.retries));
         if (grad_amax && std::isfinite(*grad_amax)) {
           m_tb->scalar(info.step, "amp/grad_amax", *grad_amax);
         }
@@ -366,9 +367,12 @@ void Monitor::flush() {
     // grad_amax: the interval's largest.
     const std::string amax =
         m_opts.grad_amax ? fmt::format(" grad_amax {:.4g}", m_int_amax) : std::string();
+    // retries: failed attempts run again since the run began (scaler.on_overflow: retry).
+    const std::string retries =
+        m_opts.retry ? fmt::format(" retries {}", t.retries) : std::string();
     spdlog::info(
-        "step {:>6}/{} loss {:.5g}{} grad_norm {:.4g}{} scale {:g} skipped {} in total{} lr {:.3g} "
-        "{:.0f} samples/s{} ETA {} ({:.1f}s)",
+        "step {:>6}/{} loss {:.5g}{} grad_norm {:.4g}{} scale {:g} skipped {}{} in total{} lr "
+        "{:.3g} {:.0f} samples/s{} ETA {} ({:.1f}s)",
         last.step, m_opts.max_steps,
         loss_n > 0 ? loss_sum / static_cast<double>(loss_n)
                    : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 0]),
@@ -376,7 +380,7 @@ void Monitor::flush() {
         norm_n > 0 ? norm_sum / static_cast<double>(norm_n)
                    : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 3]),
         amax, static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 1]), t.skipped,
-        overflowed, last.lr, rate, tokens, format_eta(eta), elapsed);
+        retries, overflowed, last.lr, rate, tokens, format_eta(eta), elapsed);
   }
   if (console) {
     m_int_loss_sum = m_int_norm_sum = 0;

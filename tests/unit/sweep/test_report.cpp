@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -134,6 +135,76 @@ TEST(Report, SingleRunHasPlotsMarkersAndSummary) {
   EXPECT_EQ(count(table, "<tr class=\"run"), 1u);
   EXPECT_NE(html.find("<table id=\"summary\""), std::string::npos);
   EXPECT_NE(html.find("quick"), std::string::npos);
+}
+
+// grad_amax (logging.grad_amax) on run a's lines only, chosen so that its headroom at the step's
+// scale with 2 micro-batches, log2(65504 / (grad_amax x scale / 2)), is 3 on odd steps and 5 on
+// even ones (every factor a power of two: exact).
+void add_grad_amax(const fs::path& dir) {
+  std::ifstream in(dir / "metrics.jsonl");
+  std::string text, line;
+  while (std::getline(in, line)) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    if (j["kind"] == "train") {
+      const int k = j["step"].get<int>() % 2 ? 3 : 5;
+      j["grad_amax"] = 65504.0 * 2 / (j["scale"].get<double>() * std::exp2(k));
+      j["grad_amax_exact"] = true;
+    }
+    text += j.dump() + "\n";
+  }
+  write(dir / "metrics.jsonl", text);
+  write(dir / "config.yaml",
+        "name: a\ndevice: cpu\nprecision: fp16\nmodel: {type: mlp, hidden: [8]}\n"
+        "data:\n  train: {source: synthetic, task: classification, samples: 64, features: 4, "
+        "classes: 2}\n  batch_size: 8\ntraining: {max_steps: 40, grad_accum_steps: 2}\n");
+}
+
+// The y of the grid line whose tick label is `label` in `svg` (labels sit 4 units below).
+double tick_y(const std::string& svg, const std::string& label) {
+  const size_t at = svg.find("\">" + label + "</text>");
+  if (at == std::string::npos) return -1;
+  const size_t y = svg.rfind("y=\"", at);
+  return std::stod(svg.substr(y + 3)) - 4;
+}
+
+TEST(Report, GradAmaxAndHeadroomChartsForRunsThatRecordedIt) {
+  TempDir tmp;
+  write_sweep(tmp.path());
+  add_grad_amax(tmp.path() / "a");
+  const std::string html = render_report(tmp.path());
+  const std::string amax = element(html, "<svg id=\"grad_amax\"", "</svg>");
+  const std::string head = element(html, "<svg id=\"amax_headroom\"", "</svg>");
+  ASSERT_FALSE(amax.empty());
+  ASSERT_FALSE(head.empty());
+  // One line each, run a's (index 0); run b recorded none.
+  EXPECT_EQ(count(amax, "<polyline"), 1u);
+  EXPECT_EQ(count(amax, "<polyline class=\"run run-0\""), 1u);
+  EXPECT_EQ(count(head, "<polyline class=\"run run-0\""), 1u);
+  EXPECT_EQ(count(head, "<polyline"), 1u);
+  // Every headroom point sits on the grid line labelled 3 (odd steps) or 5 (even steps).
+  const double y3 = tick_y(head, "3"), y5 = tick_y(head, "5");
+  ASSERT_GT(y3, 0);
+  ASSERT_GT(y5, 0);
+  const size_t pts = head.find("points=\"");
+  ASSERT_NE(pts, std::string::npos);
+  std::istringstream points(head.substr(pts + 8, head.find('"', pts + 8) - pts - 8));
+  std::string xy;
+  int n = 0;
+  while (points >> xy) {
+    ++n;
+    const double y = std::stod(xy.substr(xy.find(',') + 1));
+    EXPECT_NEAR(y, n % 2 ? y3 : y5, 0.051) << "step " << n;
+  }
+  EXPECT_EQ(n, 40);
+}
+
+TEST(Report, NoGradAmaxSectionWithoutGradAmax) {
+  TempDir tmp;
+  write_sweep(tmp.path());
+  const std::string html = render_report(tmp.path());
+  EXPECT_EQ(html.find("id=\"grad_amax\""), std::string::npos);
+  EXPECT_EQ(html.find("id=\"amax_headroom\""), std::string::npos);
+  EXPECT_EQ(html.find("Gradient amax"), std::string::npos);
 }
 
 TEST(Report, ScaleAxisHasLog2Ticks) {

@@ -123,8 +123,9 @@ TEST_F(SweepExecutor, GridMakesFourRunsWithMatchingSummaryAndRerunTrainsNothing)
     const std::string name = f[col("name")];
     EXPECT_EQ(f[col("status")], "ok");
     const nlohmann::json s = nlohmann::json::parse(read(out / name / "summary.json"));
-    for (const char* k : {"final_loss", "best_eval_loss", "steps", "skipped_steps", "final_scale",
-                          "min_scale", "max_scale", "wall_time_s", "samples_per_s"}) {
+    for (const char* k :
+         {"final_loss", "best_eval_loss", "steps", "skipped_steps", "retries", "final_scale",
+          "min_scale", "max_scale", "wall_time_s", "samples_per_s"}) {
       ASSERT_FALSE(f[col(k)].empty()) << name << " " << k;
       EXPECT_EQ(nlohmann::json::parse(f[col(k)]), s[k]) << name << " " << k;
     }

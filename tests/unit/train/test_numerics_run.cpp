@@ -342,5 +342,43 @@ TEST(TensorBoard, TheReaderAgreesOnKnownCrcsAndTheEventFileMatchesMetrics) {
   fs::remove_all(dir);
 }
 
+// scaler.on_overflow: retry: amp/retries at every logged step, equal to the train line's retries
+// (0 where the line has none), and their sum to summary.json's. The scale starts far too high,
+// so early steps exhaust their retries; an injected overflow later retries once.
+TEST(TensorBoard, RetriesAtEveryStepWithOnOverflowRetry) {
+  const fs::path dir = fresh_dir("tb-retry");
+  const TrainOutcome out =
+      train::train(config::parse_config(kRun, "n.yaml",
+                                        {"logging.tensorboard=true", "scaler.on_overflow=retry",
+                                         "scaler.max_retries=3", "scaler.init_scale=1.0e+12",
+                                         "debug.inject_nonfinite_at=[20]"}),
+                   dir);
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0)
+      files.push_back(e.path());
+  }
+  ASSERT_EQ(files.size(), 1u);
+  std::string file_version;
+  std::map<int64_t, float> tb;
+  for (const Scalar& s : read_events(files[0], file_version)) {
+    if (s.tag == "amp/retries") tb[s.step] = s.value;
+  }
+  int64_t sum = 0, retried = 0, lines = 0;
+  for (const nlohmann::json& l : read_lines(dir / "metrics.jsonl", "train")) {
+    const int64_t step = l.at("step");
+    const int64_t r = l.value("retries", int64_t{0});
+    ASSERT_TRUE(tb.count(step)) << "amp/retries at step " << step;
+    EXPECT_EQ(tb[step], static_cast<float>(r)) << "step " << step;
+    sum += r;
+    retried += r > 0;
+    ++lines;
+  }
+  EXPECT_EQ(tb.size(), static_cast<size_t>(lines)) << "one amp/retries per train line";
+  EXPECT_GE(retried, 2) << "the high initial scale and the injection both retry";
+  EXPECT_EQ(out.summary.at("retries").get<int64_t>(), sum);
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace ampctl::train

@@ -13,10 +13,13 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "ampctl/config/run_config.h"
 
 namespace ampctl::replay {
 
@@ -35,13 +38,23 @@ struct Recording {
   double max_finite = 65504.0;      // the half type's largest finite value
   int64_t accum = 1;                // micro-batches per rank: grad_amax's seed is scale / accum
   std::string precision;
+  config::RunConfig config;  // RUN's config.yaml
 };
 
 // Reads DIR/metrics.jsonl and DIR/config.yaml. Throws Error{input} naming the file for a missing
 // or unreadable one, and for a run without grad_amax (hint: logging.grad_amax: true).
 Recording load_recording(const std::filesystem::path& dir);
 
-// One scaler setting's outcome (the keys of `--json`).
+// One replayed step: the scale of the attempt kept (the last one), whether it overflowed (the
+// step is skipped) and the failed attempts before it.
+struct ReplayedStep {
+  int64_t step = 0;
+  double scale = 1.0;
+  bool skipped = false;
+  int64_t retries = 0;
+};
+
+// One scaler setting's outcome (the keys of `--json`, and the trajectory `--html` draws).
 struct Outcome {
   std::vector<std::pair<std::string, std::string>> overrides;  // KEY, VALUE (YAML text)
   int64_t skipped = 0;
@@ -51,11 +64,36 @@ struct Outcome {
                                                                 // and the one after the last update
   std::optional<double> mean_headroom_log2, min_headroom_log2;  // over steps with grad_amax > 0
   int64_t uncertain_steps = 0;
+  std::vector<ReplayedStep> steps;  // one per recorded step, in order
 };
 
 // Replays the recording under RUN's config.yaml with `overrides` ("KEY=VALUE", scaler.* keys
 // only) applied through the configuration's own loading and validation: a bad key or value throws
 // ConfigError{config} naming it; a key outside scaler.* throws Error{config} naming it.
 Outcome replay(const Recording& rec, const std::vector<std::string>& overrides);
+
+// The same under a resolved configuration (`ampctl sweep --replay-from`: a sweep run's), whose
+// scaler section is replayed; `overrides` are only recorded in the outcome (the setting's name).
+// The caller vouches that `cfg` differs from RUN's configuration in scaler.* keys only
+// (gradient_keys_differing below).
+Outcome replay(const Recording& rec, const config::RunConfig& cfg,
+               std::vector<std::pair<std::string, std::string>> overrides);
+
+// The first configuration key (a dotted name, e.g. "optimizer.lr") in which `cfg` differs from
+// RUN's config.yaml in a way that changes the recorded gradients, or "" when none does. Keys that
+// do not change them are ignored: scaler.*, name, device, logging.*, checkpoint.*, the evaluation
+// cadence, divergence_patience, distributed.* and training.max_steps (a replay covers RUN's
+// steps).
+std::string gradient_key_differing(const Recording& rec, const config::RunConfig& cfg);
+
+// `ampctl replay`'s table (header and one row per outcome, no trailing note) and its `--json`
+// list (docs/reference.md, "Replay"); `ampctl sweep --replay-from` prints the same.
+std::string table_text(const std::vector<Outcome>& outcomes);
+// The setting column: "KEY=VALUE ..." without "scaler.", or "(as recorded)".
+std::string setting_text(const Outcome& outcome);
+nlohmann::ordered_json to_json(const std::vector<Outcome>& outcomes);
+// The lines before and after the table.
+std::string table_intro(const Recording& rec);
+extern const char* const kTableNote;
 
 }  // namespace ampctl::replay

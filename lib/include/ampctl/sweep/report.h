@@ -3,9 +3,14 @@
 // directory per run):
 //   svg#loss    train loss per step (one polyline per run) and eval loss points (circle.eval),
 //   svg#scale   the loss scale on a log2 axis (ticks labelled 2^k), one polyline per run, with
-//               every step whose gradients overflowed (found_inf or skipped) as a circle.skip,
+//               every step whose gradients overflowed (found_inf or skipped) as a circle.skip
+//               (data-run: the run's index),
+//   svg#grad_amax, svg#amax_headroom  (only when some run recorded grad_amax) grad_amax on a log2
+//               axis and its headroom at the step's scale, log2(max finite / (grad_amax x scale
+//               / micro-batches)), one polyline per run that recorded it (the headroom needs
+//               the run's config.yaml: precision, training.grad_accum_steps),
 //   table#runs  a row per run (tr.run): overrides, status, final loss, best eval, steps, skipped,
-//               overflow rate, final / min / max scale, wall time, samples/s;
+//               overflow rate, retries, final / min / max scale, wall time, samples/s;
 //   table#summary  (a single run) every key of its summary.json.
 // Series longer than kMaxPoints are downsampled (min/max per bucket); skip markers never are.
 #pragma once
@@ -33,6 +38,29 @@ struct Point {
 // maximum in step order. Input of max_points or fewer comes back unchanged.
 std::vector<Point> downsample(const std::vector<Point>& points,
                               std::size_t max_points = kMaxPoints);
+
+// One line of a scale chart: a run's, or a replayed setting's, scale per step and the steps it
+// skipped (each at the scale it skipped with).
+struct ScaleTrajectory {
+  std::string name;
+  std::vector<Point> scale, skips;
+  bool reference = false;  // drawn dashed and wider, after (over) the others
+};
+
+// `ampctl replay --html`: a self-contained page (the report's CSS, no scripts) with a legend, the
+// report's svg#scale chart of the trajectories (trajectory i: polyline.run-i in the report's
+// run colour i, its skips as circle.skip with data-run="i"), `note` below it, and a
+// table#<table_id> of plain-text cells (escaped here): row r is tr.run with data-run="t",
+// t = first_row_trajectory + r, its first cell with trajectory t's colour.
+struct ScalePage {
+  std::string title, meta, note;
+  std::vector<ScaleTrajectory> trajectories;
+  std::string table_id = "replay";
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+  std::size_t first_row_trajectory = 0;
+};
+std::string render_scale_page(const ScalePage& page);
 
 // The page for DIR. Throws Error{input} naming the file for a missing or unreadable
 // metrics.jsonl, a line that is not a JSON object, a summary.json / sweep.json that is not JSON,

@@ -61,6 +61,9 @@ struct MonitorOptions {
   // scaler.on_min_scale: stop: an overflow at a step whose scale was already at min_scale (> 0)
   // is a divergence (reason overflow_at_min_scale), whatever divergence_patience says.
   bool stop_at_min_scale = false;
+  // scaler.on_overflow: retry (with loss scaling): TensorBoard gets amp/retries at every logged
+  // step and the console line the run's retries so far.
+  bool retry = false;
   bool profile = false;
   // Language models: tokens per sample (block_size): the console adds tokens/s and eval lines
   // perplexity. 0 for other data.
