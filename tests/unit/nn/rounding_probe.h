@@ -107,6 +107,11 @@ class RoundingProbe final : public Backend {
                      const Tensor& found_inf, const amp::ScaleUpdateParams& params) override {
     m_in->update_scale_(scale, growth_tracker, hysteresis_tracker, trackers, found_inf, params);
   }
+  void update_scale_auto_(const Tensor& scale, const Tensor& growth_tracker, const Tensor& trackers,
+                          const Tensor& found_inf, const Tensor& amax, const Tensor& history,
+                          const amp::ScaleUpdateParams& params) override {
+    m_in->update_scale_auto_(scale, growth_tracker, trackers, found_inf, amax, history, params);
+  }
   void gather_rows(const Tensor& src, const Tensor& index, int64_t offset,
                    const Tensor& dst) override {
     m_in->gather_rows(src, index, offset, dst);
