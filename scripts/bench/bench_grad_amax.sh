@@ -4,7 +4,7 @@
 # columns alike. Prints each column's median steady step time, the ratio, and whether both
 # columns ended at the same final loss (grad_amax changes no training bit).
 #
-#   scripts/bench_grad_amax.sh [--build DIR] [--rounds N] [--steps N] [--device cpu|cuda]
+#   scripts/bench/bench_grad_amax.sh [--build DIR] [--rounds N] [--steps N] [--device cpu|cuda]
 #                              [--config FILE]...
 #
 #   --build DIR   the build directory holding ampctl (default: build)
@@ -19,7 +19,7 @@
 # on the CPU (the MLP, the CNN, the GPT); the GPT on CUDA in fp16/bf16 is not (the console says
 # so) and has no grad_amax, so its ratio there measures noise only.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 BUILD=build
 ROUNDS=5
