@@ -38,7 +38,7 @@
 // monotone (0 -> 1).
 #include "amp.cuh"
 #include "device_util.cuh"
-#include "global_norm.cuh"
+#include "amp_global_norm.cuh"
 
 namespace ampctl::kernels {
 
@@ -216,7 +216,7 @@ static __global__ void __launch_bounds__(kBlockSize, kUnscaleBlocksPerSm)
   if (__syncthreads_or(found != 0.0f) && threadIdx.x == 0) *found_inf = 1.0f;
 }
 
-// The check pass with the norm (Backend::non_finite_check_unscale_norm_): global_norm.cu's fixed
+// The check pass with the norm (Backend::non_finite_check_unscale_norm_): amp_global_norm.cu's fixed
 // geometry and order (kNormBlocks x kNormThreads, element i of a tensor on thread i mod
 // (kNormBlocks * kNormThreads), each tensor's squares summed from 0 in double, the block's threads
 // reduced by a fixed tree into partials[b]), so the norm is bitwise global_norm's of the values an

@@ -12,7 +12,7 @@ its peak memory is its own:
     uint16 .bin), AdamW (lr 6e-4, betas (0.9, 0.95), weight decay 0.1 on matrices), fp16 with
     dynamic loss scaling, no clipping, no accumulation:
       - ampctl train (precision fp16, the GradScaler equivalent on) for warmup + steps steps,
-        once with its fused attention (kernels/attention.cu) and once with the materialised
+        once with its fused attention (kernels/transformer_attention.cu) and once with the materialised
         one (AMPCTL_ATTENTION=materialised), the row "attention unfused", and once with the
         MLP's c_fc + GELU composed instead of cuBLASLt's GELU epilogues (AMPCTL_GELU=composed),
         the row "GELU unfused";

@@ -250,8 +250,8 @@ class SelfTest(unittest.TestCase):
             "lib/include/ampctl/core/tensor.h": "#pragma once\n#include <vector>\n",
             "lib/include/ampctl/math/sgd_math.h": '#include "ampctl/core/tensor.h"\n',
             "lib/include/ampctl/backend/backend.h": '#include "ampctl/math/sgd_math.h"\n',
-            "lib/src/backend/cuda/optim.cpp": '#include "sgd.cuh"\n',
-            "kernels/sgd.cuh": '#include "ampctl/math/sgd_math.h"\n',
+            "lib/src/backend/cuda/optim.cpp": '#include "optim_sgd.cuh"\n',
+            "kernels/optim_sgd.cuh": '#include "ampctl/math/sgd_math.h"\n',
             "lib/src/optim/sgd.cpp": '#include "ampctl/backend/backend.h"\n'
                                      '#include "ampctl/build_info.h"\n',
             "apps/ampctl/main.cpp": '#include "ampctl/train/trainer.h"\n',
@@ -284,11 +284,11 @@ class SelfTest(unittest.TestCase):
 
     def test_kernel_header_outside_backend_and_kernels_upward_fail(self):
         files = self.clean_files()
-        files["lib/src/optim/adam.cpp"] = '#include "sgd.cuh"\n'
-        files["kernels/adam.cu"] = '#include "ampctl/backend/backend.h"\n'
+        files["lib/src/optim/adam.cpp"] = '#include "optim_sgd.cuh"\n'
+        files["kernels/optim_adam.cu"] = '#include "ampctl/backend/backend.h"\n'
         problems, _ = check(self.tree(files))
         self.assertEqual(sorted(p.split(":")[0] for p in problems),
-                         ["kernels/adam.cu", "lib/src/optim/adam.cpp"], problems)
+                         ["kernels/optim_adam.cu", "lib/src/optim/adam.cpp"], problems)
         self.assertTrue(any("optim -> kernels" in p for p in problems))
         self.assertTrue(any("kernels -> backend" in p for p in problems))
 

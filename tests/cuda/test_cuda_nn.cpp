@@ -347,7 +347,7 @@ void add_activation_cases(std::vector<CudaCase>& cases) {
 // ---- linear_gelu_forward / linear_gelu_backward_input (the MLP's c_fc + GELU) ----
 //
 // The GPU fuses the pair into cuBLASLt's GELU epilogues for f16/bf16 with a GELU width divisible by
-// 8 (cuda_nn.cpp); the CPU runs the composition. The differences and their bounds, per element:
+// 8 (cuda/nn.cpp); the CPU runs the composition. The differences and their bounds, per element:
 //   forward pre: linear_forward's bound (two float accumulations of the same products, one
 //     rounding to lowp each; AUX holds the float pre-activation rounded once).
 //   forward y: the CPU applies its GELU to p_c = round(f_c), the epilogue to the float f_g, so
@@ -1111,7 +1111,7 @@ TEST(CudaNnDeterminism, RepeatedRunsAreBitwiseIdentical) {
 }
 
 // The fused residual add + LayerNorm kernel against the composed ops on the GPU itself
-// (copy, add_, layer_norm_forward): bitwise, as kernels/layer_norm.cu promises (the same float
+// (copy, add_, layer_norm_forward): bitwise, as kernels/nn_layer_norm.cu promises (the same float
 // operations in the same order), on the shared-memory path (C <= 1536) and the re-read path, in
 // place and not. Likewise layer_norm_backward_accumulate against layer_norm_backward into an f32
 // buffer followed by add_, and the in-place classifier against the out-of-place one.

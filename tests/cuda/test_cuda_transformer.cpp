@@ -297,9 +297,9 @@ struct AttentionDeltas {
 
 // The CPU runs the materialised composition (scores by gemm_batched, the fp32 causal softmax, P
 // rounded to the compute dtype, two more products; backward likewise) and the GPU, for f16/bf16
-// heads up to 64, the fused kernels of kernels/attention.cu (else the same composition on
+// heads up to 64, the fused kernels of kernels/transformer_attention.cu (else the same composition on
 // cuBLAS). Both take the same roundings at the same points but for the ones that differ by
-// construction (attention.cu's opening comment); the bound propagates each difference to first
+// construction (transformer_attention.cu's opening comment); the bound propagates each difference to first
 // order through the math, from the inputs in double (u_lo, eta_lo: the compute dtype's unit
 // roundoff and half its smallest subnormal; g = gamma_{hs+2}(2^-23), gT = gamma_{T+2}(2^-23)):
 //   * a score s_ij = round(round(q.k) * scale): the fp32 dots differ by 2 g A (A = sum |q_d k_d|),

@@ -117,7 +117,7 @@ std::string dtypes_str(std::initializer_list<DType> ds) {
 // linear_forward
 // ============================================================================================
 
-// Tolerance as test_gemm.cpp's, with the bias as one more summand: each term of
+// Tolerance as test_gemm_ops.cpp's, with the bias as one more summand: each term of
 // sum_i x_i w_i + b passes through at most k + 2 roundings in float (product, k - 1 additions in
 // any order, the bias addition), so |y - exact| <= gamma_{k+2} W, W = sum |x_i w_i| + |b|; then
 // the output rounding; the double reference is within gamma_{k+3}(2^-53) W.

@@ -490,7 +490,7 @@ int64_t product(const std::vector<int64_t>& v) {
   return p;
 }
 
-// Per matrix, as test_gemm.cpp: each output is a float chain of k products (exact in the FMA or
+// Per matrix, as test_gemm_ops.cpp: each output is a float chain of k products (exact in the FMA or
 // in float for f16/bf16 operands) and the alpha/beta terms, so |y - exact| <= gamma_{k+2} W with
 // W = |alpha| sum_l |a_il b_lj| + |beta c_ij|; then the output rounding.
 TEST(GemmBatched, MatchesFp64WithinDerivedBoundAndGemmBitwise) {

@@ -283,7 +283,7 @@ TEST(GradNumerics, ACountedBackwardGivesTheSameGradientBitsAsAnUncountedOne) {
 }
 
 TEST(GradNumerics, CountersDoNotDependOnTheThreadCount) {
-  // A pass split over threads (cpu_numerics.cpp) counts what one thread counts, checked here
+  // A pass split over threads (cpu/numerics.cpp) counts what one thread counts, checked here
   // against a plain loop over the same values.
   std::vector<float> v(3 << 16);  // 3 x kParallelGrain: up to 3 parts
   uint32_t state = 12345;

@@ -168,7 +168,7 @@ class Backend {
   // tensor in blocks of 4096 elements, a block on 16 lanes (element i on lane i mod 16, each in
   // index order), the lanes folded in halves (j += j + 8, + 4, + 2, + 1), the blocks' sums added
   // in order; the blocks run on the threads, so the thread count changes no bit. The GPU's:
-  // kernels/global_norm.cuh.
+  // kernels/amp_global_norm.cuh.
   virtual void global_norm(std::span<const Tensor> tensors, const Tensor& out) = 0;
 
   // For every element of every tensor: found_inf[0] := 1 if it is inf or NaN (never cleared);
@@ -271,7 +271,7 @@ class Backend {
   // (exactly what copy(sum, x); add_(sum, r) gives), then y, mean and rstd as
   // layer_norm_forward(sum, gamma, beta, y, mean, rstd, eps) gives. sum is f32 [R, C] and may be
   // x itself (in place); y may alias none of the others. The default composes those three ops
-  // bit for bit; the CUDA backend fuses them into one pass (kernels/layer_norm.cu) with the same
+  // bit for bit; the CUDA backend fuses them into one pass (kernels/nn_layer_norm.cu) with the same
   // reduction order as its layer_norm_forward, so its results are bitwise its composition's.
   virtual void residual_layer_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
                                            const Tensor& gamma, const Tensor& beta, const Tensor& y,
@@ -371,7 +371,7 @@ class Backend {
   //   scale, round_scaled = true) in f32; att := cast(probs) to q's dtype (att is probs itself
   //   for f32); y := gemm_batched(att, v);
   // keeping probs (and att) in `saved` (T x T per head). A backend may instead fuse it (the CUDA
-  // backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/attention.cu); its sizes say
+  // backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/transformer_attention.cu); its sizes say
   // which, and its rounding differences are bounded in the CUDA table test. Dropout on the
   // attention weights is not part of this op (the GPT composes the ops itself then).
   virtual AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,

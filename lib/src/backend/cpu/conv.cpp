@@ -1,7 +1,7 @@
 // The CPU backend's convolution ops (backend.h, "convolution ops"): im2col / col2im, the
 // per-channel broadcast and sum, pooling and BatchNorm. The conv2d ops themselves are composed
-// in backend.cpp from these and gemm, so on the CPU a convolution runs on the packed GEMM
-// kernels (cpu_gemm.cpp) with im2col as the packing of its right operand.
+// in compose.cpp from these and gemm, so on the CPU a convolution runs on the packed GEMM
+// kernels (engine/cpu_gemm.cpp) with im2col as the packing of its right operand.
 //
 // Every op here is a plain loop in a fixed order: float32 arithmetic, inputs widened exactly,
 // each output rounded once (store_f32). Work is split over the thread pool by whole planes or

@@ -13,7 +13,7 @@
 // add_, mul_scalar_tensor, fill and the fused optimizer steps on the vector loops of
 // cpu_vector.cpp, split over the backend's thread pool (cpu_parallel.h). The plain code here
 // stays the reference and the fallback; the vector loops give its bits exactly, and tests
-// compare the levels (tests/unit/backend/test_cpu_kernels.cpp).
+// compare the levels (tests/unit/backend/test_engine_kernels.cpp).
 #include <cblas.h>
 
 #include <algorithm>

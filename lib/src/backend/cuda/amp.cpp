@@ -1,6 +1,6 @@
 // The CUDA backend's amp family (backend.h, "the amp ops"): the global norm, the fused
 // non-finite check, unscale and norm, inv_scale and the scale update: kernels/amp.cu and
-// kernels/global_norm.cu, reading and writing device scalars only (no host sync).
+// kernels/amp_global_norm.cu, reading and writing device scalars only (no host sync).
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -16,7 +16,7 @@
 #include "amp.cuh"
 #include "ampctl/backend/backend.h"
 #include "cuda_backend.h"
-#include "global_norm.cuh"
+#include "amp_global_norm.cuh"
 
 namespace ampctl::cuda_detail {
 

@@ -1,6 +1,6 @@
 // The CUDA backend's convolution ops (backend.h, "convolution ops"): argument checks (the shared
-// ones of backend.cpp, plus the device), then one kernel of kernels/conv.cu each. The conv2d ops
-// themselves are composed in backend.cpp from im2col / col2im and gemm (cuBLAS), as on the CPU.
+// ones of checks/conv.cpp, plus the device), then one kernel of kernels/conv.cu each. The conv2d
+// ops themselves are composed in compose.cpp from im2col / col2im and gemm (cuBLAS), as on the CPU.
 #include <string>
 
 #include "conv.cuh"

@@ -35,7 +35,7 @@
 #include "ampctl/build_info.h"
 #include "cuda_backend.h"
 #include "device_probe.h"
-#include "global_norm.cuh"
+#include "amp_global_norm.cuh"
 namespace ampctl::cuda_detail {
 
 // ---- cuBLAS errors ----

@@ -1,7 +1,7 @@
 // The CUDA backend's host side, shared by its translation units: cuda_backend.cpp (the handles,
 // the stream, device memory and the backend's lifetime, and the plugin's table) and one file per
 // op family of backend.h: memory.cpp, gemm.cpp, amp.cpp, nn.cpp (through cuBLASLt and kernels/),
-// transformer.cpp (kernels/transformer.cu, kernels/attention.cu and cuBLAS's strided-batched
+// transformer.cpp (kernels/transformer.cu, kernels/transformer_attention.cu and cuBLAS's strided-batched
 // gemm), conv.cpp, optim.cpp and numerics.cpp. C++20 host code: kernels are reached only through
 // the launchers of kernels/*.cuh, which take raw pointers and ElemType.
 //
@@ -290,7 +290,7 @@ class CudaBackend final : public Backend {
   void layer_norm_backward(const Tensor& x, const Tensor& gamma, const Tensor& mean,
                            const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                            const Tensor& dgamma, const Tensor& dbeta) override;
-  // Fused: one kernel (kernels/layer_norm.cu), bitwise the composition on this backend.
+  // Fused: one kernel (kernels/nn_layer_norm.cu), bitwise the composition on this backend.
   void residual_layer_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
                                    const Tensor& gamma, const Tensor& beta, const Tensor& y,
                                    const Tensor& mean, const Tensor& rstd, float eps) override;
@@ -314,7 +314,7 @@ class CudaBackend final : public Backend {
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
-  // Fused (kernels/attention.cu) for f16/bf16 heads of size <= 64, else Backend's composition.
+  // Fused (kernels/transformer_attention.cu) for f16/bf16 heads of size <= 64, else Backend's composition.
   // The fused attention's tile products for `dtype` on the tensor cores: AMPCTL_ATTENTION's
   // default, on a capability with WMMA fragments of that dtype (bf16 needs 8.0).
   bool tensor_core_attention(DType dtype) const;

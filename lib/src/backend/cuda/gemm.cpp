@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "ampctl/backend/backend.h"
-#include "cast.cuh"
+#include "memory_cast.cuh"
 #include "cuda_backend.h"
-#include "elementwise.cuh"
+#include "memory_elementwise.cuh"
 
 namespace ampctl::cuda_detail {
 

@@ -1,6 +1,6 @@
 // The CUDA backend's memory family (backend.h, "memory"): allocation, upload, download, copy,
 // fill, synchronize, casts, the elementwise scalings and additions, and gather_rows; each a copy
-// or one kernel (kernels/fill.cu, cast.cu, elementwise.cu, gather.cu) on the backend's stream.
+// or one kernel (kernels/memory_fill.cu, memory_cast.cu, memory_elementwise.cu, memory_gather.cu) on the backend's stream.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "ampctl/backend/backend.h"
-#include "cast.cuh"
+#include "memory_cast.cuh"
 #include "cuda_backend.h"
-#include "elementwise.cuh"
-#include "fill.cuh"
-#include "gather.cuh"
+#include "memory_elementwise.cuh"
+#include "memory_fill.cuh"
+#include "memory_gather.cuh"
 
 namespace ampctl::cuda_detail {
 

@@ -33,15 +33,15 @@
 #include <initializer_list>
 #include <string>
 
-#include "activation.cuh"
-#include "cast.cuh"
-#include "clip.cuh"
+#include "nn_activation.cuh"
+#include "memory_cast.cuh"
+#include "nn_clip.cuh"
 #include "cuda_backend.h"
-#include "dropout.cuh"
-#include "layer_norm.cuh"
-#include "linear.cuh"
-#include "mse.cuh"
-#include "xent.cuh"
+#include "nn_dropout.cuh"
+#include "nn_layer_norm.cuh"
+#include "nn_linear.cuh"
+#include "nn_mse.cuh"
+#include "nn_xent.cuh"
 
 namespace ampctl::cuda_detail {
 namespace {

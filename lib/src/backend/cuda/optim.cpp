@@ -1,5 +1,5 @@
 // The CUDA backend's optim family (backend.h, "optimizers"): the fused SGD and Adam updates
-// (kernels/sgd.cu, kernels/adam.cu), which read found_inf and inv_scale on the device and skip the
+// (kernels/optim_sgd.cu, kernels/optim_adam.cu), which read found_inf and inv_scale on the device and skip the
 // whole update when found_inf[0] != 0.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -13,10 +13,10 @@
 #include <variant>
 #include <vector>
 
-#include "adam.cuh"
+#include "optim_adam.cuh"
 #include "ampctl/backend/backend.h"
 #include "cuda_backend.h"
-#include "sgd.cuh"
+#include "optim_sgd.cuh"
 
 namespace ampctl::cuda_detail {
 

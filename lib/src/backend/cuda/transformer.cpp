@@ -8,10 +8,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "attention.cuh"
-#include "cast.cuh"
+#include "transformer_attention.cuh"
+#include "memory_cast.cuh"
 #include "cuda_backend.h"
-#include "elementwise.cuh"
+#include "memory_elementwise.cuh"
 #include "transformer.cuh"
 
 namespace ampctl::cuda_detail {

@@ -1,7 +1,7 @@
 // The CPU backend's expf for the causal softmax: glibc's expf (2.36, its FMA variant
 // __expf_fma, the one x86-64 CPUs with FMA run) operation for operation, as a scalar function
 // and on 16 AVX-512 lanes, so that the portable and the vector levels agree bitwise and keep
-// the bits the softmax had when it called libm (tests/unit/backend/test_cpu_kernels.cpp:
+// the bits the softmax had when it called libm (tests/unit/backend/test_engine_kernels.cpp:
 // CpuExp.*). libm has no vector expf whose bits a vector loop could reproduce, and its scalar
 // call (~20 cycles) took a third of the softmax's time.
 //

@@ -1,7 +1,7 @@
 // The CPU backend's tanh GELU (activation kind gelu_tanh), forward and gradient, at every
 // kernel level: the scalar functions here are what the portable level runs, and
 // cpu_vector.cpp's gelu_tanh passes perform the same IEEE operations in the same order on
-// 16 lanes, so the levels agree bitwise (tests/unit/backend/test_cpu_kernels.cpp).
+// 16 lanes, so the levels agree bitwise (tests/unit/backend/test_engine_kernels.cpp).
 //
 // Why not nn_math.h's gelu_tanh (libm's tanhf): tanhf is a scalar call of ~40 cycles that
 // took two thirds of a GPT step on the CPU, and libm has no vector tanhf whose bits a vector

@@ -68,7 +68,7 @@ struct GemmOutput {
   DType bias_dtype = DType::f32;
 };
 
-// What a causal attention's products let the kernels skip (cpu_transformer.cpp), at whole
+// What a causal attention's products let the kernels skip (cpu/transformer.cpp), at whole
 // micro-tiles and k steps, never changing a bit of what they compute:
 //   * out_lower: only out[i, j] with j <= i is wanted. A tile wholly above the diagonal is not
 //     computed; its elements keep whatever they held.

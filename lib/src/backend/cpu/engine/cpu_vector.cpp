@@ -500,7 +500,7 @@ AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 exp16(__m512 x, const ExpTable& tab) {
   return _mm512_mask_blend_ps(may_under, y, _mm512_mul_ps(tiny, tiny));
 }
 
-// ---- causal softmax rows (cpu_transformer.cpp has the documented float order) ----
+// ---- causal softmax rows (cpu/transformer.cpp has the documented float order) ----
 
 // v rounded to S's precision and widened back (the identity for float).
 template <typename S>
@@ -649,7 +649,7 @@ AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, in
   }
 }
 
-// ---- LayerNorm (cpu_nn.cpp has the documented float order) ----
+// ---- LayerNorm (cpu/nn.cpp has the documented float order) ----
 // The row sums run sequentially over j within each row, so a row's sum cannot be split across
 // lanes; instead 16 rows share a vector, lane l summing row r0 + l in index order (column j of
 // the 16 rows from 16 x 16 tiles of float copies of them, transposed in registers).

@@ -49,7 +49,7 @@ void gelu_tanh_forward(const void* x, DType x_dtype, void* y, DType y_dtype, siz
                        size_t end);
 void gelu_tanh_backward(const void* x, DType x_dtype, const void* dy, DType dy_dtype, void* dx,
                         DType dx_dtype, size_t begin, size_t end);
-// causal_softmax_forward / _backward (cpu_transformer.cpp's documented float order, bitwise) on
+// causal_softmax_forward / _backward (cpu/transformer.cpp's documented float order, bitwise) on
 // rows [r0, r1) of [*, t, t] matrices; row r attends to j <= r % t. The forward's e is 16 float
 // rows of t elements (the caller's per-thread workspace: up to 16 rows are summed at once, one
 // per lane); probs may be scores (same dtype).
@@ -62,7 +62,7 @@ void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* p
 void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
                                   DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
                                   int64_t r0, int64_t r1, float scale, bool round_scaled);
-// LayerNorm (cpu_nn.cpp's documented float order, bitwise) on rows [r0, r1) of x [*, cols]:
+// LayerNorm (cpu/nn.cpp's documented float order, bitwise) on rows [r0, r1) of x [*, cols]:
 // the forward's y, mean and rstd; the backward's dx; and the backward's per-column sums of
 // dy * xhat and dy over every row in order (for columns [c0, c1)), which the caller adds to
 // dgamma and dbeta. scratch: 16 * cols floats (forward) or 32 * cols (dx), per thread.
