@@ -452,8 +452,11 @@ data:
 training: {max_steps: 4}
 EOF
   start=$(date +%s)
+  # (--set: a path an override gives is read from each rank's own current directory.)
   "${MPI[@]}" -np 1 -wdir "$DIR/good" "$AMPCTL" train --config "$DIR/csv.yaml" --run-dir "$DIR/run" \
+    --set data.train.path=data.csv \
     : -np 1 -wdir "$DIR/bad" "$AMPCTL" train --config "$DIR/csv.yaml" --run-dir "$DIR/run" \
+    --set data.train.path=data.csv \
     >out 2>err
   rc=$?
   [ "$rc" != 0 ] || fail "exit 0 with a bad data file on rank 1"
@@ -653,7 +656,9 @@ print(''.join(r.choice('abcdefgh \n') for _ in range(4000)))" >a/corpus.txt
     'data:' '  train: {source: text, path: corpus.txt, vocab: char}' '  batch_size: 2' \
     'training: {max_steps: 4}' >lm.yaml
   "${MPI[@]}" -np 1 -wdir "$DIR/a" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    --set data.train.path=corpus.txt \
     : -np 1 -wdir "$DIR/b" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    --set data.train.path=corpus.txt \
     >out 2>err
   rc=$?
   [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"
@@ -663,7 +668,9 @@ print(''.join(r.choice('abcdefgh \n') for _ in range(4000)))" >a/corpus.txt
   # The same vocabulary, another text: named by its contents.
   python3 -c "print(open('$DIR/a/corpus.txt').read()[::-1], end='')" >b/corpus.txt
   "${MPI[@]}" -np 1 -wdir "$DIR/a" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    --set data.train.path=corpus.txt \
     : -np 1 -wdir "$DIR/b" "$AMPCTL" train --config "$DIR/lm.yaml" --run-dir "$DIR/run" \
+    --set data.train.path=corpus.txt \
     >out 2>err
   rc=$?
   [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"

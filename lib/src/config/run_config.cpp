@@ -1005,6 +1005,38 @@ std::string default_name_for(const std::string& origin) {
   return check_name(stem).empty() && utf8_problem(stem).empty() ? stem : "run";
 }
 
+// Relative data paths (docs/reference.md, "Data sources"): those written in the file are read
+// from the file's folder, those given as overrides (--set, a sweep's grid) from the current
+// directory; both become absolute here, so the resolved configuration (a run's config.yaml, a
+// sweep run's copy, a checkpoint) names the same files wherever it is read again.
+void resolve_data_paths(Value& doc, const std::filesystem::path& base) {
+  Value::Entry* data = doc.find("data");
+  if (data == nullptr || !data->value.is_map()) return;
+  for (const char* role : {"train", "eval"}) {
+    Value::Entry* source = data->value.find(role);
+    if (source == nullptr || !source->value.is_map()) continue;
+    for (const char* key : {"path", "images", "labels", "dir"}) {
+      Value::Entry* e = source->value.find(key);
+      if (e == nullptr || !e->value.is_scalar()) continue;
+      std::string& text = e->value.text;
+      if (text.empty() ||
+          (e->value.plain && (text == "null" || text == "~" || text == "Null" || text == "NULL"))) {
+        continue;  // the schema reports it
+      }
+      const std::filesystem::path p(text);
+      if (p.is_absolute()) continue;
+      text = (base / p).lexically_normal().string();
+      e->value.plain = false;
+    }
+  }
+}
+
+std::filesystem::path absolute_or_empty(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path a = std::filesystem::absolute(p, ec);
+  return ec ? std::filesystem::path{} : a;
+}
+
 RunConfig validate(const Value& doc, const std::string& default_name, Problems& problems) {
   ParseState state{problems, doc.where, default_name, {}, {}};
   RunConfig config;
@@ -1020,7 +1052,10 @@ RunConfig parse_config(std::string_view yaml, const std::string& origin,
   Problems problems;
   Value doc;
   if (!parse_yaml(yaml, origin, doc, problems)) problems.throw_if_any(ErrorKind::config);
+  const std::filesystem::path cwd = absolute_or_empty(".").lexically_normal();
+  resolve_data_paths(doc, absolute_or_empty(std::filesystem::path(origin).parent_path()));
   apply_overrides(doc, parsed, problems);
+  resolve_data_paths(doc, cwd);
   RunConfig config = validate(doc, default_name_for(origin), problems);
   problems.throw_if_any(ErrorKind::config);
   return config;

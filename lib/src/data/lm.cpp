@@ -77,15 +77,15 @@ void check_length(const TokenSet& set, int64_t block_size, const char* part) {
 
 TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
   if (!std::filesystem::exists(path)) {
-    // The usual first-run stumble: the corpus has not been written yet, or the run started from
-    // another folder (relative paths are read from the working directory).
+    // The usual first-run stumble: the corpus has not been written yet, or a path is relative to
+    // the wrong folder (the config file's for a path the file says, the current directory's for
+    // an override's: docs/reference.md, "Data sources").
     throw Error{ErrorKind::input, "text data " + path + ": no such file",
-                std::string("a relative path is read from the current directory, not the config "
-                            "file's folder") +
-                    (path.find("fortunes") != std::string::npos
-                         ? "; configs/gpt_fortunes.yaml's corpus is written by 'bash "
-                           "scripts/examples/fortunes_corpus.sh' (run from the repository root)"
-                         : "")};
+                path.find("fortunes") != std::string::npos
+                    ? "configs/gpt_fortunes.yaml's corpus is written by 'bash "
+                      "scripts/examples/fortunes_corpus.sh' (into the repository's data/)"
+                    : "a relative path in a config file is read from the file's folder, one "
+                      "given with --set from the current directory"};
   }
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
   if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};

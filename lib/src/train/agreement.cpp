@@ -1,6 +1,7 @@
 #include "ampctl/train/agreement.h"
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "ampctl/checkpoint/encoding.h"
@@ -31,22 +32,29 @@ std::string crc_of(const std::vector<T>& v) {
   return hex(checkpoint::crc32(v.data(), v.size() * sizeof(T)));
 }
 
+// A data set's items are named by its file name (the folder may differ between nodes).
+std::string file_name(const std::string& origin) {
+  const std::string name = std::filesystem::path(origin).filename().string();
+  return name.empty() ? origin : name;
+}
+
 void add_set(InputItems& out, const std::string& name, const data::Dataset& d) {
-  out.emplace_back(name + " (" + d.origin + ") samples",
+  const std::string origin = file_name(d.origin);
+  out.emplace_back(name + " (" + origin + ") samples",
                    std::to_string(d.size()) + " x " + std::to_string(d.features) + " features");
   std::string image;
   for (int64_t s : d.image) {
     if (!image.empty()) image += 'x';
     image += std::to_string(s);
   }
-  out.emplace_back(name + " (" + d.origin + ") shape", image.empty() ? "rows" : image);
-  out.emplace_back(name + " (" + d.origin + ") contents",
+  out.emplace_back(name + " (" + origin + ") shape", image.empty() ? "rows" : image);
+  out.emplace_back(name + " (" + origin + ") contents",
                    "crc32 " + crc_of(d.x) + " " + crc_of(d.labels) + " " + crc_of(d.y));
 }
 
 void add_tokens(InputItems& out, const std::string& name, const data::TokenSet& t) {
-  out.emplace_back(name + " (" + t.origin + ") tokens", std::to_string(t.size()));
-  out.emplace_back(name + " (" + t.origin + ") contents", "crc32 " + crc_of(t.tokens));
+  out.emplace_back(name + " (" + file_name(t.origin) + ") tokens", std::to_string(t.size()));
+  out.emplace_back(name + " (" + file_name(t.origin) + ") contents", "crc32 " + crc_of(t.tokens));
 }
 
 // Items as one text: "KEY\tVALUE\n" each (keys and values hold no newline: JSON dumps escape it).
@@ -95,8 +103,20 @@ std::optional<std::string> first_difference(const InputItems& root, const InputI
 }  // namespace
 
 InputItems config_items(const config::RunConfig& cfg) {
+  InputItems all;
+  flatten(config::to_json(cfg), "", all);
+  // The data files' paths may differ between nodes (a path given with --set is read from each
+  // rank's own current directory): what must agree is their contents, which data_items compares.
   InputItems items;
-  flatten(config::to_json(cfg), "", items);
+  for (auto& item : all) {
+    const std::string& k = item.first;
+    const bool data_file = k.rfind("data.train.", 0) == 0 || k.rfind("data.eval.", 0) == 0;
+    const std::string leaf = k.substr(k.rfind('.') + 1);
+    if (data_file && (leaf == "path" || leaf == "images" || leaf == "labels" || leaf == "dir")) {
+      continue;
+    }
+    items.push_back(std::move(item));
+  }
   return items;
 }
 

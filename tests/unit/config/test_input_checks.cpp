@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -149,6 +150,34 @@ TEST_F(ConfigFile, OnlyRegularFilesAreRead) {
                                      ": cannot read the configuration file: is a directory, not a "
                                      "regular file");
   EXPECT_THROW(load_config(fifo), ConfigError);
+}
+
+TEST_F(ConfigFile, RelativeDataPathsAreReadFromTheFilesFolderAndOverridesFromTheCurrentOne) {
+  // docs/reference.md, "Data sources": a relative path the file says is the file's folder's, one
+  // an override says is the current directory's, and the resolved configuration holds both as
+  // absolute paths (so reading it again from anywhere names the same files).
+  const std::filesystem::path sub = m_dir / "configs";
+  std::filesystem::create_directories(sub);
+  const std::filesystem::path file = sub / "run.yaml";
+  {
+    std::ofstream out(file);
+    out << "model: {type: mlp}\n"
+           "data:\n"
+           "  train: {source: csv, path: ../data/train.csv}\n"
+           "  eval: {source: idx, images: eval/images.gz, labels: /abs/labels.gz}\n";
+  }
+  const RunConfig c = load_config(file);
+  EXPECT_EQ(c.data.train.path, (m_dir / "data" / "train.csv").string());
+  ASSERT_TRUE(c.data.eval.has_value());
+  EXPECT_EQ(c.data.eval->images, (sub / "eval" / "images.gz").string());
+  EXPECT_EQ(c.data.eval->labels, "/abs/labels.gz");
+
+  const RunConfig o = load_config(file, {"data.train.path=other/train.csv"});
+  EXPECT_EQ(o.data.train.path, (std::filesystem::current_path() / "other" / "train.csv").string());
+  EXPECT_EQ(o.data.eval->images, c.data.eval->images);  // the file's, as before
+
+  // The resolved YAML read again as another file's text names the same files.
+  EXPECT_EQ(parse_config(to_yaml(c), (m_dir / "elsewhere" / "config.yaml").string()), c);
 }
 
 TEST_F(ConfigFile, SizeIsCapped) {

@@ -140,8 +140,10 @@ DataSource random_source(Random& r, bool eval, Task task) {
           : std::vector<SourceKind>{SourceKind::synthetic, SourceKind::idx,
                                     SourceKind::fashion_mnist, SourceKind::csv};
   s.source = r.pick(kinds);
-  const std::vector<std::string> paths = {"a.csv", "/data/x y.csv", "./rel/p.gz", "true",
-                                          "123",   "#hash",         "ünï.csv",    "a: b"};
+  // A resolved configuration's data paths are absolute (parse_config reads a relative one from
+  // the file's folder or the current directory), so only absolute ones round-trip as written.
+  const std::vector<std::string> paths = {"/a.csv", "/data/x y.csv", "/rel/p.gz", "/true",
+                                          "/123",   "/#hash",        "/ünï.csv",  "/a: b"};
   switch (s.source) {
     case SourceKind::synthetic:
       s.task = task;

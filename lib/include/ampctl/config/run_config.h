@@ -269,6 +269,8 @@ RunConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 
 // The same from YAML text; `origin` names it in messages and its stem is the default name.
+// Relative data paths (data.*.path, images, labels, dir) become absolute: those in the text
+// against `origin`'s folder, those from `overrides` against the current directory.
 RunConfig parse_config(std::string_view yaml, const std::string& origin,
                        const std::vector<std::string>& overrides = {});
 
