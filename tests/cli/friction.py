@@ -156,7 +156,7 @@ p = run(["train", "--config", CONFIG] + CPU +
          "--set", "training.eval_every=15", "--set", "logging.metrics_every=1", "--run-dir", g])
 steps = [int(m) for m in re.findall(r"step +(\d+)/40 ", p.stdout)]
 check(steps == [10, 20, 30, 40], f"console lines at 10, 20, 30, 40 despite evaluations: {steps}")
-check(re.search(r"data: loading ", p.stdout) and
+check(re.search(r"data: loading synthetic data \(\d+ samples x \d+ features\)\n", p.stdout) and
       re.search(r"data: loaded \d+ training rows, \d+ eval rows in \d+\.\ds", p.stdout),
       "data loading start and end lines with rows and seconds")
 check(re.search(r"eval  step +15: evaluating \d+ examples", p.stdout) is not None,

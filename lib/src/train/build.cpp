@@ -400,11 +400,24 @@ void check_device_precision(const std::string& resolved, config::Precision preci
 namespace {
 
 // What the training data is, for the loading lines: its file or folder, or "synthetic".
+// What the start line says is being read: the source's own files (only the keys its kind uses
+// hold values the user chose; the others keep their defaults).
 std::string source_text(const config::DataSource& s) {
-  if (!s.path.empty()) return s.path;
-  if (!s.dir.empty()) return s.dir;
-  if (!s.images.empty()) return s.images;
-  return "synthetic data";
+  switch (s.source) {
+    case config::SourceKind::synthetic:
+      return fmt::format("synthetic data ({} samples x {} features)", s.samples, s.features);
+    case config::SourceKind::idx:
+      return s.images + " and " + s.labels;
+    case config::SourceKind::fashion_mnist:
+      return "Fashion-MNIST (" + s.dir + ")";
+    case config::SourceKind::csv:
+    case config::SourceKind::text:
+    case config::SourceKind::tokens:
+      return s.path;
+    case config::SourceKind::split:
+      break;
+  }
+  return "the data";
 }
 
 }  // namespace
