@@ -238,6 +238,21 @@ void bm_cast(benchmark::State& state, DType from, DType to) {
   set_bytes(state, static_cast<double>(n) * static_cast<double>(dtype_size(from) + dtype_size(to)));
 }
 
+// The rounding of a gradient with grad_amax measured (logging.grad_amax): the cast above plus
+// the max, beside the plain cast at the same sizes.
+void bm_round_amax(benchmark::State& state) {
+  Backend& be = backend();
+  const int64_t n = state.range(0);
+  Tensor src = random_tensor({n}, DType::f32, 12);
+  Tensor dst = be.empty({n}, DType::f16);
+  Tensor amax = be.zeros({2}, DType::f32);
+  for (auto _ : state) {
+    be.round_amax(src, dst, amax);
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, static_cast<double>(n) * (4 + 2));
+}
+
 // grad (f32) += the f16 weight-gradient product: Linear's backward under fp16.
 void bm_add(benchmark::State& state) {
   Backend& be = backend();
@@ -339,6 +354,12 @@ void register_all() {
     reg("mem/cast_f32_to_bf16", bm_cast, DType::f32, DType::bf16)->Arg(n);
     reg("mem/cast_bf16_to_f32", bm_cast, DType::bf16, DType::f32)->Arg(n);
     reg("mem/add_f32_f16", bm_add)->Arg(n);
+  }
+  // A gradient of the quickstart MLP (a 256 x 256 weight, a 128 x 256 activation) and of the
+  // fortunes GPT (a 768 x 512 activation): grad_amax's rounding against the plain cast.
+  for (int64_t n : {int64_t{32768}, int64_t{65536}, int64_t{393216}}) {
+    reg("mem/cast_f32_to_f16", bm_cast, DType::f32, DType::f16)->Arg(n);
+    reg("mem/round_amax_f32_to_f16", bm_round_amax)->Arg(n);
   }
   reg("elementwise/relu_fwd_f16", bm_activation, nn::ActivationKind::relu, false)->Arg(262144);
   reg("elementwise/relu_bwd_f16", bm_activation, nn::ActivationKind::relu, true)->Arg(262144);

@@ -43,9 +43,9 @@ void CpuBackend::round_counted(const Tensor& src, const Tensor& dst, const Tenso
   });
 }
 
-// Every step of a fp16/bf16 run: the rounding itself (vectorised where the cast is), then a
-// branch-free max over the same part, which the compiler vectorises; the parts merge under a
-// lock. A max of float bits: the result does not depend on the split.
+// Every step of a fp16/bf16 run: the rounding and the max in one pass (vectorised with
+// AVX-512), the parts merging under a lock. A max of float bits: the result does not depend on
+// the split.
 void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) {
   check_round_amax(src, dst, amax, device());
   const float* x = src.data_as<float>();
@@ -56,25 +56,22 @@ void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& 
   bool nonfinite = a[1] != 0.0f;
   std::mutex merge;
   parallel_for(*m_pool, src.numel(), [&](size_t b, size_t e) {
+    uint32_t m = 0;
+    bool bad = false;
     if (m_avx512) {
-      vec::cast(src.data(), DType::f32, dst.data(), dst.dtype(), b, e);
+      vec::cast_amax(x, out, dst.dtype(), b, e, m, bad);
     } else {
       for (size_t i = b; i < e; ++i) {
         out[i] = is_half ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
+        const uint32_t ab = float_bits(x[i]) & 0x7fffffffu;
+        const bool inf = ab >= 0x7f800000u;
+        bad = bad || inf;
+        m = std::max(m, inf ? 0u : ab);
       }
-    }
-    uint32_t m = 0, inf = 0;
-    for (size_t i = b; i < e; ++i) {
-      uint32_t ab;
-      std::memcpy(&ab, &x[i], sizeof ab);
-      ab &= 0x7fffffffu;
-      const bool bad = ab >= 0x7f800000u;
-      inf |= bad ? 1u : 0u;
-      m = std::max(m, bad ? 0u : ab);
     }
     const std::lock_guard<std::mutex> lock(merge);
     max_bits = std::max(max_bits, m);
-    nonfinite = nonfinite || inf != 0;
+    nonfinite = nonfinite || bad;
   });
   a[0] = bits_float(max_bits);
   a[1] = nonfinite ? 1.0f : 0.0f;

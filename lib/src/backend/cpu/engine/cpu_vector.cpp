@@ -861,6 +861,37 @@ void cast(const void* x, DType x_dtype, void* out, DType out_dtype, size_t begin
   });
 }
 
+// |x| as bits (the sign cleared), compared as unsigned integers: among non-negative floats the
+// integer order is the value order, and inf / NaN sit at 0x7f800000 and above.
+template <typename O>
+AMPCTL_AVX512 void cast_amax_typed(const float* x, O* out, size_t begin, size_t end,
+                                   uint32_t& max_bits, bool& nonfinite) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
+  __m512i m = _mm512_setzero_si512();
+  __mmask16 bad = 0;
+  for (size_t i = begin; i < end; i += 16) {
+    const __mmask16 k = head_mask(end - i);
+    const __m512 v = load16(x + i, k);
+    store16(out + i, v, k);
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+    const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, inf_bits);
+    bad = static_cast<__mmask16>(bad | (k & ~finite));
+    m = _mm512_mask_max_epu32(m, finite, m, a);
+  }
+  max_bits = std::max(max_bits, _mm512_reduce_max_epu32(m));
+  nonfinite = nonfinite || bad != 0;
+}
+
+void cast_amax(const float* x, void* out, DType out_dtype, size_t begin, size_t end,
+               uint32_t& max_bits, bool& nonfinite) {
+  if (out_dtype == DType::f16) {
+    cast_amax_typed(x, static_cast<half*>(out), begin, end, max_bits, nonfinite);
+  } else {
+    cast_amax_typed(x, static_cast<bfloat16*>(out), begin, end, max_bits, nonfinite);
+  }
+}
+
 void mul_scalar(const void* x, DType x_dtype, void* out, DType out_dtype, float s, size_t begin,
                 size_t end) {
   with_type(x_dtype, [&](auto* xt) {

@@ -36,6 +36,10 @@ void add(void* dst, DType dst_dtype, const void* src, DType src_dtype, float alp
          size_t end);
 // out := round(x) (an exact widening, or one rounding).
 void cast(const void* x, DType x_dtype, void* out, DType out_dtype, size_t begin, size_t end);
+// out := round(x) from f32 to f16 or bf16, and in the same pass the largest |x| of the finite
+// elements as float bits (max_bits: at least its value on entry) and whether any was not finite.
+void cast_amax(const float* x, void* out, DType out_dtype, size_t begin, size_t end,
+               uint32_t& max_bits, bool& nonfinite);
 // out := round(x * s).
 void mul_scalar(const void* x, DType x_dtype, void* out, DType out_dtype, float s, size_t begin,
                 size_t end);
