@@ -25,6 +25,16 @@ package cannot be installed on this machine. It checks an `ampctl export --forma
      its mean next-token loss; the module's cross-entropy on the same window must agree within
      2 x the logit bound (the loss moves by at most 2 max|d logit|) + 1e-6 (its log-sum-exp).
 Exit 0 when every logit and loss is within its bound, 1 otherwise; 77 (skip) without torch.
+
+  python3 scripts/dev/hf_gpt2.py --write DIR --vocab V [--n-layer 1 --n-head 2 --n-embd 16
+                                 --positions 32 --seed 0]
+
+writes what a Hugging Face GPT-2 checkpoint folder holds for this module, with random values:
+DIR/model.safetensors in GPT2Model's own names as the published gpt2 checkpoints store them
+(`wte.weight`, `h.N.attn.c_attn.weight` [in, out], ..., `ln_f.bias`; no `transformer.` prefix,
+no lm_head: the head is tied), each block's `attn.bias` causal mask included (F32 [1, 1, P, P],
+a buffer a loader ignores), and DIR/config.json. Weights N(0, 0.02) as GPT-2 initialises them;
+the biases and LayerNorm parameters random too, so that a loader that drops or mixes one is seen.
 """
 import argparse
 import json
@@ -174,16 +184,75 @@ def nanogpt_logits(state, cfg, idx):
     return F.linear(x, head)
 
 
+def save_safetensors(path, tensors, meta):
+    """safetensors without the safetensors package: little-endian data in header order."""
+    names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+             torch.int32: "I32"}
+    header, blobs, off = {"__metadata__": meta}, [], 0
+    for name, t in tensors.items():
+        blob = t.detach().contiguous().view(torch.uint8).numpy().tobytes() if t.dim() else \
+            t.detach().reshape(1).view(torch.uint8).numpy().tobytes()
+        header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [off, off + len(blob)]}
+        blobs.append(blob)
+        off += len(blob)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def write_gpt2(args):
+    cfg = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+           "vocab_size": args.vocab, "n_positions": args.positions, "n_ctx": args.positions,
+           "n_embd": args.n_embd, "n_layer": args.n_layer, "n_head": args.n_head,
+           "layer_norm_epsilon": 1e-5, "activation_function": "gelu_new",
+           "tie_word_embeddings": True, "torch_dtype": "float32"}
+    torch.manual_seed(args.seed)
+    model = GPT2LMHeadModel(cfg)
+    with torch.no_grad():
+        for name, p in model.transformer.named_parameters():
+            if name.endswith("weight") and p.dim() == 2:
+                p.normal_(0.0, 0.02)
+            elif "ln" in name and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+            else:
+                p.uniform_(-0.1, 0.1)
+    state = dict(model.transformer.state_dict())  # GPT2Model's names; the tied head is wte
+    p = args.positions
+    for i in range(args.n_layer):  # the published checkpoints hold the masks
+        state[f"h.{i}.attn.bias"] = torch.tril(torch.ones(p, p)).view(1, 1, p, p)
+    os.makedirs(args.write, exist_ok=True)
+    save_safetensors(os.path.join(args.write, "model.safetensors"), state, {"format": "pt"})
+    with open(os.path.join(args.write, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    print(f"wrote {args.write}/model.safetensors ({len(state)} tensors) and config.json")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hf", required=True, help="an `ampctl export --format hf` directory")
-    ap.add_argument("--safetensors", required=True,
+    ap.add_argument("--write", metavar="DIR", help="write a random GPT-2 folder (see above)")
+    ap.add_argument("--vocab", type=int, help="--write: vocabulary size")
+    ap.add_argument("--n-layer", type=int, default=1)
+    ap.add_argument("--n-head", type=int, default=2)
+    ap.add_argument("--n-embd", type=int, default=16)
+    ap.add_argument("--positions", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hf", help="an `ampctl export --format hf` directory")
+    ap.add_argument("--safetensors",
                     help="`ampctl export --format safetensors` of the same checkpoint")
-    ap.add_argument("--text", required=True, help="text to cut the windows from")
+    ap.add_argument("--text", help="text to cut the windows from")
     ap.add_argument("--windows", type=int, default=4)
     ap.add_argument("--ampctl", help="the ampctl binary (with --checkpoint: compare losses)")
     ap.add_argument("--checkpoint", help="the run (or checkpoint) the folder was exported from")
     args = ap.parse_args()
+    if args.write:
+        if not args.vocab:
+            ap.error("--write needs --vocab")
+        write_gpt2(args)
+        return
+    if not (args.hf and args.safetensors and args.text):
+        ap.error("checking an export needs --hf, --safetensors and --text")
 
     cfg = json.load(open(os.path.join(args.hf, "config.json")))
     model = GPT2LMHeadModel(cfg).eval()

@@ -162,26 +162,51 @@ for f in ["config.json", "model.safetensors", "vocab.json"]:
         fail(f"hf round trip: {f} differs")
 
 # A GPT-2-shaped file in Hugging Face's own layout (GPT2Model's names: no prefix, no lm_head;
-# Conv1D [in, out]; the attn.bias mask buffers), written here with deterministic values.
+# Conv1D [in, out]; the attn.bias mask buffers), with a position table longer than block_size 16
+# (cropped). Written by PyTorch (scripts/dev/hf_gpt2.py --write: the HF-structured module's own
+# state_dict) where /usr/bin/python3 has torch; else by struct here, and the test says so.
 V = len(json.load(open(os.path.join(SRC, "vocab.json"))))
-C, T = 16, 32  # a longer position table than block_size 16: cropped
-def values(n, k):
-    return struct.pack(f"<{n}f", *[((i * 7919 + k * 104729) % 2001 - 1000) / 4096.0 for i in range(n)])
-hf = {"wte.weight": ("F32", [V, C], values(V * C, 1)), "wpe.weight": ("F32", [T, C], values(T * C, 2))}
-shapes = {"ln_1.weight": [C], "ln_1.bias": [C], "attn.c_attn.weight": [C, 3 * C],
-          "attn.c_attn.bias": [3 * C], "attn.c_proj.weight": [C, C], "attn.c_proj.bias": [C],
-          "ln_2.weight": [C], "ln_2.bias": [C], "mlp.c_fc.weight": [C, 4 * C],
-          "mlp.c_fc.bias": [4 * C], "mlp.c_proj.weight": [4 * C, C], "mlp.c_proj.bias": [C]}
-for k, (name, shape) in enumerate(shapes.items()):
-    n = 1
-    for s in shape:
-        n *= s
-    hf["h.0." + name] = ("F32", shape, values(n, 10 + k))
-hf["h.0.attn.bias"] = ("BOOL", [1, 1, T, T], bytes(T * T))
-hf["ln_f.weight"] = ("F32", [C], values(C, 40))
-hf["ln_f.bias"] = ("F32", [C], values(C, 41))
-GPT2 = os.path.join(DIR, "gpt2.safetensors")
-write_st(GPT2, hf, {"format": "pt"})
+C, T = 16, 32
+GPT2_DIR = os.path.join(DIR, "gpt2")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(CONFIGS)), "scripts", "dev", "hf_gpt2.py")
+torch_py = None
+for py in (sys.executable, "/usr/bin/python3"):
+    if os.path.exists(py) and subprocess.run([py, "-c", "import torch"],
+                                             capture_output=True).returncode == 0:
+        torch_py = py
+        break
+if torch_py:
+    p = subprocess.run([torch_py, SCRIPT, "--write", GPT2_DIR, "--vocab", str(V), "--n-layer", "1",
+                        "--n-head", "2", "--n-embd", str(C), "--positions", str(T)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"hf_gpt2.py --write exited {p.returncode}:\n{p.stdout}{p.stderr}")
+    GPT2 = os.path.join(GPT2_DIR, "model.safetensors")
+else:
+    print("PyTorch not found: the HF-layout file is written by struct, not by "
+          "scripts/dev/hf_gpt2.py --write (apt-get install python3-torch)")
+    def values(n, k):
+        return struct.pack(f"<{n}f", *[((i * 7919 + k * 104729) % 2001 - 1000) / 4096.0
+                                       for i in range(n)])
+    hf = {"wte.weight": ("F32", [V, C], values(V * C, 1)),
+          "wpe.weight": ("F32", [T, C], values(T * C, 2))}
+    shapes = {"ln_1.weight": [C], "ln_1.bias": [C], "attn.c_attn.weight": [C, 3 * C],
+              "attn.c_attn.bias": [3 * C], "attn.c_proj.weight": [C, C], "attn.c_proj.bias": [C],
+              "ln_2.weight": [C], "ln_2.bias": [C], "mlp.c_fc.weight": [C, 4 * C],
+              "mlp.c_fc.bias": [4 * C], "mlp.c_proj.weight": [4 * C, C], "mlp.c_proj.bias": [C]}
+    for k, (name, shape) in enumerate(shapes.items()):
+        n = 1
+        for s in shape:
+            n *= s
+        hf["h.0." + name] = ("F32", shape, values(n, 10 + k))
+    hf["h.0.attn.bias"] = ("BOOL", [1, 1, T, T], bytes(T * T))
+    hf["ln_f.weight"] = ("F32", [C], values(C, 40))
+    hf["ln_f.bias"] = ("F32", [C], values(C, 41))
+    GPT2 = os.path.join(DIR, "gpt2.safetensors")
+    write_st(GPT2, hf, {"format": "pt"})
+hf, _ = read_st(GPT2)
+if "h.0.attn.c_attn.weight" not in hf or hf["h.0.attn.c_attn.weight"][1] != [C, 3 * C]:
+    fail(f"{GPT2} is not in GPT-2's layout: {sorted(hf)}")
 BIAS = ["--set", "model.bias=true"]
 HR = os.path.join(DIR, "from_gpt2")
 run("train", *GPT, *BIAS, *LR0, "--init-from", GPT2, "--run-dir", HR)
@@ -266,4 +291,14 @@ if evals(d)[0]["loss"] != evals(M)[-1]["loss"]:
     fail(f"MLP --init-from: step-0 eval {evals(d)[0]} != source {evals(M)[-1]}")
 p = run("eval", "--config", os.path.join(CONFIGS, "gpt_fortunes.yaml"), "--set", "device=cpu",
         "--set", "data.train.path=" + os.path.join(DIR, "tiny.txt"), "--init-from", MST, expect=2)
+# An MLP's weights for a GPT: refused with init.strict true or false, with a hint that does not
+# offer init.strict: false, and no run directory.
+for strict in ["true", "false"]:
+    rd = os.path.join(DIR, "refused-mlp-for-gpt-" + strict)
+    p = run("train", *GPT, "--set", "init.strict=" + strict, "--init-from", MST, "--run-dir", rd,
+            expect=2)
+    if "shares no tensor with the model (model.type: gpt)" not in p.stderr or \
+            "layers.0.weight" not in p.stderr or "hint: --init-from takes weights of the same" \
+            not in p.stderr or os.path.exists(rd):
+        fail(f"an MLP's weights for a GPT (init.strict {strict}):\n{p.stderr}")
 print("init_from: all checks passed")

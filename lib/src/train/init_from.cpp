@@ -274,6 +274,20 @@ InitReport load_init_weights(const InitSource& source, nn::Model& model, bool st
   }
 
   const std::string origin = "init.from " + source.file.string() + " (" + source.format + ")";
+  // Not one tensor in common: another model's weights (an MLP's for a GPT, ...). init.strict:
+  // false cannot help there, so it is refused whatever init.strict says.
+  if (used.empty() && !source.tensors.empty()) {
+    std::string names;
+    for (size_t i = 0; i < source.tensors.size() && i < 3; ++i) {
+      names += (i ? ", " : "") + source.tensors[i].name;
+    }
+    if (source.tensors.size() > 3) names += ", ...";
+    throw Error{ErrorKind::input,
+                origin + " shares no tensor with the model (model.type: " + model.type() +
+                    "): it holds another model's weights (" + names + ")",
+                "--init-from takes weights of the same kind of model (a gpt's for a gpt, an "
+                "mlp's for an mlp); init.strict: false cannot change that"};
+  }
   if (!misfits.empty() || (strict && (!report.missing.empty() || !report.unexpected.empty()))) {
     std::string message = origin + " does not fit the model:";
     for (const std::string& m : misfits) message += "\n  " + m;
