@@ -20,6 +20,8 @@ if [[ "${1:-all}" != build ]]; then
   packages+=(
     dataset-fashion-mnist
     fortunes                 # configs/gpt_fortunes.yaml's corpus (scripts/examples/fortunes_corpus.sh)
+    fortunes-bofh-excuses    # configs/gpt_finetune.yaml's second corpus (cli.gpt_finetune)
+    python3 python3-numpy python3-torch # the tests that check exports and snippets in PyTorch
     clang libclang-rt-14-dev # libFuzzer targets (scripts/fuzz.sh)
     libbenchmark-dev         # op-level benchmarks (apps/bench)
     chromium                 # the report's headless-browser test

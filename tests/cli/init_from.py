@@ -14,8 +14,9 @@ Checks (each failure names what differed):
     attn.bias masks, no lm_head) loads; after one step at lr 0 the ampctl export holds the
     file's tensors (transposed where HF stores Conv1D) bitwise;
   * a file with one wrong shape and one missing tensor is refused (exit 2) naming both, and no
-    run directory is left; init.strict: false still refuses the shape; a text with another
-    vocabulary exits 2; eval of a missing file or of an MLP's weights for a GPT config exits 2;
+    run directory is left; init.strict: false still refuses the shape; a text with a character
+    outside the weights' vocabulary exits 2, one whose characters are among them fine-tunes with
+    that vocabulary (kept on resume and by eval); eval of a missing file or of an MLP's weights for a GPT config exits 2;
   * an MLP with data.normalize stores its statistics (checkpoint "input", input.json, export
     metadata and input.mean / input.std tensors); eval equals its last eval line; --init-from
     with data.normalize: false exits 2.
@@ -251,6 +252,27 @@ p = run("train", *GPT, "--set", "data.train.path=" + os.path.join(DIR, "other.tx
         "--init-from", ST, "--run-dir", os.path.join(DIR, "refused-vocab"), expect=2)
 if "vocabulary" not in p.stderr or os.path.exists(os.path.join(DIR, "refused-vocab")):
     fail(f"a vocabulary mismatch was not refused cleanly:\n{p.stderr}")
+
+# A second text whose characters are among the first's: read with the weights' vocabulary (the
+# same ids), so it fine-tunes; the run, its checkpoint and a resume keep that vocabulary.
+with open(os.path.join(DIR, "subset.txt"), "w") as f:
+    f.write("a hat sat on the cat; the dog ate a mat.\n" * 30)
+FT = os.path.join(DIR, "finetune")
+run("train", *GPT, "--set", "data.train.path=" + os.path.join(DIR, "subset.txt"),
+    "--set", "training.max_steps=4", "--set", "checkpoint.every_steps=2", "--init-from", ST,
+    "--run-dir", FT)
+if json.load(open(os.path.join(FT, "vocab.json"))) != json.load(open(os.path.join(SRC, "vocab.json"))):
+    fail("a run started from weights on a text of fewer characters did not keep their vocabulary")
+run("resume", "--checkpoint", os.path.join(FT, "checkpoints", "step-00000002.json"))
+p = run("eval", "--checkpoint", FT, "--json")
+if json.loads(p.stdout)["loss"] != evals(FT)[-1]["loss"]:
+    fail(f"eval of the fine-tuned run {p.stdout} != its last eval line {evals(FT)[-1]}")
+
+p = run("train", *GPT, "--set", "data.train.vocab=byte", "--init-from", ST, "--run-dir",
+        os.path.join(DIR, "refused-kind"), expect=2)
+if "data.train.vocab: byte, but the weights were trained with a char vocabulary" not in p.stderr \
+        or os.path.exists(os.path.join(DIR, "refused-kind")):
+    fail(f"a byte run from char weights was not refused naming data.train.vocab:\n{p.stderr}")
 
 # eval's bad inputs.
 p = run("eval", "--checkpoint", os.path.join(DIR, "nothing"), expect=2)

@@ -1005,28 +1005,35 @@ std::string default_name_for(const std::string& origin) {
   return check_name(stem).empty() && utf8_problem(stem).empty() ? stem : "run";
 }
 
-// Relative data paths (docs/reference.md, "Data sources"): those written in the file are read
-// from the file's folder, those given as overrides (--set, a sweep's grid) from the current
-// directory; both become absolute here, so the resolved configuration (a run's config.yaml, a
-// sweep run's copy, a checkpoint) names the same files wherever it is read again.
+// Relative paths (docs/reference.md, "Data sources"): the data's files and folders and
+// init.from. Those written in the file are read from the file's folder, those given as overrides
+// (--set, a sweep's grid) from the current directory; both become absolute here, so the resolved
+// configuration (a run's config.yaml, a sweep run's copy, a checkpoint) names the same files
+// wherever it is read again.
+void resolve_path(Value::Entry* e, const std::filesystem::path& base) {
+  if (e == nullptr || !e->value.is_scalar()) return;
+  std::string& text = e->value.text;
+  if (text.empty() ||
+      (e->value.plain && (text == "null" || text == "~" || text == "Null" || text == "NULL"))) {
+    return;  // the schema reports it (or, for init.from, means none)
+  }
+  const std::filesystem::path p(text);
+  if (p.is_absolute()) return;
+  text = (base / p).lexically_normal().string();
+  e->value.plain = false;
+}
+
 void resolve_data_paths(Value& doc, const std::filesystem::path& base) {
+  if (Value::Entry* init = doc.find("init"); init != nullptr && init->value.is_map()) {
+    resolve_path(init->value.find("from"), base);
+  }
   Value::Entry* data = doc.find("data");
   if (data == nullptr || !data->value.is_map()) return;
   for (const char* role : {"train", "eval"}) {
     Value::Entry* source = data->value.find(role);
     if (source == nullptr || !source->value.is_map()) continue;
     for (const char* key : {"path", "images", "labels", "dir"}) {
-      Value::Entry* e = source->value.find(key);
-      if (e == nullptr || !e->value.is_scalar()) continue;
-      std::string& text = e->value.text;
-      if (text.empty() ||
-          (e->value.plain && (text == "null" || text == "~" || text == "Null" || text == "NULL"))) {
-        continue;  // the schema reports it
-      }
-      const std::filesystem::path p(text);
-      if (p.is_absolute()) continue;
-      text = (base / p).lexically_normal().string();
-      e->value.plain = false;
+      resolve_path(source->value.find(key), base);
     }
   }
 }

@@ -125,8 +125,9 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
     if (id < 0) {
       throw Error{ErrorKind::input,
                   path + ": byte " + std::to_string(at) + ": the character " +
-                      describe_code_point(cps[i]) + " is not in data.train's vocabulary",
-                  "the evaluation text may only use characters of the training text"};
+                      describe_code_point(cps[i]) + " is not in the vocabulary",
+                  "a text read with another's vocabulary (an evaluation text: data.train's; a run "
+                  "started from weights or resumed: the weights') may only use its characters"};
     }
     out.tokens[i] = id;
     at += utf8_of(cps[i]).size();
@@ -215,13 +216,23 @@ int64_t lm_train_count(int64_t n, double fraction) {
   return static_cast<int64_t>(std::floor(static_cast<double>(n) * (1.0 - fraction)));
 }
 
-LmData load_lm_data(const DataOptions& options, int64_t block_size) {
+LmData load_lm_data(const DataOptions& options, int64_t block_size,
+                    const std::optional<Vocab>& vocab) {
   const SourceOptions& train = options.train;
   if (!is_language_model(train.source)) {
     throw Error{ErrorKind::invalid_argument, "load_lm_data: data.train is not text or tokens"};
   }
   LmData out;
   if (train.source == SourceKind::text) {
+    if (vocab && vocab->kind() != train.vocab) {
+      const auto name = [](VocabKind k) { return k == VocabKind::byte ? "byte" : "char"; };
+      throw Error{ErrorKind::config,
+                  std::string("data.train.vocab: ") + name(train.vocab) +
+                      ", but the weights were trained with a " + name(vocab->kind()) +
+                      " vocabulary",
+                  std::string("set data.train.vocab: ") + name(vocab->kind())};
+    }
+    out.vocab = vocab;
     out.train = load_text(train.path, train.vocab, out.vocab);
     out.vocab_size = out.vocab->size();
   } else {

@@ -424,7 +424,8 @@ std::string source_text(const config::DataSource& s) {
 
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
                                       const dist::CommunicatorFactory& comm,
-                                      const std::optional<data::Normalization>& saved_input) {
+                                      const std::optional<data::Normalization>& saved_input,
+                                      const std::optional<data::Vocab>& saved_vocab) {
   auto run = std::make_unique<RunObjects>();
   RunObjects& r = *run;
   const auto seed = static_cast<uint64_t>(cfg.seed);
@@ -456,7 +457,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   if (speak) spdlog::info("data: loading {}", source_text(cfg.data.train));
   if (r.language_model) {
     // The windows' length is the model's: checked once it is built.
-    r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0);
+    r.lm = data::load_lm_data(data_options(cfg.data), /*block_size=*/0, saved_vocab);
     agree_on_inputs(*r.comm, data_items(r.lm), "data");
     if (speak) {
       spdlog::info("data: loaded {} training tokens{} in {:.1f}s", r.lm.train.size(),

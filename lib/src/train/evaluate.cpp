@@ -107,7 +107,8 @@ nlohmann::ordered_json evaluate_checkpoint(const EvalRequest& request) {
         config::from_json(loaded.data.config, source + ": config", request.overrides);
     // The statistics the model was trained with (an older checkpoint without them: computed
     // from the data, as its run did).
-    run = build_run(cfg, {}, input_from_json(loaded.data.input, source));
+    run = build_run(cfg, {}, input_from_json(loaded.data.input, source),
+                    vocab_from_json(loaded.data.vocab, source));
     require_eval_data(*run, source);
     if (run->lm.vocab && !loaded.data.vocab.is_null() &&
         loaded.data.vocab != run->lm.vocab->to_json()) {
@@ -129,7 +130,9 @@ nlohmann::ordered_json evaluate_checkpoint(const EvalRequest& request) {
                   "data.normalize: false, but " + source + " was trained on normalised inputs",
                   "--set data.normalize=true"};
     }
-    run = build_run(cfg, {}, input_from_json(init.input, source));
+    run = build_run(cfg, {}, input_from_json(init.input, source),
+                    config::is_language_model(cfg.data.train) ? vocab_from_json(init.vocab, source)
+                                                              : std::nullopt);
     require_eval_data(*run, source);
     if (run->lm.vocab) check_init_vocab(init, run->lm.vocab->to_json());
     load_init_weights(init, *run->model, cfg.init.strict);

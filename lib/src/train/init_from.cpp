@@ -329,8 +329,13 @@ void check_init_vocab(const InitSource& source, const nlohmann::json& run_vocab)
                   ": the weights were trained with another vocabulary than this run's text "
                   "gives (" +
                   where + "): the ids would mean other characters",
-              "fine-tune on text whose characters give the same vocabulary, or use "
-              "data.train.vocab: byte in both runs (always the same 256 tokens)"};
+              "a run that starts from weights reads its text with their vocabulary: this is a "
+              "defect if it shows"};
+}
+
+std::optional<data::Vocab> vocab_from_json(const nlohmann::json& json, const std::string& origin) {
+  if (json.is_null()) return std::nullopt;
+  return data::Vocab::from_json(json, origin + ": vocab");
 }
 
 nlohmann::json input_to_json(const data::Normalization& stats) {

@@ -70,7 +70,8 @@ bool Trainer::is_root() const {
 }
 
 void Trainer::setup() {
-  m_run = build_run(m_cfg, m_comm_factory, input_from_json(m_saved_input, "the saved statistics"));
+  m_run = build_run(m_cfg, m_comm_factory, input_from_json(m_saved_input, "the saved statistics"),
+                    vocab_from_json(m_saved_vocab, "the weights' vocabulary"));
   RunObjects& r = *m_run;
   m_accum = grad_accum_steps_for(m_cfg, r.comm->world_size());
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
@@ -124,6 +125,9 @@ void Trainer::begin() {
                   "set data.normalize: true (the saved statistics are applied, not recomputed)"};
     }
     m_saved_input = m_init->input;
+    // A text run reads its text with the weights' vocabulary (a second corpus whose characters
+    // are among the first's fine-tunes the same ids).
+    if (config::is_language_model(m_cfg.data.train)) m_saved_vocab = m_init->vocab;
   }
   // Other ranks of a job never create or probe the run directory (rank 0 writes it).
   if (dist::process_rank() == 0) m_dir = std::make_unique<RunDir>(m_run_dir);
@@ -228,6 +232,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
   // The statistics the run was trained with (a checkpoint from before they were stored has
   // none: they are computed from the data again, as that build did).
   m_saved_input = ck.input;
+  m_saved_vocab = ck.vocab;  // a fine-tuned run's text keeps the vocabulary it started from
   setup();
   if (is_root()) m_dir->lock();
   restore(ck);

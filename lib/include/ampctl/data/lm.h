@@ -68,7 +68,12 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
 // data.train / data.eval of a language model (both text, or both tokens; SourceKind::split or
 // the training source's own split_fraction hold out the file's last part), checked against
 // `block_size`: each part needs block_size + 1 tokens.
-LmData load_lm_data(const DataOptions& options, int64_t block_size);
+// `vocab` (given): a text source's vocabulary is that one instead of the file's own (the weights'
+// when a run starts from them or resumes): every character of the text must be in it (else
+// Error{input} naming the character and its byte offset), and its kind must be data.train.vocab's
+// (else Error{config}).
+LmData load_lm_data(const DataOptions& options, int64_t block_size,
+                    const std::optional<Vocab>& vocab = std::nullopt);
 
 // Each part of `data` holds at least block_size + 1 tokens (one window), else Error{input}
 // naming it (load_lm_data checks this for the block_size it is given).

@@ -81,11 +81,14 @@ struct RunObjects {
 
 // Loads the data and builds every object of `config`; the communicator from `comm` (empty: a
 // single process, dist::SingleProcess). With data.normalize, `saved_input` (a checkpoint's or
-// an init.from source's statistics) is applied instead of statistics computed from the data.
-// Throws ampctl::Error for an unusable device, bad data or an invalid model.
+// an init.from source's statistics) is applied instead of statistics computed from the data;
+// `saved_vocab` (likewise) is a text source's vocabulary instead of the file's own
+// (data::load_lm_data). Throws ampctl::Error for an unusable device, bad data or an invalid
+// model.
 std::unique_ptr<RunObjects> build_run(const config::RunConfig& config,
                                       const dist::CommunicatorFactory& comm = {},
-                                      const std::optional<data::Normalization>& saved_input = {});
+                                      const std::optional<data::Normalization>& saved_input = {},
+                                      const std::optional<data::Vocab>& saved_vocab = {});
 
 // The model options of a run's configuration: the architecture (model.*), the activation dtype
 // of the precision, the loss, the sizes the data set gives, the largest batch and the seed.

@@ -44,6 +44,7 @@
 
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/data/dataset.h"
+#include "ampctl/data/vocab.h"
 
 namespace ampctl::nn {
 class Model;
@@ -81,5 +82,9 @@ void check_init_vocab(const InitSource& source, const nlohmann::json& run_vocab)
 nlohmann::json input_to_json(const data::Normalization& stats);
 std::optional<data::Normalization> input_from_json(const nlohmann::json& json,
                                                    const std::string& origin);
+// A vocabulary's JSON (a checkpoint's or a source's "vocab"; null: none) as data::Vocab, the
+// vocabulary a text run reads its text with when it starts from those weights or resumes
+// (build_run's saved_vocab). Error{input} naming `origin` for a malformed one.
+std::optional<data::Vocab> vocab_from_json(const nlohmann::json& json, const std::string& origin);
 
 }  // namespace ampctl::train

@@ -197,6 +197,7 @@ class Trainer {
   // data.normalize statistics to apply instead of computing them (a resumed checkpoint's, an
   // init.from source's); null: compute them from the data.
   nlohmann::json m_saved_input;
+  nlohmann::json m_saved_vocab;  // the weights' vocabulary (init.from, a checkpoint): the text's
   std::unique_ptr<Monitor> m_monitor;
   std::unique_ptr<TrainStep> m_step;
   Tensor m_eval_loss;                            // f32[1]
