@@ -582,11 +582,12 @@ zero_resume)
   grep -q '"status": *"ok"' one_rank/summary.json || fail "the 1-rank resume did not finish"
   ;;
 usr1_zero0 | usr1_zero1)
-  # SIGUSR1 (checkpoint and go on) to one rank only, or to mpirun (which forwards it, so the
-  # ranks see it at different step boundaries), 20 times: every request is agreed by both ranks
-  # at one step boundary, so each gives a checkpoint and none hangs (before the agreement,
-  # ZeRO-1 deadlocked in the checkpoint's gather and ZeRO-0 ignored rank 1's request). Then
-  # SIGTERM to mpirun stops the job with one checkpoint.
+  # SIGUSR1 (checkpoint and go on) to one rank only, and to mpirun (which forwards it, so the
+  # ranks see it at different step boundaries): 20 times to rank 1 and 20 times to mpirun,
+  # interleaved, and 5 times to rank 0. Every request is agreed by both ranks at one step
+  # boundary, so each gives a checkpoint and none hangs (before the agreement, ZeRO-1 deadlocked
+  # in the checkpoint's gather and ZeRO-0 ignored rank 1's request). Then SIGTERM to mpirun stops
+  # the job with one checkpoint, which inspect reads and resume continues from.
   zero=${CASE#usr1_zero}
   "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
     --set training.max_steps=100000000 --set logging.every_steps=1000 \
@@ -601,12 +602,15 @@ usr1_zero0 | usr1_zero1)
   [ -n "$rank0" ] && [ -n "$rank1" ] || fail "ranks not found"
   mpirun=$(pgrep -P "$launcher" | head -1)
   checkpoints() { cat out err | grep -c 'SIGUSR1: checkpoint after step'; }
-  for i in $(seq 1 20); do
-    case $((i % 3)) in
-    0) target=$rank1 ;;
-    1) target=$mpirun ;;
-    2) target=$rank0 ;;
-    esac
+  sent_rank1=0 sent_mpirun=0 sent_rank0=0
+  for i in $(seq 1 45); do
+    if ((i % 9 == 0)); then
+      target=$rank0 sent_rank0=$((sent_rank0 + 1))
+    elif ((i % 2 == 0)); then
+      target=$rank1 sent_rank1=$((sent_rank1 + 1))
+    else
+      target=$mpirun sent_mpirun=$((sent_mpirun + 1))
+    fi
     before=$(checkpoints)
     kill -USR1 "$target" || fail "signal $i: the job is gone: $(cat err)"
     ok=""
@@ -626,7 +630,13 @@ usr1_zero0 | usr1_zero1)
   [ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "the job hung (killed by timeout): $(tail -5 err)"
   [ "$rc" != 0 ] || fail "exit 0 after SIGTERM"
   [ "$(grep -c 'stopped by SIGTERM' err)" = 1 ] || fail "expected one stop message: $(cat err)"
+  [ "$sent_rank1" -ge 20 ] && [ "$sent_mpirun" -ge 20 ] ||
+    fail "sent $sent_rank1 to rank 1 and $sent_mpirun to mpirun, expected 20 each"
+  [ "$(checkpoints)" -ge 45 ] || fail "$(checkpoints) checkpoints for 45 requests"
   "$AMPCTL" inspect "$DIR/run" >/dev/null 2>insp.err || fail "the last checkpoint: $(cat insp.err)"
+  last=$(sed 's/[^0-9]//g; s/^0*//' "$DIR/run/checkpoints/latest")  # step-00101421.json
+  "${MPI[@]}" -np 2 "$AMPCTL" resume --checkpoint "$DIR/run" --set training.max_steps=$((last + 3)) \
+    >rout 2>rerr || fail "resume after the signals: $(tail -3 rerr)"
   ;;
 config_mismatch)
   # Rank 1 started with another --set: every rank exits 2 (no MPI abort, no hang), rank 1 names

@@ -23,6 +23,10 @@
 #   cnn_batch_norm   a BatchNorm that would see one value per channel (1x1 maps at batch 1, or a
 #                    last partial batch of one row): exit 2 before the run directory exists;
 #                    validate / train refuse model.type: cnn on feature rows alike (exit 2)
+#   sizes            sizes only a run used to find (internal: std::bad_alloc, exit 1, or an
+#                    undefined cast): distributed.bucket_mb 1e30, training.eval_batches 2^31 - 1,
+#                    a 3 GiB text (sparse), sample --tokens 1e14: exit 2 naming the key, the file
+#                    or the option, from validate as from train, and no run directory
 set -uo pipefail
 
 AMPCTL=$1
@@ -442,6 +446,27 @@ EOF
   expect 2 "model.type.*cnn takes images" "$AMPCTL" validate --config rows.yaml --set model.type=cnn
   expect 2 "model.type.*cnn takes images" "$AMPCTL" train --config rows.yaml --set model.type=cnn --run-dir run2
   [ ! -e run2 ] || fail "a run directory was left"
+  ;;
+sizes)
+  gpt_run src
+  for cmd in validate train; do
+    run=()
+    [ "$cmd" = train ] && run=(--run-dir "run-$cmd")
+    expect 2 "distributed.bucket_mb: must be in \(0.0, 1048576.0\], got 1.0e\+30" \
+      "$AMPCTL" "$cmd" --config gpt.yaml "${run[@]}" --set distributed.bucket_mb=1e30
+    expect 2 "error: training.eval_batches: the run needs about 256.0 GiB of host memory .*evaluation windows 256.0 GiB" \
+      "$AMPCTL" "$cmd" --config gpt.yaml "${run[@]}" --set training.eval_batches=2147483647
+    grep -q "hint: make training.eval_batches smaller" err || fail "no hint naming the key: $(cat err)"
+    [ ! -e "run-$cmd" ] || fail "$cmd left a run directory"
+  done
+  truncate -s 3G big.txt
+  expect 2 "error: text data .*big.txt: larger than 2.0 GiB, the limit for this file" \
+    "$AMPCTL" train --config gpt.yaml --run-dir run-big --set data.train.path=big.txt
+  [ ! -e run-big ] || fail "a run directory was left"
+  rm -f big.txt
+  expect 2 "error: --tokens 100000000000000: the sample would need about 1.4 PiB of host memory" \
+    "$AMPCTL" sample --checkpoint src --tokens 100000000000000
+  [ ! -s out ] || fail "sample printed text before refusing: $(cat out)"
   ;;
 *)
   fail "unknown case"

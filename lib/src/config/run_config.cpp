@@ -728,7 +728,9 @@ Schema<RunConfig> make_run_schema() {
       enum_field<C>(AMPCTL_KEY(distributed.backend), DistBackend::automatic, kDistBackend,
                     "collectives with several ranks: auto (nccl on cuda, mpi on cpu) | nccl | "
                     "mpi"),
-      float_field<C>(AMPCTL_KEY(distributed.bucket_mb), 25.0, FloatRange::above(0.0),
+      // At most 1 TiB: a bucket larger than every gradient is one bucket anyway, and the byte
+      // count must fit size_t (1e30 MiB would not).
+      float_field<C>(AMPCTL_KEY(distributed.bucket_mb), 25.0, {0.0, 1048576.0, true, false},
                      "gradient all-reduce bucket size in MiB"),
       int_field<C>(AMPCTL_KEY(distributed.zero), 0, {0, 1},
                    "ZeRO stage: 0 = every rank holds the whole optimizer state; 1 = the "

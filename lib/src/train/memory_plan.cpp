@@ -49,6 +49,7 @@ std::string MemoryPlan::str() const {
   if (lowp_copy) s += ", fp16/bf16 copy " + format_bytes(lowp_copy);
   if (optimizer) s += ", optimizer state " + format_bytes(optimizer);
   s += ", activations " + format_bytes(activations) + ", data " + format_bytes(data);
+  if (eval_windows) s += ", evaluation windows " + format_bytes(eval_windows);
   return s;
 }
 
@@ -80,9 +81,21 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
       data_bytes(shape.train_samples, shape.features, shape.outputs, classification, "data.train"),
       data_bytes(shape.eval_samples, shape.features, shape.outputs, classification, "data.eval"),
       "data", kKind));
+  // A language model's evaluation windows are fixed: training.eval_batches x data.batch_size
+  // windows of model.block_size token positions, built on the host as int32 and uploaded once
+  // (train/batcher.h), so held twice while they are made.
+  const config::DataConfig& d = config.data;
+  const bool lm_eval =
+      config::is_language_model(d.train) && (d.eval.has_value() || d.train.split_fraction > 0.0);
+  if (lm_eval) {
+    const char* key = "training.eval_batches";
+    const int64_t windows = checked_mul(config.training.eval_batches, d.batch_size, key, kKind);
+    const int64_t positions = checked_mul(windows, config.model.block_size, key, kKind);
+    plan.eval_windows = u(checked_mul(positions, int64_t{8}, key, kKind));
+  }
   uint64_t total = 0;
   for (uint64_t part : {plan.parameters, plan.gradients, plan.lowp_copy, plan.optimizer,
-                        plan.activations, plan.data}) {
+                        plan.activations, plan.data, plan.eval_windows}) {
     if (__builtin_add_overflow(total, part, &total)) {
       throw Error{kKind, pkey + ": the run's memory (" + plan.str() + ") overflows a 64-bit size"};
     }
@@ -168,9 +181,12 @@ void check_memory(const config::RunConfig& config, const DataShape& shape,
   if (!available || plan.total <= *available) return;
   const uint64_t model = plan.parameters + plan.gradients + plan.lowp_copy + plan.optimizer;
   const nn::ModelMemory keys = model_memory(config, shape, backend);
-  const char* key = model >= plan.activations && model >= plan.data ? keys.model_key.c_str()
-                    : plan.activations >= plan.data                 ? keys.activation_key.c_str()
-                                                                    : "data.train";
+  const char* key = plan.eval_windows > model && plan.eval_windows > plan.activations &&
+                            plan.eval_windows > plan.data
+                        ? "training.eval_batches"
+                    : model >= plan.activations && model >= plan.data ? keys.model_key.c_str()
+                    : plan.activations >= plan.data                   ? keys.activation_key.c_str()
+                                                                      : "data.train";
   throw Error{kKind,
               std::string(key) + ": the run needs about " + format_bytes(plan.total) + " of " +
                   where + " (" + plan.str() + "; " + std::to_string(plan.parameter_count) +

@@ -11,6 +11,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/half.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/philox.h"
 #include "ampctl/data/vocab.h"
@@ -150,6 +151,18 @@ void check_logits(const std::vector<float>& row, double temperature, int64_t i) 
 SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions& options) {
   if (options.tokens < 1) {
     throw Error{ErrorKind::usage, "--tokens must be >= 1, got " + std::to_string(options.tokens)};
+  }
+  // The result keeps every token: its id twice (the context and the new ids) and its text, up
+  // to 4 UTF-8 bytes, twice (streamed pieces and the whole): about 16 bytes a token.
+  if (const std::optional<uint64_t> avail = host_memory_available();
+      avail && static_cast<uint64_t>(options.tokens) > *avail / 16) {
+    throw Error{
+        ErrorKind::usage,
+        "--tokens " + std::to_string(options.tokens) + ": the sample would need about " +
+            format_bytes(
+                std::min<uint64_t>(static_cast<uint64_t>(options.tokens), UINT64_MAX / 16) * 16) +
+            " of host memory (16 bytes a token), and " + format_bytes(*avail) + " is available",
+        "ask for fewer tokens (at most " + std::to_string(*avail / 16) + " here)"};
   }
   if (!(options.temperature > 0) || !std::isfinite(options.temperature)) {
     throw Error{ErrorKind::usage, "--temperature must be > 0 and finite"};

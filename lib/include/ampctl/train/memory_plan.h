@@ -37,12 +37,13 @@ struct DataShape {
 };
 
 struct MemoryPlan {
-  uint64_t parameters = 0;   // the fp32 master weights
-  uint64_t gradients = 0;    // fp32
-  uint64_t lowp_copy = 0;    // fp16/bf16 weights (0 for fp32)
-  uint64_t optimizer = 0;    // moments
-  uint64_t activations = 0;  // one batch, forward and backward
-  uint64_t data = 0;         // training and evaluation sets
+  uint64_t parameters = 0;    // the fp32 master weights
+  uint64_t gradients = 0;     // fp32
+  uint64_t lowp_copy = 0;     // fp16/bf16 weights (0 for fp32)
+  uint64_t optimizer = 0;     // moments
+  uint64_t activations = 0;   // one batch, forward and backward
+  uint64_t data = 0;          // training and evaluation sets
+  uint64_t eval_windows = 0;  // a language model's fixed evaluation windows (training.eval_batches)
   uint64_t total = 0;
   int64_t parameter_count = 0;
 
