@@ -26,7 +26,8 @@
 #   sizes            sizes only a run used to find (internal: std::bad_alloc, exit 1, or an
 #                    undefined cast): distributed.bucket_mb 1e30, training.eval_batches 2^31 - 1,
 #                    a 3 GiB text (sparse), sample --tokens 1e14: exit 2 naming the key, the file
-#                    or the option, from validate as from train, and no run directory
+#                    or the option, from validate as from train, and no run directory; a
+#                    debug.inject_tensor the model does not have, from validate too
 set -uo pipefail
 
 AMPCTL=$1
@@ -457,6 +458,10 @@ sizes)
     expect 2 "error: training.eval_batches: the run needs about 256.0 GiB of host memory .*evaluation windows 256.0 GiB" \
       "$AMPCTL" "$cmd" --config gpt.yaml "${run[@]}" --set training.eval_batches=2147483647
     grep -q "hint: make training.eval_batches smaller" err || fail "no hint naming the key: $(cat err)"
+    # A parameter name only the built model knew (validate said ok before).
+    expect 2 "error: debug.inject_tensor: the model has no parameter 'transformer.h.0.attn.c_atn.weight'" \
+      "$AMPCTL" "$cmd" --config gpt.yaml "${run[@]}" --set debug.inject_tensor=transformer.h.0.attn.c_atn.weight
+    grep -q "did you mean 'transformer.h.0.attn.c_attn.weight'" err || fail "no suggestion: $(cat err)"
     [ ! -e "run-$cmd" ] || fail "$cmd left a run directory"
   done
   truncate -s 3G big.txt

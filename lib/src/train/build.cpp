@@ -587,15 +587,8 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
     const std::vector<FlatLayout::Entry>& entries = model.layout().entries();
     std::vector<std::string> names;
     for (const FlatLayout::Entry& e : entries) names.push_back(e.name);
+    check_inject_tensor(cfg.debug.inject_tensor, names);
     const auto it = std::find(names.begin(), names.end(), cfg.debug.inject_tensor);
-    if (it == names.end()) {
-      const std::string near = config::closest_match(cfg.debug.inject_tensor, names);
-      throw Error{
-          ErrorKind::config,
-          "debug.inject_tensor: the model has no parameter '" + cfg.debug.inject_tensor + "'",
-          (near.empty() ? std::string() : "did you mean '" + near + "'? ") + "the parameters are " +
-              join_names(names, 64)};
-    }
     o.inject_offset = entries[static_cast<size_t>(it - names.begin())].offset;
   }
   return o;

@@ -6,12 +6,14 @@
 #include <vector>
 
 #include "ampctl/backend/backend.h"
+#include "ampctl/config/problems.h"
 #include "ampctl/core/checked.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/data/idx.h"
 #include "ampctl/nn/model.h"
 #include "ampctl/train/build.h"
+#include "ampctl/train/monitor.h"
 
 namespace ampctl::train {
 
@@ -209,8 +211,22 @@ void check_run_memory(const config::RunConfig& config, int64_t features, int64_t
   }
 }
 
+void check_inject_tensor(const std::string& name, const std::vector<std::string>& names) {
+  if (name.empty() || std::find(names.begin(), names.end(), name) != names.end()) return;
+  const std::string near = config::closest_match(name, names);
+  throw Error{ErrorKind::config, "debug.inject_tensor: the model has no parameter '" + name + "'",
+              (near.empty() ? std::string() : "did you mean '" + near + "'? ") +
+                  "the parameters are " + join_names(names, 64)};
+}
+
 void check_config_memory(const config::RunConfig& config) {
   const DataShape shape = data_shape_from_config(config);
+  if (!config.debug.inject_tensor.empty()) {
+    const nn::ModelMemory model = model_memory(config, shape, nullptr);
+    if (!model.parameter_names.empty()) {
+      check_inject_tensor(config.debug.inject_tensor, model.parameter_names);
+    }
+  }
   const bool host = config.device == "cpu" || (config.device == "auto" && cuda_device_count() == 0);
   if (host) {
     check_memory(config, shape, host_memory_available());

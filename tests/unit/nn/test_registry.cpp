@@ -39,6 +39,59 @@ TEST(ModelRegistry, TheMlpIsRegisteredAndBuildsTheSameModelAsItsClass) {
   EXPECT_EQ(built->loss_kind(), LossKind::cross_entropy);
 }
 
+// The estimate's parameter names (what validate checks debug.inject_tensor against, nothing
+// built) are the built model's layout names, in order, for every model and its variants.
+std::vector<std::string> layout_names(const Model& m) {
+  std::vector<std::string> names;
+  for (const auto& e : m.layout().entries()) names.push_back(e.name);
+  return names;
+}
+
+TEST(ModelRegistry, TheEstimateNamesEveryParameterAsTheBuiltModelDoes) {
+  auto be = make_cpu_backend(1);
+  std::vector<ModelOptions> cases;
+  for (bool ln : {false, true}) {
+    for (double drop : {0.0, 0.25}) {
+      ModelOptions o;
+      o.type = "mlp";
+      o.in_features = 6, o.out_features = 3, o.max_batch = 4;
+      o.mlp.hidden = {8, 5, 7};
+      o.mlp.layer_norm = ln, o.mlp.dropout = drop;
+      cases.push_back(o);
+    }
+  }
+  for (bool bn : {false, true}) {
+    for (int64_t pool : {1, 2}) {
+      for (double drop : {0.0, 0.5}) {
+        ModelOptions o;
+        o.type = "cnn";
+        o.cnn.channels = 1, o.cnn.height = 8, o.cnn.width = 8;
+        o.in_features = 64, o.out_features = 4, o.max_batch = 2;
+        o.cnn.conv = {{3, 3}, {4, 1}};
+        o.cnn.pool = pool, o.cnn.batch_norm = bn, o.cnn.dropout = drop;
+        o.cnn.hidden = {6, 5};
+        cases.push_back(o);
+      }
+    }
+  }
+  for (bool bias : {false, true}) {
+    for (bool tie : {false, true}) {
+      ModelOptions o;
+      o.type = "gpt";
+      o.in_features = o.out_features = 11, o.max_batch = 2;
+      o.gpt = {2, 2, 8, 4, 0.0, bias, tie};
+      cases.push_back(o);
+    }
+  }
+  for (const ModelOptions& o : cases) {
+    const std::unique_ptr<Model> m = build_model(*be, o);
+    EXPECT_EQ(estimate_model_memory(o).parameter_names, layout_names(*m))
+        << o.type << " layer_norm " << o.mlp.layer_norm << " dropout " << o.mlp.dropout
+        << " batch_norm " << o.cnn.batch_norm << " pool " << o.cnn.pool << " bias " << o.gpt.bias
+        << " tie " << o.gpt.tie_embeddings;
+  }
+}
+
 TEST(ModelRegistry, AnUnknownTypeIsAConfigErrorNamingTheKnownOnes) {
   auto be = make_cpu_backend(1);
   ModelOptions o = options();

@@ -24,6 +24,9 @@ struct ModelMemory {
   std::string parameter_key;     // names an overflow of the parameter bytes ("... (bytes)")
   std::string model_key;         // the key to make smaller when the model's part is the largest
   std::string activation_key;    // ... when the activations are
+  // The parameter tensors' names in the model's layout order (what Model::layout() lists once
+  // built), so that a configuration's debug.inject_tensor is checked before anything is built.
+  std::vector<std::string> parameter_names;
 };
 
 // The elements of one parameter tensor as the arena lays it out (16-element boundaries,

@@ -80,6 +80,12 @@ void check_run_memory(const config::RunConfig& config, int64_t features, int64_t
 // What `ampctl validate` calls, before any data is loaded: data_shape_from_config, then
 // check_memory against the host when the run would train on it (device cpu, or auto without a
 // usable GPU); for a GPU run only the sizes' arithmetic is checked.
+// It also checks debug.inject_tensor against the model's parameter names
+// (check_inject_tensor), which the model's estimate lists without building it.
 void check_config_memory(const config::RunConfig& config);
+
+// debug.inject_tensor `name` (empty: none) against the model's parameter `names`: Error{config}
+// naming the key, the closest name and the parameters when it is not one of them.
+void check_inject_tensor(const std::string& name, const std::vector<std::string>& names);
 
 }  // namespace ampctl::train

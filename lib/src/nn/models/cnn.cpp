@@ -215,7 +215,30 @@ ModelMemory estimate_cnn(const ModelOptions& o, const Backend*) {
     channels = c;
     if (o.cnn.pool > 1) pixels = std::max<int64_t>(pixels / (o.cnn.pool * o.cnn.pool), 1);
   }
-  return per_row_memory(count, o.in_features, o.out_features, o.cnn.hidden, o.max_batch);
+  ModelMemory m = per_row_memory(count, o.in_features, o.out_features, o.cnn.hidden, o.max_batch);
+  // The parameter names by module position, as the constructor appends the modules: per conv
+  // block Conv2d (weight; bias without BatchNorm), BatchNorm2d, the activation, the pool; the
+  // head's Flatten, then per hidden width Linear, the activation, Dropout, and the last Linear.
+  size_t i = 0;
+  const auto add = [&](const std::string& seq, bool bias) {
+    const std::string p = seq + "." + std::to_string(i) + ".";
+    m.parameter_names.push_back(p + "weight");
+    if (bias) m.parameter_names.push_back(p + "bias");
+  };
+  for (size_t b = 0; b < o.cnn.conv.size(); ++b) {
+    add("features", !o.cnn.batch_norm);
+    ++i;
+    if (o.cnn.batch_norm) add("features", true), ++i;
+    ++i;  // the activation
+    if (o.cnn.pool > 1) ++i;
+  }
+  i = 1;  // after the Flatten
+  for (size_t h = 0; h < o.cnn.hidden.size(); ++h) {
+    add("classifier", true);
+    i += o.cnn.dropout > 0.0 ? 3 : 2;
+  }
+  add("classifier", true);
+  return m;
 }
 
 }  // namespace

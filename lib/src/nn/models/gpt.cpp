@@ -71,6 +71,22 @@ ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
       block = add(block, arena_aligned(mul(k, C, ckey), ckey), ckey);
     }
   }
+  // The parameter names in nanoGPT's state_dict order, as the constructor declares them.
+  const auto norm = [&](const std::string& name) {
+    e.parameter_names.push_back(name + ".weight");
+    if (m.bias) e.parameter_names.push_back(name + ".bias");
+  };
+  e.parameter_names = {"transformer.wte.weight", "transformer.wpe.weight"};
+  // (Beyond 4096 layers no run fits anyway: the plan refuses it, and the list would be large.)
+  for (int64_t i = 0; i < std::min<int64_t>(L, 4096); ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    for (const char* part :
+         {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"}) {
+      norm(p + part);
+    }
+  }
+  norm("transformer.ln_f");
+  if (!m.tie_embeddings) e.parameter_names.push_back("lm_head.weight");
   params = mul(block, L, "model.n_layer");
   params = add(params, arena_aligned(mul(V, C, ckey), ckey), ckey);                         // wte
   params = add(params, arena_aligned(mul(T, C, "model.block_size"), ckey), ckey);           // wpe

@@ -126,7 +126,15 @@ void register_mlp() {
       [](const ModelOptions& o, const Backend*) {
         const DenseCount c =
             dense_stack_count(o.in_features, o.mlp.hidden, o.out_features, o.mlp.layer_norm);
-        return per_row_memory(c, o.in_features, o.out_features, o.mlp.hidden, o.max_batch);
+        ModelMemory m = per_row_memory(c, o.in_features, o.out_features, o.mlp.hidden, o.max_batch);
+        // The names as the model declares them (no tensor is allocated by declaring).
+        DropoutRng rng{0, 0};
+        FlatLayout layout;
+        make_mlp(o.mlp, std::max<int64_t>(o.in_features, 1), std::max<int64_t>(o.out_features, 1),
+                 &rng)
+            ->declare(layout, "layers");
+        for (const FlatLayout::Entry& e : layout.entries()) m.parameter_names.push_back(e.name);
+        return m;
       });
 }
 
