@@ -125,8 +125,8 @@ int run_sweep(const SweepOptions& options) {
   }
   sweep::Sweep spec = sweep::load_sweep(options.config, options.grid);
   spec.base_overrides = options.sets;
-  sweep::validate(spec);
-  // Sizes only train would find too large: refused for every run before any starts.
+  // Every run's configuration, and what only train would find (sizes too large, a parameter
+  // name): refused for every run before any starts.
   check_sweep_runs(spec);
   sweep::ExecOptions exec;
   std::error_code ec;

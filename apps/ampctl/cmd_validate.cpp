@@ -4,6 +4,7 @@
 // `ampctl sweep` would check it (the base and every run), and its runs are listed after the base.
 // Each run's memory is estimated too (train/memory_plan.h): sizes that overflow, or a CPU run
 // that cannot fit the host's available memory, are refused (exit 2) naming the key.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 
@@ -35,9 +36,8 @@ int run_validate(const ValidateOptions& options) {
   // --set applies to the base, as it would to every run of the sweep.
   sweep::Sweep spec = sweep::parse_sweep(text, options.config);
   spec.base_overrides = options.sets;
-  sweep::validate(spec);
-  const config::RunConfig base = config::parse_config(spec.base_text, spec.origin, options.sets);
   check_sweep_runs(spec);
+  const config::RunConfig base = config::parse_config(spec.base_text, spec.origin, options.sets);
   std::fputs(config::to_yaml(base, config::YamlStyle::annotated).c_str(), stdout);
   std::printf("# sweep: %zu run(s), each valid (ampctl sweep --config %s)\n", spec.runs.size(),
               options.config.c_str());
@@ -51,11 +51,22 @@ int run_validate(const ValidateOptions& options) {
 
 }  // namespace
 
-void check_sweep_runs(const sweep::Sweep& spec) {
-  // Every failing run is listed (a sweep with two bad runs names both), as sweep::validate
-  // lists the configuration problems.
+void check_sweep_runs(sweep::Sweep& spec) {
+  // Every failing run is listed (a sweep with two bad runs names both, whether a key's value or
+  // what only the model or the memory plan knows is wrong): sweep::validate's configuration
+  // problems, then the runs that passed them through the memory plan and the model's names.
   std::string message;
+  try {
+    sweep::validate(spec);
+  } catch (const Error& e) {
+    const bool any_valid = std::any_of(spec.runs.begin(), spec.runs.end(), [](const sweep::Run& r) {
+      return !r.resolved_yaml.empty();
+    });
+    if (!any_valid) throw;  // the base, or every run: listed as they are
+    message = std::string(e.what()) + "\n";
+  }
   for (const sweep::Run& run : spec.runs) {
+    if (run.resolved_yaml.empty()) continue;  // listed above
     try {
       std::vector<std::string> overrides = spec.base_overrides;
       overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());

@@ -16,10 +16,11 @@ struct Sweep;
 
 namespace ampctl::app {
 
-// Every run of a sweep, checked as train would check it before its run directory exists (its
-// memory plan: train/memory_plan.h): one Error{config} listing every run that fails, each
-// "run NAME: ..." with its hint (validate and sweep, before any run starts).
-void check_sweep_runs(const sweep::Sweep& spec);
+// Every run of a sweep, checked as train would check it before its run directory exists
+// (sweep::validate's configuration, then its memory plan and the model's parameter names:
+// train/memory_plan.h), filling each valid run's resolved_yaml: one Error{config} listing every
+// run that fails, each "run NAME: ..." with its hint (validate and sweep, before any run starts).
+void check_sweep_runs(sweep::Sweep& spec);
 
 struct Command {
   CLI::App* subcommand = nullptr;  // owned by the parent CLI::App

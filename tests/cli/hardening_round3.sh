@@ -28,6 +28,10 @@
 #                    a 3 GiB text (sparse), sample --tokens 1e14: exit 2 naming the key, the file
 #                    or the option, from validate as from train, and no run directory; a
 #                    debug.inject_tensor the model does not have, from validate too
+#   sweep_runs       a sweep with two invalid runs (a value out of range, a parameter name only
+#                    the model knows): validate and sweep name both (exit 2), no sweep folder; a
+#                    sweep stopped by SIGTERM lists the runs it never started as not_started with
+#                    no run_dir (not "skipped" at folders that do not exist), and report reads it
 set -uo pipefail
 
 AMPCTL=$1
@@ -472,6 +476,62 @@ sizes)
   expect 2 "error: --tokens 100000000000000: the sample would need about 1.4 PiB of host memory" \
     "$AMPCTL" sample --checkpoint src --tokens 100000000000000
   [ ! -s out ] || fail "sample printed text before refusing: $(cat out)"
+  ;;
+sweep_runs)
+  cat >s.yaml <<'EOF'
+name: s
+device: cpu
+model: {type: mlp, hidden: [8]}
+data:
+  train: {source: synthetic, task: classification, samples: 256, features: 8, classes: 4}
+  batch_size: 16
+training: {max_steps: 300, eval_every: 0}
+sweep:
+  runs:
+    - {optimizer.lr: 0.01}
+    - {model.hidden: [0]}
+    - {debug.inject_tensor: nope}
+EOF
+  for cmd in validate sweep; do
+    out=()
+    [ "$cmd" = sweep ] && out=(--out sw)
+    expect 2 "error: run hidden=_0_: --set model.hidden=\[0\]: model.hidden\[0\]: must be in" \
+      "$AMPCTL" "$cmd" --config s.yaml "${out[@]}"
+    grep -q "error: run inject_tensor=nope: debug.inject_tensor: the model has no parameter 'nope'" err ||
+      fail "$cmd did not name the second invalid run: $(cat err)"
+  done
+  [ ! -e sw ] || fail "the refused sweep left its folder"
+  cat >s2.yaml <<'EOF'
+name: s2
+device: cpu
+model: {type: mlp, hidden: [8]}
+data:
+  train: {source: synthetic, task: classification, samples: 256, features: 8, classes: 4}
+  batch_size: 16
+training: {max_steps: 100000000, eval_every: 0}
+sweep:
+  grid: {optimizer.lr: [0.01, 0.02, 0.03]}
+EOF
+  "$AMPCTL" sweep --config s2.yaml --out sw2 >out 2>err &
+  pid=$!
+  for _ in $(seq 1 200); do
+    [ -f sw2/lr=0.01/metrics.jsonl ] && break
+    sleep 0.05
+  done
+  kill -TERM "$pid"
+  wait "$pid"
+  rc=$?
+  [ "$rc" = 143 ] || fail "the stopped sweep exited $rc, expected 143: $(tail -3 err)"
+  python3 - <<'EOF' || fail "sweep.json after the stop"
+import json, sys
+rows = {r["name"]: r for r in json.load(open("sw2/sweep.json"))["runs"]}
+assert rows["lr=0.01"]["status"] == "interrupted", rows["lr=0.01"]
+for name in ("lr=0.02", "lr=0.03"):
+    assert rows[name]["status"] == "not_started" and rows[name]["run_dir"] == "", rows[name]
+EOF
+  grep -q "^lr=0.02,optimizer.lr=0.02,not_started,.*,$" sw2/sweep.csv || fail "sweep.csv: $(cat sw2/sweep.csv)"
+  [ ! -e sw2/lr=0.02 ] || fail "a folder for a run that never started"
+  "$AMPCTL" report sw2 >/dev/null 2>err || fail "report of the stopped sweep: $(cat err)"
   ;;
 *)
   fail "unknown case"

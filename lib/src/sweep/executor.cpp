@@ -302,7 +302,9 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     RunResult r;
     r.run = run;
     r.dir = options.out / run.name;
-    r.status = "skipped";
+    // A run the sweep stops before starting has no folder: "not_started", no run_dir (a run
+    // that finished before keeps its own status, and is not run again).
+    r.status = "not_started";
     if (fs::exists(r.dir / files::kSummaryFile, ec)) {
       r.summary = read_json(r.dir / files::kSummaryFile);
       r.status = files::summary_status(r.summary);
@@ -479,7 +481,7 @@ nlohmann::json result_row(const RunResult& r) {
           {"min_headroom_log2", numerics_field(s, files::numerics_key::kMinHeadroom)},
           {"wall_time_s", field(sk::kWallTimeS)},
           {"samples_per_s", field(sk::kSamplesPerS)},
-          {"run_dir", r.dir.string()}};
+          {"run_dir", r.status == "not_started" ? std::string() : r.dir.string()}};
 }
 
 std::string default_metric(const std::vector<RunResult>& results) {

@@ -630,7 +630,9 @@ std::string render_sweep(const fs::path& dir) {
                   "a sweep's runs live in DIR/<name>; sweep.json may not point elsewhere"};
     }
     fs::path run_dir = dir / run.name;
-    if (!path_exists(run_dir) && row.contains("run_dir") && row["run_dir"].is_string()) {
+    // (A run the sweep was stopped before has an empty run_dir and no folder.)
+    if (!path_exists(run_dir) && row.contains("run_dir") && row["run_dir"].is_string() &&
+        !row["run_dir"].get<std::string>().empty()) {
       run_dir = confined_run_dir(dir, row["run_dir"].get<std::string>(), sweep_file, run.name);
     }
     const std::string status =

@@ -79,7 +79,7 @@ struct ExecOptions {
 struct RunResult {
   Run run;
   std::filesystem::path dir;
-  std::string status;  // ok | failed | diverged | interrupted | skipped (never started)
+  std::string status;  // ok | failed | diverged | interrupted | not_started (stopped before it)
   std::string error;   // the last stderr line of a failed run
   int exit_code = 0;
   bool trained = false;    // a process was started for it this time
