@@ -32,6 +32,9 @@
 #                    the model knows): validate and sweep name both (exit 2), no sweep folder; a
 #                    sweep stopped by SIGTERM lists the runs it never started as not_started with
 #                    no run_dir (not "skipped" at folders that do not exist), and report reads it
+#   numerics_resume  with logging.numerics_every, a run stopped off a logging boundary and resumed
+#                    writes metrics.jsonl line for line as the uninterrupted run (each numerics
+#                    line right after its step's train line)
 set -uo pipefail
 
 AMPCTL=$1
@@ -532,6 +535,46 @@ EOF
   grep -q "^lr=0.02,optimizer.lr=0.02,not_started,.*,$" sw2/sweep.csv || fail "sweep.csv: $(cat sw2/sweep.csv)"
   [ ! -e sw2/lr=0.02 ] || fail "a folder for a run that never started"
   "$AMPCTL" report sw2 >/dev/null 2>err || fail "report of the stopped sweep: $(cat err)"
+  ;;
+numerics_resume)
+  cat >n.yaml <<'EOF'
+name: n
+device: cpu
+precision: fp16
+model: {type: mlp, hidden: [16]}
+data:
+  train: {source: synthetic, task: classification, samples: 512, features: 8, classes: 4}
+  batch_size: 16
+training: {max_steps: 40, eval_every: 0}
+checkpoint: {every_steps: 20}
+logging: {every_steps: 10, numerics_every: 3}
+EOF
+  "$AMPCTL" train --config n.yaml --run-dir whole >/dev/null 2>err || fail "the whole run: $(cat err)"
+  # Stopped at step 15, off the logging boundary (its last flush writes steps 11-15), resumed.
+  "$AMPCTL" train --config n.yaml --run-dir split --set training.max_steps=15 \
+    --set checkpoint.every_steps=15 >/dev/null 2>err || fail "the first part: $(cat err)"
+  "$AMPCTL" resume --checkpoint split --set training.max_steps=40 >/dev/null 2>err ||
+    fail "the resume: $(cat err)"
+  python3 - <<'EOF' || fail "metrics.jsonl differs"
+import json, sys
+def lines(path):
+    out = []
+    for l in open(path):
+        d = json.loads(l)
+        d.pop("time_s", None)
+        out.append(d)
+    return out
+a, b = lines("whole/metrics.jsonl"), lines("split/metrics.jsonl")
+order = [(d["kind"], d["step"]) for d in a]
+if ("numerics", 12) not in order or order.index(("numerics", 12)) != order.index(("train", 12)) + 1:
+    sys.exit(f"the numerics line of step 12 is not right after its train line: {order[:20]}")
+for i, (x, y) in enumerate(zip(a, b)):
+    if x != y:
+        sys.exit(f"line {i + 1}: {x.get('kind')} {x.get('step')} uninterrupted, "
+                 f"{y.get('kind')} {y.get('step')} resumed")
+if len(a) != len(b):
+    sys.exit(f"{len(a)} lines uninterrupted, {len(b)} resumed")
+EOF
   ;;
 *)
   fail "unknown case"

@@ -192,6 +192,12 @@ void Monitor::flush() {
   double& norm_sum = m_int_norm_sum;
   int64_t& loss_n = m_int_loss_n;
   int64_t& norm_n = m_int_norm_n;
+  // A queued line's step (a numerics line has one; one without goes after every train line).
+  const auto queued_step = [](const nlohmann::json& line) {
+    const auto it = line.find("step");
+    return it != line.end() && it->is_number_integer() ? it->get<int64_t>() : INT64_MAX;
+  };
+  size_t queued = 0;
   for (size_t r = 0; r < m_ring.info.size(); ++r) {
     const auto& info = m_ring.info[r];
     const float loss = m_ring.host_f[r * StepRing::kF + 0];
@@ -333,9 +339,16 @@ void Monitor::flush() {
         if (headroom) m_tb->scalar(info.step, "amp/headroom_log2", *headroom);
       }
     }
+    // The queued lines of this step and earlier ones, right after its train line: the file's
+    // order then does not depend on where a flush fell (a run stopped and resumed off a
+    // logging boundary writes the lines in the uninterrupted run's order).
+    while (queued < m_queued.size() && queued_step(m_queued[queued]) <= info.step) {
+      if (m_writer) m_metrics << m_queued[queued].dump() << '\n';
+      ++queued;
+    }
   }
   if (m_writer) {
-    for (const nlohmann::json& q : m_queued) m_metrics << q.dump() << '\n';
+    for (; queued < m_queued.size(); ++queued) m_metrics << m_queued[queued].dump() << '\n';
     m_metrics.flush();
     check_metrics_stream();
   }

@@ -182,8 +182,9 @@ class Monitor {
   void set_writer(bool on) { m_writer = on; }
 
   // ---- additions: numerics lines and TensorBoard (docs/reference.md) ----
-  // A line for metrics.jsonl written at the next flush, after that flush's train lines (the
-  // numerics line of a sampled step goes after its step's train line).
+  // A line for metrics.jsonl written at the next flush, right after the train line of its
+  // "step" (the numerics line of a sampled step), or after the flush's train lines without one.
+  // Lines are queued in step order.
   void queue_line(nlohmann::json line);
   // logging.tensorboard: the event file the train and eval scalars also go to (rank 0 only).
   void set_tensorboard(std::unique_ptr<run::EventWriter> writer) { m_tb = std::move(writer); }
