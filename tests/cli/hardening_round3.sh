@@ -471,6 +471,20 @@ sizes)
     grep -q "did you mean 'transformer.h.0.attn.c_attn.weight'" err || fail "no suggestion: $(cat err)"
     [ ! -e "run-$cmd" ] || fail "$cmd left a run directory"
   done
+  # The key that drives the memory: a CNN's conv maps (were blamed on model.hidden), a token
+  # vocabulary (was model.n_embd).
+  python3 -c "
+import struct
+open('im.idx', 'wb').write(struct.pack('>I3I', 0x803, 4, 28, 28) + bytes(4 * 784))
+open('lb.idx', 'wb').write(struct.pack('>II', 0x801, 4) + bytes(4))"
+  printf '%s\n' 'name: big_conv' 'device: cpu' \
+    'model: {type: cnn, conv: [[65536, 3], [65536, 3]], hidden: [16]}' \
+    'data: {train: {source: idx, images: im.idx, labels: lb.idx}, batch_size: 2}' >big_conv.yaml
+  expect 2 "error: model.conv: the run needs about" "$AMPCTL" validate --config big_conv.yaml
+  grep -q "hint: make model.conv smaller" err || fail "no hint naming model.conv: $(cat err)"
+  printf 'xy' >t.bin
+  expect 2 "error: the vocabulary \(data.train.vocab_size, or a text's characters\): the run needs about" \
+    "$AMPCTL" validate --config gpt.yaml --set "data.train={source: tokens, path: t.bin, vocab_size: 2000000000}"
   truncate -s 3G big.txt
   expect 2 "error: text data .*big.txt: larger than 2.0 GiB, the limit for this file" \
     "$AMPCTL" train --config gpt.yaml --run-dir run-big --set data.train.path=big.txt

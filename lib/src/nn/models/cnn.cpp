@@ -201,6 +201,8 @@ ModelMemory estimate_cnn(const ModelOptions& o, const Backend*) {
       dense_stack_count(o.in_features, o.cnn.hidden, o.out_features, o.mlp.layer_norm);
   int64_t& params = count.parameters;
   int64_t& act = count.activations;
+  // The dense head's, before the conv blocks add theirs.
+  const int64_t head_act = act, head_params = params;
   int64_t channels = 1, pixels = std::max<int64_t>(o.in_features, 1);
   for (size_t i = 0; i < o.cnn.conv.size(); ++i) {
     const std::string key = "model.conv[" + std::to_string(i) + "]";
@@ -216,6 +218,12 @@ ModelMemory estimate_cnn(const ModelOptions& o, const Backend*) {
     if (o.cnn.pool > 1) pixels = std::max<int64_t>(pixels / (o.cnn.pool * o.cnn.pool), 1);
   }
   ModelMemory m = per_row_memory(count, o.in_features, o.out_features, o.cnn.hidden, o.max_batch);
+  // The conv blocks' maps usually outweigh the head: then they are what to make smaller (the
+  // channels of model.conv, or the batch when it is the larger factor).
+  if (act - head_act > head_act && m.activation_key != "data.batch_size") {
+    m.activation_key = "model.conv";
+  }
+  if (params - head_params > head_params) m.model_key = "model.conv";
   // The parameter names by module position, as the constructor appends the modules: per conv
   // block Conv2d (weight; bias without BatchNorm), BatchNorm2d, the activation, the pool; the
   // head's Flatten, then per hidden width Linear, the activation, Dropout, and the last Linear.

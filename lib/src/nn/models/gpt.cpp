@@ -155,9 +155,15 @@ ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
   e.parameters = params;
   e.activation_bytes = add(mul(f32_elems, 4, ckey), mul(lo_elems, lo, ckey), ckey);
   e.parameter_key = "model.n_embd (bytes)";
-  // A GPT's activations grow with batch x block_size x (widths + heads x block_size).
-  e.model_key = "model.n_embd";
-  e.activation_key = B > T ? "data.batch_size" : "model.block_size";
+  // A GPT's activations grow with batch x block_size x (widths + heads x block_size), and with
+  // the vocabulary through the logits; its parameters with n_embd, and with the vocabulary
+  // through the embedding and head. The key named is what drives the larger part.
+  const char* vocab_key = "the vocabulary (data.train.vocab_size, or a text's characters)";
+  const int64_t vocab_params = mul(mul(V, C, ckey), m.tie_embeddings ? 1 : 2, ckey);
+  e.model_key = vocab_params > params - vocab_params ? vocab_key : "model.n_embd";
+  e.activation_key = mul(mul(R, V, bkey), lo, bkey) > e.activation_bytes / 2
+                         ? vocab_key
+                         : (B > T ? "data.batch_size" : "model.block_size");
   return e;
 }
 

@@ -1,5 +1,6 @@
 #include "ampctl/nn/models/mlp.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "ampctl/nn/memory_estimate.h"
@@ -127,12 +128,13 @@ void register_mlp() {
         const DenseCount c =
             dense_stack_count(o.in_features, o.mlp.hidden, o.out_features, o.mlp.layer_norm);
         ModelMemory m = per_row_memory(c, o.in_features, o.out_features, o.mlp.hidden, o.max_batch);
-        // The names as the model declares them (no tensor is allocated by declaring).
+        // The names as the model declares them (no tensor is allocated by declaring), with
+        // every width 1: the names do not depend on the sizes, whose limits are checked above.
+        MlpOptions shape = o.mlp;
+        std::fill(shape.hidden.begin(), shape.hidden.end(), int64_t{1});
         DropoutRng rng{0, 0};
         FlatLayout layout;
-        make_mlp(o.mlp, std::max<int64_t>(o.in_features, 1), std::max<int64_t>(o.out_features, 1),
-                 &rng)
-            ->declare(layout, "layers");
+        make_mlp(shape, 1, 1, &rng)->declare(layout, "layers");
         for (const FlatLayout::Entry& e : layout.entries()) m.parameter_names.push_back(e.name);
         return m;
       });
