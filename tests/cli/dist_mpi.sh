@@ -720,6 +720,23 @@ assert json.load(open(sys.argv[2]))["retries"] == 1
 PY
   diff <(decisions two/metrics.jsonl) <(decisions one/metrics.jsonl) || fail "decisions differ"
   ;;
+init_from)
+  # --init-from with two ranks: every rank reads the source, rank 0's values are broadcast, and
+  # the replicas start from the source's bits (after a step at lr 0 the checkpoint holds them).
+  "$AMPCTL" train --config base.yaml --run-dir "$DIR/src" >/dev/null 2>src.err ||
+    fail "the source run: $(cat src.err)"
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/two" --init-from "$DIR/src" \
+    --set optimizer.lr=0 --set training.max_steps=1 >two.out 2>two.err ||
+    fail "2-rank --init-from: $(cat two.err)"
+  model_crcs() { param_crcs "$1" | grep '^/*model/'; }
+  [ -n "$(model_crcs src)" ] || fail "no model tensors found in the checkpoint"
+  diff <(model_crcs src) <(model_crcs two) || fail "the 2-rank run did not start from the source's weights"
+  python3 - two/metrics.jsonl <<'EOF' || fail "no step-0 evaluation"
+import json, sys
+ev = [d for d in map(json.loads, open(sys.argv[1])) if d.get("kind") == "eval"]
+sys.exit(not ev or ev[0]["step"] != 0)
+EOF
+  ;;
 *)
   fail "unknown case"
   ;;
