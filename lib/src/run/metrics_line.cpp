@@ -80,6 +80,8 @@ std::optional<MetricsRecord> read_metrics_line(const std::string& text) {
   r.scale = field(j, kScale);
   r.accuracy = field(j, kAccuracy);
   r.grad_amax = field(j, kGradAmax);
+  r.lr = field(j, kLr);
+  r.time_s = field(j, kTimeS);
   r.overflowed = flag(j, kFoundInf) || flag(j, kSkipped);
   return r;
 }

@@ -64,6 +64,8 @@ struct MetricsRecord {
   std::optional<double> accuracy;   // finite only
   bool overflowed = false;          // found_inf or skipped
   std::optional<double> grad_amax;  // finite only
+  std::optional<double> lr;         // finite only
+  std::optional<double> time_s;     // finite only: seconds since the run started
   bool is_train() const { return kind == "train"; }
   bool is_eval() const { return kind == "eval"; }
 };
