@@ -161,7 +161,8 @@ ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
   const char* vocab_key = "the vocabulary (data.train.vocab_size, or a text's characters)";
   const int64_t vocab_params = mul(mul(V, C, ckey), m.tie_embeddings ? 1 : 2, ckey);
   e.model_key = vocab_params > params - vocab_params ? vocab_key : "model.n_embd";
-  e.activation_key = mul(mul(R, V, bkey), lo, bkey) > e.activation_bytes / 2
+  // (The logits [B T, V]: the vocabulary when it is their larger factor.)
+  e.activation_key = mul(mul(R, V, bkey), lo, bkey) > e.activation_bytes / 2 && V > R
                          ? vocab_key
                          : (B > T ? "data.batch_size" : "model.block_size");
   return e;
