@@ -18,7 +18,9 @@
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
+#include "ampctl/sweep/stats.h"
 #include "ampctl/sweep/sweep.h"
+#include "report_settings.h"
 
 namespace ampctl::sweep {
 
@@ -42,6 +44,10 @@ struct RunData {
   json row;  // result_row()-shaped
   bool best = false;
   std::vector<Point> loss, eval, scale, skips;
+  std::vector<Point> loss_smooth;          // the training loss smoothed (smooth_series)
+  std::vector<Point> lr;                   // the learning rate of each logged step
+  std::vector<Point> throughput;           // steps per second between consecutive logged steps
+  std::vector<Point> time;                 // time_s of the logged train lines, while reading
   std::vector<Point> underflow, headroom;  // numerics lines (logging.numerics_every)
   // grad_amax on the train lines (logging.grad_amax), and its headroom at the step's scale,
   // log2(max finite / (grad_amax x scale / micro-batches)) (amax_headroom() fills it).
@@ -101,6 +107,22 @@ json read_json_file(const fs::path& file, const char* what) {
   return j;
 }
 
+// TensorBoard's smoothing (an exponential moving average with weight 0.9, debiased as its
+// scalars dashboard does), so the line starts at the first value rather than near zero.
+std::vector<Point> smooth_series(const std::vector<Point>& points) {
+  constexpr double kWeight = 0.9;
+  std::vector<Point> out;
+  out.reserve(points.size());
+  double last = 0.0, debias = 1.0;
+  for (const Point& p : points) {
+    if (!std::isfinite(p.value)) continue;
+    last = last * kWeight + (1.0 - kWeight) * p.value;
+    debias *= kWeight;
+    out.push_back({p.step, last / (1.0 - debias)});
+  }
+  return out;
+}
+
 void read_metrics(const fs::path& file, RunData& run) {
   const std::string text = read_text(file, files::kMetricsFile);
   std::vector<std::string> lines;
@@ -137,6 +159,8 @@ void read_metrics(const fs::path& file, RunData& run) {
     }
     if (!r->is_train()) continue;
     if (r->loss) run.loss.push_back({s, *r->loss});
+    if (r->lr) run.lr.push_back({s, *r->lr});
+    if (r->time_s) run.time.push_back({s, *r->time_s});
     if (r->scale && *r->scale > 0) {
       run.scale.push_back({s, *r->scale});
       if (r->overflowed) run.skips.push_back({s, *r->scale});
@@ -146,6 +170,12 @@ void read_metrics(const fs::path& file, RunData& run) {
       if (r->scale && *r->grad_amax > 0)
         run.amax_at_scale.push_back({s, *r->grad_amax * *r->scale});
     }
+  }
+  run.loss_smooth = smooth_series(run.loss);
+  for (size_t i = 1; i < run.time.size(); ++i) {
+    const double dt = run.time[i].value - run.time[i - 1].value;
+    const auto ds = static_cast<double>(run.time[i].step - run.time[i - 1].step);
+    if (dt > 0 && ds > 0) run.throughput.push_back({run.time[i].step, ds / dt});
   }
 }
 
@@ -298,12 +328,45 @@ std::string loss_plot(const std::vector<RunData>& runs, Frame f) {
   const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
   std::vector<std::pair<double, std::string>> y_ticks;
   for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.6g", v));
-  std::string s = svg_open("loss", "loss per step: train loss lines, eval loss dots");
-  s += svg_axes(f, x_ticks, y_ticks, "loss");
+  std::string s = svg_open("loss", "training loss per step: raw (faint) and smoothed");
+  s += svg_axes(f, x_ticks, y_ticks, "training loss");
   if (!any) s += no_data("losses");
-  s += "<g class=\"series\">\n";
+  s += "<g class=\"series raw\" opacity=\"0.3\">\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!runs[i].loss.empty()) s += polyline(f, runs[i].loss, i, runs[i].name, "train loss");
+  }
+  s += "</g>\n<g class=\"series smooth\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (!runs[i].loss_smooth.empty()) {
+      s += polyline(f, runs[i].loss_smooth, i, runs[i].name, "train loss, smoothed");
+    }
+  }
+  return s + "</g>\n</svg>\n";
+}
+
+// The evaluation loss of every run: a line through its evaluations, each a dot.
+std::string eval_plot(const std::vector<RunData>& runs, Frame f) {
+  bool any_step = false;
+  step_range(runs, f.x_lo, f.x_hi, any_step);
+  bool any = false;
+  for (const RunData& r : runs) {
+    for (const Point& p : r.eval) {
+      f.y_lo = any ? std::min(f.y_lo, p.value) : p.value;
+      f.y_hi = any ? std::max(f.y_hi, p.value) : p.value;
+      any = true;
+    }
+  }
+  if (!any_step) f.x_lo = 0, f.x_hi = 1;
+  if (!any) f.y_lo = 0, f.y_hi = 1;
+  const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
+  std::vector<std::pair<double, std::string>> y_ticks;
+  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.6g", v));
+  std::string s = svg_open("eval", "evaluation loss per evaluation");
+  s += svg_axes(f, x_ticks, y_ticks, "evaluation loss");
+  if (!any) s += no_data("evaluations");
+  s += "<g class=\"series\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (runs[i].eval.size() > 1) s += polyline(f, runs[i].eval, i, runs[i].name, "eval loss");
   }
   for (size_t i = 0; i < runs.size(); ++i) {
     for (const Point& p : downsample(runs[i].eval)) {
@@ -419,7 +482,9 @@ std::string cell(const json& v, const char* format) {
   if (!v.is_number()) return "<td class=\"na\">&mdash;</td>";
   const double d = v.get<double>();
   if (!std::isfinite(d)) return "<td class=\"na\">&mdash;</td>";
-  return "<td class=\"num\">" + (format ? fmt(format, d) : number_text(d)) + "</td>";
+  // The shortest text that reads back as the value (1e-06, not 9.999999975e-07); `format` is kept
+  // only for the fixed-precision columns (rates, times).
+  return "<td class=\"num\">" + (format ? fmt(format, d) : shortest_number(d)) + "</td>";
 }
 
 std::string runs_table(const std::vector<RunData>& runs) {
@@ -446,34 +511,47 @@ std::string runs_table(const std::vector<RunData>& runs) {
     const std::string error = field("error").is_string() ? row["error"].get<std::string>() : "";
     s += "<tr class=\"run" + std::string(r.best ? " best" : "") + "\"><td class=\"name\">" +
          "<span class=\"swatch\" style=\"background:" + color(i) + "\"></span>" +
-         html_escape(r.name) + (r.best ? " <span class=\"badge\">best</span>" : "") + "</td><td>" +
-         overrides + "</td><td class=\"status status-" + html_escape(status) + "\">" +
-         html_escape(status) +
+         html_escape(r.name) + (r.best ? " <span class=\"badge\">best</span>" : "") +
+         "</td><td class=\"overrides\">" + overrides + "</td><td class=\"status status-" +
+         html_escape(status) + "\">" + html_escape(status) +
          (error.empty() ? "" : "<div class=\"error\">" + html_escape(error) + "</div>") + "</td>";
-    s += cell(field("final_loss"), "%.6g") + cell(field("best_eval_loss"), "%.6g") +
+    s += cell(field("final_loss"), nullptr) + cell(field("best_eval_loss"), nullptr) +
          cell(field("steps"), nullptr) + cell(field("skipped_steps"), nullptr) +
          cell(field("overflow_rate"), "%.4f") + cell(field("retries"), nullptr) +
-         cell(field("final_scale"), "%.10g") + cell(field("min_scale"), "%.10g") +
-         cell(field("max_scale"), "%.10g") + cell(field("mean_underflow_frac"), "%.4g") +
-         cell(field("min_headroom_log2"), "%.3g") + cell(field("wall_time_s"), "%.3f") +
+         cell(field("final_scale"), nullptr) + cell(field("min_scale"), nullptr) +
+         cell(field("max_scale"), nullptr) + cell(field("mean_underflow_frac"), "%.4g") +
+         cell(field("min_headroom_log2"), "%.3g") + cell(field("wall_time_s"), "%.1f") +
          cell(field("samples_per_s"), "%.0f") + "</tr>\n";
   }
   return s + "</tbody>\n</table>\n";
 }
 
+// A summary value as text: numbers shortest, strings as they are, a list of scalars joined.
+std::string value_text(const json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number()) return shortest_number(value.get<double>());
+  if (value.is_array()) {
+    std::string t;
+    for (const json& v : value) t += (t.empty() ? "" : ", ") + value_text(v);
+    return t;
+  }
+  return value.dump();
+}
+
+// summary.json as a table of rows, nested objects flattened into dotted keys
+// (numerics.scale_advice.reason), so nothing shows as raw JSON.
+void summary_rows(const json& value, const std::string& key, std::string& s) {
+  if (value.is_object() && !value.empty()) {
+    for (const auto& [k, v] : value.items()) summary_rows(v, key.empty() ? k : key + "." + k, s);
+    return;
+  }
+  s +=
+      "<tr><th>" + html_escape(key) + "</th><td>" + html_escape(value_text(value)) + "</td></tr>\n";
+}
+
 std::string summary_table(const json& summary) {
   std::string s = "<table id=\"summary\">\n<tbody>\n";
-  for (const auto& [key, value] : summary.items()) {
-    std::string text;
-    if (value.is_string()) {
-      text = value.get<std::string>();
-    } else if (value.is_number_float()) {
-      text = fmt("%.10g", value.get<double>());
-    } else {
-      text = value.dump();
-    }
-    s += "<tr><th>" + html_escape(key) + "</th><td>" + html_escape(text) + "</td></tr>\n";
-  }
+  summary_rows(summary, "", s);
   return s + "</tbody>\n</table>\n";
 }
 
@@ -482,6 +560,9 @@ body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;col
 h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
 .meta,.note{color:#555;margin:4px 0}
 svg.plot{display:block;max-width:100%;height:auto;border:1px solid #ddd;background:#fff}
+svg.plot.small{display:inline-block;width:48%;margin:0 1% 8px 0;vertical-align:top}
+table.heat{display:inline-table;margin:0 16px 12px 0}
+table.heat caption{font-weight:bold;text-align:left;padding:2px 0}
 svg .grid line{stroke:#eee;stroke-width:1}
 svg .axes line{stroke:#444;stroke-width:1}
 svg text{font-size:12px;fill:#333}
@@ -490,8 +571,12 @@ circle.skip{fill:#e00000;stroke:none}
 ul.legend{list-style:none;padding:0;margin:8px 0;display:flex;flex-wrap:wrap;gap:4px 16px}
 .swatch{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px;border-radius:2px}
 .swatch.skip{background:#e00000;border-radius:6px;width:8px;height:8px}
-table{border-collapse:collapse;margin:8px 0}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:8px 0;max-width:100%}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
+table#runs{font-size:12px}
+table#runs td.name,table#runs td.overrides{overflow-wrap:anywhere;max-width:260px}
+table.heat td{text-align:right;font-variant-numeric:tabular-nums;min-width:90px}
+.mark{color:#b00000;font-weight:bold}
 thead th{background:#f4f4f4}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 td.na{color:#999;text-align:center}
@@ -502,7 +587,8 @@ tr.best td{background:#f3faf0}
 )";
 
 std::string page(const std::string& title, const std::string& meta,
-                 const std::vector<RunData>& runs, const json* summary) {
+                 const std::vector<RunData>& runs, const json* summary,
+                 const std::string& settings = {}) {
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
                   html_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
   s += "<h1>" + html_escape(title) + "</h1>\n<p class=\"meta\">" + meta + "</p>\n";
@@ -512,9 +598,13 @@ std::string page(const std::string& title, const std::string& meta,
          html_escape(runs[i].name) + "</li>\n";
   }
   s += "<li><span class=\"swatch skip\"></span>skipped step (gradients overflowed)</li>\n</ul>\n";
+  s += settings;
   s += "<h2>Loss</h2>\n" + loss_plot(runs, Frame{});
-  s += "<p class=\"note\">Lines: training loss (unscaled) at each logged step; dots: evaluation "
-       "loss.</p>\n";
+  s += "<p class=\"note\">The training loss (unscaled) at each logged step, faint, and smoothed "
+       "over it (an exponential moving average with weight 0.9, debiased, as TensorBoard "
+       "smooths).</p>\n";
+  s += eval_plot(runs, Frame{});
+  s += "<p class=\"note\">The evaluation loss at each evaluation.</p>\n";
   s += "<h2>Loss scale</h2>\n" + scale_plot(runs, Frame{});
   s += "<p class=\"note\">The loss scale each logged step's backward pass used, on a log2 axis; "
        "red dots mark steps whose gradients overflowed (found_inf) and were skipped.</p>\n";
@@ -546,6 +636,13 @@ std::string page(const std::string& title, const std::string& meta,
          "how many doublings the scale had left before a rounding overflowed; negative where one "
          "did. Runs without grad_amax have no line here.</p>\n";
   }
+  s += "<h2>Learning rate and throughput</h2>\n" +
+       numerics_plot(runs, Frame{}, "lr", "learning rate per logged step", "learning rate",
+                     &RunData::lr, "learning rate");
+  s += numerics_plot(runs, Frame{}, "throughput", "training steps per second", "steps / s",
+                     &RunData::throughput, "throughput");
+  s += "<p class=\"note\">The learning rate each logged step used, and the training speed between "
+       "consecutive logged steps (steps over the wall-clock seconds between their lines).</p>\n";
   s += "<h2>Runs</h2>\n" + runs_table(runs);
   if (summary) s += "<h2>Summary</h2>\n" + summary_table(*summary);
   return s + "</body>\n</html>\n";
@@ -644,6 +741,24 @@ std::string render_sweep(const fs::path& dir) {
     }
     runs.push_back(std::move(run));
   }
+  // The question the sweep asks: each setting's metrics over its seeds.
+  std::vector<SettingsRun> settings_runs;
+  for (const RunData& r : runs) {
+    SettingsRun s;
+    s.name = r.name;
+    if (r.row.contains("status") && r.row["status"].is_string()) s.status = r.row["status"];
+    if (r.row.contains("overrides") && r.row["overrides"].is_array()) {
+      for (const json& o : r.row["overrides"]) {
+        if (o.is_string()) s.overrides.push_back(o.get<std::string>());
+      }
+    }
+    for (const auto& [key, value] : r.row.items()) {
+      if (value.is_number() && std::isfinite(value.get<double>())) {
+        s.metrics[key] = value.get<double>();
+      }
+    }
+    settings_runs.push_back(std::move(s));
+  }
   std::string meta = "Sweep directory " + html_escape(dir.string()) + ": " +
                      std::to_string(runs.size()) + " run(s)";
   if (!best.empty() && sweep.contains("metric") && sweep["metric"].is_string()) {
@@ -652,7 +767,7 @@ std::string render_sweep(const fs::path& dir) {
   }
   const std::string name = fs::absolute(dir).lexically_normal().filename().string();
   return page("ampctl sweep report: " + (name.empty() ? std::string("sweep") : name), meta, runs,
-              nullptr);
+              nullptr, settings_section(settings_runs));
 }
 
 }  // namespace

@@ -126,9 +126,15 @@ TEST(Report, SingleRunHasPlotsMarkersAndSummary) {
   const std::string scale = element(html, "<svg id=\"scale\"", "</svg>");
   ASSERT_FALSE(loss.empty());
   ASSERT_FALSE(scale.empty());
-  EXPECT_EQ(count(loss, "<polyline"), 1u);
+  // The training loss raw and smoothed; the evaluation loss a line of its own, a dot each.
+  EXPECT_EQ(count(loss, "<polyline"), 2u);
+  EXPECT_EQ(count(loss, "<circle"), 0u);
+  const std::string eval = element(html, "<svg id=\"eval\"", "</svg>");
+  EXPECT_EQ(count(eval, "<polyline"), 1u);
+  EXPECT_EQ(count(eval, "<circle class=\"eval"), 5u);
   EXPECT_EQ(count(scale, "<polyline"), 1u);
-  EXPECT_EQ(count(loss, "<circle class=\"eval"), 5u);
+  EXPECT_NE(html.find("<svg id=\"lr\""), std::string::npos);
+  EXPECT_NE(html.find("<svg id=\"throughput\""), std::string::npos);
   EXPECT_EQ(count(scale, "<circle class=\"skip\""), 3u);
   EXPECT_EQ(count(html, "<circle class=\"skip\""), 3u);
   const std::string table = element(html, "<table id=\"runs\"", "</table>");
@@ -223,7 +229,7 @@ TEST(Report, SweepHasOneSeriesAndRowPerRunAndEscapesText) {
   const std::string html = render_report(tmp.path());
   const std::string loss = element(html, "<svg id=\"loss\"", "</svg>");
   const std::string scale = element(html, "<svg id=\"scale\"", "</svg>");
-  EXPECT_EQ(count(loss, "<polyline"), 2u);
+  EXPECT_EQ(count(loss, "<polyline"), 4u);  // raw and smoothed, per run
   EXPECT_EQ(count(scale, "<polyline"), 2u);
   EXPECT_EQ(count(html, "<circle class=\"skip\""), 5u);
   const std::string table = element(html, "<table id=\"runs\"", "</table>");
@@ -232,6 +238,57 @@ TEST(Report, SweepHasOneSeriesAndRowPerRunAndEscapesText) {
   EXPECT_NE(table.find("scaler.init_scale=65536.0"), std::string::npos);
   EXPECT_NE(html.find("b&lt;&amp;&gt;"), std::string::npos);
   EXPECT_EQ(html.find("b<&>"), std::string::npos);
+}
+
+// A sweep over two keys (a 2 x 2 grid of init_scale x growth_interval, two seeds each): a heat
+// map per metric, each cell a setting's mean ± sd over its seeds, the first setting the
+// reference; a line chart would be drawn over one key instead. Numbers print shortest
+// (a float-valued 1e-06 as "1e-06").
+TEST(Report, ATwoKeyGridGetsAHeatMapPerMetric) {
+  TempDir tmp;
+  nlohmann::json runs = nlohmann::json::array();
+  int i = 0;
+  for (const char* scale : {"1024.0", "65536.0"}) {
+    for (const char* gi : {"10", "100"}) {
+      for (int seed : {0, 1}) {
+        std::string name = "r";
+        name += std::to_string(i);
+        std::string seed_set = "seed=";
+        seed_set += std::to_string(seed);
+        write_run(tmp.path() / name, name, 20, {});
+        // Setting 3 (65536, 10) has a far larger loss than the reference, tightly over its seeds.
+        const double loss = (i / 2 == 2 ? 5.0 : 1.0) + 0.01 * seed + 0.001 * (i / 2);
+        runs.push_back(
+            {{"name", name},
+             {"overrides",
+              {std::string("scaler.init_scale=") + scale,
+               std::string("scaler.growth_interval=") + gi, "seed=" + std::to_string(seed)}},
+             {"status", "ok"},
+             {"final_loss", loss},
+             {"best_eval_loss", static_cast<double>(1e-6f)},
+             {"skipped_steps", i / 2},
+             {"steps", 20},
+             {"run_dir", (tmp.path() / name).string()}});
+        ++i;
+      }
+    }
+  }
+  write(tmp.path() / "sweep.json", nlohmann::json{{"runs", runs}}.dump(2));
+  const std::string html = render_report(tmp.path());
+  const std::string heat =
+      element(html, "<table class=\"heat\" id=\"heat-final_loss\"", "</table>");
+  ASSERT_FALSE(heat.empty()) << "no heat map for final_loss";
+  EXPECT_NE(html.find("id=\"heat-best_eval_loss\""), std::string::npos);
+  EXPECT_NE(html.find("id=\"heat-skipped_steps\""), std::string::npos);
+  EXPECT_EQ(html.find("<svg id=\"line-"), std::string::npos);  // two keys: no line charts
+  // The grid: columns init_scale 1024.0 / 65536.0, rows growth_interval 10 / 100.
+  EXPECT_NE(heat.find("scaler.growth_interval \\ scaler.init_scale"), std::string::npos) << heat;
+  EXPECT_EQ(count(heat, "<td style=\"background:"), 4u) << heat;
+  EXPECT_EQ(count(heat, "&plusmn;"), 4u) << heat;
+  EXPECT_EQ(count(heat, "class=\"mark\""), 1u) << heat;  // the (65536, 10) setting only
+  const std::string settings = element(html, "<table id=\"settings\"", "</table>");
+  EXPECT_NE(settings.find("(reference)"), std::string::npos);
+  EXPECT_NE(settings.find(">1e-06 &plusmn; 0<"), std::string::npos) << settings;
 }
 
 TEST(Report, IsSelfContained) {

@@ -175,6 +175,37 @@ size_t pixels_near(const Image& img, uint32_t rgb, int tol) {
   return n;
 }
 
+// The page's width as Chromium lays it out at 1280 px: a copy of the page with a one-line script
+// that writes document.documentElement.scrollWidth into the title, read back from --dump-dom
+// (the report itself has no scripts). -1 when the browser did not answer.
+int page_width(const std::string& browser, const fs::path& html, const fs::path& dir) {
+  std::string page = read(html);
+  const size_t end = page.rfind("</body>");
+  if (end == std::string::npos) return -1;
+  page.insert(end,
+              "<script>document.title = 'width=' + document.documentElement.scrollWidth;"
+              "</script>\n");
+  const fs::path probe = dir / ("width-" + html.filename().string());
+  std::ofstream(probe) << page;
+  const fs::path dom = dir / ("width-" + html.filename().string() + ".dom");
+  if (run("timeout 120 " + browser + "--dump-dom file://" + probe.string() + " > " + dom.string() +
+          " 2>/dev/null") != 0) {
+    return -1;
+  }
+  const std::string text = read(dom);
+  const size_t at = text.find("<title>width=");
+  return at == std::string::npos ? -1 : std::atoi(text.c_str() + at + 13);
+}
+
+std::string browser_command(const std::string& chromium, const fs::path& dir, int height) {
+  // No network, no GPU, a throw-away profile; --no-sandbox because tests may run as root.
+  return chromium +
+         " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage"
+         " --disable-background-networking --no-first-run --hide-scrollbars"
+         " --user-data-dir=" +
+         (dir / "profile").string() + " --window-size=1280," + std::to_string(height) + " ";
+}
+
 const char* kOverflowing = R"(name: browser
 seed: 0
 device: cpu
@@ -227,12 +258,16 @@ TEST(ReportBrowser, ChromiumRendersThePlotsWithEverySkippedStepMarked) {
             0)
       << read(log);
   const std::string dom = read(dom_file);
-  // What the browser parsed: two plots (loss, scale), each run's loss and scale line, an eval
-  // dot per evaluation, and a red marker per skipped step (metrics are logged every step).
-  EXPECT_EQ(count(dom, "<svg"), 2u) << dom.substr(0, 2000);
-  EXPECT_EQ(count(dom, "<polyline class=\"run run-0\""), 2u);
+  // What the browser parsed: five plots (loss, eval, scale, lr, throughput), the run's line in
+  // each (the loss raw and smoothed), an eval dot per evaluation, and a red marker per skipped
+  // step (metrics are logged every step).
+  EXPECT_EQ(count(dom, "<svg"), 5u) << dom.substr(0, 2000);
+  EXPECT_EQ(count(dom, "<polyline class=\"run run-0\""), 6u);
   EXPECT_EQ(count(dom, "<circle class=\"skip\""), static_cast<size_t>(skipped));
   EXPECT_EQ(count(dom, "<circle class=\"eval run-0\""), 3u);
+  const int width = page_width(browser, dir / "report.html", dir);
+  EXPECT_GT(width, 0) << "Chromium gave no width";
+  EXPECT_LE(width, 1280) << "the run's page is wider than 1280 px";
 
   const fs::path shot = dir / "shot.png";
   ASSERT_EQ(run("timeout 120 " + browser + "--screenshot=" + shot.string() + " " + url + " > " +
@@ -254,6 +289,74 @@ TEST(ReportBrowser, ChromiumRendersThePlotsWithEverySkippedStepMarked) {
   EXPECT_GT(white, img.width * img.height / 2);
   EXPECT_LT(white, img.width * img.height - 20000);
   if (!HasFailure()) fs::remove_all(dir);
+}
+
+// A seeds sweep, 3 seeds x 2 settings (learning rates 0.3 and 0.001: their final losses differ
+// far beyond the seeds' spread): the report's Settings section shows each setting's mean ± sd
+// and marks the second as differing from the first by Welch's t-test; its line charts are drawn;
+// and the page, the runs table included, fits 1280 px. The screenshot is kept in the test's
+// folder (tests/report_sweep_browser/shot.png) to look at.
+TEST(ReportBrowser, ASeedsSweepShowsMeanSdAndTheTestMarkAndFits1280) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    GTEST_SKIP() << "no chromium on PATH (scripts/setup.sh installs Debian's chromium)";
+  }
+  const fs::path dir = fs::current_path() / "report_sweep_browser";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "sweep.yaml") << R"(name: seeds
+device: cpu
+precision: fp16
+model: {type: mlp, hidden: [32]}
+data:
+  train: {source: synthetic, task: classification, samples: 512, features: 8, classes: 4}
+  eval: {split_fraction: 0.25}
+  batch_size: 32
+optimizer: {type: sgd, lr: 0.1}
+training: {max_steps: 60, eval_every: 30}
+logging: {every_steps: 10}
+sweep:
+  grid: {optimizer.lr: [0.3, 0.001]}
+  seeds: [0, 1, 2]
+)";
+  const std::string log = (dir / "log.txt").string();
+  ASSERT_EQ(run(ampctl_binary().string() + " sweep --config " + (dir / "sweep.yaml").string() +
+                " --out " + (dir / "sw").string() + " --jobs 2 > " + log + " 2>&1"),
+            0)
+      << read(log);
+  ASSERT_EQ(run(ampctl_binary().string() + " report " + (dir / "sw").string() + " --out " +
+                (dir / "report.html").string() + " > " + log + " 2>&1"),
+            0)
+      << read(log);
+  const std::string html = read(dir / "report.html");
+  const size_t settings = html.find("<table id=\"settings\"");
+  ASSERT_NE(settings, std::string::npos) << "no Settings table";
+  const std::string table = html.substr(settings, html.find("</table>", settings) - settings);
+  // Two settings of three runs each, a mean ± sd in every metric cell, the reference unmarked
+  // and the second setting marked on its final loss.
+  EXPECT_EQ(count(table, "<tr class=\"setting\""), 2u) << table;
+  EXPECT_NE(table.find("optimizer.lr=0.3 (reference)"), std::string::npos) << table;
+  EXPECT_GE(count(table, "&plusmn;"), 4u) << table;
+  const size_t second = table.find("optimizer.lr=0.001");
+  ASSERT_NE(second, std::string::npos);
+  EXPECT_EQ(table.substr(0, second).find("class=\"mark\""), std::string::npos) << table;
+  EXPECT_NE(table.find("class=\"mark\"", second), std::string::npos) << table;
+  EXPECT_NE(html.find("<svg id=\"line-final_loss\""), std::string::npos);
+
+  const std::string browser = browser_command(chromium, dir, 2400);
+  const int width = page_width(browser, dir / "report.html", dir);
+  EXPECT_GT(width, 0) << "Chromium gave no width";
+  EXPECT_LE(width, 1280) << "the page is wider than 1280 px";
+  const fs::path shot = dir / "shot.png";
+  ASSERT_EQ(run("timeout 120 " + browser + "--screenshot=" + shot.string() + " file://" +
+                (dir / "report.html").string() + " > " + log + " 2>&1"),
+            0)
+      << read(log);
+  const Image img = decode_png(read(shot));
+  EXPECT_EQ(img.width, 1280u);
+  // The mark's red and the charts' blue are drawn.
+  EXPECT_GT(pixels_near(img, 0xb00000, 24), 20u) << "no test mark drawn";
+  EXPECT_GT(pixels_near(img, 0x1f77b4, 24), 500u) << "no chart lines drawn";
 }
 
 }  // namespace

@@ -1,7 +1,11 @@
 // `ampctl report DIR`: one self-contained HTML page (inline CSS and SVG, no scripts, no network)
 // for a run directory (metrics.jsonl + summary.json) or a sweep directory (sweep.json + one
 // directory per run):
-//   svg#loss    train loss per step (one polyline per run) and eval loss points (circle.eval),
+//   (a sweep) table#settings, and table.heat#heat-METRIC (two keys) or svg#line-METRIC: each
+//               setting's mean ± sd over its seeds, Welch's test against the first setting
+//               (report_settings.h, sweep/stats.h),
+//   svg#loss    train loss per step, raw (faint) and smoothed, one polyline each per run,
+//   svg#eval    eval loss per evaluation: a polyline and a circle.eval per evaluation,
 //   svg#scale   the loss scale on a log2 axis (ticks labelled 2^k), one polyline per run, with
 //               every step whose gradients overflowed (found_inf or skipped) as a circle.skip
 //               (data-run: the run's index),
@@ -9,6 +13,7 @@
 //               axis and its headroom at the step's scale, log2(max finite / (grad_amax x scale
 //               / micro-batches)), one polyline per run that recorded it (the headroom needs
 //               the run's config.yaml: precision, training.grad_accum_steps),
+//   svg#lr, svg#throughput  the learning rate and the steps per second per logged step,
 //   table#runs  a row per run (tr.run): overrides, status, final loss, best eval, steps, skipped,
 //               overflow rate, retries, final / min / max scale, wall time, samples/s;
 //   table#summary  (a single run) every key of its summary.json.
