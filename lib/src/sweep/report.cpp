@@ -575,6 +575,7 @@ table{border-collapse:collapse;margin:8px 0;max-width:100%}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 table#runs{font-size:12px}
 table#runs td.name,table#runs td.overrides{overflow-wrap:anywhere;max-width:260px}
+table#runs td.name{min-width:110px}
 table.heat td{text-align:right;font-variant-numeric:tabular-nums;min-width:90px}
 .mark{color:#b00000;font-weight:bold}
 thead th{background:#f4f4f4}
