@@ -79,7 +79,13 @@ std::optional<WelchTest> welch_t_test(const SampleStats& a, const SampleStats& b
   if (a.n < 2 || b.n < 2) return std::nullopt;
   const double va = a.sd * a.sd / static_cast<double>(a.n);
   const double vb = b.sd * b.sd / static_cast<double>(b.n);
-  if (!(va + vb > 0.0)) return std::nullopt;
+  if (!(va + vb > 0.0)) {
+    // No spread on either side (every seed gave the same value): equal means do not differ;
+    // unequal ones differ for certain (t is infinite, p 0).
+    if (a.mean == b.mean) return std::nullopt;
+    return WelchTest{a.mean > b.mean ? INFINITY : -INFINITY, static_cast<double>(a.n + b.n - 2),
+                     0.0};
+  }
   WelchTest w;
   w.t = (a.mean - b.mean) / std::sqrt(va + vb);
   w.df = (va + vb) * (va + vb) /

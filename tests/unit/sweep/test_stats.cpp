@@ -61,6 +61,12 @@ TEST(SweepStats, WelchMatchesTheReferenceScript) {
   const std::vector<double> one = {1.0}, flat = {2.0, 2.0, 2.0};
   EXPECT_FALSE(welch_t_test(sample_stats(one), sample_stats(flat)).has_value());
   EXPECT_FALSE(welch_t_test(sample_stats(flat), sample_stats(flat)).has_value());
+  // Both without spread, different means: certain (16 skipped steps on every seed against 0).
+  const std::vector<double> sixteen = {16.0, 16.0, 16.0}, zero = {0.0, 0.0, 0.0};
+  const std::optional<WelchTest> certain = welch_t_test(sample_stats(sixteen), sample_stats(zero));
+  ASSERT_TRUE(certain.has_value());
+  EXPECT_EQ(certain->p, 0.0);
+  EXPECT_EQ(certain->t, INFINITY);
 }
 
 TEST(SweepStats, ShortestNumbersReadBackAsTheSameValue) {
@@ -68,7 +74,7 @@ TEST(SweepStats, ShortestNumbersReadBackAsTheSameValue) {
   EXPECT_EQ(shortest_number(1e-6), "1e-06");
   EXPECT_EQ(shortest_number(0.1), "0.1");
   EXPECT_EQ(shortest_number(static_cast<double>(2.0635507f)), "2.0635507");  // a float loss
-  EXPECT_EQ(shortest_number(2.044908447265625), "2.044908447265625");  // a double mean
+  EXPECT_EQ(shortest_number(2.044908447265625), "2.044908447265625");        // a double mean
   EXPECT_EQ(shortest_number(65536.0), "65536");
   EXPECT_EQ(shortest_number(4294967296.0), "4294967296");
   EXPECT_EQ(shortest_number(0.1 + 0.2), "0.30000000000000004");

@@ -29,8 +29,9 @@ struct WelchTest {
   double p = 1.0;   // two-sided
 };
 // Welch's unequal-variance t-test; nullopt when either side has fewer than 2 values, or both
-// have zero variance (the statistic is undefined: equal means are "no difference", unequal ones
-// are reported without a p-value by the caller).
+// have zero variance and equal means. Zero variance on both sides with unequal means (every seed
+// of each setting gave its own same value, as skipped-step counts often do) differs for certain:
+// t infinite, p 0, df n_a + n_b - 2.
 std::optional<WelchTest> welch_t_test(const SampleStats& a, const SampleStats& b);
 
 // The shortest text that reads back as the same number: as a float when the double is exactly a
