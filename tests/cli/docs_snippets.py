@@ -234,8 +234,9 @@ class Images(torch.nn.Module):  # the docs' CNN on images normalised as the docs
 cnn_ns = {}
 exec(compile(cnn_snippets[0], DOC + " (the CNN snippet)", "exec"), cnn_ns)
 check("mlp", "fashion_mnist_mlp.yaml",
-      ["--set", "model.hidden=[64]", "--set", "training.max_steps=150"], FlatMLP)
+      ["--set", "model.hidden=[64]", "--set", "training.max_steps=60",
+       "--set", "scheduler.warmup_steps=10"], FlatMLP)
 check("cnn", "fashion_mnist_cnn.yaml",
       ["--set", "model.conv=[[8, 3], [16, 3]]", "--set", "model.hidden=[32]",
-       "--set", "training.max_steps=120"], Images)
+       "--set", "training.max_steps=50"], Images)
 print("docs_snippets: passed")
