@@ -1,9 +1,10 @@
 // Backend's default compositions: the convenience memory functions (zeros, from_host, to_host,
 // read_scalar_*), and the ops a backend may fuse but need not, written once on top of the
 // primitives: causal self-attention (the materialised softmax), Linear + GELU, residual add +
-// LayerNorm, LayerNorm backward into an accumulated gradient, and the three conv2d ops
-// (im2col / col2im and gemm per image). Each checks its arguments with the same checks
-// (checks/) a fused override calls, so both refuse the same calls.
+// LayerNorm, LayerNorm backward into an accumulated gradient, the three conv2d ops
+// (im2col / col2im and gemm per image) and grad_amax's product (gemm, then round_amax). Each checks
+// its arguments with the same checks (checks/) a fused override calls, so both refuse the same
+// calls.
 #include <string>
 
 #include "ampctl/backend/backend.h"
@@ -201,6 +202,14 @@ void Backend::conv2d_backward_weight(const Tensor& x, const Tensor& dy, const Te
   }
   cast(acc2, dw.reshape({d.o, d.k()}));
   if (db.defined()) channel_sum(dy, db);
+}
+
+void Backend::gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                              const Tensor& c, const Tensor& amax, const Tensor& scratch) {
+  check_gemm_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
+  const Tensor product = scratch.view(0, c.shape());
+  gemm(a, trans_a, b, trans_b, product);
+  round_amax(product, c, amax);
 }
 
 }  // namespace ampctl

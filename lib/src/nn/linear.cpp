@@ -94,23 +94,21 @@ const Tensor& Linear::backward(const Tensor& dy, int64_t batch) {
   return dx;
 }
 
-// A sampled step: the same products written in f32 and rounded once each by the counting op,
-// which gives the lowp bits above (one rounding of the same float).
+// An active step (nn/numerics.h): the same products through the hook, which gives the lowp bits
+// above (one rounding of the same float) and takes their amax, counting them on sampled steps.
 const Tensor& Linear::backward_counted(const Tensor& dy, int64_t batch) {
   Backend& b = *m_backend;
   GradNumerics& n = *m_numerics;
   n.claim(m_weight_entry);  // dy's roundings count for this layer's weight
-  b.gemm(dy, /*trans_a=*/true, m_x, /*trans_b=*/false, m_dw_f32);
-  n.round(m_dw_f32, m_dw_ws, m_weight_entry);
+  n.gemm(dy, /*trans_a=*/true, m_x, /*trans_b=*/false, m_dw_f32, m_dw_ws, m_weight_entry);
   b.add_(m_weight.grad, m_dw_ws);
   b.sum_rows(dy, m_db_f32);
   n.round(m_db_f32, m_db_ws, m_bias_entry);
   b.add_(m_bias.grad, m_db_ws);
   if (!m_dx.defined()) return m_undefined;
   const Tensor& dx = m_dx.rows(batch);
-  const Tensor& dx_f32 = m_dx_f32.rows(batch);
-  b.gemm(dy, /*trans_a=*/false, m_weight.compute(), /*trans_b=*/false, dx_f32);
-  n.round_site(dx_f32, dx, m_dx_site);
+  n.gemm_site(dy, /*trans_a=*/false, m_weight.compute(), /*trans_b=*/false, m_dx_f32.rows(batch),
+              dx, m_dx_site);
   return dx;
 }
 

@@ -72,6 +72,30 @@ void GradNumerics::round_site(const Tensor& src, const Tensor& dst, size_t site)
   }
 }
 
+void GradNumerics::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                        const Tensor& f32, const Tensor& dst, size_t entry) {
+  if (!m_counting) {
+    m_backend->gemm_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32);
+    return;
+  }
+  const Tensor product = f32.view(0, dst.shape());
+  m_backend->gemm(a, trans_a, b, trans_b, product);
+  round(product, dst, entry);
+}
+
+void GradNumerics::gemm_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                             const Tensor& f32, const Tensor& dst, size_t site) {
+  if (!m_counting) {
+    // Not counted: nothing to attribute, so the site is not pending (claim() only assigns
+    // owners for read(), which follows counted steps alone).
+    m_backend->gemm_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32);
+    return;
+  }
+  const Tensor product = f32.view(0, dst.shape());
+  m_backend->gemm(a, trans_a, b, trans_b, product);
+  round_site(product, dst, site);
+}
+
 void GradNumerics::claim(size_t entry) {
   for (size_t site : m_pending) m_owner[site] = entry;
   m_pending.clear();

@@ -371,9 +371,9 @@ class Backend {
   //   scale, round_scaled = true) in f32; att := cast(probs) to q's dtype (att is probs itself
   //   for f32); y := gemm_batched(att, v);
   // keeping probs (and att) in `saved` (T x T per head). A backend may instead fuse it (the CUDA
-  // backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/transformer_attention.cu); its sizes say
-  // which, and its rounding differences are bounded in the CUDA table test. Dropout on the
-  // attention weights is not part of this op (the GPT composes the ops itself then).
+  // backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/transformer_attention.cu); its
+  // sizes say which, and its rounding differences are bounded in the CUDA table test. Dropout on
+  // the attention weights is not part of this op (the GPT composes the ops itself then).
   virtual AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
                                              DType dtype) const;
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
@@ -482,6 +482,13 @@ class Backend {
   // result does not depend on thread order. No host sync on the GPU. The every-step op: the
   // layers' roundings of a training step in fp16/bf16 all go through it (nn/numerics.h).
   virtual void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) = 0;
+  // grad_amax taken in a product: c := round_c(op(a) op(b)) (gemm with alpha 1, beta 0; c f16
+  // or bf16), and amax raised as round_amax raises it from that product written in f32 (the
+  // same floats: one rounding per output). scratch: f32 of at least c's numel, sharing no memory
+  // with the others. Default: gemm into scratch, then round_amax. The CPU takes the max in its
+  // packed kernels' epilogue instead (scratch unused): no f32 product written and read again.
+  virtual void gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c, const Tensor& amax, const Tensor& scratch);
 };
 
 // One call site's attention buffers, zero-filled, of the sizes b.attention_workspace gives (a

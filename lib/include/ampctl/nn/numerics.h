@@ -73,6 +73,14 @@ class GradNumerics {
   void round(const Tensor& src, const Tensor& dst, size_t entry);
   // dst := round(src), counted in `site` until a consumer claims it.
   void round_site(const Tensor& src, const Tensor& dst, size_t site);
+  // dst := round(op(a) op(b)) (a product the layer would write in lowp), for `entry` or into
+  // `site` as round() / round_site(): on a sampled step written into f32 (a workspace of at
+  // least dst's numel) and rounded there; on the others Backend::gemm_round_amax, which the CPU
+  // fuses (the max in the product's epilogue: no f32 product written and read again).
+  void gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& f32,
+            const Tensor& dst, size_t entry);
+  void gemm_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& f32,
+                 const Tensor& dst, size_t site);
   // The sites rounded since the last claim now count for `entry`.
   void claim(size_t entry);
 

@@ -241,5 +241,10 @@ void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& cou
 // round_amax: src and dst as above, amax f32 of numerics::kAmaxWords values.
 void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
                       const Device& device);
+// gemm_round_amax: the gemm's checks for a, b and c (check_gemm), c f16 or bf16, amax as above,
+// scratch f32 of at least c's numel on `device`, sharing no memory with a, b or c.
+GemmDims check_gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c, const Tensor& amax, const Tensor& scratch,
+                               const Device& device);
 
 }  // namespace ampctl

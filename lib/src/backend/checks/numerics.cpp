@@ -55,4 +55,32 @@ void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
   }
 }
 
+GemmDims check_gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c, const Tensor& amax, const Tensor& scratch,
+                               const Device& device) {
+  auto fail = [](const std::string& what) {
+    throw Error{ErrorKind::invalid_argument, "gemm_round_amax: " + what};
+  };
+  const GemmDims d = check_gemm(a, trans_a, b, trans_b, c, device);
+  if (c.dtype() != DType::f16 && c.dtype() != DType::bf16) {
+    fail("c must be f16 or bf16, got " + c.describe());
+  }
+  if (!amax.defined() || !scratch.defined()) fail("amax and scratch are required");
+  for (const Tensor* t : {&amax, &scratch}) {
+    if (t->device() != device) fail(t->describe() + " is not on " + device.str());
+  }
+  if (amax.dtype() != DType::f32 || amax.numel() != static_cast<size_t>(numerics::kAmaxWords)) {
+    fail("amax must be f32 with " + std::to_string(numerics::kAmaxWords) + " values, got " +
+         amax.describe());
+  }
+  if (scratch.dtype() != DType::f32 || scratch.numel() < c.numel()) {
+    fail("scratch must be f32 of at least c's " + std::to_string(c.numel()) + " elements, got " +
+         scratch.describe());
+  }
+  for (const Tensor* t : {&a, &b, &c, &amax}) {
+    if (checks::overlaps(scratch, *t)) fail("scratch shares memory with " + t->describe());
+  }
+  return d;
+}
+
 }  // namespace ampctl

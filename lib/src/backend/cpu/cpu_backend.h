@@ -163,6 +163,8 @@ class CpuBackend final : public Backend {
   // numerics.cpp
   void round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) override;
   void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) override;
+  void gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                       const Tensor& c, const Tensor& amax, const Tensor& scratch) override;
 
  private:
   // optimizer_step's passes, after the shared checks and the skip; `inv` is inv_scale[0] or 1.

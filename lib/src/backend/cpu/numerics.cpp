@@ -1,6 +1,8 @@
-// The CPU backend's counted rounding (backend.h, "gradient numerics"): the classification of
-// math/numerics_math.h over the pool's threads, the counters added at the end of each part. It
-// runs on sampled steps only, so it is kept scalar rather than vectorised.
+// The CPU backend's numerics family (backend.h, "numerics"). round_counted: the classification
+// of math/numerics_math.h over the pool's threads, the counters added at the end of each part;
+// it runs on sampled steps only, so it is kept scalar rather than vectorised. round_amax: one
+// AVX-512 pass. gemm_round_amax: the max taken in the packed kernels' epilogue (cpu_gemm.h,
+// AmaxSink), on the floats the epilogue rounds into c.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -75,6 +77,27 @@ void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& 
   });
   a[0] = bits_float(max_bits);
   a[1] = nonfinite ? 1.0f : 0.0f;
+}
+
+void CpuBackend::gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                                 const Tensor& c, const Tensor& amax, const Tensor& scratch) {
+  const GemmDims d = check_gemm_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
+  if (m_avx512 && d.m > 0 && d.n > 0 && d.k > 0 && !overlaps(c, a) && !overlaps(c, b)) {
+    auto* acc = amax.data_as<float>();
+    AmaxSink sink;
+    sink.max_bits.store(float_bits(acc[0]));
+    sink.nonfinite.store(acc[1] != 0.0f);
+    GemmOutput gc{c.data(), c.dtype(), d.n};
+    gc.amax = &sink;
+    const GemmOperand ga{a.data(), a.dtype(), a.dim(1), trans_a};
+    const GemmOperand gb{b.data(), b.dtype(), b.dim(1), trans_b};
+    if (m_gemm.run(d.m, d.n, d.k, ga, gb, gc, *m_pool, m_bf16_dot)) {
+      acc[0] = bits_float(sink.max_bits.load());
+      acc[1] = sink.nonfinite.load() ? 1.0f : 0.0f;
+      return;
+    }
+  }
+  Backend::gemm_round_amax(a, trans_a, b, trans_b, c, amax, scratch);
 }
 
 }  // namespace ampctl::cpu

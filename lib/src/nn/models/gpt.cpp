@@ -293,6 +293,24 @@ void Gpt::settle_own(const Tensor& f32, const Tensor& dst, size_t entry) {
   if (m_counted) m_num->round(f32, dst, entry);
 }
 
+void Gpt::gemm_own(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& dst,
+                   size_t entry) {
+  if (m_counted) {
+    m_num->gemm(a, trans_a, b, trans_b, m_nws, dst, entry);
+  } else {
+    m_backend->gemm(a, trans_a, b, trans_b, dst);
+  }
+}
+
+void Gpt::gemm_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& dst,
+                    size_t site) {
+  if (m_counted) {
+    m_num->gemm_site(a, trans_a, b, trans_b, m_nws, dst, site);
+  } else {
+    m_backend->gemm(a, trans_a, b, trans_b, dst);
+  }
+}
+
 Gpt::Proj Gpt::declare_proj(const std::string& name, int64_t out, int64_t in, bool bias) {
   Proj p;
   p.w_entry = m_layout.entries().size();
@@ -486,14 +504,12 @@ void Gpt::proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const 
                      : out == 3 * m_opt.n_embd ? m_ws_attn
                      : out == 4 * m_opt.n_embd ? m_ws_fc
                                                : m_ws_mproj;
-  // A counted step: dy's roundings count for this weight; each product is written in f32 and
-  // rounded by the hook (f32_or / settle: nn/numerics.h).
+  // A counted step: dy's roundings count for this weight; each product goes through the hook
+  // (gemm_own / gemm_site, f32_or / settle: nn/numerics.h).
   if (m_counted) m_num->claim(p.w_entry);
   if (ws.defined()) {
     // autocast: the weight gradient is a lowp product, widened when AccumulateGrad adds it.
-    const Tensor o = f32_or(ws);
-    b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, o);
-    settle_own(o, ws, p.w_entry);
+    gemm_own(dy, /*trans_a=*/true, x, /*trans_b=*/false, ws, p.w_entry);
     b.add_(p.w.grad, ws);
   } else {
     b.gemm(dy, /*trans_a=*/true, x, /*trans_b=*/false, p.w.grad, 1.0f, 1.0f);
@@ -507,11 +523,7 @@ void Gpt::proj_backward(const Proj& p, const Tensor& dy, const Tensor& x, const 
     settle_own(o, wsb, p.b_entry);
     b.add_(p.b.grad, wsb);
   }
-  if (dx.defined()) {
-    const Tensor o = f32_or(dx);
-    b.gemm(dy, /*trans_a=*/false, p.w.compute(), /*trans_b=*/false, o);
-    settle(o, dx, dx_site);
-  }
+  if (dx.defined()) gemm_site(dy, /*trans_a=*/false, p.w.compute(), /*trans_b=*/false, dx, dx_site);
 }
 
 void Gpt::norm_forward(const Norm& n, const Tensor& x, const Tensor& y, const Tensor& mean,
@@ -709,18 +721,12 @@ void Gpt::backward(int64_t batch) {
   const Tensor lnf = lead(m_lnf, rc);
   if (m_counted) m_num->claim(m_head_entry);
   if (m_ws_head.defined()) {
-    const Tensor o = f32_or(m_ws_head);
-    b.gemm(dlogits, true, lnf, false, o);
-    settle_own(o, m_ws_head, m_head_entry);
+    gemm_own(dlogits, true, lnf, false, m_ws_head, m_head_entry);
     b.add_(m_head.grad, m_ws_head);
   } else {
     b.gemm(dlogits, true, lnf, false, m_head.grad, 1.0f, 1.0f);
   }
-  {
-    const Tensor o = f32_or(dc);
-    b.gemm(dlogits, false, m_head.compute(), false, o);
-    settle(o, dc, m_head_dx_site);
-  }
+  gemm_site(dlogits, false, m_head.compute(), false, dc, m_head_dx_site);
   // ln_f: its fp32 input gradient starts the stream's gradient g (ln_f's weight claims dc).
   if (m_counted) m_num->claim(m_ln_f.w_entry);
   const Tensor xf = lead(m_emb, rc);
@@ -754,9 +760,8 @@ void Gpt::backward(int64_t batch) {
     // (a fused backend is never counted: roundings_instrumented).
     proj_backward(l.mlp_proj, *dbr, gelu, Tensor{});
     if (m_counted) {
-      Tensor o = f32_ws(d4a.shape());
-      b.gemm(*dbr, false, l.mlp_proj.w.compute(), false, o);
-      settle(o, d4a, s.d4a);
+      gemm_site(*dbr, false, l.mlp_proj.w.compute(), false, d4a, s.d4a);
+      const Tensor o = f32_ws(d4a.shape());
       b.activation_backward(ActivationKind::gelu_tanh, fc, Tensor{}, d4a, o);
       settle(o, d4b, s.d4b);
     } else {

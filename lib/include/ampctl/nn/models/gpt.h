@@ -158,6 +158,12 @@ class Gpt : public Model {
   Tensor f32_or(const Tensor& dst) const { return m_counted ? f32_ws(dst.shape()) : dst; }
   void settle(const Tensor& f32, const Tensor& dst, size_t site);
   void settle_own(const Tensor& f32, const Tensor& dst, size_t entry);
+  // dst := op(a) op(b) rounded, through the hook when counted (GradNumerics::gemm / gemm_site:
+  // fused with the amax where the backend can), else a plain gemm.
+  void gemm_own(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& dst,
+                size_t entry);
+  void gemm_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& dst,
+                 size_t site);
   void attention_backward_counted(const Layer& l, const Sites& s, const Tensor& dyh,
                                   const Tensor& q, const Tensor& k, const Tensor& v,
                                   const Tensor& dq, const Tensor& dk, const Tensor& dv,

@@ -248,6 +248,37 @@ struct StoreRaw {
   }
 };
 
+// One thread share's grad_amax (GemmOutput::amax): per lane, the largest |v| bits of the finite
+// v the epilogue rounded (integer order is value order among them; inf and NaN sit at
+// 0x7f800000 and above), and the lanes that saw a non-finite v. Merged into the sink once, at
+// the share's end.
+struct alignas(64) AmaxLanes {
+  uint32_t max[16] = {};
+  uint32_t bad = 0;
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take(__m512 v, __mmask16 k) {
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, _mm512_set1_epi32(0x7f800000));
+    bad |= static_cast<uint32_t>(k & ~finite);
+    const __m512i m = _mm512_load_si512(max);
+    _mm512_store_si512(max, _mm512_mask_max_epu32(m, finite, m, a));
+  }
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take2(__m512 v0, __m512 v1) {
+    const __m512i mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+    const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), mask);
+    const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(v1), mask);
+    const __mmask16 f0 = _mm512_cmplt_epu32_mask(a0, inf), f1 = _mm512_cmplt_epu32_mask(a1, inf);
+    bad |= static_cast<uint32_t>(static_cast<__mmask16>(~(f0 & f1)));
+    const __m512i both =
+        _mm512_max_epu32(_mm512_maskz_mov_epi32(f0, a0), _mm512_maskz_mov_epi32(f1, a1));
+    _mm512_store_si512(max, _mm512_max_epu32(_mm512_load_si512(max), both));
+  }
+  void merge_into(AmaxSink& sink) const {
+    uint32_t m = 0;
+    for (uint32_t x : max) m = std::max(m, x);
+    sink.merge(m, bad != 0);
+  }
+};
+
 // epilogue_tile's arithmetic, operation for operation, on a row still in registers.
 template <typename O>
 struct StoreEpilogue {
@@ -255,15 +286,20 @@ struct StoreEpilogue {
   int64_t ld;
   float alpha, beta;
   const float* bias;  // at the tile's first column, or null
-  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void one(__m512 v, O* o, const float* b) const {
+  AmaxLanes* lanes;   // grad_amax, or null
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 value(__m512 v, const O* o, const float* b) const {
     if (alpha != 1.0f) v = _mm512_mul_ps(_mm512_set1_ps(alpha), v);
     if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(beta), simd::load16(o)));
     if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b));
-    simd::store16(o, v);
+    return v;
   }
   AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) const {
-    one(v0, out + r * ld, bias);
-    one(v1, out + r * ld + 16, bias ? bias + 16 : nullptr);
+    O* o = out + r * ld;
+    v0 = value(v0, o, bias);
+    v1 = value(v1, o + 16, bias ? bias + 16 : nullptr);
+    if (lanes) lanes->take2(v0, v1);
+    simd::store16(o, v0);
+    simd::store16(o + 16, v1);
   }
 };
 
@@ -336,7 +372,7 @@ AMPCTL_AVX512_BF16 void kernel_bf16(int64_t kpairs, const uint16_t* a, const uin
 
 template <typename O>
 AMPCTL_AVX512 void epilogue_tile(const float* t, int64_t mr, int64_t nr, O* out, int64_t ldo,
-                                 float alpha, float beta, const float* bias) {
+                                 float alpha, float beta, const float* bias, AmaxLanes* lanes) {
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int64_t r = 0; r < mr; ++r) {
     for (int64_t j = 0; j < nr; j += 16) {
@@ -345,26 +381,27 @@ AMPCTL_AVX512 void epilogue_tile(const float* t, int64_t mr, int64_t nr, O* out,
       if (alpha != 1.0f) v = _mm512_mul_ps(va, v);
       if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, simd::load16(out + r * ldo + j, m)));
       if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
+      if (lanes) lanes->take(v, m);
       simd::store16(out + r * ldo + j, v, m);
     }
   }
 }
 
 AMPCTL_AVX512 void epilogue_dispatch(const float* t, int64_t mr, int64_t nr, const GemmOutput& o,
-                                     int64_t i, int64_t j, const float* bias) {
+                                     int64_t i, int64_t j, const float* bias, AmaxLanes* lanes) {
   const float* bj = bias ? bias + j : nullptr;
   switch (o.dtype) {
     case DType::f32:
       epilogue_tile(t, mr, nr, static_cast<float*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta,
-                    bj);
+                    bj, lanes);
       return;
     case DType::f16:
-      epilogue_tile(t, mr, nr, static_cast<half*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta,
-                    bj);
+      epilogue_tile(t, mr, nr, static_cast<half*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta, bj,
+                    lanes);
       return;
     case DType::bf16:
       epilogue_tile(t, mr, nr, static_cast<bfloat16*>(o.data) + i * o.ld + j, o.ld, o.alpha, o.beta,
-                    bj);
+                    bj, lanes);
       return;
     case DType::i32:
       return;
@@ -509,13 +546,13 @@ TileRoute route_tile(const Problem& p, float* acc, float* tile, bool full, bool 
 // After the kernel: sums left in `tile` go to acc (partial sums, or C itself), or, for the last
 // k block, through the epilogue into C at (i, j).
 void finish_tile(const Problem& p, const TileRoute& t, float* acc, const float* tile, bool last,
-                 int64_t mr, int64_t nr, int64_t i, int64_t j) {
+                 int64_t mr, int64_t nr, int64_t i, int64_t j, AmaxLanes* lanes) {
   if (t.direct) return;
   if (!last || p.acc_is_out) {
     for (int64_t r = 0; r < mr; ++r)
       std::memcpy(acc + r * p.ld_acc, tile + r * kNr, static_cast<size_t>(nr) * 4);
   } else {
-    epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias);
+    epilogue_dispatch(tile, mr, nr, p.out, i, j, p.bias, lanes);
   }
 }
 
@@ -544,24 +581,24 @@ void run_kernel(const Problem& p, const Sliver& s, const Store& store) {
 
 // A whole tile of the last k block at (i, j) through the epilogue into C (epilogue_dispatch's
 // arithmetic without the trip through the stack tile).
-void finish_into_output(const Problem& p, const Sliver& s, int64_t i, int64_t j) {
+void finish_into_output(const Problem& p, const Sliver& s, int64_t i, int64_t j, AmaxLanes* lanes) {
   const GemmOutput& o = p.out;
   const float* bj = p.bias ? p.bias + j : nullptr;
   switch (o.dtype) {
     case DType::f32:
       run_kernel(p, s,
                  StoreEpilogue<float>{static_cast<float*>(o.data) + i * o.ld + j, o.ld, o.alpha,
-                                      o.beta, bj});
+                                      o.beta, bj, lanes});
       return;
     case DType::f16:
       run_kernel(p, s,
                  StoreEpilogue<half>{static_cast<half*>(o.data) + i * o.ld + j, o.ld, o.alpha,
-                                     o.beta, bj});
+                                     o.beta, bj, lanes});
       return;
     case DType::bf16:
       run_kernel(p, s,
                  StoreEpilogue<bfloat16>{static_cast<bfloat16*>(o.data) + i * o.ld + j, o.ld,
-                                         o.alpha, o.beta, bj});
+                                         o.alpha, o.beta, bj, lanes});
       return;
     case DType::i32:
       return;
@@ -574,6 +611,8 @@ void finish_into_output(const Problem& p, const Sliver& s, int64_t i, int64_t j)
 void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1, float* pack_a,
                float* pack_b, const float* packed_b = nullptr, int64_t b_stride = 0) {
   alignas(64) float tile[kTile] = {};
+  AmaxLanes amax;
+  AmaxLanes* lanes = p.out.amax ? &amax : nullptr;
   const int64_t width = j1 - j0;
   for (int64_t pc = 0; pc < p.k; pc += p.kc_block) {
     const int64_t kc = std::min(p.kc_block, p.k - pc);
@@ -610,15 +649,16 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
           const Sliver sl{kr.l1 - kr.l0, pack_a, pack_b, a_off, b_off, route.cin, route.ldi};
           if (full && last && !p.acc_is_out) {
             // The epilogue on the registers, straight into C.
-            finish_into_output(p, sl, i, j);
+            finish_into_output(p, sl, i, j, lanes);
             continue;
           }
           run_kernel(p, sl, StoreRaw{route.cout, route.ldo});
-          finish_tile(p, route, acc, tile, last, mr, nr, i, j);
+          finish_tile(p, route, acc, tile, last, mr, nr, i, j, lanes);
         }
       }
     }
   }
+  if (lanes) lanes->merge_into(*p.out.amax);
 }
 
 // ---- the AMX bf16 path ----
@@ -738,6 +778,8 @@ void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t
   // Zeroed once, so that it is never read undefined: an edge tile's rows and columns past
   // mr x nr start from whatever an earlier tile left there, and are computed and dropped.
   alignas(64) float tile[kAmxTile] = {};
+  AmaxLanes amax;
+  AmaxLanes* lanes = p.out.amax ? &amax : nullptr;
   const int64_t width = j1 - j0;
   amx_configure();
   for (int64_t pc = 0; pc < p.k; pc += p.kc_block) {
@@ -769,12 +811,13 @@ void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t
           amx_block(kr.l1 - kr.l0, pack_a + ir * kc32 + kr.l0, kc32,
                     pack_b + (jr / kNr) * kNr * kc32 + kr.l0 * kNr, route.cin, route.ldi,
                     route.cout, route.ldo);
-          finish_tile(p, route, acc, tile, last, mr, nr, i, j);
+          finish_tile(p, route, acc, tile, last, mr, nr, i, j, lanes);
         }
       }
     }
   }
   amx_release();
+  if (lanes) lanes->merge_into(*p.out.amax);
 }
 
 }  // namespace
@@ -794,7 +837,8 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   p.a_rows = !p.bf16 && !a.trans;
   p.amx = p.bf16 && f.amx_bf16;
   p.kc_block = p.bf16 ? kKcBf16 : kKcF32;
-  p.acc_is_out = out.dtype == DType::f32 && out.alpha == 1.0f && out.beta == 0.0f && !out.bias;
+  p.acc_is_out =
+      out.dtype == DType::f32 && out.alpha == 1.0f && out.beta == 0.0f && !out.bias && !out.amax;
   if (p.acc_is_out) {
     p.acc = static_cast<float*>(out.data);
     p.ld_acc = out.ld;

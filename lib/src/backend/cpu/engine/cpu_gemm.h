@@ -31,6 +31,7 @@
 // count or on timing.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -56,8 +57,23 @@ struct GemmOperand {
   bool trans;
 };
 
+// grad_amax taken in the epilogue (Backend::gemm_round_amax): the largest finite |v| of the
+// floats v the epilogue rounds into C, as float bits (non-negative floats order like their
+// bits), and whether a non-finite v was among them. Each thread share keeps its own max and
+// merges it here once; a max is order-free, so the result does not depend on the split.
+struct AmaxSink {
+  std::atomic<uint32_t> max_bits{0};
+  std::atomic<bool> nonfinite{false};
+  void merge(uint32_t bits, bool bad) {
+    uint32_t cur = max_bits.load(std::memory_order_relaxed);
+    while (bits > cur && !max_bits.compare_exchange_weak(cur, bits, std::memory_order_relaxed)) {
+    }
+    if (bad) nonfinite.store(true, std::memory_order_relaxed);
+  }
+};
+
 // out[i, j] := round_out(alpha * acc[i, j] + beta * out[i, j] + bias[j]); out is not read when
-// beta == 0; bias may be null.
+// beta == 0; bias may be null. amax, when set, takes every such float before its rounding.
 struct GemmOutput {
   void* data;
   DType dtype;
@@ -66,6 +82,7 @@ struct GemmOutput {
   float beta = 0.0f;
   const void* bias = nullptr;
   DType bias_dtype = DType::f32;
+  AmaxSink* amax = nullptr;
 };
 
 // What a causal attention's products let the kernels skip (cpu/transformer.cpp), at whole

@@ -1,0 +1,176 @@
+// Backend::gemm_round_amax (backend.h, "numerics"; grad_amax taken in a product) against the
+// two ops it stands for, each tested on its own (test_gemm_ops.cpp against fp64, test_grad_amax.cpp
+// against a plain loop): gemm written in f32, then round_amax. The CPU's fused form (the max in
+// the packed kernels' epilogue) must give the same lowp bits and the same accumulator words, for
+// shapes that reach every epilogue path (whole tiles into C, edge tiles through the stack tile,
+// k over several blocks, the shared-B and the column split, one part and many), every transpose,
+// f16 and bf16 (the bf16 kernel), any thread count; it accumulates into what the accumulator
+// held; a non-finite product sets the flag. Bad operands are refused alike by the CPU's override
+// and the default composition.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ampctl/backend/backend.h"
+#include "ampctl/core/half.h"
+#include "ampctl/math/numerics_math.h"
+
+namespace ampctl {
+namespace {
+
+struct Result {
+  std::vector<uint16_t> bits;
+  float amax[numerics::kAmaxWords] = {};
+};
+
+// op(a) (m x k) and op(b) (k x n) as stored: a is k x m when trans_a, b is n x k when trans_b.
+struct Case {
+  int64_t m, n, k;
+  bool trans_a, trans_b;
+};
+
+std::vector<float> random_values(size_t count, std::mt19937& rng, float scale) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// gemm_round_amax (fused: true) or gemm into f32 then round_amax, from accumulator `start`.
+Result run(Backend& be, const Case& c, DType dtype, const std::vector<float>& a,
+           const std::vector<float>& b, const float (&start)[numerics::kAmaxWords], bool fused) {
+  const Shape sa = c.trans_a ? Shape{c.k, c.m} : Shape{c.m, c.k};
+  const Shape sb = c.trans_b ? Shape{c.n, c.k} : Shape{c.k, c.n};
+  Tensor ta = be.empty(sa, dtype), tb = be.empty(sb, dtype);
+  be.cast(be.from_host(sa, DType::f32, a.data()), ta);
+  be.cast(be.from_host(sb, DType::f32, b.data()), tb);
+  Tensor out = be.zeros({c.m, c.n}, dtype);
+  Tensor scratch = be.zeros({c.m * c.n + 5}, DType::f32);
+  Tensor amax = be.from_host({numerics::kAmaxWords}, DType::f32, start);
+  if (fused) {
+    be.gemm_round_amax(ta, c.trans_a, tb, c.trans_b, out, amax, scratch);
+  } else {
+    const Tensor product = scratch.view(0, {c.m, c.n});
+    be.gemm(ta, c.trans_a, tb, c.trans_b, product);
+    be.round_amax(product, out, amax);
+  }
+  Result r;
+  r.bits.resize(static_cast<size_t>(c.m * c.n));
+  be.download(r.bits.data(), out);
+  be.download(r.amax, amax);
+  return r;
+}
+
+std::string describe(const Case& c, DType dtype, int threads) {
+  return std::to_string(c.m) + "x" + std::to_string(c.n) + "x" + std::to_string(c.k) +
+         (c.trans_a ? " A^T" : "") + (c.trans_b ? " B^T" : "") + " " + dtype_name(dtype) + ", " +
+         std::to_string(threads) + " threads";
+}
+
+TEST(GemmRoundAmax, EqualsGemmThenRoundAmaxBitwise) {
+  // 1 x 1 x 1; edge tiles only; whole tiles with k over two f32 blocks (256) and two bf16 blocks
+  // (512); enough work to split over the threads by rows (shared B) and by columns.
+  const std::vector<Case> shapes = {{1, 1, 1, false, false},     {13, 45, 7, false, false},
+                                    {48, 64, 600, false, false}, {200, 96, 64, false, false},
+                                    {64, 640, 96, false, false}, {37, 70, 300, false, false}};
+  std::mt19937 rng(2804);
+  for (int threads : {1, 3}) {
+    auto be = make_cpu_backend(threads);
+    for (const Case& shape : shapes) {
+      for (int t = 0; t < 4; ++t) {
+        Case c = shape;
+        c.trans_a = (t & 1) != 0;
+        c.trans_b = (t & 2) != 0;
+        const auto a = random_values(static_cast<size_t>(c.m * c.k), rng, 3.0f);
+        const auto b = random_values(static_cast<size_t>(c.k * c.n), rng, 0.5f);
+        for (DType dtype : {DType::f16, DType::bf16}) {
+          const float zero[numerics::kAmaxWords] = {0.0f, 0.0f};
+          const Result want = run(*be, c, dtype, a, b, zero, false);
+          const Result got = run(*be, c, dtype, a, b, zero, true);
+          const std::string what = describe(c, dtype, threads);
+          EXPECT_EQ(got.bits, want.bits) << what;
+          EXPECT_EQ(0, std::memcmp(got.amax, want.amax, sizeof got.amax)) << what;
+          EXPECT_GT(want.amax[0], 0.0f) << what;
+          EXPECT_EQ(want.amax[1], 0.0f) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(GemmRoundAmax, AccumulatesAndFlagsNonFiniteProducts) {
+  auto be = make_cpu_backend(2);
+  const Case c{50, 70, 40, false, true};
+  std::mt19937 rng(11);
+  auto a = random_values(static_cast<size_t>(c.m * c.k), rng, 1.0f);
+  const auto b = random_values(static_cast<size_t>(c.k * c.n), rng, 1.0f);
+  // A larger max already in the accumulator stays; a smaller one is raised.
+  for (float held : {1.0e6f, 1.0e-3f}) {
+    const float start[numerics::kAmaxWords] = {held, 0.0f};
+    const Result want = run(*be, c, DType::f16, a, b, start, false);
+    const Result got = run(*be, c, DType::f16, a, b, start, true);
+    EXPECT_EQ(got.bits, want.bits);
+    EXPECT_EQ(0, std::memcmp(got.amax, want.amax, sizeof got.amax));
+    if (held > 1.0f) {
+      EXPECT_EQ(got.amax[0], held);
+    } else {
+      EXPECT_GT(got.amax[0], held);
+    }
+  }
+  // An inf in op(A)'s row 17: that row's products are inf or NaN, the flag is set and the max
+  // is over the finite products alone, as round_amax takes it.
+  a[static_cast<size_t>(17 * c.k + 3)] = std::numeric_limits<float>::infinity();
+  const float zero[numerics::kAmaxWords] = {0.0f, 0.0f};
+  const Result want = run(*be, c, DType::f16, a, b, zero, false);
+  const Result got = run(*be, c, DType::f16, a, b, zero, true);
+  EXPECT_EQ(got.bits, want.bits);
+  EXPECT_EQ(0, std::memcmp(got.amax, want.amax, sizeof got.amax));
+  EXPECT_EQ(got.amax[1], 1.0f);
+  EXPECT_TRUE(std::isfinite(got.amax[0]));
+  EXPECT_GT(got.amax[0], 0.0f);
+}
+
+TEST(GemmRoundAmax, BadOperandsAreRefusedByBothForms) {
+  auto be = make_cpu_backend(1);
+  Tensor a = be->zeros({4, 3}, DType::f16), b = be->zeros({3, 5}, DType::f16);
+  Tensor c = be->zeros({4, 5}, DType::f16), c32 = be->zeros({4, 5}, DType::f32);
+  Tensor amax = be->zeros({numerics::kAmaxWords}, DType::f32);
+  Tensor amax3 = be->zeros({3}, DType::f32);
+  Tensor scratch = be->zeros({20}, DType::f32), small = be->zeros({19}, DType::f32);
+  // An f32 op(A) in the same buffer as the scratch.
+  Tensor shared = be->zeros({40}, DType::f32);
+  Tensor a32 = shared.view(0, {4, 3}), overlapping = shared.view(10, {20});
+  struct Bad {
+    const char* what;
+    Tensor a, c, amax, scratch;
+  };
+  const Bad bad[] = {{"c must be f16 or bf16", a, c32, amax, scratch},
+                     {"amax must be f32 with 2 values", a, c, amax3, scratch},
+                     {"scratch must be f32 of at least", a, c, amax, small},
+                     {"scratch shares memory with", a32, c, amax, overlapping}};
+  for (const Bad& x : bad) {
+    for (bool fused : {true, false}) {
+      try {
+        if (fused) {
+          be->gemm_round_amax(x.a, false, b, false, x.c, x.amax, x.scratch);
+        } else {
+          be->Backend::gemm_round_amax(x.a, false, b, false, x.c, x.amax, x.scratch);
+        }
+        ADD_FAILURE() << x.what << ": not refused";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(x.what), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("gemm_round_amax"), std::string::npos) << e.what();
+      }
+    }
+  }
+  // A shape mismatch is gemm's own check.
+  EXPECT_THROW(be->gemm_round_amax(a, true, b, false, c, amax, scratch), Error);
+}
+
+}  // namespace
+}  // namespace ampctl
