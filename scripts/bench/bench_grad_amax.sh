@@ -14,6 +14,8 @@
 #   --config F    a config to time (repeatable; default: configs/quickstart.yaml and
 #                 configs/gpt_fortunes.yaml)
 #
+# Columns: each column's median step time; ratio, the median over the rounds of on / off (a
+# round's two runs ran back to back, so the ratio cancels the machine's drift), and its range.
 # The step time is summary.json's steady_step_ms (the mean step time after the first logging
 # interval), so data loading and setup are not in it. Every model's roundings are instrumented
 # on the CPU (the MLP, the CNN, the GPT); the GPT on CUDA in fp16/bf16 is not (the console says
@@ -33,7 +35,7 @@ while (($#)); do
     --steps) STEPS=$2; shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
     --config) CONFIGS+=("$2"); shift 2 ;;
-    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "bench_grad_amax.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -68,10 +70,14 @@ done
 python3 - "$WORK" "${CONFIGS[@]}" <<'PY'
 import os, statistics, sys
 work, cfgs = sys.argv[1], sys.argv[2:]
-print(f"{'config':<16} {'off ms':>9} {'on ms':>9} {'ratio':>7}  same final loss")
+print(f"{'config':<16} {'off ms':>9} {'on ms':>9} {'ratio':>7} {'range':>13} same final loss")
 for cfg in cfgs:
     name = os.path.basename(cfg)[:-5]
-    med = {c: statistics.median(float(x) for x in open(f"{work}/{name}-{c}.ms")) for c in ("off", "on")}
+    ms = {c: [float(x) for x in open(f"{work}/{name}-{c}.ms")] for c in ("off", "on")}
+    med = {c: statistics.median(v) for c, v in ms.items()}
+    # Each round's two runs ran back to back: their ratio cancels the machine's slow drift.
+    ratios = sorted(on / off for off, on in zip(ms["off"], ms["on"]))
     same = open(f"{work}/{name}-off.loss").read() == open(f"{work}/{name}-on.loss").read()
-    print(f"{name:<16} {med['off']:>9.4f} {med['on']:>9.4f} {med['on'] / med['off']:>7.3f}  {same}")
+    print(f"{name:<16} {med['off']:>9.4f} {med['on']:>9.4f} {statistics.median(ratios):>7.3f} "
+          f"{ratios[0]:>6.3f}-{ratios[-1]:<6.3f} {same}")
 PY

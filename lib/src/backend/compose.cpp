@@ -2,7 +2,8 @@
 // read_scalar_*), and the ops a backend may fuse but need not, written once on top of the
 // primitives: causal self-attention (the materialised softmax), Linear + GELU, residual add +
 // LayerNorm, LayerNorm backward into an accumulated gradient, the three conv2d ops
-// (im2col / col2im and gemm per image) and grad_amax's product (gemm, then round_amax). Each checks
+// (im2col / col2im and gemm per image) and the ops that take grad_amax (the op into f32, then
+// round_amax). Each checks
 // its arguments with the same checks (checks/) a fused override calls, so both refuse the same
 // calls.
 #include <string>
@@ -210,6 +211,23 @@ void Backend::gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bo
   const Tensor product = scratch.view(0, c.shape());
   gemm(a, trans_a, b, trans_b, product);
   round_amax(product, c, amax);
+}
+
+void Backend::gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                                      const Tensor& c, const Tensor& amax, const Tensor& scratch) {
+  check_gemm_batched_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
+  const Tensor product = scratch.view(0, c.shape());
+  gemm_batched(a, trans_a, b, trans_b, product);
+  round_amax(product, c, amax);
+}
+
+void Backend::activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                       const Tensor& dy, const Tensor& dx, const Tensor& amax,
+                                       const Tensor& scratch) {
+  check_activation_backward_amax(kind, x, y, dy, dx, amax, scratch, device());
+  const Tensor f32 = scratch.view(0, dx.shape());
+  activation_backward(kind, x, y, dy, f32);
+  round_amax(f32, dx, amax);
 }
 
 }  // namespace ampctl

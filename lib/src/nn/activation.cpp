@@ -50,10 +50,9 @@ const Tensor& Activation::backward(const Tensor& dy, int64_t batch) {
     throw Error{ErrorKind::state, "activation backward: set up without an input gradient"};
   }
   const Tensor& dx = m_dx.rows(batch);
-  if (m_numerics && m_numerics->active()) {  // a sampled step: f32, then a counted rounding
-    const Tensor& dx_f32 = m_dx_f32.rows(batch);
-    m_backend->activation_backward(m_kind, m_x, m_y.rows(batch), dy, dx_f32);
-    m_numerics->round_site(dx_f32, dx, m_site);
+  if (m_numerics && m_numerics->active()) {  // through the hook (nn/numerics.h)
+    m_numerics->activation_backward_site(m_kind, m_x, m_y.rows(batch), dy, m_dx_f32.rows(batch), dx,
+                                         m_site);
     return dx;
   }
   m_backend->activation_backward(m_kind, m_x, m_y.rows(batch), dy, dx);

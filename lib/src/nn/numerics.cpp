@@ -96,6 +96,29 @@ void GradNumerics::gemm_site(const Tensor& a, bool trans_a, const Tensor& b, boo
   round_site(product, dst, site);
 }
 
+void GradNumerics::gemm_batched_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                                     const Tensor& f32, const Tensor& dst, size_t site) {
+  if (!m_counting) {
+    m_backend->gemm_batched_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32);
+    return;
+  }
+  const Tensor product = f32.view(0, dst.shape());
+  m_backend->gemm_batched(a, trans_a, b, trans_b, product);
+  round_site(product, dst, site);
+}
+
+void GradNumerics::activation_backward_site(ActivationKind kind, const Tensor& x, const Tensor& y,
+                                            const Tensor& dy, const Tensor& f32, const Tensor& dx,
+                                            size_t site) {
+  if (!m_counting) {
+    m_backend->activation_backward_amax(kind, x, y, dy, dx, m_amax, f32);
+    return;
+  }
+  const Tensor out = f32.view(0, dx.shape());
+  m_backend->activation_backward(kind, x, y, dy, out);
+  round_site(out, dx, site);
+}
+
 void GradNumerics::claim(size_t entry) {
   for (size_t site : m_pending) m_owner[site] = entry;
   m_pending.clear();

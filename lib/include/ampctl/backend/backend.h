@@ -489,6 +489,17 @@ class Backend {
   // packed kernels' epilogue instead (scratch unused): no f32 product written and read again.
   virtual void gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                                const Tensor& c, const Tensor& amax, const Tensor& scratch);
+  // gemm_round_amax's contract for gemm_batched (alpha 1, beta 0). Default: gemm_batched into
+  // scratch, then round_amax; the CPU's packed kernels take the max in their epilogue.
+  virtual void gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                                       const Tensor& c, const Tensor& amax, const Tensor& scratch);
+  // grad_amax taken in an activation's backward: dx (f16 or bf16) := activation_backward's dx,
+  // and amax raised as round_amax raises it from that dx written in f32. scratch as above.
+  // Default: activation_backward into scratch, then round_amax; the CPU runs the two over
+  // L1-sized chunks of each thread's share (the f32 values never reach memory).
+  virtual void activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                        const Tensor& dy, const Tensor& dx, const Tensor& amax,
+                                        const Tensor& scratch);
 };
 
 // One call site's attention buffers, zero-filled, of the sizes b.attention_workspace gives (a

@@ -81,6 +81,12 @@ class GradNumerics {
             const Tensor& dst, size_t entry);
   void gemm_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b, const Tensor& f32,
                  const Tensor& dst, size_t site);
+  // The same for gemm_batched (Backend::gemm_batched_round_amax) and for an activation's
+  // backward (Backend::activation_backward_amax), into `site`.
+  void gemm_batched_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                         const Tensor& f32, const Tensor& dst, size_t site);
+  void activation_backward_site(ActivationKind kind, const Tensor& x, const Tensor& y,
+                                const Tensor& dy, const Tensor& f32, const Tensor& dx, size_t site);
   // The sites rounded since the last claim now count for `entry`.
   void claim(size_t entry);
 

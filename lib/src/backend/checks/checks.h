@@ -241,10 +241,17 @@ void check_round_counted(const Tensor& src, const Tensor& dst, const Tensor& cou
 // round_amax: src and dst as above, amax f32 of numerics::kAmaxWords values.
 void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
                       const Device& device);
-// gemm_round_amax: the gemm's checks for a, b and c (check_gemm), c f16 or bf16, amax as above,
-// scratch f32 of at least c's numel on `device`, sharing no memory with a, b or c.
+// The ops with the amax taken in them (gemm_round_amax, gemm_batched_round_amax,
+// activation_backward_amax): the plain op's checks, then its output f16 or bf16, amax as above,
+// scratch f32 of at least the output's numel on `device`, sharing no memory with any operand.
 GemmDims check_gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                                const Tensor& c, const Tensor& amax, const Tensor& scratch,
                                const Device& device);
+GemmBatchedDims check_gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tensor& b,
+                                              bool trans_b, const Tensor& c, const Tensor& amax,
+                                              const Tensor& scratch, const Device& device);
+void check_activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                    const Tensor& dy, const Tensor& dx, const Tensor& amax,
+                                    const Tensor& scratch, const Device& device);
 
 }  // namespace ampctl

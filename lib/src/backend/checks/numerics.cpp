@@ -1,5 +1,6 @@
 // The numerics family's argument checks (checks.h; backend.h, "numerics"), shared by both backends.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "checks.h"
@@ -55,15 +56,16 @@ void check_round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax,
   }
 }
 
-GemmDims check_gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                               const Tensor& c, const Tensor& amax, const Tensor& scratch,
-                               const Device& device) {
-  auto fail = [](const std::string& what) {
-    throw Error{ErrorKind::invalid_argument, "gemm_round_amax: " + what};
+namespace {
+
+// What every op with the amax taken in it checks after its plain op's checks (checks.h).
+void check_amax_output(const char* op, const Tensor& out, const Tensor& amax, const Tensor& scratch,
+                       std::initializer_list<const Tensor*> operands, const Device& device) {
+  auto fail = [op](const std::string& what) {
+    throw Error{ErrorKind::invalid_argument, std::string(op) + ": " + what};
   };
-  const GemmDims d = check_gemm(a, trans_a, b, trans_b, c, device);
-  if (c.dtype() != DType::f16 && c.dtype() != DType::bf16) {
-    fail("c must be f16 or bf16, got " + c.describe());
+  if (out.dtype() != DType::f16 && out.dtype() != DType::bf16) {
+    fail("the output must be f16 or bf16, got " + out.describe());
   }
   if (!amax.defined() || !scratch.defined()) fail("amax and scratch are required");
   for (const Tensor* t : {&amax, &scratch}) {
@@ -73,14 +75,43 @@ GemmDims check_gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, b
     fail("amax must be f32 with " + std::to_string(numerics::kAmaxWords) + " values, got " +
          amax.describe());
   }
-  if (scratch.dtype() != DType::f32 || scratch.numel() < c.numel()) {
-    fail("scratch must be f32 of at least c's " + std::to_string(c.numel()) + " elements, got " +
-         scratch.describe());
+  if (scratch.dtype() != DType::f32 || scratch.numel() < out.numel()) {
+    fail("scratch must be f32 of at least the output's " + std::to_string(out.numel()) +
+         " elements, got " + scratch.describe());
   }
-  for (const Tensor* t : {&a, &b, &c, &amax}) {
-    if (checks::overlaps(scratch, *t)) fail("scratch shares memory with " + t->describe());
+  for (const Tensor* t : operands) {
+    if (t->defined() && checks::overlaps(scratch, *t)) {
+      fail("scratch shares memory with " + t->describe());
+    }
   }
+  if (checks::overlaps(scratch, amax) || checks::overlaps(scratch, out)) {
+    fail("scratch shares memory with the output or amax");
+  }
+}
+
+}  // namespace
+
+GemmDims check_gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c, const Tensor& amax, const Tensor& scratch,
+                               const Device& device) {
+  const GemmDims d = check_gemm(a, trans_a, b, trans_b, c, device);
+  check_amax_output("gemm_round_amax", c, amax, scratch, {&a, &b}, device);
   return d;
+}
+
+GemmBatchedDims check_gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tensor& b,
+                                              bool trans_b, const Tensor& c, const Tensor& amax,
+                                              const Tensor& scratch, const Device& device) {
+  const GemmBatchedDims d = check_gemm_batched(a, trans_a, b, trans_b, c, device);
+  check_amax_output("gemm_batched_round_amax", c, amax, scratch, {&a, &b}, device);
+  return d;
+}
+
+void check_activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                    const Tensor& dy, const Tensor& dx, const Tensor& amax,
+                                    const Tensor& scratch, const Device& device) {
+  check_activation_backward(kind, x, y, dy, dx, device);
+  check_amax_output("activation_backward_amax", dx, amax, scratch, {&x, &y, &dy}, device);
 }
 
 }  // namespace ampctl

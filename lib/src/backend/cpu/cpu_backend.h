@@ -165,12 +165,21 @@ class CpuBackend final : public Backend {
   void round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) override;
   void gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                        const Tensor& c, const Tensor& amax, const Tensor& scratch) override;
+  void gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                               const Tensor& c, const Tensor& amax, const Tensor& scratch) override;
+  void activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                const Tensor& dy, const Tensor& dx, const Tensor& amax,
+                                const Tensor& scratch) override;
 
  private:
   // optimizer_step's passes, after the shared checks and the skip; `inv` is inv_scale[0] or 1.
   void sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv);
   void adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper, float inv);
   void cast_integer(const Tensor& src, const Tensor& dst);
+  // gemm_batched on the packed kernels (batch, m, n, k >= 1, AVX-512), with the epilogue's amax
+  // when given (transformer.cpp).
+  void gemm_batched_packed(const GemmBatchedDims& d, const Tensor& a, bool trans_a, const Tensor& b,
+                           bool trans_b, const Tensor& c, float alpha, float beta, AmaxSink* amax);
   // softmax_cross_entropy's fused, threaded path (AVX-512 level), after the checks.
   void softmax_cross_entropy_rows(const Tensor& logits, const int32_t* labels, const Tensor& loss,
                                   const Tensor& correct, const Tensor& dlogits,

@@ -1,8 +1,11 @@
 // The CPU backend's numerics family (backend.h, "numerics"). round_counted: the classification
 // of math/numerics_math.h over the pool's threads, the counters added at the end of each part;
 // it runs on sampled steps only, so it is kept scalar rather than vectorised. round_amax: one
-// AVX-512 pass. gemm_round_amax: the max taken in the packed kernels' epilogue (cpu_gemm.h,
-// AmaxSink), on the floats the epilogue rounds into c.
+// AVX-512 pass. gemm_round_amax and gemm_batched_round_amax: the max taken in the packed
+// kernels' epilogue (cpu_gemm.h, AmaxSink), on the floats the epilogue rounds into c.
+// activation_backward_amax: relu's max in its one pass; the GELU's share in chunks of
+// kAmaxChunk elements, the op's f32 output into a stack buffer (L1) and round_amax's pass from
+// there.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -98,6 +101,67 @@ void CpuBackend::gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b,
     }
   }
   Backend::gemm_round_amax(a, trans_a, b, trans_b, c, amax, scratch);
+}
+
+void CpuBackend::gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tensor& b,
+                                         bool trans_b, const Tensor& c, const Tensor& amax,
+                                         const Tensor& scratch) {
+  const GemmBatchedDims d =
+      check_gemm_batched_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
+  if (m_avx512 && d.batch > 0 && d.m > 0 && d.n > 0 && d.k > 0) {
+    auto* acc = amax.data_as<float>();
+    AmaxSink sink;
+    sink.max_bits.store(float_bits(acc[0]));
+    sink.nonfinite.store(acc[1] != 0.0f);
+    gemm_batched_packed(d, a, trans_a, b, trans_b, c, 1.0f, 0.0f, &sink);
+    acc[0] = bits_float(sink.max_bits.load());
+    acc[1] = sink.nonfinite.load() ? 1.0f : 0.0f;
+    return;
+  }
+  Backend::gemm_batched_round_amax(a, trans_a, b, trans_b, c, amax, scratch);
+}
+
+void CpuBackend::activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
+                                          const Tensor& dy, const Tensor& dx, const Tensor& amax,
+                                          const Tensor& scratch) {
+  check_activation_backward_amax(kind, x, y, dy, dx, amax, scratch, device());
+  const bool relu = kind == nn::ActivationKind::relu;
+  const bool gelu = kind == nn::ActivationKind::gelu_tanh;
+  const Tensor& used = relu ? y : x;
+  // activation_backward's vectorised kinds, on the operands it takes them for.
+  if (!m_avx512 || !(relu || gelu) || !same_or_disjoint(dy, dx) || overlaps(used, dx)) {
+    Backend::activation_backward_amax(kind, x, y, dy, dx, amax, scratch);
+    return;
+  }
+  constexpr size_t kAmaxChunk = 2048;  // 8 KiB of floats
+  const size_t us = dtype_size(used.dtype()), ds = dtype_size(dy.dtype());
+  const auto* up = static_cast<const char*>(used.data());
+  const auto* dyp = static_cast<const char*>(dy.data());
+  auto* out = static_cast<char*>(dx.data());
+  auto* acc = amax.data_as<float>();
+  uint32_t max_bits = float_bits(acc[0]);
+  bool nonfinite = acc[1] != 0.0f;
+  std::mutex merge;
+  parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
+    alignas(64) float buf[kAmaxChunk];
+    uint32_t m = 0;
+    bool bad = false;
+    if (relu) {  // one pass: the float it rounds is dy or 0
+      vec::relu_backward_amax(up, used.dtype(), dyp, dy.dtype(), out, dx.dtype(), b, e, m, bad);
+    } else {
+      for (size_t c = b; c < e; c += kAmaxChunk) {
+        const size_t len = std::min(kAmaxChunk, e - c);
+        vec::gelu_tanh_backward(up + c * us, used.dtype(), dyp + c * ds, dy.dtype(), buf,
+                                DType::f32, 0, len);
+        vec::cast_amax(buf, out + c * 2, dx.dtype(), 0, len, m, bad);
+      }
+    }
+    const std::lock_guard<std::mutex> lock(merge);
+    max_bits = std::max(max_bits, m);
+    nonfinite = nonfinite || bad;
+  });
+  acc[0] = bits_float(max_bits);
+  acc[1] = nonfinite ? 1.0f : 0.0f;
 }
 
 }  // namespace ampctl::cpu

@@ -178,6 +178,61 @@ void CpuBackend::embedding_backward(const Tensor& tokens, const Tensor& dout, co
            });
 }
 
+// The packed kernels' batched product (batch, m, n, k >= 1, AVX-512), the epilogue's max into
+// amax when given (gemm_batched_round_amax).
+void CpuBackend::gemm_batched_packed(const GemmBatchedDims& d, const Tensor& a, bool trans_a,
+                                     const Tensor& b, bool trans_b, const Tensor& c, float alpha,
+                                     float beta, AmaxSink* amax) {
+  const int64_t m = d.m, n = d.n, k = d.k;
+  const int64_t lda = trans_a ? m : k, ldb = trans_b ? k : n;
+  const size_t a_elems = static_cast<size_t>(m * k), b_elems = static_cast<size_t>(k * n),
+               c_elems = static_cast<size_t>(m * n);
+  const size_t as = dtype_size(a.dtype()), bs = dtype_size(b.dtype()), cs = dtype_size(c.dtype());
+  const auto* ap = static_cast<const char*>(a.data());
+  const auto* bp = static_cast<const char*>(b.data());
+  auto* cp = static_cast<char*>(c.data());
+  const auto operands = [&](int64_t i, GemmOperand& ga, GemmOperand& gb, GemmOutput& gc) {
+    ga = GemmOperand{ap + static_cast<size_t>(i) * a_elems * as, a.dtype(), lda, trans_a};
+    gb = GemmOperand{bp + static_cast<size_t>(i) * b_elems * bs, b.dtype(), ldb, trans_b};
+    gc = GemmOutput{cp + static_cast<size_t>(i) * c_elems * cs,
+                    c.dtype(),
+                    n,
+                    alpha,
+                    beta,
+                    nullptr,
+                    DType::f32,
+                    amax};
+  };
+  // run() declines only without AVX-512, for an i32 output or an empty product, all excluded
+  // by the callers, so a decline is a broken invariant, reported rather than half-computed.
+  std::atomic<bool> declined{false};
+  if (d.batch < m_pool->threads()) {
+    // Fewer matrices than threads: each one split over the pool, as gemm does.
+    for (int64_t i = 0; i < d.batch; ++i) {
+      GemmOperand ga{}, gb{};
+      GemmOutput gc{};
+      operands(i, ga, gb, gc);
+      if (!m_gemm.run(m, n, k, ga, gb, gc, *m_pool, m_bf16_dot)) declined = true;
+    }
+  } else {
+    // Claimed one matrix at a time, each whole on the thread that claimed it.
+    if (m_batch_gemm.size() < static_cast<size_t>(m_pool->threads())) {
+      m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
+    }
+    m_pool->run(d.batch, [&](int64_t i, int thread) {
+      GemmOperand ga{}, gb{};
+      GemmOutput gc{};
+      operands(i, ga, gb, gc);
+      if (!m_batch_gemm[static_cast<size_t>(thread)].run(m, n, k, ga, gb, gc, *m_serial_pool,
+                                                         m_bf16_dot)) {
+        declined = true;
+      }
+    });
+  }
+  if (!declined) return;
+  throw Error{ErrorKind::runtime, "gemm_batched: the packed kernels declined a float product"};
+}
+
 void CpuBackend::gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                               const Tensor& c, float alpha, float beta) {
   const GemmBatchedDims d = check_gemm_batched(a, trans_a, b, trans_b, c, device());
@@ -195,49 +250,8 @@ void CpuBackend::gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bo
     return;
   }
   if (m_avx512) {
-    const size_t as = dtype_size(a.dtype()), bs = dtype_size(b.dtype()), cs = dtype_size(c.dtype());
-    const auto* ap = static_cast<const char*>(a.data());
-    const auto* bp = static_cast<const char*>(b.data());
-    auto* cp = static_cast<char*>(c.data());
-    const auto operands = [&](int64_t i, GemmOperand& ga, GemmOperand& gb, GemmOutput& gc) {
-      ga = GemmOperand{ap + static_cast<size_t>(i) * a_elems * as, a.dtype(), lda, trans_a};
-      gb = GemmOperand{bp + static_cast<size_t>(i) * b_elems * bs, b.dtype(), ldb, trans_b};
-      gc = GemmOutput{cp + static_cast<size_t>(i) * c_elems * cs,
-                      c.dtype(),
-                      n,
-                      alpha,
-                      beta,
-                      nullptr,
-                      DType::f32};
-    };
-    // run() declines only without AVX-512, for an i32 output or an empty product, all excluded
-    // above, so a decline is a broken invariant, reported rather than half-computed.
-    std::atomic<bool> declined{false};
-    if (d.batch < m_pool->threads()) {
-      // Fewer matrices than threads: each one split over the pool, as gemm does.
-      for (int64_t i = 0; i < d.batch; ++i) {
-        GemmOperand ga{}, gb{};
-        GemmOutput gc{};
-        operands(i, ga, gb, gc);
-        if (!m_gemm.run(m, n, k, ga, gb, gc, *m_pool, m_bf16_dot)) declined = true;
-      }
-    } else {
-      // Claimed one matrix at a time, each whole on the thread that claimed it.
-      if (m_batch_gemm.size() < static_cast<size_t>(m_pool->threads())) {
-        m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
-      }
-      m_pool->run(d.batch, [&](int64_t i, int thread) {
-        GemmOperand ga{}, gb{};
-        GemmOutput gc{};
-        operands(i, ga, gb, gc);
-        if (!m_batch_gemm[static_cast<size_t>(thread)].run(m, n, k, ga, gb, gc, *m_serial_pool,
-                                                           m_bf16_dot)) {
-          declined = true;
-        }
-      });
-    }
-    if (!declined) return;
-    throw Error{ErrorKind::runtime, "gemm_batched: the packed kernels declined a float product"};
+    gemm_batched_packed(d, a, trans_a, b, trans_b, c, alpha, beta, nullptr);
+    return;
   }
   // Portable: OpenBLAS per matrix on widened operands, C widened when it is read or not f32.
   const float* af = as_f32(a, m_ws_a);

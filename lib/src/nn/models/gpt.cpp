@@ -761,9 +761,8 @@ void Gpt::backward(int64_t batch) {
     proj_backward(l.mlp_proj, *dbr, gelu, Tensor{});
     if (m_counted) {
       gemm_site(*dbr, false, l.mlp_proj.w.compute(), false, d4a, s.d4a);
-      const Tensor o = f32_ws(d4a.shape());
-      b.activation_backward(ActivationKind::gelu_tanh, fc, Tensor{}, d4a, o);
-      settle(o, d4b, s.d4b);
+      m_num->activation_backward_site(ActivationKind::gelu_tanh, fc, Tensor{}, d4a, m_nws, d4b,
+                                      s.d4b);
     } else {
       b.linear_gelu_backward_input(*dbr, l.mlp_proj.w.compute(), fc, d4b, d4a);
     }
@@ -830,13 +829,14 @@ void Gpt::backward(int64_t batch) {
   b.embedding_backward(m_tokens, *de, m_wte.grad, m_wpe.grad);
 }
 
-// The attention's backward on a counted step, both paths (the op's default composition, which
-// every countable backend runs, and the materialised ops with dropout), op by op with each
-// output written in f32 and rounded by the hook. causal_softmax_backward's two roundings
-// (round_scaled: its float g to the compute dtype, then g * scale again) are the op with scale 1
-// and no first rounding (g * 1 is g: the float it would round), the hook's rounding of g, and
-// mul_scalar_tensor's float(g) * scale. The default's full dy v^T is rounded (its upper
-// triangle too, which the softmax backward then masks), as PyTorch's materialised product is.
+// The attention's backward on an active step, both paths (the op's default composition, which
+// every countable backend runs, and the materialised ops with dropout), op by op through the
+// hook: its products with the amax taken in them (GradNumerics::gemm_batched_site), the rest
+// written in f32 and rounded. causal_softmax_backward's two roundings (round_scaled: its float g
+// to the compute dtype, then g * scale again) are the op with scale 1 and no first rounding
+// (g * 1 is g: the float it would round), the hook's rounding of g, and mul_scalar_tensor's
+// float(g) * scale. The default's full dy v^T is rounded (its upper triangle too, which the
+// softmax backward then masks), as PyTorch's materialised product is.
 void Gpt::attention_backward_counted(const Layer& l, const Sites& s, const Tensor& dyh,
                                      const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -855,26 +855,20 @@ void Gpt::attention_backward_counted(const Layer& l, const Sites& s, const Tenso
     datt = lead(m_datt, att);
     dscores = lead(m_dscores, att);
   }
-  const Tensor o = f32_ws(att);
-  b.gemm_batched(dyh, false, v, true, o);  // d(att) of y = att @ v
-  settle(o, datt, s.datt);
-  const Tensor odv = f32_ws(dv.shape());
-  b.gemm_batched(a, true, dyh, false, odv);
-  settle(odv, dv, s.dv);
+  m_num->gemm_batched_site(dyh, false, v, true, m_nws, datt, s.datt);  // d(att) of y = att @ v
+  m_num->gemm_batched_site(a, true, dyh, false, m_nws, dv, s.dv);
   Tensor dprobs = datt;
   if (!m_attention_op && m_dropped) {
     dprobs = lead(m_dprobs, att);
     b.dropout_backward(datt, dprobs, static_cast<float>(m_opt.dropout), m_rng.seed, l.s_attn);
   }
+  const Tensor o = f32_ws(att);
   b.causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, o);
   settle(o, datt, s.g);  // datt is dead (read above): it holds the rounded g
   b.mul_scalar_tensor(datt, m_nscale, o);
   settle(o, dscores, s.dscores);
-  const Tensor oq = f32_ws(dq.shape());
-  b.gemm_batched(dscores, false, k, false, oq);
-  settle(oq, dq, s.dq);
-  b.gemm_batched(dscores, true, q, false, oq);
-  settle(oq, dk, s.dk);
+  m_num->gemm_batched_site(dscores, false, k, false, m_nws, dq, s.dq);
+  m_num->gemm_batched_site(dscores, true, q, false, m_nws, dk, s.dk);
 }
 
 nlohmann::json Gpt::rng_state() const {

@@ -242,6 +242,8 @@ AMPCTL_AVX512 void pack_b_bf16(const uint16_t* b, int64_t ld, bool trans, int64_
 struct StoreRaw {
   float* out;
   int64_t ld;
+  void begin() {}
+  void end() {}
   AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) const {
     _mm512_storeu_ps(out + r * ld, v0);
     _mm512_storeu_ps(out + r * ld + 16, v1);
@@ -250,28 +252,12 @@ struct StoreRaw {
 
 // One thread share's grad_amax (GemmOutput::amax): per lane, the largest |v| bits of the finite
 // v the epilogue rounded (integer order is value order among them; inf and NaN sit at
-// 0x7f800000 and above), and the lanes that saw a non-finite v. Merged into the sink once, at
-// the share's end.
+// 0x7f800000 and above), and whether any v was not finite. A tile's epilogue keeps its own max
+// in a register (AmaxRegister) and folds it in here once; the share merges into the sink once,
+// at its end.
 struct alignas(64) AmaxLanes {
   uint32_t max[16] = {};
   uint32_t bad = 0;
-  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take(__m512 v, __mmask16 k) {
-    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
-    const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, _mm512_set1_epi32(0x7f800000));
-    bad |= static_cast<uint32_t>(k & ~finite);
-    const __m512i m = _mm512_load_si512(max);
-    _mm512_store_si512(max, _mm512_mask_max_epu32(m, finite, m, a));
-  }
-  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take2(__m512 v0, __m512 v1) {
-    const __m512i mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-    const __m512i a0 = _mm512_and_si512(_mm512_castps_si512(v0), mask);
-    const __m512i a1 = _mm512_and_si512(_mm512_castps_si512(v1), mask);
-    const __mmask16 f0 = _mm512_cmplt_epu32_mask(a0, inf), f1 = _mm512_cmplt_epu32_mask(a1, inf);
-    bad |= static_cast<uint32_t>(static_cast<__mmask16>(~(f0 & f1)));
-    const __m512i both =
-        _mm512_max_epu32(_mm512_maskz_mov_epi32(f0, a0), _mm512_maskz_mov_epi32(f1, a1));
-    _mm512_store_si512(max, _mm512_max_epu32(_mm512_load_si512(max), both));
-  }
   void merge_into(AmaxSink& sink) const {
     uint32_t m = 0;
     for (uint32_t x : max) m = std::max(m, x);
@@ -279,7 +265,28 @@ struct alignas(64) AmaxLanes {
   }
 };
 
-// epilogue_tile's arithmetic, operation for operation, on a row still in registers.
+struct AmaxRegister {
+  __m512i max;
+  __mmask16 bad;
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void clear() {
+    max = _mm512_setzero_si512();
+    bad = 0;
+  }
+  // The lanes k of v.
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take(__m512 v, __mmask16 k) {
+    const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+    const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, _mm512_set1_epi32(0x7f800000));
+    bad = static_cast<__mmask16>(bad | (k & ~finite));
+    max = _mm512_mask_max_epu32(max, finite, max, a);
+  }
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void fold_into(AmaxLanes& lanes) const {
+    _mm512_store_si512(lanes.max, _mm512_max_epu32(_mm512_load_si512(lanes.max), max));
+    lanes.bad |= bad;
+  }
+};
+
+// epilogue_tile's arithmetic, operation for operation, on a row still in registers. The kernel
+// runs a copy of it (begin, the rows, end), so that the running max stays in a register.
 template <typename O>
 struct StoreEpilogue {
   O* out;
@@ -287,17 +294,27 @@ struct StoreEpilogue {
   float alpha, beta;
   const float* bias;  // at the tile's first column, or null
   AmaxLanes* lanes;   // grad_amax, or null
+  AmaxRegister amax{};
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void begin() {
+    if (lanes) amax.clear();
+  }
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void end() {
+    if (lanes) amax.fold_into(*lanes);
+  }
   AMPCTL_AVX512 AMPCTL_SIMD_INLINE __m512 value(__m512 v, const O* o, const float* b) const {
     if (alpha != 1.0f) v = _mm512_mul_ps(_mm512_set1_ps(alpha), v);
     if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(_mm512_set1_ps(beta), simd::load16(o)));
     if (b) v = _mm512_add_ps(v, _mm512_loadu_ps(b));
     return v;
   }
-  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) const {
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) {
     O* o = out + r * ld;
     v0 = value(v0, o, bias);
     v1 = value(v1, o + 16, bias ? bias + 16 : nullptr);
-    if (lanes) lanes->take2(v0, v1);
+    if (lanes) {
+      amax.take(v0, 0xffff);
+      amax.take(v1, 0xffff);
+    }
     simd::store16(o, v0);
     simd::store16(o + 16, v1);
   }
@@ -332,8 +349,11 @@ AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const 
     a += Rows ? 1 : kMr;
     b += kNr;
   }
+  Store out = store;
+  out.begin();
 #pragma GCC unroll 12
-  for (int r = 0; r < kMr; ++r) store(r, c0[r], c1[r]);
+  for (int r = 0; r < kMr; ++r) out(r, c0[r], c1[r]);
+  out.end();
 }
 
 template <typename Store>
@@ -364,8 +384,11 @@ AMPCTL_AVX512_BF16 void kernel_bf16(int64_t kpairs, const uint16_t* a, const uin
     a += 2 * kMr;
     b += 2 * kNr;
   }
+  Store out = store;
+  out.begin();
 #pragma GCC unroll 12
-  for (int r = 0; r < kMr; ++r) store(r, c0[r], c1[r]);
+  for (int r = 0; r < kMr; ++r) out(r, c0[r], c1[r]);
+  out.end();
 }
 
 // ---- epilogue: one finished tile (ld kNr) into C ----
@@ -374,6 +397,8 @@ template <typename O>
 AMPCTL_AVX512 void epilogue_tile(const float* t, int64_t mr, int64_t nr, O* out, int64_t ldo,
                                  float alpha, float beta, const float* bias, AmaxLanes* lanes) {
   const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  AmaxRegister amax;
+  amax.clear();
   for (int64_t r = 0; r < mr; ++r) {
     for (int64_t j = 0; j < nr; j += 16) {
       const __mmask16 m = simd::head_mask(static_cast<size_t>(nr - j));
@@ -381,10 +406,11 @@ AMPCTL_AVX512 void epilogue_tile(const float* t, int64_t mr, int64_t nr, O* out,
       if (alpha != 1.0f) v = _mm512_mul_ps(va, v);
       if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, simd::load16(out + r * ldo + j, m)));
       if (bias) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, bias + j));
-      if (lanes) lanes->take(v, m);
+      if (lanes) amax.take(v, m);
       simd::store16(out + r * ldo + j, v, m);
     }
   }
+  if (lanes) amax.fold_into(*lanes);
 }
 
 AMPCTL_AVX512 void epilogue_dispatch(const float* t, int64_t mr, int64_t nr, const GemmOutput& o,

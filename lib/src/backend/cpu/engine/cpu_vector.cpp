@@ -217,13 +217,30 @@ AMPCTL_AVX512 void relu_fwd_typed(const X* x, Y* y, size_t begin, size_t end) {
   }
 }
 
-template <typename Y, typename DY, typename DX>
-AMPCTL_AVX512 void relu_bwd_typed(const Y* y, const DY* dy, DX* dx, size_t begin, size_t end) {
+// With Amax, cast_amax's rule on every float stored: max_bits and nonfinite raised.
+template <bool Amax, typename Y, typename DY, typename DX>
+AMPCTL_AVX512 void relu_bwd_typed(const Y* y, const DY* dy, DX* dx, size_t begin, size_t end,
+                                  uint32_t* max_bits = nullptr, bool* nonfinite = nullptr) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
+  __m512i m = _mm512_setzero_si512();
+  __mmask16 bad = 0;
   for (size_t i = begin; i < end; i += 16) {
     const __mmask16 k = head_mask(end - i);
     // y > 0 ? dy : 0 (ordered: a NaN y gives 0).
     const __mmask16 pos = _mm512_cmp_ps_mask(load16(y + i, k), _mm512_setzero_ps(), _CMP_GT_OQ);
-    store16(dx + i, _mm512_maskz_mov_ps(pos, load16(dy + i, k)), k);
+    const __m512 v = _mm512_maskz_mov_ps(pos, load16(dy + i, k));
+    store16(dx + i, v, k);
+    if constexpr (Amax) {
+      const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
+      const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, inf_bits);
+      bad = static_cast<__mmask16>(bad | (k & ~finite));
+      m = _mm512_mask_max_epu32(m, finite, m, a);
+    }
+  }
+  if constexpr (Amax) {
+    *max_bits = std::max(*max_bits, _mm512_reduce_max_epu32(m));
+    *nonfinite = *nonfinite || bad != 0;
   }
 }
 
@@ -921,8 +938,24 @@ void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype,
       using DY = std::remove_pointer_t<decltype(dyt)>;
       with_type(dx_dtype, [&](auto* dxt) {
         using DX = std::remove_pointer_t<decltype(dxt)>;
-        relu_bwd_typed(static_cast<const Y*>(y), static_cast<const DY*>(dy), static_cast<DX*>(dx),
-                       begin, end);
+        relu_bwd_typed<false>(static_cast<const Y*>(y), static_cast<const DY*>(dy),
+                              static_cast<DX*>(dx), begin, end);
+      });
+    });
+  });
+}
+
+void relu_backward_amax(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
+                        DType dx_dtype, size_t begin, size_t end, uint32_t& max_bits,
+                        bool& nonfinite) {
+  with_type(y_dtype, [&](auto* yt) {
+    using Y = std::remove_pointer_t<decltype(yt)>;
+    with_type(dy_dtype, [&](auto* dyt) {
+      using DY = std::remove_pointer_t<decltype(dyt)>;
+      with_type(dx_dtype, [&](auto* dxt) {
+        using DX = std::remove_pointer_t<decltype(dxt)>;
+        relu_bwd_typed<true>(static_cast<const Y*>(y), static_cast<const DY*>(dy),
+                             static_cast<DX*>(dx), begin, end, &max_bits, &nonfinite);
       });
     });
   });

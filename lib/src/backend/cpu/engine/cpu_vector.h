@@ -47,6 +47,10 @@ void mul_scalar(const void* x, DType x_dtype, void* out, DType out_dtype, float 
 void relu_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin, size_t end);
 void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
                    DType dx_dtype, size_t begin, size_t end);
+// relu_backward with cast_amax's max_bits and nonfinite taken from the floats it rounds into dx.
+void relu_backward_amax(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
+                        DType dx_dtype, size_t begin, size_t end, uint32_t& max_bits,
+                        bool& nonfinite);
 // The tanh GELU (cpu_gelu.h's gelu_tanh, bitwise): y := round(gelu_tanh(x)), and
 // dx := round(dy * gelu_tanh_grad(x)).
 void gelu_tanh_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin,

@@ -1,12 +1,14 @@
-// Backend::gemm_round_amax (backend.h, "numerics"; grad_amax taken in a product) against the
-// two ops it stands for, each tested on its own (test_gemm_ops.cpp against fp64, test_grad_amax.cpp
-// against a plain loop): gemm written in f32, then round_amax. The CPU's fused form (the max in
-// the packed kernels' epilogue) must give the same lowp bits and the same accumulator words, for
+// The ops that take grad_amax inside them (backend.h, "numerics": gemm_round_amax,
+// gemm_batched_round_amax, activation_backward_amax) against the two ops each stands for, each
+// tested on its own (test_gemm_ops.cpp and test_transformer_ops.cpp against fp64, test_nn_ops.cpp,
+// test_grad_amax.cpp against a plain loop): the plain op written in f32, then round_amax. The
+// CPU's fused forms (the max in the packed kernels' epilogue, in relu's pass, in L1-sized chunks
+// of the GELU's) must give the same lowp bits and the same accumulator words: for products of
 // shapes that reach every epilogue path (whole tiles into C, edge tiles through the stack tile,
 // k over several blocks, the shared-B and the column split, one part and many), every transpose,
 // f16 and bf16 (the bf16 kernel), any thread count; it accumulates into what the accumulator
-// held; a non-finite product sets the flag. Bad operands are refused alike by the CPU's override
-// and the default composition.
+// held; a non-finite value sets the flag. Bad operands are refused alike by the CPU's overrides
+// and the default compositions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -135,6 +137,104 @@ TEST(GemmRoundAmax, AccumulatesAndFlagsNonFiniteProducts) {
   EXPECT_GT(got.amax[0], 0.0f);
 }
 
+TEST(GemmBatchedRoundAmax, EqualsGemmBatchedThenRoundAmaxBitwise) {
+  // Fewer matrices than threads (each split over the pool) and more (each whole on one thread),
+  // the attention's four products' layouts.
+  std::mt19937 rng(77);
+  for (int threads : {1, 3}) {
+    auto be = make_cpu_backend(threads);
+    for (int64_t batch : {2, 7}) {
+      for (int t = 0; t < 4; ++t) {
+        const bool ta = (t & 1) != 0, tb = (t & 2) != 0;
+        const int64_t m = 40, n = 36, k = 20;
+        const Shape sa = ta ? Shape{batch, k, m} : Shape{batch, m, k};
+        const Shape sb = tb ? Shape{batch, n, k} : Shape{batch, k, n};
+        const auto a = random_values(static_cast<size_t>(batch * m * k), rng, 2.0f);
+        const auto b = random_values(static_cast<size_t>(batch * k * n), rng, 2.0f);
+        for (DType dtype : {DType::f16, DType::bf16}) {
+          Result r[2];
+          for (int fused = 0; fused < 2; ++fused) {
+            Tensor xa = be->empty(sa, dtype), xb = be->empty(sb, dtype);
+            be->cast(be->from_host(sa, DType::f32, a.data()), xa);
+            be->cast(be->from_host(sb, DType::f32, b.data()), xb);
+            Tensor c = be->zeros({batch, m, n}, dtype);
+            Tensor scratch = be->zeros({batch * m * n}, DType::f32);
+            Tensor amax = be->zeros({numerics::kAmaxWords}, DType::f32);
+            if (fused == 1) {
+              be->gemm_batched_round_amax(xa, ta, xb, tb, c, amax, scratch);
+            } else {
+              be->gemm_batched(xa, ta, xb, tb, scratch.view(0, {batch, m, n}));
+              be->round_amax(scratch.view(0, {batch, m, n}), c, amax);
+            }
+            r[fused].bits.resize(static_cast<size_t>(batch * m * n));
+            be->download(r[fused].bits.data(), c);
+            be->download(r[fused].amax, amax);
+          }
+          const std::string what = std::to_string(batch) + " matrices" + (ta ? " A^T" : "") +
+                                   (tb ? " B^T" : "") + " " + dtype_name(dtype) + ", " +
+                                   std::to_string(threads) + " threads";
+          EXPECT_EQ(r[1].bits, r[0].bits) << what;
+          EXPECT_EQ(0, std::memcmp(r[1].amax, r[0].amax, sizeof r[0].amax)) << what;
+          EXPECT_GT(r[0].amax[0], 0.0f) << what;
+        }
+      }
+    }
+  }
+}
+
+TEST(ActivationBackwardAmax, EqualsActivationBackwardThenRoundAmaxBitwise) {
+  // relu reads y, the GELUs x; 70000 elements: several parts and several L1 chunks per part,
+  // with a ragged end. A NaN and an inf among dy in the second pass (relu passes a dy through
+  // where y > 0: the flag must come from the values rounded, not from the inputs).
+  std::mt19937 rng(5);
+  const int64_t n = 70001;
+  auto x = random_values(static_cast<size_t>(n), rng, 3.0f);
+  auto dy = random_values(static_cast<size_t>(n), rng, 100.0f);
+  std::vector<float> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+  for (bool poison : {false, true}) {
+    if (poison) {
+      dy[123] = std::numeric_limits<float>::infinity();
+      dy[static_cast<size_t>(n) - 2] = std::numeric_limits<float>::quiet_NaN();
+      y[123] = 1.0f;  // passed through by relu
+    }
+    for (int threads : {1, 2}) {
+      auto be = make_cpu_backend(threads);
+      for (nn::ActivationKind kind :
+           {nn::ActivationKind::relu, nn::ActivationKind::gelu_tanh, nn::ActivationKind::tanh}) {
+        for (DType dtype : {DType::f16, DType::bf16}) {
+          Result r[2];
+          for (int fused = 0; fused < 2; ++fused) {
+            Tensor tx = be->empty({n}, dtype), ty = be->empty({n}, dtype),
+                   tdy = be->empty({n}, dtype);
+            be->cast(be->from_host({n}, DType::f32, x.data()), tx);
+            be->cast(be->from_host({n}, DType::f32, y.data()), ty);
+            be->cast(be->from_host({n}, DType::f32, dy.data()), tdy);
+            Tensor dx = be->zeros({n}, dtype), scratch = be->zeros({n}, DType::f32);
+            Tensor amax = be->zeros({numerics::kAmaxWords}, DType::f32);
+            if (fused == 1) {
+              be->activation_backward_amax(kind, tx, ty, tdy, dx, amax, scratch);
+            } else {
+              be->activation_backward(kind, tx, ty, tdy, scratch);
+              be->round_amax(scratch, dx, amax);
+            }
+            r[fused].bits.resize(static_cast<size_t>(n));
+            be->download(r[fused].bits.data(), dx);
+            be->download(r[fused].amax, amax);
+          }
+          const std::string what = "activation " + std::to_string(static_cast<int>(kind)) + " " +
+                                   dtype_name(dtype) + ", " + std::to_string(threads) + " threads" +
+                                   (poison ? ", inf and NaN" : "");
+          EXPECT_EQ(r[1].bits, r[0].bits) << what;
+          EXPECT_EQ(0, std::memcmp(r[1].amax, r[0].amax, sizeof r[0].amax)) << what;
+          EXPECT_GT(r[0].amax[0], 0.0f) << what;
+          EXPECT_EQ(r[0].amax[1], poison ? 1.0f : 0.0f) << what;
+        }
+      }
+    }
+  }
+}
+
 TEST(GemmRoundAmax, BadOperandsAreRefusedByBothForms) {
   auto be = make_cpu_backend(1);
   Tensor a = be->zeros({4, 3}, DType::f16), b = be->zeros({3, 5}, DType::f16);
@@ -149,7 +249,7 @@ TEST(GemmRoundAmax, BadOperandsAreRefusedByBothForms) {
     const char* what;
     Tensor a, c, amax, scratch;
   };
-  const Bad bad[] = {{"c must be f16 or bf16", a, c32, amax, scratch},
+  const Bad bad[] = {{"the output must be f16 or bf16", a, c32, amax, scratch},
                      {"amax must be f32 with 2 values", a, c, amax3, scratch},
                      {"scratch must be f32 of at least", a, c, amax, small},
                      {"scratch shares memory with", a32, c, amax, overlapping}};
@@ -166,6 +266,29 @@ TEST(GemmRoundAmax, BadOperandsAreRefusedByBothForms) {
         EXPECT_NE(std::string(e.what()).find(x.what), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("gemm_round_amax"), std::string::npos) << e.what();
       }
+    }
+  }
+  // The other two ops: an f32 output, a short scratch.
+  Tensor x = be->zeros({6}, DType::f16), dx = be->zeros({6}, DType::f16);
+  Tensor dx32 = be->zeros({6}, DType::f32), scratch5 = be->zeros({5}, DType::f32);
+  for (bool fused : {true, false}) {
+    Backend& d = *be;
+    auto act = [&](const Tensor& out, const Tensor& s) {
+      if (fused) {
+        d.activation_backward_amax(nn::ActivationKind::relu, x, x, x, out, amax, s);
+      } else {
+        d.Backend::activation_backward_amax(nn::ActivationKind::relu, x, x, x, out, amax, s);
+      }
+    };
+    EXPECT_THROW(act(dx32, scratch), Error);
+    EXPECT_THROW(act(dx, scratch5), Error);
+    Tensor ba = be->zeros({2, 4, 3}, DType::f16), bb = be->zeros({2, 3, 5}, DType::f16);
+    Tensor bc = be->zeros({2, 4, 5}, DType::f16);
+    if (fused) {
+      EXPECT_THROW(be->gemm_batched_round_amax(ba, false, bb, false, bc, amax, scratch), Error);
+    } else {
+      EXPECT_THROW(be->Backend::gemm_batched_round_amax(ba, false, bb, false, bc, amax, scratch),
+                   Error);
     }
   }
   // A shape mismatch is gemm's own check.
