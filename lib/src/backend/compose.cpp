@@ -221,6 +221,17 @@ void Backend::gemm_batched_round_amax(const Tensor& a, bool trans_a, const Tenso
   round_amax(product, c, amax);
 }
 
+void Backend::causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
+                                           const Tensor& scale, const Tensor& dscores,
+                                           const Tensor& amax, const Tensor& scratch) {
+  check_causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax, scratch, device());
+  const Tensor f32 = scratch.view(0, dscores.shape());
+  causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, f32);
+  round_amax(f32, dscores, amax);  // dscores holds round(g) until the second rounding
+  mul_scalar_tensor(dscores, scale, f32);
+  round_amax(f32, dscores, amax);
+}
+
 void Backend::activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
                                        const Tensor& dy, const Tensor& dx, const Tensor& amax,
                                        const Tensor& scratch) {

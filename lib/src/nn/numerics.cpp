@@ -119,6 +119,23 @@ void GradNumerics::activation_backward_site(ActivationKind kind, const Tensor& x
   round_site(out, dx, site);
 }
 
+void GradNumerics::causal_softmax_backward_sites(const Tensor& probs, const Tensor& dprobs,
+                                                 const Tensor& scale, const Tensor& f32,
+                                                 const Tensor& dscores, size_t g_site,
+                                                 size_t dscores_site) {
+  if (!m_counting) {
+    m_backend->causal_softmax_backward_amax(probs, dprobs, scale, dscores, m_amax, f32);
+    return;
+  }
+  // The op with scale 1 and no rounding gives g itself (g * 1 is g); dscores holds round(g)
+  // until the second rounding.
+  const Tensor out = f32.view(0, dscores.shape());
+  m_backend->causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, out);
+  round_site(out, dscores, g_site);
+  m_backend->mul_scalar_tensor(dscores, scale, out);
+  round_site(out, dscores, dscores_site);
+}
+
 void GradNumerics::claim(size_t entry) {
   for (size_t site : m_pending) m_owner[site] = entry;
   m_pending.clear();

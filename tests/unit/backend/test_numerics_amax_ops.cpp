@@ -1,9 +1,12 @@
 // The ops that take grad_amax inside them (backend.h, "numerics": gemm_round_amax,
 // gemm_batched_round_amax, activation_backward_amax) against the two ops each stands for, each
 // tested on its own (test_gemm_ops.cpp and test_transformer_ops.cpp against fp64, test_nn_ops.cpp,
-// test_grad_amax.cpp against a plain loop): the plain op written in f32, then round_amax. The
-// CPU's fused forms (the max in the packed kernels' epilogue, in relu's pass, in L1-sized chunks
-// of the GELU's) must give the same lowp bits and the same accumulator words: for products of
+// test_grad_amax.cpp against a plain loop): the plain op written in f32, then round_amax
+// (causal_softmax_backward_amax: the op with scale 1 unrounded, round_amax, mul_scalar_tensor,
+// round_amax, as the counted GPT runs it). The CPU's fused forms (the max in the packed kernels'
+// epilogue, in relu's and the softmax backward's pass, in L1-sized chunks of the GELU's) must
+// give the same lowp bits and the same accumulator words (and the softmax's the bits of the plain
+// op with round_scaled): for products of
 // shapes that reach every epilogue path (whole tiles into C, edge tiles through the stack tile,
 // k over several blocks, the shared-B and the column split, one part and many), every transpose,
 // f16 and bf16 (the bf16 kernel), any thread count; it accumulates into what the accumulator
@@ -235,6 +238,60 @@ TEST(ActivationBackwardAmax, EqualsActivationBackwardThenRoundAmaxBitwise) {
   }
 }
 
+TEST(CausalSoftmaxBackwardAmax, EqualsTheCountedCompositionBitwise) {
+  // 3 heads of T 37 (rows split over the threads, ragged 16-row blocks), p a causal softmax,
+  // dp large enough that g * scale rounds differently from g.
+  std::mt19937 rng(13);
+  const int64_t heads = 3, t = 37, n = heads * t * t;
+  std::vector<float> p(static_cast<size_t>(n), 0.0f);
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < t; ++i) {
+      float sum = 0;
+      std::uniform_real_distribution<float> u(0.1f, 1.0f);
+      for (int64_t j = 0; j <= i; ++j) sum += p[static_cast<size_t>((h * t + i) * t + j)] = u(rng);
+      for (int64_t j = 0; j <= i; ++j) p[static_cast<size_t>((h * t + i) * t + j)] /= sum;
+    }
+  }
+  const auto dp = random_values(static_cast<size_t>(n), rng, 300.0f);
+  const float scale = 0.17677669f;  // 1 / sqrt(32)
+  for (int threads : {1, 3}) {
+    auto be = make_cpu_backend(threads);
+    for (DType dtype : {DType::f16, DType::bf16}) {
+      Result r[2];
+      std::vector<uint16_t> plain(static_cast<size_t>(n));
+      for (int fused = 0; fused < 2; ++fused) {
+        Tensor tp = be->empty({heads, t, t}, dtype), tdp = be->empty({heads, t, t}, dtype);
+        be->cast(be->from_host({heads, t, t}, DType::f32, p.data()), tp);
+        be->cast(be->from_host({heads, t, t}, DType::f32, dp.data()), tdp);
+        Tensor ds = be->zeros({heads, t, t}, dtype), scratch = be->zeros({n}, DType::f32);
+        Tensor amax = be->zeros({numerics::kAmaxWords}, DType::f32);
+        Tensor s = be->from_host({1}, DType::f32, &scale);
+        if (fused == 1) {
+          be->causal_softmax_backward_amax(tp, tdp, s, ds, amax, scratch);
+          Tensor direct = be->zeros({heads, t, t}, dtype);
+          be->causal_softmax_backward(tp, tdp, scale, /*round_scaled=*/true, direct);
+          be->download(plain.data(), direct);
+        } else {
+          const Tensor f = scratch.view(0, {heads, t, t});
+          be->causal_softmax_backward(tp, tdp, 1.0f, /*round_scaled=*/false, f);
+          be->round_amax(f, ds, amax);
+          be->mul_scalar_tensor(ds, s, f);
+          be->round_amax(f, ds, amax);
+        }
+        r[fused].bits.resize(static_cast<size_t>(n));
+        be->download(r[fused].bits.data(), ds);
+        be->download(r[fused].amax, amax);
+      }
+      const std::string what =
+          std::string(dtype_name(dtype)) + ", " + std::to_string(threads) + " threads";
+      EXPECT_EQ(r[1].bits, r[0].bits) << what;
+      EXPECT_EQ(r[1].bits, plain) << what;
+      EXPECT_EQ(0, std::memcmp(r[1].amax, r[0].amax, sizeof r[0].amax)) << what;
+      EXPECT_GT(r[0].amax[0], 1.0f) << what;  // g's own rounding, above the scaled values
+    }
+  }
+}
+
 TEST(GemmRoundAmax, BadOperandsAreRefusedByBothForms) {
   auto be = make_cpu_backend(1);
   Tensor a = be->zeros({4, 3}, DType::f16), b = be->zeros({3, 5}, DType::f16);
@@ -291,6 +348,14 @@ TEST(GemmRoundAmax, BadOperandsAreRefusedByBothForms) {
                    Error);
     }
   }
+  // The softmax's scale must be f32[1].
+  Tensor sp = be->zeros({1, 4, 4}, DType::f16), sds = be->zeros({1, 4, 4}, DType::f16);
+  Tensor scale2 = be->zeros({2}, DType::f32), scale1 = be->zeros({1}, DType::f32);
+  EXPECT_THROW(be->causal_softmax_backward_amax(sp, sp, scale2, sds, amax, scratch), Error);
+  EXPECT_THROW(be->Backend::causal_softmax_backward_amax(sp, sp, scale2, sds, amax, scratch),
+               Error);
+  EXPECT_THROW(be->causal_softmax_backward_amax(sp, sp, scale1, sds, amax, small.view(0, {15})),
+               Error);
   // A shape mismatch is gemm's own check.
   EXPECT_THROW(be->gemm_round_amax(a, true, b, false, c, amax, scratch), Error);
 }

@@ -500,6 +500,14 @@ class Backend {
   virtual void activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
                                         const Tensor& dy, const Tensor& dx, const Tensor& amax,
                                         const Tensor& scratch);
+  // grad_amax taken in causal_softmax_backward with round_scaled (dscores f16 or bf16): both
+  // roundings' floats raise amax, g before it is rounded and round(g) * scale before it is.
+  // scale: f32[1] holding the scale. Default: causal_softmax_backward with scale 1 and no
+  // rounding into scratch (g: g * 1 is g), round_amax into dscores, mul_scalar_tensor by scale
+  // into scratch, round_amax into dscores; the CPU takes both in the op's one pass.
+  virtual void causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
+                                            const Tensor& scale, const Tensor& dscores,
+                                            const Tensor& amax, const Tensor& scratch);
 };
 
 // One call site's attention buffers, zero-filled, of the sizes b.attention_workspace gives (a

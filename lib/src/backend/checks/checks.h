@@ -253,5 +253,10 @@ GemmBatchedDims check_gemm_batched_round_amax(const Tensor& a, bool trans_a, con
 void check_activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
                                     const Tensor& dy, const Tensor& dx, const Tensor& amax,
                                     const Tensor& scratch, const Device& device);
+// And scale f32[1] on `device`.
+SoftmaxDims check_causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
+                                               const Tensor& scale, const Tensor& dscores,
+                                               const Tensor& amax, const Tensor& scratch,
+                                               const Device& device);
 
 }  // namespace ampctl

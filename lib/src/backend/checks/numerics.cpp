@@ -114,4 +114,20 @@ void check_activation_backward_amax(nn::ActivationKind kind, const Tensor& x, co
   check_amax_output("activation_backward_amax", dx, amax, scratch, {&x, &y, &dy}, device);
 }
 
+SoftmaxDims check_causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
+                                               const Tensor& scale, const Tensor& dscores,
+                                               const Tensor& amax, const Tensor& scratch,
+                                               const Device& device) {
+  const SoftmaxDims d = check_causal_softmax_backward(probs, dprobs, dscores, device);
+  const char* op = "causal_softmax_backward_amax";
+  if (!scale.defined() || scale.device() != device || scale.dtype() != DType::f32 ||
+      scale.numel() != 1) {
+    throw Error{ErrorKind::invalid_argument,
+                std::string(op) + ": scale must be f32[1] on " + device.str() + ", got " +
+                    (scale.defined() ? scale.describe() : std::string("none"))};
+  }
+  check_amax_output(op, dscores, amax, scratch, {&probs, &dprobs, &scale}, device);
+  return d;
+}
+
 }  // namespace ampctl

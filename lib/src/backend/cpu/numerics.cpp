@@ -3,6 +3,7 @@
 // it runs on sampled steps only, so it is kept scalar rather than vectorised. round_amax: one
 // AVX-512 pass. gemm_round_amax and gemm_batched_round_amax: the max taken in the packed
 // kernels' epilogue (cpu_gemm.h, AmaxSink), on the floats the epilogue rounds into c.
+// causal_softmax_backward_amax: both roundings' max in the op's one pass.
 // activation_backward_amax: relu's max in its one pass; the GELU's share in chunks of
 // kAmaxChunk elements, the op's f32 output into a stack buffer (L1) and round_amax's pass from
 // there.
@@ -156,6 +157,35 @@ void CpuBackend::activation_backward_amax(nn::ActivationKind kind, const Tensor&
         vec::cast_amax(buf, out + c * 2, dx.dtype(), 0, len, m, bad);
       }
     }
+    const std::lock_guard<std::mutex> lock(merge);
+    max_bits = std::max(max_bits, m);
+    nonfinite = nonfinite || bad;
+  });
+  acc[0] = bits_float(max_bits);
+  acc[1] = nonfinite ? 1.0f : 0.0f;
+}
+
+void CpuBackend::causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
+                                              const Tensor& scale, const Tensor& dscores,
+                                              const Tensor& amax, const Tensor& scratch) {
+  const SoftmaxDims d = check_causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax,
+                                                           scratch, device());
+  if (!m_avx512 || overlaps(dscores, probs) || overlaps(dscores, dprobs)) {
+    Backend::causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax, scratch);
+    return;
+  }
+  const int64_t t = d.time;
+  const float s = *scale.data_as<float>();
+  auto* acc = amax.data_as<float>();
+  uint32_t max_bits = float_bits(acc[0]);
+  bool nonfinite = acc[1] != 0.0f;
+  std::mutex merge;
+  for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int) {
+    uint32_t m = 0;
+    bool bad = false;
+    vec::causal_softmax_backward_rows_amax(probs.data(), probs.dtype(), dprobs.data(),
+                                           dprobs.dtype(), dscores.data(), dscores.dtype(), t, r0,
+                                           r1, s, m, bad);
     const std::lock_guard<std::mutex> lock(merge);
     max_bits = std::max(max_bits, m);
     nonfinite = nonfinite || bad;

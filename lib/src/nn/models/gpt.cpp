@@ -831,12 +831,11 @@ void Gpt::backward(int64_t batch) {
 
 // The attention's backward on an active step, both paths (the op's default composition, which
 // every countable backend runs, and the materialised ops with dropout), op by op through the
-// hook: its products with the amax taken in them (GradNumerics::gemm_batched_site), the rest
-// written in f32 and rounded. causal_softmax_backward's two roundings (round_scaled: its float g
-// to the compute dtype, then g * scale again) are the op with scale 1 and no first rounding
-// (g * 1 is g: the float it would round), the hook's rounding of g, and mul_scalar_tensor's
-// float(g) * scale. The default's full dy v^T is rounded (its upper triangle too, which the
-// softmax backward then masks), as PyTorch's materialised product is.
+// hook (GradNumerics: the amax taken inside each op where the backend fuses it, else each output
+// written in f32 and rounded). causal_softmax_backward's two roundings (round_scaled: its float
+// g to the compute dtype, then g * scale again) are two sites (causal_softmax_backward_sites).
+// The default's full dy v^T is rounded (its upper triangle too, which the softmax backward then
+// masks), as PyTorch's materialised product is.
 void Gpt::attention_backward_counted(const Layer& l, const Sites& s, const Tensor& dyh,
                                      const Tensor& q, const Tensor& k, const Tensor& v,
                                      const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -862,11 +861,7 @@ void Gpt::attention_backward_counted(const Layer& l, const Sites& s, const Tenso
     dprobs = lead(m_dprobs, att);
     b.dropout_backward(datt, dprobs, static_cast<float>(m_opt.dropout), m_rng.seed, l.s_attn);
   }
-  const Tensor o = f32_ws(att);
-  b.causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, o);
-  settle(o, datt, s.g);  // datt is dead (read above): it holds the rounded g
-  b.mul_scalar_tensor(datt, m_nscale, o);
-  settle(o, dscores, s.dscores);
+  m_num->causal_softmax_backward_sites(probs, dprobs, m_nscale, m_nws, dscores, s.g, s.dscores);
   m_num->gemm_batched_site(dscores, false, k, false, m_nws, dq, s.dq);
   m_num->gemm_batched_site(dscores, true, q, false, m_nws, dk, s.dk);
 }

@@ -119,4 +119,24 @@ void parallel_for(ThreadPool& pool, size_t n, F&& fn, size_t align = 64) {
   });
 }
 
+// Runs fn(begin, end, thread) over [0, rows) in a few contiguous ranges per thread when the work
+// (rows * cost element operations) is worth waking threads for. Range boundaries depend only on
+// the problem and the pool's size; callers keep every row's arithmetic independent of them.
+template <typename F>
+void for_rows(ThreadPool& pool, int64_t rows, int64_t cost, F&& fn) {
+  if (rows <= 0) return;
+  const double work = static_cast<double>(rows) * static_cast<double>(std::max<int64_t>(cost, 1));
+  int64_t parts = std::min<int64_t>(
+      4 * pool.threads(), static_cast<int64_t>(work / static_cast<double>(kParallelGrain)));
+  parts = std::clamp<int64_t>(parts, 1, rows);
+  if (parts == 1) {
+    fn(int64_t{0}, rows, 0);
+    return;
+  }
+  pool.run(parts, [&](int64_t p, int thread) {
+    const int64_t lo = rows * p / parts, hi = rows * (p + 1) / parts;
+    if (lo < hi) fn(lo, hi, thread);
+  });
+}
+
 }  // namespace ampctl::cpu

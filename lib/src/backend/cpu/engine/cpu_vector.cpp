@@ -217,12 +217,20 @@ AMPCTL_AVX512 void relu_fwd_typed(const X* x, Y* y, size_t begin, size_t end) {
   }
 }
 
+// cast_amax's rule on the lanes k of v: the largest finite |v| as bits into m, and into bad the
+// lanes that were not finite.
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take_amax(__m512 v, __mmask16 k, __m512i& m,
+                                                __mmask16& bad) {
+  const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
+  const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, _mm512_set1_epi32(0x7f800000));
+  bad = static_cast<__mmask16>(bad | (k & ~finite));
+  m = _mm512_mask_max_epu32(m, finite, m, a);
+}
+
 // With Amax, cast_amax's rule on every float stored: max_bits and nonfinite raised.
 template <bool Amax, typename Y, typename DY, typename DX>
 AMPCTL_AVX512 void relu_bwd_typed(const Y* y, const DY* dy, DX* dx, size_t begin, size_t end,
                                   uint32_t* max_bits = nullptr, bool* nonfinite = nullptr) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
-  const __m512i inf_bits = _mm512_set1_epi32(0x7f800000);
   __m512i m = _mm512_setzero_si512();
   __mmask16 bad = 0;
   for (size_t i = begin; i < end; i += 16) {
@@ -231,12 +239,7 @@ AMPCTL_AVX512 void relu_bwd_typed(const Y* y, const DY* dy, DX* dx, size_t begin
     const __mmask16 pos = _mm512_cmp_ps_mask(load16(y + i, k), _mm512_setzero_ps(), _CMP_GT_OQ);
     const __m512 v = _mm512_maskz_mov_ps(pos, load16(dy + i, k));
     store16(dx + i, v, k);
-    if constexpr (Amax) {
-      const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), abs_mask);
-      const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, inf_bits);
-      bad = static_cast<__mmask16>(bad | (k & ~finite));
-      m = _mm512_mask_max_epu32(m, finite, m, a);
-    }
+    if constexpr (Amax) take_amax(v, k, m, bad);
   }
   if constexpr (Amax) {
     *max_bits = std::max(*max_bits, _mm512_reduce_max_epu32(m));
@@ -622,10 +625,15 @@ AMPCTL_AVX512 void softmax_fwd_typed(const S* x, P* y, int64_t t, int64_t r0, in
   }
 }
 
-template <typename P, typename G, typename O>
+// With Amax (round_scaled only): cast_amax's rule on both roundings' floats, g before its
+// rounding and round(g) * scale before the store's.
+template <bool Amax, typename P, typename G, typename O>
 AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, int64_t r0,
-                                     int64_t r1, float scale, bool round_scaled) {
+                                     int64_t r1, float scale, bool round_scaled,
+                                     uint32_t* max_bits = nullptr, bool* nonfinite = nullptr) {
   const __m512 vs = _mm512_set1_ps(scale);
+  __m512i amax = _mm512_setzero_si512();
+  __mmask16 bad = 0;
   for (int64_t r = r0; r < r1; r += 16) {
     const int64_t count = std::min<int64_t>(16, r1 - r);
     int64_t longest = 0;
@@ -656,13 +664,20 @@ AMPCTL_AVX512 void softmax_bwd_typed(const P* p, const G* g, O* o, int64_t t, in
       for (int64_t j = 0; j < len; j += 16) {
         const __mmask16 k = head_mask(static_cast<size_t>(len - j));
         __m512 v = _mm512_mul_ps(load16(pr + j, k), _mm512_sub_ps(load16(gr + j, k), vdot));
+        if constexpr (Amax) take_amax(v, k, amax, bad);
         if (round_scaled) v = round_as<O>(v);
-        store16(orow + j, _mm512_mul_ps(v, vs), k);
+        v = _mm512_mul_ps(v, vs);
+        if constexpr (Amax) take_amax(v, k, amax, bad);
+        store16(orow + j, v, k);
       }
       for (int64_t j = len; j < t; j += 16) {
         store16(orow + j, _mm512_setzero_ps(), head_mask(static_cast<size_t>(t - j)));
       }
     }
+  }
+  if constexpr (Amax) {
+    *max_bits = std::max(*max_bits, _mm512_reduce_max_epu32(amax));
+    *nonfinite = *nonfinite || bad != 0;
   }
 }
 
@@ -1026,8 +1041,26 @@ void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const vo
       using G = std::remove_pointer_t<decltype(gt)>;
       with_type(dscores_dtype, [&](auto* ot) {
         using O = std::remove_pointer_t<decltype(ot)>;
-        softmax_bwd_typed(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
-                          static_cast<O*>(dscores), t, r0, r1, scale, round_scaled);
+        softmax_bwd_typed<false>(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
+                                 static_cast<O*>(dscores), t, r0, r1, scale, round_scaled);
+      });
+    });
+  });
+}
+
+void causal_softmax_backward_rows_amax(const void* probs, DType probs_dtype, const void* dprobs,
+                                       DType dprobs_dtype, void* dscores, DType dscores_dtype,
+                                       int64_t t, int64_t r0, int64_t r1, float scale,
+                                       uint32_t& max_bits, bool& nonfinite) {
+  with_type(probs_dtype, [&](auto* pt) {
+    using P = std::remove_pointer_t<decltype(pt)>;
+    with_type(dprobs_dtype, [&](auto* gt) {
+      using G = std::remove_pointer_t<decltype(gt)>;
+      with_type(dscores_dtype, [&](auto* ot) {
+        using O = std::remove_pointer_t<decltype(ot)>;
+        softmax_bwd_typed<true>(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
+                                static_cast<O*>(dscores), t, r0, r1, scale,
+                                /*round_scaled=*/true, &max_bits, &nonfinite);
       });
     });
   });

@@ -70,6 +70,12 @@ void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* p
 void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
                                   DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
                                   int64_t r0, int64_t r1, float scale, bool round_scaled);
+// The same with round_scaled, and cast_amax's max_bits and nonfinite taken from both roundings'
+// floats (g, then round(g) * scale).
+void causal_softmax_backward_rows_amax(const void* probs, DType probs_dtype, const void* dprobs,
+                                       DType dprobs_dtype, void* dscores, DType dscores_dtype,
+                                       int64_t t, int64_t r0, int64_t r1, float scale,
+                                       uint32_t& max_bits, bool& nonfinite);
 // LayerNorm (cpu/nn.cpp's documented float order, bitwise) on rows [r0, r1) of x [*, cols]:
 // the forward's y, mean and rstd; the backward's dx; and the backward's per-column sums of
 // dy * xhat and dy over every row in order (for columns [c0, c1)), which the caller adds to
