@@ -15,7 +15,8 @@
 #                 configs/gpt_fortunes.yaml)
 #
 # Columns: each column's median step time; ratio, the median over the rounds of on / off (a
-# round's two runs ran back to back, so the ratio cancels the machine's drift), and its range.
+# round's two runs ran back to back, so the ratio cancels the machine's drift; which of the two
+# runs first alternates round by round), and its range.
 # The step time is summary.json's steady_step_ms (the mean step time after the first logging
 # interval), so data loading and setup are not in it. Every model's roundings are instrumented
 # on the CPU (the MLP, the CNN, the GPT); the GPT on CUDA in fp16/bf16 is not (the console says
@@ -35,7 +36,7 @@ while (($#)); do
     --steps) STEPS=$2; shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
     --config) CONFIGS+=("$2"); shift 2 ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "bench_grad_amax.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -48,7 +49,10 @@ trap 'rm -rf "$WORK"' EXIT
 for cfg in "${CONFIGS[@]}"; do
   name=$(basename "$cfg" .yaml)
   for ((r = 1; r <= ROUNDS; ++r)); do
-    for col in off on; do
+    # Alternating which column runs first cancels what running second costs or gains.
+    cols=(off on)
+    ((r % 2 == 0)) && cols=(on off)
+    for col in "${cols[@]}"; do
       dir=$WORK/$name-$col-$r
       flag=false
       [[ $col == on ]] && flag=true

@@ -721,7 +721,7 @@ Schema<RunConfig> make_run_schema() {
                    "(metrics.jsonl numerics lines, summary scale_advice; fp16/bf16); 0 = off"),
       bool_field<C>(AMPCTL_KEY(logging.grad_amax), false,
                     "grad_amax on every train line: the largest |x| any rounding of the "
-                    "backward to fp16/bf16 saw (fp16/bf16, MLP; costs a f32 pass per rounding)"),
+                    "backward to fp16/bf16 saw (fp16/bf16; MLP, CNN, GPT)"),
       bool_field<C>(AMPCTL_KEY(logging.tensorboard), false,
                     "also write TensorBoard scalars (events.out.tfevents.* in the run directory)"),
 
