@@ -72,68 +72,81 @@ void GradNumerics::round_site(const Tensor& src, const Tensor& dst, size_t site)
   }
 }
 
-void GradNumerics::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
-                        const Tensor& f32, const Tensor& dst, size_t entry) {
-  if (!m_counting) {
-    m_backend->gemm_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32);
+namespace {
+
+// An op's output dst through the hook: on a step that only measures the amax, fused() (the
+// backend's op with the amax inside; nothing to attribute, so no site is left pending: claim()
+// only assigns owners for read(), which follows counted steps alone); on a counted step,
+// plain(out) into the f32 workspace's first numel(dst) values, then count(out), the counted
+// rounding into dst.
+template <typename Fused, typename Plain, typename Count>
+void through_hook(bool counting, const Tensor& f32, const Tensor& dst, Fused&& fused, Plain&& plain,
+                  Count&& count) {
+  if (!counting) {
+    fused();
     return;
   }
-  const Tensor product = f32.view(0, dst.shape());
-  m_backend->gemm(a, trans_a, b, trans_b, product);
-  round(product, dst, entry);
+  const Tensor out = f32.view(0, dst.shape());
+  plain(out);
+  count(out);
+}
+
+}  // namespace
+
+void GradNumerics::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
+                        const Tensor& f32, const Tensor& dst, size_t entry) {
+  through_hook(
+      m_counting, f32, dst,
+      [&] { m_backend->gemm_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32); },
+      [&](const Tensor& out) { m_backend->gemm(a, trans_a, b, trans_b, out); },
+      [&](const Tensor& out) { round(out, dst, entry); });
 }
 
 void GradNumerics::gemm_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                              const Tensor& f32, const Tensor& dst, size_t site) {
-  if (!m_counting) {
-    // Not counted: nothing to attribute, so the site is not pending (claim() only assigns
-    // owners for read(), which follows counted steps alone).
-    m_backend->gemm_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32);
-    return;
-  }
-  const Tensor product = f32.view(0, dst.shape());
-  m_backend->gemm(a, trans_a, b, trans_b, product);
-  round_site(product, dst, site);
+  through_hook(
+      m_counting, f32, dst,
+      [&] { m_backend->gemm_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32); },
+      [&](const Tensor& out) { m_backend->gemm(a, trans_a, b, trans_b, out); },
+      [&](const Tensor& out) { round_site(out, dst, site); });
 }
 
 void GradNumerics::gemm_batched_site(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                                      const Tensor& f32, const Tensor& dst, size_t site) {
-  if (!m_counting) {
-    m_backend->gemm_batched_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32);
-    return;
-  }
-  const Tensor product = f32.view(0, dst.shape());
-  m_backend->gemm_batched(a, trans_a, b, trans_b, product);
-  round_site(product, dst, site);
+  through_hook(
+      m_counting, f32, dst,
+      [&] { m_backend->gemm_batched_round_amax(a, trans_a, b, trans_b, dst, m_amax, f32); },
+      [&](const Tensor& out) { m_backend->gemm_batched(a, trans_a, b, trans_b, out); },
+      [&](const Tensor& out) { round_site(out, dst, site); });
 }
 
 void GradNumerics::activation_backward_site(ActivationKind kind, const Tensor& x, const Tensor& y,
                                             const Tensor& dy, const Tensor& f32, const Tensor& dx,
                                             size_t site) {
-  if (!m_counting) {
-    m_backend->activation_backward_amax(kind, x, y, dy, dx, m_amax, f32);
-    return;
-  }
-  const Tensor out = f32.view(0, dx.shape());
-  m_backend->activation_backward(kind, x, y, dy, out);
-  round_site(out, dx, site);
+  through_hook(
+      m_counting, f32, dx,
+      [&] { m_backend->activation_backward_amax(kind, x, y, dy, dx, m_amax, f32); },
+      [&](const Tensor& out) { m_backend->activation_backward(kind, x, y, dy, out); },
+      [&](const Tensor& out) { round_site(out, dx, site); });
 }
 
 void GradNumerics::causal_softmax_backward_sites(const Tensor& probs, const Tensor& dprobs,
                                                  const Tensor& scale, const Tensor& f32,
                                                  const Tensor& dscores, size_t g_site,
                                                  size_t dscores_site) {
-  if (!m_counting) {
-    m_backend->causal_softmax_backward_amax(probs, dprobs, scale, dscores, m_amax, f32);
-    return;
-  }
-  // The op with scale 1 and no rounding gives g itself (g * 1 is g); dscores holds round(g)
-  // until the second rounding.
-  const Tensor out = f32.view(0, dscores.shape());
-  m_backend->causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, out);
-  round_site(out, dscores, g_site);
-  m_backend->mul_scalar_tensor(dscores, scale, out);
-  round_site(out, dscores, dscores_site);
+  // Counted: the op with scale 1 and no rounding gives g itself (g * 1 is g); dscores holds
+  // round(g) until the second rounding.
+  through_hook(
+      m_counting, f32, dscores,
+      [&] { m_backend->causal_softmax_backward_amax(probs, dprobs, scale, dscores, m_amax, f32); },
+      [&](const Tensor& out) {
+        m_backend->causal_softmax_backward(probs, dprobs, 1.0f, /*round_scaled=*/false, out);
+      },
+      [&](const Tensor& out) {
+        round_site(out, dscores, g_site);
+        m_backend->mul_scalar_tensor(dscores, scale, out);
+        round_site(out, dscores, dscores_site);
+      });
 }
 
 void GradNumerics::claim(size_t entry) {
