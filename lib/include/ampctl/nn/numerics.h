@@ -89,9 +89,9 @@ class GradNumerics {
                                 const Tensor& dy, const Tensor& f32, const Tensor& dx, size_t site);
   // causal_softmax_backward with round_scaled (scale: f32[1]) and its two roundings, g into
   // g_site, then round(g) * scale into dscores_site (Backend::causal_softmax_backward_amax).
-  void causal_softmax_backward_sites(const Tensor& probs, const Tensor& dprobs,
-                                     const Tensor& scale, const Tensor& f32, const Tensor& dscores,
-                                     size_t g_site, size_t dscores_site);
+  void causal_softmax_backward_sites(const Tensor& probs, const Tensor& dprobs, const Tensor& scale,
+                                     const Tensor& f32, const Tensor& dscores, size_t g_site,
+                                     size_t dscores_site);
   // The sites rounded since the last claim now count for `entry`.
   void claim(size_t entry);
 

@@ -170,9 +170,9 @@ class CpuBackend final : public Backend {
   void activation_backward_amax(nn::ActivationKind kind, const Tensor& x, const Tensor& y,
                                 const Tensor& dy, const Tensor& dx, const Tensor& amax,
                                 const Tensor& scratch) override;
-  void causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
-                                    const Tensor& scale, const Tensor& dscores,
-                                    const Tensor& amax, const Tensor& scratch) override;
+  void causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs, const Tensor& scale,
+                                    const Tensor& dscores, const Tensor& amax,
+                                    const Tensor& scratch) override;
 
  private:
   // optimizer_step's passes, after the shared checks and the skip; `inv` is inv_scale[0] or 1.

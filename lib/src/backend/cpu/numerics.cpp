@@ -17,6 +17,27 @@
 #include "engine/cpu_vector.h"
 
 namespace ampctl::cpu {
+namespace {
+
+// The accumulator tensor's two words (math/numerics_math.h) as an AmaxSink that the parts of an
+// op merge into, lock-free, and written back once after them.
+class AmaxAccumulator {
+ public:
+  explicit AmaxAccumulator(const Tensor& amax) : m_words(amax.data_as<float>()) {
+    sink.max_bits.store(float_bits(m_words[0]));
+    sink.nonfinite.store(m_words[1] != 0.0f);
+  }
+  void write_back() const {
+    m_words[0] = bits_float(sink.max_bits.load());
+    m_words[1] = sink.nonfinite.load() ? 1.0f : 0.0f;
+  }
+  AmaxSink sink;
+
+ private:
+  float* m_words;
+};
+
+}  // namespace
 
 void CpuBackend::round_counted(const Tensor& src, const Tensor& dst, const Tensor& counters) {
   check_round_counted(src, dst, counters, device());
@@ -50,17 +71,14 @@ void CpuBackend::round_counted(const Tensor& src, const Tensor& dst, const Tenso
 }
 
 // Every step of a fp16/bf16 run: the rounding and the max in one pass (vectorised with
-// AVX-512), the parts merging under a lock. A max of float bits: the result does not depend on
+// AVX-512), the parts merging into one AmaxSink. A max of float bits: the result does not depend on
 // the split.
 void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) {
   check_round_amax(src, dst, amax, device());
   const float* x = src.data_as<float>();
   const bool is_half = dst.dtype() == DType::f16;
   auto* out = static_cast<uint16_t*>(dst.data());
-  auto* a = amax.data_as<float>();
-  uint32_t max_bits = float_bits(a[0]);
-  bool nonfinite = a[1] != 0.0f;
-  std::mutex merge;
+  AmaxAccumulator acc(amax);
   parallel_for(*m_pool, src.numel(), [&](size_t b, size_t e) {
     uint32_t m = 0;
     bool bad = false;
@@ -75,29 +93,22 @@ void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& 
         m = std::max(m, inf ? 0u : ab);
       }
     }
-    const std::lock_guard<std::mutex> lock(merge);
-    max_bits = std::max(max_bits, m);
-    nonfinite = nonfinite || bad;
+    acc.sink.merge(m, bad);
   });
-  a[0] = bits_float(max_bits);
-  a[1] = nonfinite ? 1.0f : 0.0f;
+  acc.write_back();
 }
 
 void CpuBackend::gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                                  const Tensor& c, const Tensor& amax, const Tensor& scratch) {
   const GemmDims d = check_gemm_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
   if (m_avx512 && d.m > 0 && d.n > 0 && d.k > 0 && !overlaps(c, a) && !overlaps(c, b)) {
-    auto* acc = amax.data_as<float>();
-    AmaxSink sink;
-    sink.max_bits.store(float_bits(acc[0]));
-    sink.nonfinite.store(acc[1] != 0.0f);
+    AmaxAccumulator acc(amax);
     GemmOutput gc{c.data(), c.dtype(), d.n};
-    gc.amax = &sink;
+    gc.amax = &acc.sink;
     const GemmOperand ga{a.data(), a.dtype(), a.dim(1), trans_a};
     const GemmOperand gb{b.data(), b.dtype(), b.dim(1), trans_b};
     if (m_gemm.run(d.m, d.n, d.k, ga, gb, gc, *m_pool, m_bf16_dot)) {
-      acc[0] = bits_float(sink.max_bits.load());
-      acc[1] = sink.nonfinite.load() ? 1.0f : 0.0f;
+      acc.write_back();
       return;
     }
   }
@@ -110,13 +121,9 @@ void CpuBackend::gemm_batched_round_amax(const Tensor& a, bool trans_a, const Te
   const GemmBatchedDims d =
       check_gemm_batched_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
   if (m_avx512 && d.batch > 0 && d.m > 0 && d.n > 0 && d.k > 0) {
-    auto* acc = amax.data_as<float>();
-    AmaxSink sink;
-    sink.max_bits.store(float_bits(acc[0]));
-    sink.nonfinite.store(acc[1] != 0.0f);
-    gemm_batched_packed(d, a, trans_a, b, trans_b, c, 1.0f, 0.0f, &sink);
-    acc[0] = bits_float(sink.max_bits.load());
-    acc[1] = sink.nonfinite.load() ? 1.0f : 0.0f;
+    AmaxAccumulator acc(amax);
+    gemm_batched_packed(d, a, trans_a, b, trans_b, c, 1.0f, 0.0f, &acc.sink);
+    acc.write_back();
     return;
   }
   Backend::gemm_batched_round_amax(a, trans_a, b, trans_b, c, amax, scratch);
@@ -139,10 +146,7 @@ void CpuBackend::activation_backward_amax(nn::ActivationKind kind, const Tensor&
   const auto* up = static_cast<const char*>(used.data());
   const auto* dyp = static_cast<const char*>(dy.data());
   auto* out = static_cast<char*>(dx.data());
-  auto* acc = amax.data_as<float>();
-  uint32_t max_bits = float_bits(acc[0]);
-  bool nonfinite = acc[1] != 0.0f;
-  std::mutex merge;
+  AmaxAccumulator acc(amax);
   parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
     alignas(64) float buf[kAmaxChunk];
     uint32_t m = 0;
@@ -157,41 +161,32 @@ void CpuBackend::activation_backward_amax(nn::ActivationKind kind, const Tensor&
         vec::cast_amax(buf, out + c * 2, dx.dtype(), 0, len, m, bad);
       }
     }
-    const std::lock_guard<std::mutex> lock(merge);
-    max_bits = std::max(max_bits, m);
-    nonfinite = nonfinite || bad;
+    acc.sink.merge(m, bad);
   });
-  acc[0] = bits_float(max_bits);
-  acc[1] = nonfinite ? 1.0f : 0.0f;
+  acc.write_back();
 }
 
 void CpuBackend::causal_softmax_backward_amax(const Tensor& probs, const Tensor& dprobs,
                                               const Tensor& scale, const Tensor& dscores,
                                               const Tensor& amax, const Tensor& scratch) {
-  const SoftmaxDims d = check_causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax,
-                                                           scratch, device());
+  const SoftmaxDims d =
+      check_causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax, scratch, device());
   if (!m_avx512 || overlaps(dscores, probs) || overlaps(dscores, dprobs)) {
     Backend::causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax, scratch);
     return;
   }
   const int64_t t = d.time;
   const float s = *scale.data_as<float>();
-  auto* acc = amax.data_as<float>();
-  uint32_t max_bits = float_bits(acc[0]);
-  bool nonfinite = acc[1] != 0.0f;
-  std::mutex merge;
+  AmaxAccumulator acc(amax);
   for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int) {
     uint32_t m = 0;
     bool bad = false;
     vec::causal_softmax_backward_rows_amax(probs.data(), probs.dtype(), dprobs.data(),
                                            dprobs.dtype(), dscores.data(), dscores.dtype(), t, r0,
                                            r1, s, m, bad);
-    const std::lock_guard<std::mutex> lock(merge);
-    max_bits = std::max(max_bits, m);
-    nonfinite = nonfinite || bad;
+    acc.sink.merge(m, bad);
   });
-  acc[0] = bits_float(max_bits);
-  acc[1] = nonfinite ? 1.0f : 0.0f;
+  acc.write_back();
 }
 
 }  // namespace ampctl::cpu

@@ -219,8 +219,7 @@ AMPCTL_AVX512 void relu_fwd_typed(const X* x, Y* y, size_t begin, size_t end) {
 
 // cast_amax's rule on the lanes k of v: the largest finite |v| as bits into m, and into bad the
 // lanes that were not finite.
-AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take_amax(__m512 v, __mmask16 k, __m512i& m,
-                                                __mmask16& bad) {
+AMPCTL_AVX512 AMPCTL_SIMD_INLINE void take_amax(__m512 v, __mmask16 k, __m512i& m, __mmask16& bad) {
   const __m512i a = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff));
   const __mmask16 finite = _mm512_mask_cmplt_epu32_mask(k, a, _mm512_set1_epi32(0x7f800000));
   bad = static_cast<__mmask16>(bad | (k & ~finite));
