@@ -137,23 +137,9 @@ void add_gemm_batched_cases(std::vector<CudaCase>& cases) {
         // |alpha| sum |a b| + |beta c| (any order, tensor cores possibly truncating): twice that.
         const std::vector<double> a = in[0].values(), b = in[1].values(), c0 = in[2].values();
         const double g = gamma_n(static_cast<double>(v.k + 2), 0x1p-23);
-        std::vector<double> delta(c0.size());
-        for (int64_t i = 0; i < v.batch; ++i) {
-          for (int64_t r = 0; r < v.m; ++r) {
-            for (int64_t q = 0; q < v.n; ++q) {
-              double w = 0.0;
-              for (int64_t l = 0; l < v.k; ++l) {
-                const double x = v.ta ? a[static_cast<size_t>((i * v.k + l) * v.m + r)]
-                                      : a[static_cast<size_t>((i * v.m + r) * v.k + l)];
-                const double y = v.tb ? b[static_cast<size_t>((i * v.n + q) * v.k + l)]
-                                      : b[static_cast<size_t>((i * v.k + l) * v.n + q)];
-                w += std::fabs(x * y);
-              }
-              const size_t o = static_cast<size_t>((i * v.m + r) * v.n + q);
-              w = std::fabs(v.alpha) * w + std::fabs(v.beta * c0[o]);
-              delta[o] = 2.0 * g * w;
-            }
-          }
+        std::vector<double> delta = abs_products(a, b, v.ta, v.tb, v.batch, v.m, v.n, v.k);
+        for (size_t o = 0; o < delta.size(); ++o) {
+          delta[o] = 2.0 * g * (std::fabs(v.alpha) * delta[o] + std::fabs(v.beta * c0[o]));
         }
         return std::vector<Spec>{within(delta)};
       };
@@ -297,11 +283,11 @@ struct AttentionDeltas {
 
 // The CPU runs the materialised composition (scores by gemm_batched, the fp32 causal softmax, P
 // rounded to the compute dtype, two more products; backward likewise) and the GPU, for f16/bf16
-// heads up to 64, the fused kernels of kernels/transformer_attention.cu (else the same composition on
-// cuBLAS). Both take the same roundings at the same points but for the ones that differ by
-// construction (transformer_attention.cu's opening comment); the bound propagates each difference to first
-// order through the math, from the inputs in double (u_lo, eta_lo: the compute dtype's unit
-// roundoff and half its smallest subnormal; g = gamma_{hs+2}(2^-23), gT = gamma_{T+2}(2^-23)):
+// heads up to 64, the fused kernels of kernels/transformer_attention.cu (else the same composition
+// on cuBLAS). Both take the same roundings at the same points but for the ones that differ by
+// construction (transformer_attention.cu's opening comment); the bound propagates each difference
+// to first order through the math, from the inputs in double (u_lo, eta_lo: the compute dtype's
+// unit roundoff and half its smallest subnormal; g = gamma_{hs+2}(2^-23), gT = gamma_{T+2}(2^-23)):
 //   * a score s_ij = round(round(q.k) * scale): the fp32 dots differ by 2 g A (A = sum |q_d k_d|),
 //     so the two rounded products by that plus one ulp_lo, and after the scaling and its rounding
 //     by delta_s = scale (2 g A + ulp_lo) + ulp_lo(s);
