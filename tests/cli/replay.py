@@ -168,6 +168,33 @@ for bad, key in [("optimizer.lr=0.1", "optimizer.lr"), ("scaler.nosuch=1", "scal
     check(key in p.stderr, f"--set {bad}: names {key}\n" + p.stderr)
 p = run(["replay", rec, "--grid", "scaler.backoff_factor=0.5,7"], expect=2)
 check("scaler.backoff_factor" in p.stderr, "--grid bad value names the key\n" + p.stderr)
+# A damaged metrics.jsonl: a train line whose field has the wrong type or range is refused
+# naming the file, the line and the key (exit 2, not an internal error); a torn last line (a
+# killed run) is dropped, as resume drops it.
+rec_text = open(os.path.join(rec, "metrics.jsonl")).read().splitlines()
+first = next(i for i, l in enumerate(rec_text) if json.loads(l).get("kind", "train") == "train")
+for key, value in [("step", '"3"'), ("step", "2.5"), ("step", "-1"), ("scale", '"big"'),
+                   ("scale", "-2.0"), ("found_inf", '"no"'), ("grad_amax", "-1.0"),
+                   ("grad_amax", '"x"'), ("grad_amax_exact", "3")]:
+    damaged = os.path.join(WORK, "damaged")
+    shutil.rmtree(damaged, ignore_errors=True)
+    shutil.copytree(rec, damaged)
+    text = list(rec_text)
+    obj = json.loads(text[first])
+    obj[key] = json.loads(value)
+    text[first] = json.dumps(obj)
+    with open(os.path.join(damaged, "metrics.jsonl"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    p = run(["replay", damaged], expect=2)
+    check(f"metrics.jsonl: line {first + 1}: {key} must be" in p.stderr,
+          f"{key}={value}: refused naming the line and the key\n" + p.stderr)
+torn = os.path.join(WORK, "torn")
+shutil.rmtree(torn, ignore_errors=True)
+shutil.copytree(rec, torn)
+with open(os.path.join(torn, "metrics.jsonl"), "a") as f:
+    f.write('{"kind":"train","step":99999,"lo')
+check(json.loads(run(["replay", torn, "--json"]).stdout) == json.loads(run(["replay", rec, "--json"]).stdout),
+      "a torn last line is dropped")
 
 if FAILURES:
     print(f"{len(FAILURES)} failure(s)")

@@ -13,6 +13,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/math/amp_math.h"
+#include "ampctl/run/metrics_line.h"
 
 namespace ampctl::replay {
 
@@ -78,29 +79,32 @@ Recording load_recording(const fs::path& dir) {
   bool any_train = false;
   while (std::getline(in, line)) {
     ++line_no;
-    if (line.empty()) continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      // A torn last line (a killed run) is ignored; any other bad line is an error.
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::optional<run::MetricsRecord> r = run::read_metrics_line(line);
+    const std::string where = "line " + std::to_string(line_no);
+    if (!r) {
+      // A torn last line (a killed run) is ignored, as resume drops it; any other bad line is
+      // damage.
       if (in.peek() == EOF) break;
-      throw input_error(metrics_file, "line " + std::to_string(line_no) + " is not JSON");
+      throw input_error(metrics_file, where + " is not a JSON object");
     }
-    if (j.value("kind", "") != "train") continue;
+    if (!r->is_train()) continue;
     any_train = true;
-    if (!j.contains("grad_amax")) {
+    if (!r->defect.empty()) throw input_error(metrics_file, where + ": " + r->defect);
+    if (!r->has_grad_amax) {
       throw input_error(metrics_file,
-                        "line " + std::to_string(line_no) +
+                        where +
                             " has no grad_amax: replay needs a run recorded with "
                             "logging.grad_amax: true (fp16 or bf16, an instrumented model); train "
                             "it again with --set logging.grad_amax=true");
     }
     RecordedStep s;
-    s.step = j.at("step").get<int64_t>();
-    s.scale = j.at("scale").is_number() ? j.at("scale").get<double>() : 1.0;
-    s.found_inf = j.value("found_inf", false);
-    if (j.at("grad_amax").is_number()) s.amax = j.at("grad_amax").get<double>();
-    s.amax_exact = j.value("grad_amax_exact", true);
-    by_step[s.step] = s;
+    s.step = *r->step;
+    s.scale = r->scale.value_or(1.0);
+    s.found_inf = r->overflowed;
+    s.amax = r->grad_amax;
+    s.amax_exact = r->grad_amax_exact.value_or(true);
+    by_step[s.step] = s;  // a resumed run's later line for a step wins
   }
   if (!any_train) throw input_error(metrics_file, "no train lines: nothing to replay");
   rec.steps.reserve(by_step.size());

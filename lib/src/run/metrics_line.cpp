@@ -37,6 +37,37 @@ std::optional<double> field(const nlohmann::json& j, const char* key) {
   return it == j.end() ? std::nullopt : finite_number(*it);
 }
 
+// The first of a train line's known fields that has the wrong type or range, as
+// "KEY must be ..., got VALUE"; empty when none has.
+std::string train_line_defect(const nlohmann::json& j) {
+  const auto got = [](const nlohmann::json& v) { return ", got " + v.dump(); };
+  const auto step = j.find(kStep);
+  if (step == j.end()) return std::string(kStep) + " is missing";
+  if (!step->is_number_integer() || step->get<int64_t>() < 1) {
+    return std::string(kStep) + " must be a positive integer" + got(*step);
+  }
+  const auto scale = j.find(kScale);
+  if (scale != j.end() && !scale->is_null() &&
+      !(scale->is_number() && finite_number(*scale) && scale->get<double>() > 0)) {
+    return std::string(kScale) + " must be a positive number or null" + got(*scale);
+  }
+  for (const char* key : {kFoundInf, kSkipped, kGradAmaxExact}) {
+    const auto it = j.find(key);
+    if (it != j.end() && !it->is_boolean())
+      return std::string(key) + " must be true or false" + got(*it);
+  }
+  const auto amax = j.find(kGradAmax);
+  if (amax != j.end() && !amax->is_null() &&
+      !(amax->is_number() && finite_number(*amax) && amax->get<double>() >= 0)) {
+    return std::string(kGradAmax) + " must be a non-negative number or null" + got(*amax);
+  }
+  const auto retries = j.find(kRetries);
+  if (retries != j.end() && !(retries->is_number_integer() && retries->get<int64_t>() >= 0)) {
+    return std::string(kRetries) + " must be a non-negative integer" + got(*retries);
+  }
+  return {};
+}
+
 }  // namespace
 
 nlohmann::json to_json(const TrainLine& l) {
@@ -83,6 +114,11 @@ std::optional<MetricsRecord> read_metrics_line(const std::string& text) {
   r.lr = field(j, kLr);
   r.time_s = field(j, kTimeS);
   r.overflowed = flag(j, kFoundInf) || flag(j, kSkipped);
+  r.has_grad_amax = j.contains(kGradAmax);
+  if (const auto exact = j.find(kGradAmaxExact); exact != j.end() && exact->is_boolean()) {
+    r.grad_amax_exact = exact->get<bool>();
+  }
+  if (r.is_train()) r.defect = train_line_defect(j);
   return r;
 }
 

@@ -99,6 +99,52 @@ TEST(MetricsLine, EvalLineAndWhatReadersTolerate) {
   EXPECT_FALSE(read_metrics_line(R"({"loss": 1})")->step.has_value());
 }
 
+TEST(MetricsLine, ATrainLinesDamagedFieldIsNamed) {
+  TrainLine l;
+  l.step = 4;
+  l.scale = 1024.0;
+  l.grad_amax = 0.5;
+  l.grad_amax_exact = false;
+  const auto ok = read_metrics_line(to_json(l).dump());
+  EXPECT_EQ(ok->defect, "");
+  EXPECT_TRUE(ok->has_grad_amax);
+  EXPECT_EQ(*ok->grad_amax, 0.5);
+  EXPECT_EQ(ok->grad_amax_exact, std::optional<bool>(false));
+  TrainLine unknown = l;
+  unknown.grad_amax = kInf;  // written as null: no finite value reached a rounding
+  const auto u = read_metrics_line(to_json(unknown).dump());
+  EXPECT_EQ(u->defect, "");
+  EXPECT_TRUE(u->has_grad_amax);
+  EXPECT_FALSE(u->grad_amax.has_value());
+  EXPECT_FALSE(read_metrics_line(R"({"kind":"train","step":1})")->has_grad_amax);
+  // One damaged field at a time, in a line the trainer wrote.
+  const struct {
+    const char* key;
+    nlohmann::json value;
+    const char* defect;
+  } bad[] = {{"step", "4", "step must be a positive integer, got \"4\""},
+             {"step", 4.5, "step must be a positive integer, got 4.5"},
+             {"step", 0, "step must be a positive integer, got 0"},
+             {"scale", "big", "scale must be a positive number or null, got \"big\""},
+             {"scale", -1.0, "scale must be a positive number or null, got -1.0"},
+             {"found_inf", 1, "found_inf must be true or false, got 1"},
+             {"skipped", "no", "skipped must be true or false, got \"no\""},
+             {"grad_amax_exact", 3, "grad_amax_exact must be true or false, got 3"},
+             {"grad_amax", -0.5, "grad_amax must be a non-negative number or null, got -0.5"},
+             {"grad_amax", "x", "grad_amax must be a non-negative number or null, got \"x\""},
+             {"retries", -1, "retries must be a non-negative integer, got -1"}};
+  for (const auto& b : bad) {
+    nlohmann::json j = to_json(l);
+    j[b.key] = b.value;
+    EXPECT_EQ(read_metrics_line(j.dump())->defect, b.defect) << b.key;
+  }
+  nlohmann::json no_step = to_json(l);
+  no_step.erase("step");
+  EXPECT_EQ(read_metrics_line(no_step.dump())->defect, "step is missing");
+  // Eval lines are not train lines: no defect is looked for.
+  EXPECT_EQ(read_metrics_line(R"({"kind":"eval","step":"x"})")->defect, "");
+}
+
 TEST(CheckpointMetrics, RoundTripsExactlyWithNonFiniteValuesAndStreaks) {
   const std::vector<std::string> names = {"a.weight", "a.bias", "b.weight"};
   CheckpointMetrics m;

@@ -64,8 +64,14 @@ struct MetricsRecord {
   std::optional<double> accuracy;   // finite only
   bool overflowed = false;          // found_inf or skipped
   std::optional<double> grad_amax;  // finite only
-  std::optional<double> lr;         // finite only
-  std::optional<double> time_s;     // finite only: seconds since the run started
+  bool has_grad_amax = false;       // the key is there (null included: a step with no finite value)
+  std::optional<bool> grad_amax_exact;
+  // A train line whose known fields have the wrong type or range (a damaged or hand-edited
+  // file): "KEY must be ..., got VALUE"; empty otherwise. The readers that decide from the line
+  // (replay) refuse it; the report draws what it can.
+  std::string defect;
+  std::optional<double> lr;      // finite only
+  std::optional<double> time_s;  // finite only: seconds since the run started
   bool is_train() const { return kind == "train"; }
   bool is_eval() const { return kind == "eval"; }
 };
