@@ -33,8 +33,7 @@ struct ReplayOptions {
 // Every point of the grid: the --set overrides, then one value per axis (later ones win).
 std::vector<std::vector<std::string>> points(const ReplayOptions& o) {
   std::vector<std::vector<std::string>> out{o.sets};
-  for (const std::string& flag : o.grid) {
-    const sweep::GridAxis axis = sweep::parse_grid_flag(flag);
+  for (const sweep::GridAxis& axis : sweep::parse_grid_flags(o.grid)) {
     std::vector<std::vector<std::string>> next;
     for (const auto& p : out) {
       for (const std::string& v : axis.values) {

@@ -281,6 +281,21 @@ GridAxis parse_grid_flag(std::string_view flag) {
   return axis;
 }
 
+std::vector<GridAxis> parse_grid_flags(const std::vector<std::string>& flags) {
+  std::vector<GridAxis> axes;
+  for (const std::string& flag : flags) {
+    GridAxis axis = parse_grid_flag(flag);
+    for (const GridAxis& a : axes) {
+      if (a.key == axis.key) {
+        throw Error{ErrorKind::usage, "--grid " + axis.key + ": given by two --grid flags",
+                    "list its values once: --grid " + axis.key + "=V1,V2,..."};
+      }
+    }
+    axes.push_back(std::move(axis));
+  }
+  return axes;
+}
+
 std::string strip_sweep_section(std::string_view text) {
   std::string out;
   bool in_sweep = false;
@@ -387,8 +402,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       if (seeds.empty()) spec_error(origin, "sweep.seeds: empty value list");
     }
   }
-  for (const std::string& flag : grid_flags) {
-    GridAxis axis = parse_grid_flag(flag);
+  for (GridAxis& axis : parse_grid_flags(grid_flags)) {
     bool replaced = false;
     for (GridAxis& a : axes) {
       if (a.key == axis.key) {

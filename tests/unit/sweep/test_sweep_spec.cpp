@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,32 @@ TEST(SweepSpecErrors, EmptyValueListsNameTheKey) {
     EXPECT_NE(e.hint().find("did you mean 'grid'?"), std::string::npos) << e.hint();
   }
   EXPECT_THROW(parse_grid_flag("novalue"), Error);
+}
+
+TEST(SweepSpecErrors, AKeyInTwoGridFlagsIsRefused) {
+  // Two flags for one key would either drop one list (sweep) or multiply rows that set the key
+  // twice (replay): its values belong in one list.
+  const std::vector<std::string> flags = {"scaler.init_scale=1,2", "scaler.growth_interval=5",
+                                          "scaler.init_scale=3,4"};
+  for (const auto& call :
+       {std::function<void()>([&] { parse_grid_flags(flags); }),
+        std::function<void()>([&] { parse_sweep(kBase, "tiny.yaml", flags); })}) {
+    try {
+      call();
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_NE(std::string(e.what()).find("--grid scaler.init_scale: given by two --grid flags"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // A --grid for a key of the file's own grid still replaces that axis.
+  const Sweep spec =
+      parse_sweep(std::string(kBase) + "sweep:\n  grid: {scaler.init_scale: [1, 2, 3]}\n", "t.yaml",
+                  {"scaler.init_scale=8,16"});
+  EXPECT_EQ(spec.runs.size(), 2u);
+  EXPECT_EQ(parse_grid_flags({"scaler.init_scale=1,2", "seed=0"}).size(), 2u);
 }
 
 }  // namespace

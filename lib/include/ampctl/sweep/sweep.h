@@ -50,6 +50,9 @@ struct GridAxis {
   std::vector<std::string> values;
 };
 GridAxis parse_grid_flag(std::string_view flag);
+// Every --grid flag, in order; a key given by two flags is Error{usage} naming it (its values
+// belong in one list).
+std::vector<GridAxis> parse_grid_flags(const std::vector<std::string>& flags);
 
 // The text with its top-level `sweep:` block blanked (line numbers stay the same).
 std::string strip_sweep_section(std::string_view text);
