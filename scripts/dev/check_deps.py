@@ -29,7 +29,8 @@ are leaves that any module may include.
     config      core
     train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config
     sweep       core, config, run, checkpoint   (atomic files, owned output paths)
-    replay      core, math, config   (the scale rules of math/amp_math.h over a run's config)
+    replay      core, math, config, run   (the scale rules of math/amp_math.h over a run's config
+                and its metrics.jsonl, read by run/metrics_line.h)
     apps        core, backend, checkpoint, config, run, train, sweep, replay, dist
     kernels     core, math
 
@@ -74,7 +75,7 @@ ALLOWED = {
     "train": {"core", "math", "backend", "amp", "optim", "nn", "data", "dist", "checkpoint",
               "run", "config"},
     "sweep": {"core", "config", "run", "checkpoint"},
-    "replay": {"core", "math", "config"},
+    "replay": {"core", "math", "config", "run"},
     "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "replay",
              "dist"},
     "kernels": {"core", "math"},
