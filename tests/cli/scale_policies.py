@@ -118,6 +118,10 @@ with open(ck) as f:
     saved = json.load(f)["scaler"]
 check(saved.get("policy") == "deepspeed" and "cur_iter" in saved and saved["cur_iter"] == 20,
       f"the checkpoint's scaler holds DeepSpeed's counters: {saved}")
+# The run's hysteresis (2) is a key fairseq does not use: refused, the hint giving its default.
+p = run(["resume", "--checkpoint", ck, "--set", "scaler.policy=fairseq"], expect=2)
+check("scaler.hysteresis" in p.stderr and "give its default (1)" in p.stderr,
+      "a switch that leaves a key the new rule does not use: named with its default\n" + p.stderr)
 run(["resume", "--checkpoint", ck, "--set", "scaler.policy=fairseq", "--set",
      "scaler.hysteresis=1"])
 switched = lines(d)

@@ -440,6 +440,16 @@ Field<T> float_pair_field(std::string path, Get get, std::array<double, 2> def, 
 // Leaves (in order) as block YAML: sections opened as their paths change, lists in flow style,
 // a blank line between top-level groups; `annotate` adds each leaf's help as a comment.
 std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate);
+
+// f's value in v exactly as the resolved config.yaml writes it (one leaf "k: VALUE\n").
+template <class T>
+std::string yaml_text(const Field<T>& f, const T& v) {
+  std::vector<Leaf> leaves;
+  f.emit(v, "", leaves);
+  const std::string line = leaves_to_yaml({{"k", leaves.at(0).value, ""}}, false);
+  return line.substr(3, line.size() - 4);
+}
+
 // Leaves as nested JSON objects; non-finite floats become ".inf", "-.inf", ".nan".
 nlohmann::json leaves_to_json(const std::vector<Leaf>& leaves);
 
@@ -627,7 +637,9 @@ void Schema<T>::parse(const Value& map, const std::string& prefix, T& out,
     const FieldInput in{entry.value, full, entry.key_where, state};
     if (applicable == false) {
       // Accepted only when it says what not using it means anyway (its default), so a listing
-      // of every key (docs/reference.md's) is valid and no setting is silently ignored.
+      // of every key (docs/reference.md's) is valid and no setting is silently ignored. The hint
+      // names the default: a resume that switches scaler.policy cannot remove a key of the
+      // checkpoint's config, but it can --set it to that.
       T written = out, fallback = out;
       if (f.set_default) f.set_default(fallback);
       if (!f.read(in, written)) {
@@ -636,7 +648,8 @@ void Schema<T>::parse(const Value& map, const std::string& prefix, T& out,
         state.problems.add(entry.key_where, full,
                            "only used when " + condition_text(*failing, prefix) + " (it is " +
                                find(failing->path)->text(out) + ")",
-                           "remove it, or set " + prefix + failing->path + " to " +
+                           "remove it or give its default (" + yaml_text(f, fallback) +
+                               "), or set " + prefix + failing->path + " to " +
                                detail::choice_list(failing->values));
         state.failed.insert(full);
       }
@@ -694,11 +707,7 @@ void Schema<T>::document(const std::string& prefix, std::vector<KeyDoc>& out) co
     } else if (f.derive_default) {
       row.default_value = "derived";  // the help says from what
     } else {
-      std::vector<Leaf> leaves;
-      f.emit(defaults, "", leaves);
-      // The value exactly as the resolved config.yaml writes it (one leaf "k: VALUE\n").
-      const std::string line = leaves_to_yaml({{"k", leaves.at(0).value, ""}}, false);
-      row.default_value = line.substr(3, line.size() - 4);
+      row.default_value = yaml_text(f, defaults);
     }
     for (const Condition& c : f.conditions) {
       row.applies += (row.applies.empty() ? "" : " and ") + condition_text(c, prefix);
