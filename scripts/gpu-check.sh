@@ -35,7 +35,11 @@
 # Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
-# gpu-bundle/check-logs/ (gitignored).
+# gpu-bundle/check-logs/ (gitignored). Both are rewritten after every step, so a run stopped from
+# outside leaves what it did. GPU_CHECK_BUDGET_S (default 560) bounds the whole check: each step
+# gets at most what is left, and the steps past it are SKIPPED(budget), so the script ends, with
+# its summary, inside the device tool's 600 s per command. The steps run in the order above: the
+# table tests first.
 #
 # Usage (on the GPU machine, repo root): bash scripts/gpu-check.sh
 #        (here, no GPU):               bash scripts/gpu-check.sh --dry-run [BUILD_DIR]
@@ -104,9 +108,16 @@ if [[ ${1:-} == --dry-run ]]; then
   exit "$rc"
 fi
 
-ARCHIVE=gpu-bundle/ampctl-gpu-bundle.tar.xz
+ARCHIVE=${GPU_CHECK_BUNDLE:-gpu-bundle/ampctl-gpu-bundle.tar.xz}
 RESULT_DIR=${OUT:-gpu-bundle/check-logs}
 mkdir -p "$RESULT_DIR"
+# The whole check's budget in seconds, from the script's start: a step is given at most what is
+# left of it (its own timeout otherwise), and a step that would start with under 5 s left is
+# SKIPPED(budget). The default ends the script before the device tool's 600 s per command, so
+# the summary is written and comes back; the summary and the joined log are also rewritten after
+# every step, so even a run killed from outside leaves the steps done so far in $RESULT_DIR.
+BUDGET_S=${GPU_CHECK_BUDGET_S:-560}
+: >"$RESULT_DIR/gpu-check.log"
 export AMPCTL_TEST_DATA=$PWD/tests/data
 export GTEST_COLOR=no
 
@@ -164,21 +175,71 @@ echo "gpu-check: LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 # ---- steps ----
 names=() results=() seconds=() details=()
+BENCH_ROWS=() GPT_TABLE=()  # filled by the benchmark steps; the summary reads them from the start
 failed=0
+
+# The summary so far, into $RESULT_DIR/summary.txt (after every step, and with `final` at the
+# end): the table of steps, the benchmark tables, the failing tests by name.
+write_summary() {
+  local stage=${1:-step}
+  {
+    echo "==== gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    printf '%-14s %-12s %8s  %s\n' step result seconds detail
+    for i in "${!names[@]}"; do
+      printf '%-14s %-12s %8s  %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}" "${details[$i]}"
+    done
+    if ((${#BENCH_ROWS[@]})); then
+      echo
+      echo "fp16 training step, ampctl vs PyTorch AMP (autocast + GradScaler + fused AdamW):"
+      printf '%-26s %10s %10s %8s %10s %10s\n' model "ampctl ms" "torch ms" "speedup" "ampctl TF/s" "torch TF/s"
+      printf '%s\n' "${BENCH_ROWS[@]}"
+      grep -h "gemm f16" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/cuBLAS reference: /'
+      grep -h -E "unscale|copy \(reference\)" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/ampctl: /'
+      grep -h -E "torch unscale|torch copy" "$LOG_DIR/bench_torch.log" 2>/dev/null | sed 's/^/torch: /'
+    fi
+    if ((${#GPT_TABLE[@]})); then
+      echo
+      printf '%s\n' "${GPT_TABLE[@]}"
+    fi
+    if ((failed)); then
+      # The failing tests by name (GoogleTest lists them last), at most 30.
+      grep -h '^\[  FAILED  \] [A-Za-z]' "$LOG_DIR"/*.log | sed 's/, where GetParam.*//' | sort -u | head -30
+    fi
+    if [[ $stage != final ]]; then
+      echo "gpu-check: unfinished, ${#names[@]} steps so far, ${SECONDS}s in (a run stopped from outside ends here)"
+    elif ((failed)); then
+      echo "gpu-check: FAILED (full log: $RESULT_DIR/gpu-check.log)"
+    else
+      echo "gpu-check: all steps passed"
+    fi
+  } >"$RESULT_DIR/summary.txt"
+}
 
 # run_step NAME TIMEOUT_S COMMAND...: runs the command, tees its output to $LOG_DIR/NAME.log and
 # records PASS/FAIL/TIMEOUT with a detail line (set by the caller's check, see below).
 run_step() {
   local name=$1 limit=$2
   shift 2
-  local log=$LOG_DIR/$name.log start end rc
+  local log=$LOG_DIR/$name.log start end rc left=$((BUDGET_S - SECONDS))
+  names+=("$name")
+  details+=("")
+  if ((left < 5)); then
+    echo
+    echo "==== $name: skipped, the budget of ${BUDGET_S}s is spent (GPU_CHECK_BUDGET_S)"
+    echo "skipped: the budget of ${BUDGET_S}s is spent" >"$log"
+    seconds+=("0")
+    results+=("SKIPPED(budget)")
+    failed=1
+    write_summary
+    return
+  fi
+  ((limit > left)) && limit=$left
   echo
   echo "==== $name: $* (timeout ${limit}s)"
   start=$(date +%s.%N)
-  timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$log"
+  timeout --kill-after=5 "$limit" "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   end=$(date +%s.%N)
-  names+=("$name")
   seconds+=("$(awk -v a="$start" -v b="$end" 'BEGIN{printf "%.1f", b - a}')")
   if ((rc == 124 || rc == 137)); then
     results+=("TIMEOUT")
@@ -187,12 +248,14 @@ run_step() {
   else
     results+=("PASS")
   fi
-  details+=("")
   [[ ${results[-1]} == PASS ]] || failed=1
+  { echo "==== $name"; cat "$log"; } >>"$RESULT_DIR/gpu-check.log"
+  write_summary
 }
 
 # Marks the last step failed with a reason (a check on its output).
 fail_last() {
+  [[ ${results[-1]} == SKIPPED* ]] && return  # not run: nothing to judge
   results[-1]="FAIL"
   details[-1]=$1
   failed=1
@@ -443,7 +506,6 @@ fi
 
 # ---- benchmark: ampctl against PyTorch AMP on the same MLPs ----
 # name features hidden classes batch steps samples
-BENCH_ROWS=()
 bench_model() {
   local name=$1 features=$2 hidden=$3 classes=$4 batch=$5 steps=$6 samples=$7
   cat >"$B/bench_$name.yaml" <<YAML
@@ -527,7 +589,6 @@ fi
 # in the same run, peak memory; about 2.5 minutes (torch.compile's compilation most of it). The
 # T x n_embd scaling table takes as long again, so it is a device call of its own:
 # scripts/bench/bench_gpt_gpu.sh (GPU_CHECK_GPT_ARGS= here adds it, if the budget allows).
-GPT_TABLE=()
 if ((HAVE_TORCH)); then
   # shellcheck disable=SC2086  # word splitting of the extra arguments is intended
   run_step bench_gpt 300 python3 scripts/bench/bench_gpt_gpu.py --ampctl "$B/ampctl" \
@@ -539,37 +600,7 @@ else
 fi
 
 # ---- summary ----
-for name in "${names[@]}"; do
-  echo "==== $name"
-  cat "$LOG_DIR/$name.log"
-done >"$RESULT_DIR/gpu-check.log"
-{
-  echo "==== gpu-check summary ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
-  printf '%-14s %-12s %8s  %s\n' step result seconds detail
-  for i in "${!names[@]}"; do
-    printf '%-14s %-12s %8s  %s\n' "${names[$i]}" "${results[$i]}" "${seconds[$i]}" "${details[$i]}"
-  done
-  if ((${#BENCH_ROWS[@]})); then
-    echo
-    echo "fp16 training step, ampctl vs PyTorch AMP (autocast + GradScaler + fused AdamW):"
-    printf '%-26s %10s %10s %8s %10s %10s\n' model "ampctl ms" "torch ms" "speedup" "ampctl TF/s" "torch TF/s"
-    printf '%s\n' "${BENCH_ROWS[@]}"
-    grep -h "gemm f16" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/cuBLAS reference: /'
-    grep -h -E "unscale|copy \(reference\)" "$LOG_DIR/bench_cuda.log" 2>/dev/null | sed 's/^/ampctl: /'
-    grep -h -E "torch unscale|torch copy" "$LOG_DIR/bench_torch.log" 2>/dev/null | sed 's/^/torch: /'
-  fi
-  if ((${#GPT_TABLE[@]})); then
-    echo
-    printf '%s\n' "${GPT_TABLE[@]}"
-  fi
-  if ((failed)); then
-    # The failing tests by name (GoogleTest lists them last), at most 30.
-    grep -h '^\[  FAILED  \] [A-Za-z]' "$LOG_DIR"/*.log | sed 's/, where GetParam.*//' | sort -u | head -30
-    echo "gpu-check: FAILED (full log: $RESULT_DIR/gpu-check.log)"
-  else
-    echo "gpu-check: all steps passed"
-  fi
-} >"$RESULT_DIR/summary.txt"
+write_summary final
 echo
 cat "$RESULT_DIR/summary.txt"
 rm -rf "$B"
