@@ -24,12 +24,13 @@
 # PLAN  train quickstart x3 + compare  25  yes  MLP: CPU vs GPU decisions, GPU bitwise repeatable
 # PLAN  gpt_train x4 + compare         40  yes  GPT, fused attention (and composed GELU)
 # PLAN  gpt_sm75 + bf16 refusal        15  yes  GPT fp16 with AMPCTL_FORCE_SM75=1 vs the CPU; bf16 exits 2
+# PLAN  gpt grad_amax + auto          15  yes  GPT composed on the GPU: grad_amax vs the CPU's; auto from 2^40
 # PLAN  gpt/cnn e2e x3 + compare       80  yes  GPT with dropout (materialised attention) and CNN
 # PLAN  numerics + tensorboard         20  yes  the numerics op; TensorBoard's reader on its events
 # PLAN  bench MLPs (ampctl + torch)    50  yes  fp16 step time against PyTorch AMP
 # PLAN  nccl_reference + one_rank      20  yes  the NCCL communicator on one rank, bitwise
 # PLAN  bench_gpt                     150  yes  GPT-2 small against PyTorch AMP (when torch imports)
-# Total about 565 s, 9.4 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table). These are estimates
+# Total about 580 s, 9.7 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table). These are estimates
 # (beyond the MLP, nothing here has run on a GPU yet): the first run's table gives the real
 # seconds per step, to be written back here. The summary table is printed last.
 # Exit status 0 only when every step passed. The full log of every
@@ -413,6 +414,42 @@ if [[ -x $B/ampctl_test_cuda ]]; then
   run_step gelu_composed 60 env AMPCTL_GELU=composed "$B/ampctl_test_cuda" --gtest_brief=1 \
     --gtest_filter='*MatchesCpuReference/linear_gelu_*:CudaLinearGelu.*'
   details[-1]=$(gtest_tally "$LOG_DIR/gelu_composed.log")
+fi
+
+# The GPT measured on the GPU (docs/reference.md, "grad_amax"): its fused attention and Linear +
+# GELU are not, so they run composed (AMPCTL_ATTENTION=materialised AMPCTL_GELU=composed), and
+# every rounding is measured there: grad_amax on every line, near the CPU's on the steps without
+# an injected overflow (the same composition; the runs drift apart by rounding only), and
+# scaler.policy auto from 2^40 finishes with at most 3 skipped steps beyond the injected two.
+run_step gpt_amax_cpu 120 "$B/ampctl" train "${gpt_common[@]}" --set device=cpu \
+  --set logging.grad_amax=true --run-dir "$RUNS/gpt_amax_cpu"
+run_step gpt_amax_gpu 120 env AMPCTL_ATTENTION=materialised AMPCTL_GELU=composed "$B/ampctl" \
+  train "${gpt_common[@]}" --set device=cuda --set logging.grad_amax=true \
+  --run-dir "$RUNS/gpt_amax_gpu"
+run_step gpt_amax_cpu_vs_gpu 30 python3 -c '
+import json, sys
+def lines(d):
+    return [l for l in map(json.loads, open(d + "/metrics.jsonl")) if l.get("kind") == "train"]
+cpu, gpu = lines(sys.argv[1]), lines(sys.argv[2])
+assert len(cpu) == len(gpu) == 40, (len(cpu), len(gpu))
+assert all("grad_amax" in l for l in gpu), "a GPU line without grad_amax"
+rel = [abs(g["grad_amax"] - c["grad_amax"]) / c["grad_amax"] for c, g in zip(cpu, gpu)
+       if not c["found_inf"] and c["grad_amax"] and g["grad_amax"] is not None]
+assert len(rel) >= 30 and max(rel) <= 0.05, ("grad_amax apart by", max(rel), len(rel))
+print("grad_amax on %d steps: GPU within %.2g%% of the CPU" % (len(rel), 100 * max(rel)))
+' "$RUNS/gpt_amax_cpu" "$RUNS/gpt_amax_gpu"
+details[-1]=$(tail -1 "$LOG_DIR/gpt_amax_cpu_vs_gpu.log" | cut -c1-70)
+run_step gpt_auto_gpu 120 env AMPCTL_ATTENTION=materialised AMPCTL_GELU=composed "$B/ampctl" \
+  train "${gpt_common[@]}" --set device=cuda --set scaler.policy=auto \
+  --set scaler.init_scale=1099511627776.0 --run-dir "$RUNS/gpt_auto_gpu"
+if [[ ${results[-1]} == PASS ]]; then
+  skipped=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["skipped_steps"])' \
+    "$RUNS/gpt_auto_gpu/summary.json" 2>/dev/null || echo "?")
+  if [[ $skipped == "?" ]] || ((skipped > 5)); then
+    fail_last "auto from 2^40: $skipped skipped steps (at most 2 injected + 3)"
+  else
+    details[-1]="auto from 2^40: $skipped skipped (2 injected)"
+  fi
 fi
 
 # ---- the GPT (with dropout: the materialised attention) and the CNN: the same runs on the CPU and the GPU, and the GPU twice ----

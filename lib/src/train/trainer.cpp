@@ -88,7 +88,9 @@ void Trainer::setup() {
       throw Error{ErrorKind::config,
                   "scaler.policy: auto sets the scale from grad_amax, but the " + r.model->type() +
                       " model's backward roundings are not measured",
-                  "use another scaler.policy for this model"};
+                  "use another scaler.policy, or, on CUDA (fused attention and Linear + GELU), "
+                  "run with AMPCTL_ATTENTION=materialised AMPCTL_GELU=composed: the composed ops, "
+                  "every rounding measured"};
     }
     r.scaler->set_amax_input(r.model->numerics()->amax());
   }
@@ -466,7 +468,9 @@ void Trainer::open_tensorboard(std::optional<int64_t> purge_step) {
     // (the GPT on a backend that fuses its attention or Linear + GELU backward: CUDA fp16/bf16).
     spdlog::info(
         "numerics: the {} model's backward roundings are not instrumented on this backend (it "
-        "fuses ops whose roundings cannot be taken apart): no {}",
+        "fuses ops whose roundings cannot be taken apart): no {}; on CUDA, "
+        "AMPCTL_ATTENTION=materialised AMPCTL_GELU=composed run them composed, every rounding "
+        "measured (docs/reference.md, \"Precision\")",
         model.type(),
         m_cfg.logging.numerics_every > 0
             ? (config::measures_grad_amax(m_cfg) ? "numerics lines and no grad_amax"
