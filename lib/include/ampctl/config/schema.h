@@ -441,6 +441,17 @@ Field<T> float_pair_field(std::string path, Get get, std::array<double, 2> def, 
 // a blank line between top-level groups; `annotate` adds each leaf's help as a comment.
 std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate);
 
+// The hint for a key its condition does not use: remove it, or give it its default (named, so
+// that a resume, which cannot remove a key of the checkpoint's config, can --set it; an empty
+// default, a path's, is not worth naming), or change what the condition reads.
+inline std::string unused_key_hint(const std::string& default_text, const std::string& condition,
+                                   const std::string& choices) {
+  const std::string keep = default_text == "\"\"" || default_text.empty()
+                               ? "remove it"
+                               : "remove it or give its default (" + default_text + ")";
+  return keep + ", or set " + condition + " to " + choices;
+}
+
 // f's value in v exactly as the resolved config.yaml writes it (one leaf "k: VALUE\n").
 template <class T>
 std::string yaml_text(const Field<T>& f, const T& v) {
@@ -648,9 +659,8 @@ void Schema<T>::parse(const Value& map, const std::string& prefix, T& out,
         state.problems.add(entry.key_where, full,
                            "only used when " + condition_text(*failing, prefix) + " (it is " +
                                find(failing->path)->text(out) + ")",
-                           "remove it or give its default (" + yaml_text(f, fallback) +
-                               "), or set " + prefix + failing->path + " to " +
-                               detail::choice_list(failing->values));
+                           unused_key_hint(yaml_text(f, fallback), prefix + failing->path,
+                                           detail::choice_list(failing->values)));
         state.failed.insert(full);
       }
       continue;
