@@ -71,8 +71,11 @@ inline Backend& cpu() {
 // element) where no GPU is usable, so a GPU's few minutes are not spent on a broken case; it
 // says nothing of CUDA (the ctest cuda.table_cases_on_cpu).
 inline bool table_on_cpu() {
-  const char* v = std::getenv("AMPCTL_CUDA_TABLE_ON_CPU");
-  return v != nullptr && std::string(v) == "1";
+  static const bool on = [] {
+    const char* v = std::getenv("AMPCTL_CUDA_TABLE_ON_CPU");
+    return v != nullptr && std::string(v) == "1";
+  }();
+  return on;
 }
 
 // The backend a table compares with the CPU: the GPU, or the CPU peer above.

@@ -944,35 +944,39 @@ void relu_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t b
   });
 }
 
-void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
-                   DType dx_dtype, size_t begin, size_t end) {
+namespace {
+
+// relu_backward's dtype dispatch, with (Amax: max_bits and nonfinite given) or without the max.
+template <bool Amax>
+void relu_backward_dispatch(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
+                            DType dx_dtype, size_t begin, size_t end, uint32_t* max_bits,
+                            bool* nonfinite) {
   with_type(y_dtype, [&](auto* yt) {
     using Y = std::remove_pointer_t<decltype(yt)>;
     with_type(dy_dtype, [&](auto* dyt) {
       using DY = std::remove_pointer_t<decltype(dyt)>;
       with_type(dx_dtype, [&](auto* dxt) {
         using DX = std::remove_pointer_t<decltype(dxt)>;
-        relu_bwd_typed<false>(static_cast<const Y*>(y), static_cast<const DY*>(dy),
-                              static_cast<DX*>(dx), begin, end);
+        relu_bwd_typed<Amax>(static_cast<const Y*>(y), static_cast<const DY*>(dy),
+                             static_cast<DX*>(dx), begin, end, max_bits, nonfinite);
       });
     });
   });
 }
 
+}  // namespace
+
+void relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
+                   DType dx_dtype, size_t begin, size_t end) {
+  relu_backward_dispatch<false>(y, y_dtype, dy, dy_dtype, dx, dx_dtype, begin, end, nullptr,
+                                nullptr);
+}
+
 void relu_backward_amax(const void* y, DType y_dtype, const void* dy, DType dy_dtype, void* dx,
                         DType dx_dtype, size_t begin, size_t end, uint32_t& max_bits,
                         bool& nonfinite) {
-  with_type(y_dtype, [&](auto* yt) {
-    using Y = std::remove_pointer_t<decltype(yt)>;
-    with_type(dy_dtype, [&](auto* dyt) {
-      using DY = std::remove_pointer_t<decltype(dyt)>;
-      with_type(dx_dtype, [&](auto* dxt) {
-        using DX = std::remove_pointer_t<decltype(dxt)>;
-        relu_bwd_typed<true>(static_cast<const Y*>(y), static_cast<const DY*>(dy),
-                             static_cast<DX*>(dx), begin, end, &max_bits, &nonfinite);
-      });
-    });
-  });
+  relu_backward_dispatch<true>(y, y_dtype, dy, dy_dtype, dx, dx_dtype, begin, end, &max_bits,
+                               &nonfinite);
 }
 
 void gelu_tanh_forward(const void* x, DType x_dtype, void* y, DType y_dtype, size_t begin,
@@ -1031,38 +1035,43 @@ void causal_softmax_forward_rows(const void* scores, DType scores_dtype, void* p
   });
 }
 
-void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
-                                  DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
-                                  int64_t r0, int64_t r1, float scale, bool round_scaled) {
+namespace {
+
+// causal_softmax_backward_rows' dtype dispatch, with (Amax) or without the max.
+template <bool Amax>
+void softmax_backward_dispatch(const void* probs, DType probs_dtype, const void* dprobs,
+                               DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
+                               int64_t r0, int64_t r1, float scale, bool round_scaled,
+                               uint32_t* max_bits, bool* nonfinite) {
   with_type(probs_dtype, [&](auto* pt) {
     using P = std::remove_pointer_t<decltype(pt)>;
     with_type(dprobs_dtype, [&](auto* gt) {
       using G = std::remove_pointer_t<decltype(gt)>;
       with_type(dscores_dtype, [&](auto* ot) {
         using O = std::remove_pointer_t<decltype(ot)>;
-        softmax_bwd_typed<false>(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
-                                 static_cast<O*>(dscores), t, r0, r1, scale, round_scaled);
+        softmax_bwd_typed<Amax>(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
+                                static_cast<O*>(dscores), t, r0, r1, scale, round_scaled, max_bits,
+                                nonfinite);
       });
     });
   });
+}
+
+}  // namespace
+
+void causal_softmax_backward_rows(const void* probs, DType probs_dtype, const void* dprobs,
+                                  DType dprobs_dtype, void* dscores, DType dscores_dtype, int64_t t,
+                                  int64_t r0, int64_t r1, float scale, bool round_scaled) {
+  softmax_backward_dispatch<false>(probs, probs_dtype, dprobs, dprobs_dtype, dscores, dscores_dtype,
+                                   t, r0, r1, scale, round_scaled, nullptr, nullptr);
 }
 
 void causal_softmax_backward_rows_amax(const void* probs, DType probs_dtype, const void* dprobs,
                                        DType dprobs_dtype, void* dscores, DType dscores_dtype,
                                        int64_t t, int64_t r0, int64_t r1, float scale,
                                        uint32_t& max_bits, bool& nonfinite) {
-  with_type(probs_dtype, [&](auto* pt) {
-    using P = std::remove_pointer_t<decltype(pt)>;
-    with_type(dprobs_dtype, [&](auto* gt) {
-      using G = std::remove_pointer_t<decltype(gt)>;
-      with_type(dscores_dtype, [&](auto* ot) {
-        using O = std::remove_pointer_t<decltype(ot)>;
-        softmax_bwd_typed<true>(static_cast<const P*>(probs), static_cast<const G*>(dprobs),
-                                static_cast<O*>(dscores), t, r0, r1, scale,
-                                /*round_scaled=*/true, &max_bits, &nonfinite);
-      });
-    });
-  });
+  softmax_backward_dispatch<true>(probs, probs_dtype, dprobs, dprobs_dtype, dscores, dscores_dtype,
+                                  t, r0, r1, scale, /*round_scaled=*/true, &max_bits, &nonfinite);
 }
 
 void layer_norm_forward_rows(const void* x, DType x_dtype, const float* gamma, const float* beta,
