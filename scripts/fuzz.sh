@@ -13,7 +13,9 @@
 # per target last.
 #
 # Environment: FUZZ_BUILD_DIR (default build-fuzz), FUZZ_JOBS (targets at a time, default 2),
-# FUZZ_NICE (nice level of the fuzzers, default 0).
+# FUZZ_NICE (nice level of the fuzzers, default 0), FUZZ_SEED (libFuzzer's -seed: 0, the default,
+# draws a new one each run, for exploring; a fixed N makes a run repeat the same inputs in the
+# same order, as scripts/test.sh, CI's command, does so that its verdict does not depend on luck).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +42,11 @@ declare -A max_len=([config]=8192 [checkpoint]=16384 [idx]=4096 [csv]=4096 [swee
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-2}
 nice_level=${FUZZ_NICE:-0}
+seed=${FUZZ_SEED:-0}
+[[ "$seed" =~ ^[0-9]+$ ]] || {
+  echo "fuzz.sh: FUZZ_SEED must be a non-negative integer, got '$seed'" >&2
+  exit 2
+}
 command -v clang++ >/dev/null || {
   echo "fuzz.sh: clang++ not found (bash scripts/setup.sh installs clang and libclang-rt-14-dev)" >&2
   exit 2
@@ -74,7 +81,7 @@ run_one() {
   local rc=0
   timeout -k 10 $((seconds * 2 + 120)) nice -n "$nice_level" \
     "$build/tests/fuzz/fuzz_$t" "${dict[@]}" -max_total_time="$seconds" \
-    -max_len="${max_len[$t]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    -max_len="${max_len[$t]}" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -seed="$seed" \
     -artifact_prefix="$findings/" "$scratch/$t" "tests/fuzz/corpus/$t" \
     >"$scratch/$t.log" 2>&1 || rc=$?
   echo "$rc" >"$scratch/$t.rc"
@@ -110,6 +117,10 @@ for t in "${targets[@]}"; do
     summary+=("$(printf '%-12s %12s runs  %6s s  peak %5s MiB  %5s new inputs  ok' "$t" "${runs:-?}" "$seconds" "${rss:-?}" "${new:-?}")")
   fi
 done
-echo "fuzz: ${seconds} s per target"
+if [[ "$seed" == 0 ]]; then
+  echo "fuzz: ${seconds} s per target, each from its own random seed (its log's 'INFO: Seed:')"
+else
+  echo "fuzz: ${seconds} s per target, seed $seed (FUZZ_SEED; repeat with the same)"
+fi
 printf '%s\n' "${summary[@]}"
 exit "$failed"

@@ -4,6 +4,7 @@
 // to every point), and prints a table, or with --json a list of objects; --html also writes the
 // trajectories beside the recorded one as a page (sweep/report.h's scale chart).
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -31,9 +32,24 @@ struct ReplayOptions {
 };
 
 // Every point of the grid: the --set overrides, then one value per axis (later ones win).
+// More than replay::kMaxPoints points is Error{usage}, before any is expanded.
 std::vector<std::vector<std::string>> points(const ReplayOptions& o) {
+  const std::vector<sweep::GridAxis> axes = sweep::parse_grid_flags(o.grid);
+  uint64_t count = 1;
+  std::string factors;
+  for (const sweep::GridAxis& axis : axes) {
+    if (count <= replay::kMaxPoints) count *= axis.values.size();
+    if (!factors.empty()) factors += " x ";
+    factors += std::to_string(axis.values.size());
+  }
+  if (count > replay::kMaxPoints) {
+    throw Error{ErrorKind::usage,
+                "--grid: too many settings (" + factors + "); replay takes at most " +
+                    std::to_string(replay::kMaxPoints) + " in one call",
+                "replay the grid in parts: split one --grid list over several calls"};
+  }
   std::vector<std::vector<std::string>> out{o.sets};
-  for (const sweep::GridAxis& axis : sweep::parse_grid_flags(o.grid)) {
+  for (const sweep::GridAxis& axis : axes) {
     std::vector<std::vector<std::string>> next;
     for (const auto& p : out) {
       for (const std::string& v : axis.values) {
@@ -120,7 +136,11 @@ int run_replay(const ReplayOptions& options) {
   }
   // Every point is checked before any output.
   std::vector<replay::Outcome> outcomes;
-  for (const auto& p : points(options)) outcomes.push_back(replay::replay(rec, p));
+  for (const auto& p : points(options)) {
+    outcomes.push_back(replay::replay(rec, p));
+    // The step-by-step trajectory is only drawn: without --html a large grid keeps the rows only.
+    if (html_file.empty()) std::vector<replay::ReplayedStep>().swap(outcomes.back().steps);
+  }
   if (!html_file.empty()) {
     checkpoint::write_output_file(html_file, html_page(rec, outcomes), "--html");
   }

@@ -171,6 +171,15 @@ for bad, why in [(os.path.join(rec, "metrics.jsonl"), "an input"),
                  (WORK, "a directory")]:
     p = run(["replay", rec, "--html", bad] + grid, expect=2)
     check("--html" in p.stderr and p.stdout == "", f"--html {why}: exit 2 naming --html\n{p.stderr}")
+# A product of --grid flags past replay's bound (4 x 10^8 settings here) is refused at once, not
+# expanded: exit 2 naming --grid, before any row.
+huge = ["--grid", "scaler.init_scale=" + ",".join(str(2 ** i) for i in range(200)),
+        "--grid", "scaler.growth_interval=" + ",".join(str(i) for i in range(1, 201)),
+        "--grid", "scaler.backoff_factor=" + ",".join(str(i / 100) for i in range(1, 100)),
+        "--grid", "scaler.growth_factor=" + ",".join(str(1 + i / 100) for i in range(1, 100))]
+p = run(["replay", rec] + huge, expect=2)
+check("--grid: too many settings (200 x 200 x 99 x 99)" in p.stderr and p.stdout == "",
+      f"a grid past the bound: exit 2 naming --grid\n{p.stderr[-500:]}")
 check(open(os.path.join(rec, "metrics.jsonl")).read() == before, "metrics.jsonl untouched")
 check(not os.path.exists(os.path.join(WORK, "no-such-dir")), "no folder created")
 s_before = json.load(open(os.path.join(rec, "summary.json")))

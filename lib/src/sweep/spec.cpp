@@ -107,6 +107,9 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
     spec_error(origin, "sweep.random: n and seed must be non-negative integers");
   }
   if (n <= 0) spec_error(origin, "sweep.random.n: must be >= 1");
+  if (static_cast<uint64_t>(n) > kMaxRuns)
+    spec_error(origin, "sweep.random.n: " + std::to_string(n) + " samples; a sweep has at most " +
+                           std::to_string(kMaxRuns) + " runs");
   const YAML::Node params = random["params"];
   if (!params || !params.IsMap() || params.size() == 0)
     spec_error(origin, "sweep.random.params: must map at least one key to a distribution");
@@ -115,53 +118,73 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
     if (k != "n" && k != "seed" && k != "params")
       spec_error(origin, "sweep.random." + k + ": unknown key", "the keys are n, seed and params");
   }
+  // Each distribution is read and checked once; the draws below touch no YAML.
+  struct Dist {
+    std::string key, kind;
+    std::vector<std::string> choices;  // choice
+    double a = 0.0, b = 0.0;           // uniform, log_uniform
+    bool ints = false;
+  };
+  std::vector<Dist> dists;
+  for (const auto& kv : params) {
+    Dist d;
+    d.key = kv.first.as<std::string>();
+    const YAML::Node dist = kv.second;
+    if (!dist.IsMap() || dist.size() != 1)
+      spec_error(origin, "sweep.random.params." + d.key +
+                             ": must be one of {uniform: [a, b]}, {log_uniform: [a, b]}, "
+                             "{choice: [...]}");
+    d.kind = dist.begin()->first.as<std::string>();
+    const YAML::Node arg = dist.begin()->second;
+    if (!arg.IsSequence() || arg.size() == 0)
+      spec_error(origin, "sweep.random.params." + d.key + "." + d.kind + ": empty value list");
+    if (d.kind == "choice") {
+      for (const auto& item : arg) d.choices.push_back(flow_text(item));
+    } else if (d.kind == "uniform" || d.kind == "log_uniform") {
+      if (arg.size() != 2)
+        spec_error(origin, "sweep.random.params." + d.key + "." + d.kind + ": needs [low, high]");
+      d.a = bound(arg[0], origin, d.key);
+      d.b = bound(arg[1], origin, d.key);
+      if (!(d.a <= d.b))
+        spec_error(origin, "sweep.random.params." + d.key + "." + d.kind + ": low > high");
+      if (d.kind == "log_uniform" && !(d.a > 0))
+        spec_error(origin, "sweep.random.params." + d.key + ".log_uniform: bounds must be > 0");
+      d.ints = is_integer_text(arg[0].Scalar()) && is_integer_text(arg[1].Scalar());
+    } else {
+      spec_error(origin, "sweep.random.params." + d.key + ": unknown distribution '" + d.kind + "'",
+                 "use uniform, log_uniform or choice");
+    }
+    dists.push_back(std::move(d));
+  }
+  if (static_cast<uint64_t>(n) * dists.size() > kMaxOverrides)
+    spec_error(origin, "sweep.random: " + std::to_string(n) + " samples x " +
+                           std::to_string(dists.size()) + " params; a sweep sets at most " +
+                           std::to_string(kMaxOverrides) + " overrides in all its runs");
   std::mt19937_64 gen(seed);
   std::vector<Combo> out;
+  out.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     Combo c;
-    for (const auto& kv : params) {
-      const std::string key = kv.first.as<std::string>();
-      const YAML::Node dist = kv.second;
-      if (!dist.IsMap() || dist.size() != 1)
-        spec_error(origin, "sweep.random.params." + key +
-                               ": must be one of {uniform: [a, b]}, {log_uniform: [a, b]}, "
-                               "{choice: [...]}");
-      const std::string kind = dist.begin()->first.as<std::string>();
-      const YAML::Node arg = dist.begin()->second;
-      if (!arg.IsSequence() || arg.size() == 0)
-        spec_error(origin, "sweep.random.params." + key + "." + kind + ": empty value list");
+    c.reserve(dists.size());
+    for (const Dist& d : dists) {
       const double u = unit(gen);
       std::string value;
-      if (kind == "choice") {
-        const size_t idx =
-            std::min(static_cast<size_t>(u * static_cast<double>(arg.size())), arg.size() - 1);
-        value = flow_text(arg[idx]);
-      } else if (kind == "uniform" || kind == "log_uniform") {
-        if (arg.size() != 2)
-          spec_error(origin, "sweep.random.params." + key + "." + kind + ": needs [low, high]");
-        const double a = bound(arg[0], origin, key), b = bound(arg[1], origin, key);
-        if (!(a <= b))
-          spec_error(origin, "sweep.random.params." + key + "." + kind + ": low > high");
-        const bool ints = is_integer_text(arg[0].Scalar()) && is_integer_text(arg[1].Scalar());
-        double v;
-        if (kind == "uniform") {
-          v = a + (b - a) * u;
-        } else {
-          if (!(a > 0))
-            spec_error(origin, "sweep.random.params." + key + ".log_uniform: bounds must be > 0");
-          v = std::exp(std::log(a) + (std::log(b) - std::log(a)) * u);
-        }
-        if (ints) {
-          const double r = std::min(std::max(std::round(v), a), b);
+      if (d.kind == "choice") {
+        const size_t idx = std::min(static_cast<size_t>(u * static_cast<double>(d.choices.size())),
+                                    d.choices.size() - 1);
+        value = d.choices[idx];
+      } else {
+        const double v = d.kind == "uniform"
+                             ? d.a + (d.b - d.a) * u
+                             : std::exp(std::log(d.a) + (std::log(d.b) - std::log(d.a)) * u);
+        if (d.ints) {
+          const double r = std::min(std::max(std::round(v), d.a), d.b);
           value = std::to_string(static_cast<int64_t>(r));
         } else {
-          value = format_double(std::min(std::max(v, a), b));
+          value = format_double(std::min(std::max(v, d.a), d.b));
         }
-      } else {
-        spec_error(origin, "sweep.random.params." + key + ": unknown distribution '" + kind + "'",
-                   "use uniform, log_uniform or choice");
       }
-      c.push_back(key + "=" + value);
+      c.push_back(d.key + "=" + value);
     }
     out.push_back(std::move(c));
   }
@@ -211,8 +234,8 @@ void check_document(std::string_view text, const std::string& origin) {
   problems.throw_if_any(ErrorKind::config);
 }
 
-uint64_t fnv1a(std::string_view s) {
-  uint64_t h = 1469598103934665603u;
+// FNV-1a, continued from `h` (the offset basis for a new hash).
+uint64_t fnv1a(std::string_view s, uint64_t h = 1469598103934665603u) {
   for (unsigned char ch : s) {
     h ^= ch;
     h *= 1099511628211u;
@@ -220,12 +243,12 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
+// The hash of the overrides joined by newlines (each followed by one).
 std::string hash_name(const std::vector<std::string>& overrides) {
-  std::string joined;
-  for (const auto& o : overrides) joined += o + "\n";
+  uint64_t h = fnv1a("");
+  for (const auto& o : overrides) h = fnv1a("\n", fnv1a(o, h));
   char buf[32];
-  std::snprintf(buf, sizeof buf, "run-%012" PRIx64,
-                static_cast<uint64_t>(fnv1a(joined) & 0xffffffffffffu));
+  std::snprintf(buf, sizeof buf, "run-%012" PRIx64, static_cast<uint64_t>(h & 0xffffffffffffu));
   return buf;
 }
 
@@ -336,7 +359,10 @@ std::string run_name(const std::vector<std::string>& overrides) {
     const size_t dot = key.rfind('.');
     if (dot != std::string::npos) key = key.substr(dot + 1);
     if (!name.empty()) name += ',';
-    name += sanitise(key) + "=" + sanitise(eq == std::string::npos ? "" : o.substr(eq + 1));
+    name += sanitise(key);
+    name += '=';
+    name += sanitise(eq == std::string::npos ? "" : o.substr(eq + 1));
+    if (name.size() > 96) return hash_name(overrides);  // no need to build the rest
   }
   if (name.size() > 96 || name[0] == '.') return hash_name(overrides);
   return name;
@@ -353,6 +379,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
   std::vector<Combo> runs{Combo{}};
   std::vector<Combo> randoms{Combo{}};
   std::vector<std::string> seeds;
+  bool spec_has_runs = false;
 
   YAML::Node root;
   try {
@@ -387,6 +414,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       if (!list.IsSequence() || list.size() == 0)
         spec_error(origin, "sweep.runs: must be a non-empty list of {key: value} mappings");
       runs.clear();
+      spec_has_runs = true;
       for (const auto& item : list) {
         if (!item.IsMap())
           spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
@@ -413,6 +441,39 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     if (!replaced) axes.push_back(std::move(axis));
   }
 
+  // The number of runs before any is expanded (saturating: an exploding product stops counting
+  // past the bound), each repeated value counted as a run.
+  {
+    uint64_t count = runs.size();
+    std::string factors;
+    const auto times = [&](size_t k, const std::string& what) {
+      count = count > kMaxRuns ? count : count * k;
+      if (!factors.empty()) factors += " x ";
+      factors += std::to_string(k);
+      factors += ' ';
+      factors += what;
+    };
+    if (spec_has_runs) factors = std::to_string(runs.size()) + " runs";
+    for (const GridAxis& axis : axes) times(axis.values.size(), "values of " + axis.key);
+    if (randoms.size() > 1 || !randoms[0].empty()) times(randoms.size(), "random samples");
+    if (!seeds.empty()) times(seeds.size(), "seeds");
+    if (count > kMaxRuns)
+      spec_error(
+          origin,
+          "sweep: too many runs (" + factors + "); a sweep has at most " + std::to_string(kMaxRuns),
+          "split it into several sweeps, or sample the space with sweep.random");
+    size_t keys = axes.size() + randoms[0].size() + (seeds.empty() ? 0 : 1);
+    size_t widest = 0;
+    for (const Combo& c : runs) widest = std::max(widest, c.size());
+    keys += widest;
+    if (count * keys > kMaxOverrides)
+      spec_error(origin,
+                 "sweep: " + std::to_string(count) + " runs x up to " + std::to_string(keys) +
+                     " keys each; a sweep sets at most " + std::to_string(kMaxOverrides) +
+                     " overrides in all its runs",
+                 "split it into several sweeps, or move keys every run shares into the base "
+                 "configuration");
+  }
   std::vector<Combo> combos = runs;
   for (const GridAxis& axis : axes) combos = product(combos, axis);
   // A value listed twice (seeds: [0, 0], --grid seed=1,1, two equal runs) makes two runs of one

@@ -208,5 +208,67 @@ TEST(SweepSpecErrors, AKeyInTwoGridFlagsIsRefused) {
   EXPECT_EQ(parse_grid_flags({"scaler.init_scale=1,2", "seed=0"}).size(), 2u);
 }
 
+TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
+  // A random.n or a grid product past kMaxRuns is refused at once (a huge n once kept the
+  // expansion busy for minutes); the bound itself is accepted.
+  const auto refusal = [](const std::string& sweep_text, const std::vector<std::string>& flags) {
+    try {
+      parse_sweep(std::string(kBase) + sweep_text, "t.yaml", flags);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(refusal("sweep:\n  random: {n: 999999999999, params: {seed: {choice: [1]}}}\n", {})
+                .find("t.yaml: sweep.random.n: 999999999999 samples; a sweep has at most 10000"),
+            std::string::npos);
+  std::string values;
+  for (int i = 0; i < 200; ++i) {
+    if (i) values += ',';
+    values += std::to_string(i + 1);
+  }
+  EXPECT_NE(refusal("sweep:\n  runs: [{optimizer.lr: 1.0e-3}, {optimizer.lr: 2.0e-3}]\n"
+                    "  seeds: [0, 1]\n",
+                    {"scaler.init_scale=" + values, "scaler.growth_interval=" + values})
+                .find("t.yaml: sweep: too many runs (2 runs x 200 values of scaler.init_scale x "
+                      "200 values of scaler.growth_interval x 2 seeds); a sweep has at most 10000"),
+            std::string::npos);
+  // Runs x keys past kMaxOverrides: 10000 samples of 101 params, and 8192 grid runs (13 axes of
+  // two values) x 13 + 110 keys of one value each.
+  std::string params;
+  for (int i = 0; i < 101; ++i) {
+    if (i) params += ", ";
+    params += 'k';
+    params += std::to_string(i);
+    params += ": {choice: [1]}";
+  }
+  EXPECT_NE(refusal("sweep:\n  random: {n: 10000, params: {" + params + "}}\n", {})
+                .find("t.yaml: sweep.random: 10000 samples x 101 params; a sweep sets at most "
+                      "1000000 overrides in all its runs"),
+            std::string::npos);
+  std::vector<std::string> flags;
+  for (int i = 0; i < 123; ++i) {
+    std::string flag(1, 'k');
+    flag += std::to_string(i);
+    flag += i < 13 ? "=1,2" : "=1";
+    flags.push_back(flag);
+  }
+  EXPECT_NE(refusal("", flags).find("t.yaml: sweep: 8192 runs x up to 123 keys each; a sweep sets "
+                                    "at most 1000000 overrides in all its runs"),
+            std::string::npos);
+  flags.resize(122);  // 8192 x 122 = 999424: accepted
+  EXPECT_EQ(parse_sweep(kBase, "t.yaml", flags).runs.size(), 8192u);
+  // 100 x 100 = kMaxRuns exactly: accepted.
+  std::string hundred;
+  for (int i = 0; i < 100; ++i) {
+    if (i) hundred += ',';
+    hundred += std::to_string(i + 1);
+  }
+  const Sweep spec = parse_sweep(
+      kBase, "t.yaml", {"scaler.init_scale=" + hundred, "scaler.growth_interval=" + hundred});
+  EXPECT_EQ(spec.runs.size(), kMaxRuns);
+}
+
 }  // namespace
 }  // namespace ampctl::sweep

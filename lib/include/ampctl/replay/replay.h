@@ -11,6 +11,7 @@
 // is a prediction, exact until the first step where the two runs' skips differ.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,11 @@
 #include "ampctl/config/run_config.h"
 
 namespace ampctl::replay {
+
+// `ampctl replay` replays at most this many settings (grid points) in one call: a row costs
+// milliseconds, but a product of --grid flags can explode; past it the call is refused before
+// anything is replayed.
+inline constexpr std::size_t kMaxPoints = 100000;
 
 // One train line of the recorded run.
 struct RecordedStep {

@@ -13,9 +13,11 @@
 // The runs are: each explicit run (or one empty run) x the grid's cartesian product (first key
 // outermost) x the random samples x the seeds (`seed=S` appended last). A run listed twice (a
 // repeated grid, runs or seeds value) is an error; a random sample that repeats an earlier run is
-// dropped.
+// dropped. A sweep has at most kMaxRuns runs and kMaxOverrides overrides in all: more (a large
+// random.n, a grid whose product explodes) is refused before any run is expanded.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -24,6 +26,12 @@
 #include <vector>
 
 namespace ampctl::sweep {
+
+// Each run is a training (a process and a folder): ten thousand is past any sweep's purpose, and
+// the bound keeps expansion itself (and a fuzzer's inputs) fast.
+inline constexpr std::size_t kMaxRuns = 10000;
+// And at most this many overrides over all its runs (runs x keys per run).
+inline constexpr std::size_t kMaxOverrides = 1000000;
 
 struct Run {
   std::string name;                    // a stable short id from the overrides (the dir's name)
