@@ -68,9 +68,8 @@ void check_sweep_runs(sweep::Sweep& spec) {
   for (const sweep::Run& run : spec.runs) {
     if (run.resolved_yaml.empty()) continue;  // listed above
     try {
-      std::vector<std::string> overrides = spec.base_overrides;
-      overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());
-      train::check_config_memory(config::parse_config(spec.base_text, spec.origin, overrides));
+      train::check_config_memory(
+          config::parse_config_said(spec.base_text, spec.origin, sweep::said_overrides(spec, run)));
     } catch (const Error& e) {
       message += "run " + run.name + ": " + e.what() + "\n";
       if (!e.hint().empty()) message += "hint: " + e.hint() + "\n";

@@ -512,7 +512,8 @@ EOF
   for cmd in validate sweep; do
     out=()
     [ "$cmd" = sweep ] && out=(--out sw)
-    expect 2 "error: run hidden=_0_: --set model.hidden=\[0\]: model.hidden\[0\]: must be in" \
+    # A value of the file's sweep section is named by its line and column, as the file's own are.
+    expect 2 "error: run hidden=_0_: s.yaml:11:22: model.hidden\[0\]: must be in" \
       "$AMPCTL" "$cmd" --config s.yaml "${out[@]}"
     grep -q "error: run inject_tensor=nope: debug.inject_tensor: the model has no parameter 'nope'" err ||
       fail "$cmd did not name the second invalid run: $(cat err)"

@@ -447,7 +447,10 @@ void mark_all(Value& v, const Where& where) {
 
 void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems) {
   for (const Override& o : overrides) {
-    const Where where{"--set " + shorten(o.spelling)};
+    const Where where = o.said.has_position()
+                            ? o.said
+                            : Where{(o.said.origin.empty() ? std::string("--set") : o.said.origin) +
+                                    ' ' + shorten(o.spelling)};
     std::string dotted;
     for (const std::string& part : o.key) dotted += (dotted.empty() ? "" : ".") + part;
     Value value;

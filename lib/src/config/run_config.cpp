@@ -1008,8 +1008,9 @@ std::string default_name_for(const std::string& origin) {
 }
 
 // Relative paths (docs/reference.md, "Data sources"): the data's files and folders and
-// init.from. Those written in the file are read from the file's folder, those given as overrides
-// (--set, a sweep's grid) from the current directory; both become absolute here, so the resolved
+// init.from. Those written in the file (a sweep section's values too) are read from the file's
+// folder, those given on the command line (--set, --grid) from the current directory; both
+// become absolute here, so the resolved
 // configuration (a run's config.yaml, a sweep run's copy, a checkpoint) names the same files
 // wherever it is read again.
 void resolve_path(Value::Entry* e, const std::filesystem::path& base) {
@@ -1025,18 +1026,22 @@ void resolve_path(Value::Entry* e, const std::filesystem::path& base) {
   e->value.plain = false;
 }
 
-void resolve_data_paths(Value& doc, const std::filesystem::path& base) {
+// Each path from the folder of whoever said it: `file_dir` for a value whose where names the
+// file `origin` (the file's own, or a sweep section's), else (a command line's) `cwd`.
+void resolve_data_paths(Value& doc, const std::string& origin,
+                        const std::filesystem::path& file_dir, const std::filesystem::path& cwd) {
+  const auto resolve = [&](Value::Entry* e) {
+    if (e != nullptr) resolve_path(e, e->value.where.origin == origin ? file_dir : cwd);
+  };
   if (Value::Entry* init = doc.find("init"); init != nullptr && init->value.is_map()) {
-    resolve_path(init->value.find("from"), base);
+    resolve(init->value.find("from"));
   }
   Value::Entry* data = doc.find("data");
   if (data == nullptr || !data->value.is_map()) return;
   for (const char* role : {"train", "eval"}) {
     Value::Entry* source = data->value.find(role);
     if (source == nullptr || !source->value.is_map()) continue;
-    for (const char* key : {"path", "images", "labels", "dir"}) {
-      resolve_path(source->value.find(key), base);
-    }
+    for (const char* key : {"path", "images", "labels", "dir"}) resolve(source->value.find(key));
   }
 }
 
@@ -1055,19 +1060,29 @@ RunConfig validate(const Value& doc, const std::string& default_name, Problems& 
 
 }  // namespace
 
-RunConfig parse_config(std::string_view yaml, const std::string& origin,
-                       const std::vector<std::string>& overrides) {
-  const std::vector<Override> parsed = parse_overrides(overrides);
+RunConfig parse_config_said(std::string_view yaml, const std::string& origin,
+                            const std::vector<SaidOverride>& overrides) {
+  std::vector<Override> parsed;
+  for (const SaidOverride& o : overrides) {
+    parsed.push_back(parse_override(o.text));
+    parsed.back().said = o.said;
+  }
   Problems problems;
   Value doc;
   if (!parse_yaml(yaml, origin, doc, problems)) problems.throw_if_any(ErrorKind::config);
-  const std::filesystem::path cwd = absolute_or_empty(".").lexically_normal();
-  resolve_data_paths(doc, absolute_or_empty(std::filesystem::path(origin).parent_path()));
   apply_overrides(doc, parsed, problems);
-  resolve_data_paths(doc, cwd);
+  resolve_data_paths(doc, origin, absolute_or_empty(std::filesystem::path(origin).parent_path()),
+                     absolute_or_empty(".").lexically_normal());
   RunConfig config = validate(doc, default_name_for(origin), problems);
   problems.throw_if_any(ErrorKind::config);
   return config;
+}
+
+RunConfig parse_config(std::string_view yaml, const std::string& origin,
+                       const std::vector<std::string>& overrides) {
+  std::vector<SaidOverride> said;
+  for (const std::string& o : overrides) said.push_back({o, Where{}});
+  return parse_config_said(yaml, origin, said);
 }
 
 std::string read_config_text(const std::filesystem::path& file) {

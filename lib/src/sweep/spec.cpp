@@ -20,7 +20,32 @@ namespace ampctl::sweep {
 
 namespace {
 
-using Combo = std::vector<std::string>;  // "KEY=VALUE" overrides
+// "KEY=VALUE" overrides, each with who said it (a line of the file, or --grid). Two combos are
+// the same run when their texts are equal, wherever they were said.
+using Said = config::SaidOverride;
+using Combo = std::vector<Said>;
+
+struct ByText {
+  bool operator()(const Combo& a, const Combo& b) const {
+    return std::lexicographical_compare(
+        a.begin(), a.end(), b.begin(), b.end(),
+        [](const Said& x, const Said& y) { return x.text < y.text; });
+  }
+};
+
+std::vector<std::string> texts(const Combo& c) {
+  std::vector<std::string> out;
+  out.reserve(c.size());
+  for (const Said& o : c) out.push_back(o.text);
+  return out;
+}
+
+// A value's place in the file (yaml-cpp's marks are 0-based).
+config::Where at(const YAML::Node& node, const std::string& origin) {
+  const YAML::Mark m = node.Mark();
+  if (m.line < 0) return config::Where{origin};
+  return config::Where{origin, m.line + 1, m.column + 1};
+}
 
 std::string trim(std::string_view s) {
   size_t b = 0, e = s.size();
@@ -41,23 +66,31 @@ std::string flow_text(const YAML::Node& node) {
   return e.c_str();
 }
 
-std::vector<std::string> grid_values(const YAML::Node& node) {
-  std::vector<std::string> values;
+// A list (or one value) of the file as "KEY=VALUE" overrides, each at its place.
+std::vector<Said> said_values(const std::string& key, const YAML::Node& node,
+                              const std::string& origin) {
+  std::vector<Said> values;
   if (node.IsSequence()) {
-    for (const auto& item : node) values.push_back(flow_text(item));
+    for (const auto& item : node) values.push_back({key + "=" + flow_text(item), at(item, origin)});
   } else if (!node.IsNull()) {
-    values.push_back(flow_text(node));
+    values.push_back({key + "=" + flow_text(node), at(node, origin)});
   }
   return values;
 }
 
+// One axis: its key and each value as an override.
+struct Axis {
+  std::string key;
+  std::vector<Said> values;
+};
+
 // The product of `combos` with each value of an axis (the axis varies fastest).
-std::vector<Combo> product(const std::vector<Combo>& combos, const GridAxis& axis) {
+std::vector<Combo> product(const std::vector<Combo>& combos, const Axis& axis) {
   std::vector<Combo> out;
   for (const Combo& c : combos) {
-    for (const std::string& v : axis.values) {
+    for (const Said& v : axis.values) {
       Combo next = c;
-      next.push_back(axis.key + "=" + v);
+      next.push_back(v);
       out.push_back(std::move(next));
     }
   }
@@ -121,6 +154,7 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
   // Each distribution is read and checked once; the draws below touch no YAML.
   struct Dist {
     std::string key, kind;
+    config::Where where;               // the distribution's place: a drawn value was said there
     std::vector<std::string> choices;  // choice
     double a = 0.0, b = 0.0;           // uniform, log_uniform
     bool ints = false;
@@ -135,6 +169,7 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
                              ": must be one of {uniform: [a, b]}, {log_uniform: [a, b]}, "
                              "{choice: [...]}");
     d.kind = dist.begin()->first.as<std::string>();
+    d.where = at(dist, origin);
     const YAML::Node arg = dist.begin()->second;
     if (!arg.IsSequence() || arg.size() == 0)
       spec_error(origin, "sweep.random.params." + d.key + "." + d.kind + ": empty value list");
@@ -184,7 +219,7 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
           value = format_double(std::min(std::max(v, d.a), d.b));
         }
       }
-      c.push_back(d.key + "=" + value);
+      c.push_back({d.key + "=" + value, d.where});
     }
     out.push_back(std::move(c));
   }
@@ -375,10 +410,10 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
   sweep.origin = origin;
   sweep.base_text = strip_sweep_section(text);
 
-  std::vector<GridAxis> axes;
+  std::vector<Axis> axes;
   std::vector<Combo> runs{Combo{}};
   std::vector<Combo> randoms{Combo{}};
-  std::vector<std::string> seeds;
+  std::vector<Said> seeds;
   bool spec_has_runs = false;
 
   YAML::Node root;
@@ -403,7 +438,8 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     if (const YAML::Node grid = spec["grid"]) {
       if (!grid.IsMap()) spec_error(origin, "sweep.grid: must map keys to value lists");
       for (const auto& kv : grid) {
-        GridAxis axis{kv.first.as<std::string>(), grid_values(kv.second)};
+        const std::string key = kv.first.as<std::string>();
+        Axis axis{key, said_values(key, kv.second, origin)};
         if (axis.values.empty())
           spec_error(origin, "sweep.grid." + axis.key + ": empty value list",
                      "give at least one value");
@@ -420,19 +456,23 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
           spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
         Combo c;
         for (const auto& kv : item)
-          c.push_back(kv.first.as<std::string>() + "=" + flow_text(kv.second));
+          c.push_back(
+              {kv.first.as<std::string>() + "=" + flow_text(kv.second), at(kv.second, origin)});
         runs.push_back(std::move(c));
       }
     }
     if (const YAML::Node random = spec["random"]) randoms = random_samples(random, origin);
     if (const YAML::Node s = spec["seeds"]) {
-      seeds = grid_values(s);
+      seeds = said_values("seed", s, origin);
       if (seeds.empty()) spec_error(origin, "sweep.seeds: empty value list");
     }
   }
-  for (GridAxis& axis : parse_grid_flags(grid_flags)) {
+  for (const GridAxis& flag : parse_grid_flags(grid_flags)) {
+    Axis axis{flag.key, {}};
+    for (const std::string& v : flag.values)
+      axis.values.push_back({flag.key + "=" + v, {"--grid"}});
     bool replaced = false;
-    for (GridAxis& a : axes) {
+    for (Axis& a : axes) {
       if (a.key == axis.key) {
         a = axis;
         replaced = true;
@@ -454,7 +494,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       factors += what;
     };
     if (spec_has_runs) factors = std::to_string(runs.size()) + " runs";
-    for (const GridAxis& axis : axes) times(axis.values.size(), "values of " + axis.key);
+    for (const Axis& axis : axes) times(axis.values.size(), "values of " + axis.key);
     if (randoms.size() > 1 || !randoms[0].empty()) times(randoms.size(), "random samples");
     if (!seeds.empty()) times(seeds.size(), "seeds");
     if (count > kMaxRuns)
@@ -475,22 +515,25 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
                  "configuration");
   }
   std::vector<Combo> combos = runs;
-  for (const GridAxis& axis : axes) combos = product(combos, axis);
+  for (const Axis& axis : axes) combos = product(combos, axis);
   // A value listed twice (seeds: [0, 0], --grid seed=1,1, two equal runs) makes two runs of one
   // configuration that would share a folder: refused, like a duplicate key.
   const auto refuse_repeats = [&](const std::vector<Combo>& list) {
-    std::set<Combo> unique;
+    std::set<Combo, ByText> unique;
     for (const Combo& c : list) {
       if (unique.insert(c).second) continue;
       std::string what;
-      for (const std::string& o : c) what += (what.empty() ? "" : " ") + o;
+      for (const Said& o : c) {
+        if (!what.empty()) what += ' ';
+        what += o.text;
+      }
       spec_error(origin, "sweep: the run '" + what + "' is listed twice",
                  "remove the repeated value from the grid, runs, seeds or --grid");
     }
   };
   refuse_repeats(combos);
   std::vector<Combo> seed_runs;
-  for (const std::string& seed : seeds) seed_runs.push_back({"seed=" + seed});
+  for (const Said& seed : seeds) seed_runs.push_back({seed});
   refuse_repeats(seed_runs);
   if (randoms.size() > 1 || !randoms[0].empty()) {
     std::vector<Combo> next;
@@ -503,15 +546,18 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     }
     combos = std::move(next);
   }
-  if (!seeds.empty()) combos = product(combos, GridAxis{"seed", seeds});
+  if (!seeds.empty()) combos = product(combos, Axis{"seed", seeds});
 
   std::set<std::string> names;
-  std::set<Combo> seen;
+  std::set<Combo, ByText> seen;
   for (Combo& c : combos) {
     // A random draw may repeat an earlier one (choice over few values): that run is dropped.
     // The explicit duplicates were refused above.
     if (!seen.insert(c).second) continue;
-    Run run{run_name(c), std::move(c), {}};
+    Run run;
+    run.overrides = texts(c);
+    run.name = run_name(run.overrides);
+    for (Said& o : c) run.said.push_back(std::move(o.said));
     if (!names.insert(run.name).second) {
       run.name = hash_name(run.overrides);
       names.insert(run.name);
@@ -525,16 +571,23 @@ Sweep load_sweep(const std::filesystem::path& file, const std::vector<std::strin
   return parse_sweep(config::read_config_text(file), file.string(), grid_flags);
 }
 
+std::vector<config::SaidOverride> said_overrides(const Sweep& sweep, const Run& run) {
+  std::vector<config::SaidOverride> out;
+  for (const std::string& o : sweep.base_overrides) out.push_back({o, {}});
+  for (size_t i = 0; i < run.overrides.size(); ++i) {
+    out.push_back({run.overrides[i], i < run.said.size() ? run.said[i] : config::Where{}});
+  }
+  return out;
+}
+
 void validate(Sweep& sweep) {
   std::string message;
   // The base alone first: its problems are every run's.
   sweep.base_name = config::parse_config(sweep.base_text, sweep.origin, sweep.base_overrides).name;
   for (Run& run : sweep.runs) {
     try {
-      std::vector<std::string> overrides = sweep.base_overrides;
-      overrides.insert(overrides.end(), run.overrides.begin(), run.overrides.end());
-      run.resolved_yaml =
-          config::to_yaml(config::parse_config(sweep.base_text, sweep.origin, overrides));
+      run.resolved_yaml = config::to_yaml(
+          config::parse_config_said(sweep.base_text, sweep.origin, said_overrides(sweep, run)));
     } catch (const config::ConfigError& e) {
       for (const config::Problem& p : e.problems()) {
         message += "run " + run.name + ": " + p.str() + "\n";

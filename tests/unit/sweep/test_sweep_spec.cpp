@@ -3,12 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/sweep/sweep.h"
+#include "test_util.h"
 
 namespace ampctl::sweep {
 namespace {
@@ -234,30 +238,30 @@ TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
                 .find("t.yaml: sweep: too many runs (2 runs x 200 values of scaler.init_scale x "
                       "200 values of scaler.growth_interval x 2 seeds); a sweep has at most 10000"),
             std::string::npos);
-  // Runs x keys past kMaxOverrides: 10000 samples of 101 params, and 8192 grid runs (13 axes of
-  // two values) x 13 + 110 keys of one value each.
+  // Runs x keys past kMaxOverrides: 10000 samples of 21 params, and 8192 grid runs (13 axes of
+  // two values) x 13 + 12 keys of one value each.
   std::string params;
-  for (int i = 0; i < 101; ++i) {
+  for (int i = 0; i < 21; ++i) {
     if (i) params += ", ";
     params += 'k';
     params += std::to_string(i);
     params += ": {choice: [1]}";
   }
   EXPECT_NE(refusal("sweep:\n  random: {n: 10000, params: {" + params + "}}\n", {})
-                .find("t.yaml: sweep.random: 10000 samples x 101 params; a sweep sets at most "
-                      "1000000 overrides in all its runs"),
+                .find("t.yaml: sweep.random: 10000 samples x 21 params; a sweep sets at most "
+                      "200000 overrides in all its runs"),
             std::string::npos);
   std::vector<std::string> flags;
-  for (int i = 0; i < 123; ++i) {
+  for (int i = 0; i < 25; ++i) {
     std::string flag(1, 'k');
     flag += std::to_string(i);
     flag += i < 13 ? "=1,2" : "=1";
     flags.push_back(flag);
   }
-  EXPECT_NE(refusal("", flags).find("t.yaml: sweep: 8192 runs x up to 123 keys each; a sweep sets "
-                                    "at most 1000000 overrides in all its runs"),
+  EXPECT_NE(refusal("", flags).find("t.yaml: sweep: 8192 runs x up to 25 keys each; a sweep sets "
+                                    "at most 200000 overrides in all its runs"),
             std::string::npos);
-  flags.resize(122);  // 8192 x 122 = 999424: accepted
+  flags.resize(24);  // 8192 x 24 = 196608: accepted
   EXPECT_EQ(parse_sweep(kBase, "t.yaml", flags).runs.size(), 8192u);
   // 100 x 100 = kMaxRuns exactly: accepted.
   std::string hundred;
@@ -268,6 +272,54 @@ TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
   const Sweep spec = parse_sweep(
       kBase, "t.yaml", {"scaler.init_scale=" + hundred, "scaler.growth_interval=" + hundred});
   EXPECT_EQ(spec.runs.size(), kMaxRuns);
+}
+
+TEST(SweepSaid, AFileValueIsNamedByItsLineAndReadsPathsFromTheFilesFolder) {
+  // A value of the sweep section is part of the file: a problem names its line and column, and a
+  // relative path is read from the file's folder, as the base's own paths are. A --grid value is
+  // the command line's: named "--grid KEY=VALUE", a path read from the current directory.
+  namespace fs = std::filesystem;
+  const fs::path dir = ampctl::testing::fresh_dir("sweep", "said");
+  fs::create_directories(dir / "cfg");
+  const fs::path file = dir / "cfg" / "s.yaml";
+  std::ofstream(file) << "name: s\n"
+                         "device: cpu\n"
+                         "model: {type: mlp, hidden: [8]}\n"
+                         "data:\n"
+                         "  train: {source: csv, path: base.csv, label_column: -1}\n"
+                         "  batch_size: 4\n"
+                         "training: {max_steps: 2}\n"
+                         "sweep:\n"
+                         "  grid: {data.train.path: [a.csv, /abs/b.csv]}\n"
+                         "  runs: [{optimizer.lr: 0.01}, {optimizer.lr: nope}]\n";
+  Sweep spec = load_sweep(file, {"training.max_steps=2,x"});
+  ASSERT_EQ(spec.runs.size(), 8u);
+  std::string message;
+  try {
+    validate(spec);  // fills each valid run's resolved_yaml, then lists the invalid ones
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  const std::string f = file.string();
+  EXPECT_NE(message.find(f + ":10:47: optimizer.lr: expected a number, got nope"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find(": --grid training.max_steps=x: training.max_steps: expected an integer"),
+            std::string::npos)
+      << message;
+  // The first run (lr 0.01, a.csv, max_steps 2) resolves: its paths are the file folder's.
+  const config::RunConfig first = config::parse_config(spec.runs[0].resolved_yaml, "resolved.yaml");
+  EXPECT_EQ(first.data.train.path, (dir / "cfg" / "a.csv").lexically_normal().string());
+  const config::RunConfig second =
+      config::parse_config(spec.runs[2].resolved_yaml, "resolved.yaml");
+  EXPECT_EQ(second.data.train.path, "/abs/b.csv");
+  // A --grid path is the current directory's.
+  Sweep flagged = load_sweep(file, {"data.train.path=c.csv"});
+  flagged.runs.resize(1);
+  validate(flagged);
+  EXPECT_EQ(config::parse_config(flagged.runs[0].resolved_yaml, "r.yaml").data.train.path,
+            (fs::current_path() / "c.csv").lexically_normal().string());
+  fs::remove_all(dir);
 }
 
 }  // namespace

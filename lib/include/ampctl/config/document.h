@@ -64,6 +64,10 @@ struct Override {
   std::string spelling;          // "KEY=VALUE" as given: the origin of every problem it causes
   std::vector<std::string> key;  // KEY split at '.'
   std::string value_text;        // VALUE
+  // Who said it: no origin for a command line's --set; an origin without a position for another
+  // flag ("--grid"); a configuration file's line and column for a value written there (a sweep
+  // section's). Problems name it so, and apply_overrides marks what it writes with it.
+  Where said;
 };
 
 // Splits "KEY=VALUE". No '=', an empty key component or more than kMaxDepth components is a
@@ -71,10 +75,11 @@ struct Override {
 Override parse_override(std::string_view arg);
 
 // Applies overrides in order (later ones win) to `doc`, a map. Problems name an override as
-// "--set KEY=VALUE", cut to its first 80 characters when longer. Each value replaces what was at
-// KEY (creating the maps on the way, and replacing a non-map on the way by a map) and the key and
-// everything under it are marked as written by the override. A VALUE that is not valid YAML is
-// added to `problems` and skipped.
+// "--set KEY=VALUE" (or "--grid KEY=VALUE" for said.origin "--grid"), cut to its first 80
+// characters when longer, or by its file, line and column when it was said in a file. Each value
+// replaces what was at KEY (creating the maps on the way, and replacing a non-map on the way by a
+// map) and the key and everything under it are marked as written by the override. A VALUE that is
+// not valid YAML is added to `problems` and skipped.
 void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems);
 
 }  // namespace ampctl::config

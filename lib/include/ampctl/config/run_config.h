@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ampctl/config/problems.h"
+
 namespace ampctl::config {
 
 enum class Precision { fp16, bf16, fp32 };
@@ -273,6 +275,17 @@ RunConfig load_config(const std::filesystem::path& file,
 // against `origin`'s folder, those from `overrides` against the current directory.
 RunConfig parse_config(std::string_view yaml, const std::string& origin,
                        const std::vector<std::string>& overrides = {});
+
+// An override and who said it (config::Override::said): a command line's flag (no position:
+// problems name the flag, relative paths are read from the current directory) or a line of the
+// configuration file `origin` (a sweep section's value: problems name that line, relative paths
+// are read from the file's folder, as the file's own are).
+struct SaidOverride {
+  std::string text;  // "KEY=VALUE"
+  Where said;        // empty origin: --set
+};
+RunConfig parse_config_said(std::string_view yaml, const std::string& origin,
+                            const std::vector<SaidOverride>& overrides);
 
 enum class YamlStyle {
   plain,     // the resolved configuration (run directories' config.yaml)

@@ -25,18 +25,24 @@
 #include <string_view>
 #include <vector>
 
+#include "ampctl/config/run_config.h"
+
 namespace ampctl::sweep {
 
 // Each run is a training (a process and a folder): ten thousand is past any sweep's purpose, and
 // the bound keeps expansion itself (and a fuzzer's inputs) fast.
 inline constexpr std::size_t kMaxRuns = 10000;
 // And at most this many overrides over all its runs (runs x keys per run).
-inline constexpr std::size_t kMaxOverrides = 1000000;
+inline constexpr std::size_t kMaxOverrides = 200000;
 
 struct Run {
   std::string name;                    // a stable short id from the overrides (the dir's name)
   std::vector<std::string> overrides;  // "KEY=VALUE", applied in order
   std::string resolved_yaml;           // filled by validate(): config::to_yaml of the run
+  // Who said each override (config::SaidOverride::said): its line in the file for a sweep
+  // section's value, {"--grid"} for a --grid flag's. Problems name it; a relative path said in
+  // the file is read from the file's folder, as the file's own paths are.
+  std::vector<config::Where> said;
 };
 
 struct Sweep {
@@ -75,6 +81,10 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
                   const std::vector<std::string>& grid_flags = {});
 Sweep load_sweep(const std::filesystem::path& file,
                  const std::vector<std::string>& grid_flags = {});
+
+// The overrides of one run as config::parse_config_said takes them: the sweep's --set
+// (base_overrides), then the run's own with who said each.
+std::vector<config::SaidOverride> said_overrides(const Sweep& sweep, const Run& run);
 
 // Resolves every run's configuration; any problem throws Error{config} listing each failing
 // run with its problems (key, message, hint). Fills resolved_yaml and base_name.
