@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ampctl/config/run_config.h"
@@ -114,6 +115,40 @@ int run_replay_preview(const SweepOptions& options) {
   return 0;
 }
 
+// The files each run reads before its first step (data, init.from): a missing one would fail
+// its run when it starts, maybe hours into the sweep; every run missing one is listed now, before
+// anything runs. Only their existence is checked: reading them is the run's work. A run that
+// finished in an earlier call (OUT/<run>/summary.json) is not run again and reads nothing.
+void check_sweep_inputs(const sweep::Sweep& spec, const fs::path& out) {
+  std::string message;
+  for (const sweep::Run& run : spec.runs) {
+    std::error_code ec;
+    if (fs::exists(out / run.name / "summary.json", ec)) continue;
+    const config::RunConfig cfg = config::parse_config(run.resolved_yaml, spec.origin);
+    std::vector<std::pair<std::string, std::string>> files;  // key, absolute path
+    if (!cfg.init.from.empty()) files.emplace_back("init.from", cfg.init.from);
+    const auto source = [&](const config::DataSource& d, const std::string& role) {
+      for (const auto& [key, path] : {std::pair<const char*, const std::string&>{"path", d.path},
+                                      {"images", d.images},
+                                      {"labels", d.labels},
+                                      {"dir", d.dir}}) {
+        if (!path.empty()) files.emplace_back("data." + role + "." + key, path);
+      }
+    };
+    source(cfg.data.train, "train");
+    if (cfg.data.eval) source(*cfg.data.eval, "eval");
+    for (const auto& [key, path] : files) {
+      if (fs::exists(path, ec) || ec) continue;  // unreadable: the run says why
+      message += "run " + run.name + ": " + key + " " + path + ": no such file or directory\n";
+    }
+  }
+  if (message.empty()) return;
+  message.pop_back();
+  throw Error{ErrorKind::input, message,
+              "nothing was run; relative paths in the file are read from its folder, those of "
+              "--set and --grid from the current directory"};
+}
+
 int run_sweep(const SweepOptions& options) {
   if (!options.replay_from.empty()) return run_replay_preview(options);
   if (options.config.empty()) {
@@ -129,10 +164,11 @@ int run_sweep(const SweepOptions& options) {
   // name): refused for every run before any starts.
   check_sweep_runs(spec);
   sweep::ExecOptions exec;
+  exec.out = options.out.empty() ? fs::path("sweeps") / spec.base_name : fs::path(options.out);
+  check_sweep_inputs(spec, exec.out);
   std::error_code ec;
   exec.exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) throw Error{ErrorKind::runtime, "cannot locate the ampctl binary: " + ec.message()};
-  exec.out = options.out.empty() ? fs::path("sweeps") / spec.base_name : fs::path(options.out);
   exec.jobs = options.jobs;
   std::printf("[sweep] %zu run(s) in %s, %d at once\n", spec.runs.size(), exec.out.c_str(),
               exec.jobs);

@@ -550,6 +550,39 @@ EOF
   grep -q "^lr=0.02,optimizer.lr=0.02,not_started,.*,$" sw2/sweep.csv || fail "sweep.csv: $(cat sw2/sweep.csv)"
   [ ! -e sw2/lr=0.02 ] || fail "a folder for a run that never started"
   "$AMPCTL" report sw2 >/dev/null 2>err || fail "report of the stopped sweep: $(cat err)"
+  # Paths in the sweep section are the file's: read from its folder whatever the current
+  # directory (they were read from the current directory); a run whose file is missing is
+  # refused, every such run named, before the sweep's folder exists (it used to fail only when
+  # it started, after the others had run).
+  mkdir -p cfg elsewhere && printf 'x0,x1,y\n1,2,0\n3,4,1\n5,6,0\n7,8,1\n' >cfg/d.csv
+  base='name: p
+device: cpu
+model: {type: mlp, hidden: [4]}
+data:
+  train: {source: csv, path: d.csv, header: true}
+  batch_size: 2
+training: {max_steps: 2, eval_every: 0}'
+  printf '%s\nsweep:\n  runs: [{data.train.path: d.csv}, {data.train.path: missing.csv}, {init.from: nowhere}]\n' \
+    "$base" >cfg/bad.yaml
+  printf '%s\nsweep:\n  runs: [{data.train.path: d.csv}]\n' "$base" >cfg/good.yaml
+  printf '%s\n' "$base" >cfg/plain.yaml
+  top=$PWD
+  cd elsewhere
+  expect 2 "run path=missing.csv: data.train.path $top/cfg/missing.csv: no such file" \
+    "$AMPCTL" sweep --config ../cfg/bad.yaml --out ../sw3
+  grep -q "run from=nowhere: init.from $top/cfg/nowhere: no such file" err ||
+    fail "the second missing input is not named: $(cat err)"
+  [ ! -e ../sw3 ] || fail "the refused sweep left its folder"
+  "$AMPCTL" sweep --config ../cfg/good.yaml --out ../sw4 >/dev/null 2>err ||
+    fail "the sweep from another folder: $(cat err)"
+  # A --grid path is the command line's: read from the current directory.
+  "$AMPCTL" sweep --config ../cfg/plain.yaml --out ../sw5 --grid data.train.path=../cfg/d.csv \
+    >/dev/null 2>err || fail "the --grid sweep: $(cat err)"
+  cd "$top"
+  grep -q "path: $top/cfg/d.csv" sw4/path=d.csv/config.yaml ||
+    fail "the sweep section's path: $(grep path: sw4/*/config.yaml)"
+  grep -q "path: $top/cfg/d.csv" sw5/path=.._cfg_d.csv/config.yaml ||
+    fail "the --grid path: $(grep path: sw5/*/config.yaml)"
   ;;
 numerics_resume)
   cat >n.yaml <<'EOF'
