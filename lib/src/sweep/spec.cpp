@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <random>
 #include <set>
 #include <sstream>
@@ -479,6 +480,41 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       }
     }
     if (!replaced) axes.push_back(std::move(axis));
+  }
+
+  // A key (or a section and a key in it) set by two parts of the sweep: the part applied later
+  // would win silently, so runs named after the earlier part's values would all run the later's
+  // (two runs of one configuration under two names). Refused; a --grid still replaces the
+  // file's grid axis of the same key (above).
+  {
+    std::map<std::string, std::string> part_of;  // key -> the part that sets it
+    const auto key_of = [](const Said& o) { return o.text.substr(0, o.text.find('=')); };
+    const auto add = [&](const std::string& key, const std::string& part) {
+      const auto [it, inserted] = part_of.emplace(key, part);
+      if (!inserted && it->second != part)
+        spec_error(origin, "sweep: " + key + " is set by both " + it->second + " and " + part,
+                   "set each key in one part of the sweep: the later one would win, and the runs "
+                   "named after the other's values would not run them");
+    };
+    if (spec_has_runs) {
+      for (const Combo& c : runs)
+        for (const Said& o : c) add(key_of(o), "sweep.runs");
+    }
+    for (const Axis& axis : axes)
+      add(axis.key, axis.values.front().said.origin == "--grid" ? "--grid" : "sweep.grid");
+    for (const Said& o : randoms[0]) add(key_of(o), "sweep.random.params");
+    if (!seeds.empty()) add("seed", "sweep.seeds");
+    for (const auto& [key, part] : part_of) {
+      for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+        const auto it = part_of.find(key.substr(0, dot));
+        if (it != part_of.end() && it->second != part)
+          spec_error(origin,
+                     "sweep: " + it->first + " (set by " + it->second + ") holds " + key +
+                         " (set by " + part + ")",
+                     "a value for the whole section replaces what the other part set in it: set "
+                     "each key in one part of the sweep");
+      }
+    }
   }
 
   // The number of runs before any is expanded (saturating: an exploding product stops counting

@@ -274,6 +274,42 @@ TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
   EXPECT_EQ(spec.runs.size(), kMaxRuns);
 }
 
+TEST(SweepSpecErrors, AKeySetByTwoPartsIsRefused) {
+  // The later part would win silently: runs named init_scale=1 and =2 would both run 16.
+  const auto refusal = [](const std::string& sweep_text, const std::vector<std::string>& flags) {
+    try {
+      parse_sweep(std::string(kBase) + sweep_text, "t.yaml", flags);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(refusal("sweep:\n  runs: [{scaler.init_scale: 1}, {scaler.init_scale: 2}]\n"
+                    "  grid: {scaler.init_scale: [16]}\n",
+                    {}),
+            "t.yaml: sweep: scaler.init_scale is set by both sweep.runs and sweep.grid");
+  EXPECT_EQ(refusal("sweep:\n  runs: [{seed: 1}]\n", {"seed=3,4"}),
+            "t.yaml: sweep: seed is set by both sweep.runs and --grid");
+  EXPECT_EQ(refusal("sweep:\n  grid: {seed: [1, 2]}\n  seeds: [5]\n", {}),
+            "t.yaml: sweep: seed is set by both sweep.grid and sweep.seeds");
+  EXPECT_EQ(refusal("sweep:\n  random: {n: 2, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}\n",
+                    {"optimizer.lr=0.5"}),
+            "t.yaml: sweep: optimizer.lr is set by both --grid and sweep.random.params");
+  // A section and a key in it.
+  EXPECT_EQ(
+      refusal("sweep:\n  runs: [{scaler: {init_scale: 2}}]\n", {"scaler.growth_interval=5,10"}),
+      "t.yaml: sweep: scaler (set by sweep.runs) holds scaler.growth_interval (set by --grid)");
+  // Still accepted: a --grid replacing the file's axis of its key, a key in several runs, and
+  // different keys in each part.
+  EXPECT_EQ(parse_sweep(std::string(kBase) + "sweep:\n  grid: {scaler.init_scale: [1, 2]}\n"
+                                             "  runs: [{optimizer.lr: 0.1}, {optimizer.lr: 0.2}]\n"
+                                             "  seeds: [0, 1]\n",
+                        "t.yaml", {"scaler.init_scale=4,8,16"})
+                .runs.size(),
+            12u);
+}
+
 TEST(SweepSaid, AFileValueIsNamedByItsLineAndReadsPathsFromTheFilesFolder) {
   // A value of the sweep section is part of the file: a problem names its line and column, and a
   // relative path is read from the file's folder, as the base's own paths are. A --grid value is

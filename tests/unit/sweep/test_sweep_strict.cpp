@@ -108,9 +108,10 @@ TEST(SweepStrict, ARunListedTwiceIsAnError) {
 }
 
 TEST(SweepStrict, GoodSectionsStillExpand) {
-  const Sweep s = parse_sweep(kBase + "sweep:\n  grid: {seed: [1, 2]}\n  seeds: [5]\n", "s.yaml");
+  const Sweep s =
+      parse_sweep(kBase + "sweep:\n  grid: {scaler.init_scale: [1, 2]}\n  seeds: [5]\n", "s.yaml");
   ASSERT_EQ(s.runs.size(), 2u);
-  EXPECT_EQ(s.runs[0].overrides, (std::vector<std::string>{"seed=1", "seed=5"}));
+  EXPECT_EQ(s.runs[0].overrides, (std::vector<std::string>{"scaler.init_scale=1", "seed=5"}));
   // The same key in two runs (different mappings) is no duplicate.
   EXPECT_EQ(parse_sweep(kBase + "sweep:\n  runs: [{seed: 1}, {seed: 2}]\n", "s.yaml").runs.size(),
             2u);
