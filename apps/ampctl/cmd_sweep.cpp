@@ -121,6 +121,7 @@ int run_replay_preview(const SweepOptions& options) {
 // finished in an earlier call (OUT/<run>/summary.json) is not run again and reads nothing.
 void check_sweep_inputs(const sweep::Sweep& spec, const fs::path& out) {
   std::string message;
+  bool fashion_mnist = false;  // a missing data.*.dir: the package's folder, most likely
   for (const sweep::Run& run : spec.runs) {
     std::error_code ec;
     if (fs::exists(out / run.name / "summary.json", ec)) continue;
@@ -140,13 +141,17 @@ void check_sweep_inputs(const sweep::Sweep& spec, const fs::path& out) {
     for (const auto& [key, path] : files) {
       if (fs::exists(path, ec) || ec) continue;  // unreadable: the run says why
       message += "run " + run.name + ": " + key + " " + path + ": no such file or directory\n";
+      fashion_mnist = fashion_mnist || key.ends_with(".dir");
     }
   }
   if (message.empty()) return;
   message.pop_back();
-  throw Error{ErrorKind::input, message,
-              "nothing was run; relative paths in the file are read from its folder, those of "
-              "--set and --grid from the current directory"};
+  std::string hint =
+      "nothing was run; relative paths in the file are read from its folder, those of --set and "
+      "--grid from the current directory";
+  if (fashion_mnist)
+    hint += "; fashion_mnist's dir: install the Debian package dataset-fashion-mnist";
+  throw Error{ErrorKind::input, message, hint};
 }
 
 int run_sweep(const SweepOptions& options) {

@@ -579,6 +579,11 @@ training: {max_steps: 2, eval_every: 0}'
   "$AMPCTL" sweep --config ../cfg/plain.yaml --out ../sw5 --grid data.train.path=../cfg/d.csv \
     >/dev/null 2>err || fail "the --grid sweep: $(cat err)"
   cd "$top"
+  # fashion_mnist's folder missing: named, and the hint says which package has it.
+  expect 2 "run base: data.train.dir /nonexistent-fm: no such file or directory" \
+    "$AMPCTL" sweep --config cfg/plain.yaml --out sw6 \
+    --set "data.train={source: fashion_mnist, dir: /nonexistent-fm}"
+  grep -q "install the Debian package dataset-fashion-mnist" err || fail "no package hint: $(cat err)"
   grep -q "path: $top/cfg/d.csv" sw4/path=d.csv/config.yaml ||
     fail "the sweep section's path: $(grep path: sw4/*/config.yaml)"
   grep -q "path: $top/cfg/d.csv" sw5/path=.._cfg_d.csv/config.yaml ||
