@@ -504,10 +504,12 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       add(axis.key, axis.values.front().said.origin == "--grid" ? "--grid" : "sweep.grid");
     for (const Said& o : randoms[0]) add(key_of(o), "sweep.random.params");
     if (!seeds.empty()) add("seed", "sweep.seeds");
+    // A section and a key in it: across parts, and within one part whose keys all apply to
+    // every run (two grid axes, two random params); two of the file's runs may differ so.
     for (const auto& [key, part] : part_of) {
       for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
         const auto it = part_of.find(key.substr(0, dot));
-        if (it != part_of.end() && it->second != part)
+        if (it != part_of.end() && (it->second != part || part != "sweep.runs"))
           spec_error(origin,
                      "sweep: " + it->first + " (set by " + it->second + ") holds " + key +
                          " (set by " + part + ")",

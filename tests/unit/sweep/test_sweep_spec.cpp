@@ -300,8 +300,22 @@ TEST(SweepSpecErrors, AKeySetByTwoPartsIsRefused) {
   EXPECT_EQ(
       refusal("sweep:\n  runs: [{scaler: {init_scale: 2}}]\n", {"scaler.growth_interval=5,10"}),
       "t.yaml: sweep: scaler (set by sweep.runs) holds scaler.growth_interval (set by --grid)");
-  // Still accepted: a --grid replacing the file's axis of its key, a key in several runs, and
-  // different keys in each part.
+  // Within one part whose keys every run applies: two grid axes, two random params.
+  EXPECT_EQ(
+      refusal("sweep:\n  grid: {scaler: ['{init_scale: 2}'], scaler.init_scale: [4, 8]}\n", {}),
+      "t.yaml: sweep: scaler (set by sweep.grid) holds scaler.init_scale (set by sweep.grid)");
+  EXPECT_EQ(refusal("sweep:\n  random: {n: 2, params: {optimizer: {choice: ['{lr: 0.1}']},\n"
+                    "    optimizer.lr: {uniform: [0.1, 0.2]}}}\n",
+                    {}),
+            "t.yaml: sweep: optimizer (set by sweep.random.params) holds optimizer.lr (set by "
+            "sweep.random.params)");
+  // Still accepted: a --grid replacing the file's axis of its key, a key in several runs (a
+  // section in one, a key of it in another), and different keys in each part.
+  EXPECT_EQ(parse_sweep(std::string(kBase) +
+                            "sweep:\n  runs: [{scaler: {init_scale: 2}}, {scaler.init_scale: 4}]\n",
+                        "t.yaml")
+                .runs.size(),
+            2u);
   EXPECT_EQ(parse_sweep(std::string(kBase) + "sweep:\n  grid: {scaler.init_scale: [1, 2]}\n"
                                              "  runs: [{optimizer.lr: 0.1}, {optimizer.lr: 0.2}]\n"
                                              "  seeds: [0, 1]\n",
