@@ -1010,9 +1010,8 @@ std::string default_name_for(const std::string& origin) {
 // Relative paths (docs/reference.md, "Data sources"): the data's files and folders and
 // init.from. Those written in the file (a sweep section's values too) are read from the file's
 // folder, those given on the command line (--set, --grid) from the current directory; both
-// become absolute here, so the resolved
-// configuration (a run's config.yaml, a sweep run's copy, a checkpoint) names the same files
-// wherever it is read again.
+// become absolute here, so the resolved configuration (a run's config.yaml, a sweep run's copy, a
+// checkpoint) names the same files wherever it is read again.
 void resolve_path(Value::Entry* e, const std::filesystem::path& base) {
   if (e == nullptr || !e->value.is_scalar()) return;
   std::string& text = e->value.text;

@@ -415,7 +415,6 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
   std::vector<Combo> runs{Combo{}};
   std::vector<Combo> randoms{Combo{}};
   std::vector<Said> seeds;
-  bool spec_has_runs = false;
 
   YAML::Node root;
   try {
@@ -451,7 +450,6 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       if (!list.IsSequence() || list.size() == 0)
         spec_error(origin, "sweep.runs: must be a non-empty list of {key: value} mappings");
       runs.clear();
-      spec_has_runs = true;
       for (const auto& item : list) {
         if (!item.IsMap())
           spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
@@ -496,10 +494,8 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
                    "set each key in one part of the sweep: the later one would win, and the runs "
                    "named after the other's values would not run them");
     };
-    if (spec_has_runs) {
-      for (const Combo& c : runs)
-        for (const Said& o : c) add(key_of(o), "sweep.runs");
-    }
+    for (const Combo& c : runs)
+      for (const Said& o : c) add(key_of(o), "sweep.runs");
     for (const Axis& axis : axes)
       add(axis.key, axis.values.front().said.origin == "--grid" ? "--grid" : "sweep.grid");
     for (const Said& o : randoms[0]) add(key_of(o), "sweep.random.params");
@@ -531,7 +527,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       factors += ' ';
       factors += what;
     };
-    if (spec_has_runs) factors = std::to_string(runs.size()) + " runs";
+    if (runs.size() > 1 || !runs[0].empty()) factors = std::to_string(runs.size()) + " runs";
     for (const Axis& axis : axes) times(axis.values.size(), "values of " + axis.key);
     if (randoms.size() > 1 || !randoms[0].empty()) times(randoms.size(), "random samples");
     if (!seeds.empty()) times(seeds.size(), "seeds");

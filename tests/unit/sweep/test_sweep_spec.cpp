@@ -41,6 +41,27 @@ std::string error_of(Sweep s) {
   return {};
 }
 
+// parse_sweep's refusal of kBase + `sweep_text` with --grid `flags` (exit 2), or "no error".
+std::string refusal_of(const std::string& sweep_text, const std::vector<std::string>& flags) {
+  try {
+    parse_sweep(std::string(kBase) + sweep_text, "t.yaml", flags);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    return e.what();
+  }
+  return "no error";
+}
+
+// "1,2,...,n".
+std::string numbers(int n) {
+  std::string out;
+  for (int i = 1; i <= n; ++i) {
+    if (i > 1) out += ',';
+    out += std::to_string(i);
+  }
+  return out;
+}
+
 TEST(SweepSplit, CommasOutsideBrackets) {
   EXPECT_EQ(split_values("1,2, 3"), (std::vector<std::string>{"1", "2", "3"}));
   EXPECT_EQ(split_values("[64,64],[128]"), (std::vector<std::string>{"[64,64]", "[128]"}));
@@ -215,26 +236,13 @@ TEST(SweepSpecErrors, AKeyInTwoGridFlagsIsRefused) {
 TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
   // A random.n or a grid product past kMaxRuns is refused at once (a huge n once kept the
   // expansion busy for minutes); the bound itself is accepted.
-  const auto refusal = [](const std::string& sweep_text, const std::vector<std::string>& flags) {
-    try {
-      parse_sweep(std::string(kBase) + sweep_text, "t.yaml", flags);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.exit_code(), 2);
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(refusal("sweep:\n  random: {n: 999999999999, params: {seed: {choice: [1]}}}\n", {})
+  EXPECT_NE(refusal_of("sweep:\n  random: {n: 999999999999, params: {seed: {choice: [1]}}}\n", {})
                 .find("t.yaml: sweep.random.n: 999999999999 samples; a sweep has at most 10000"),
             std::string::npos);
-  std::string values;
-  for (int i = 0; i < 200; ++i) {
-    if (i) values += ',';
-    values += std::to_string(i + 1);
-  }
-  EXPECT_NE(refusal("sweep:\n  runs: [{optimizer.lr: 1.0e-3}, {optimizer.lr: 2.0e-3}]\n"
-                    "  seeds: [0, 1]\n",
-                    {"scaler.init_scale=" + values, "scaler.growth_interval=" + values})
+  const std::string values = numbers(200);
+  EXPECT_NE(refusal_of("sweep:\n  runs: [{optimizer.lr: 1.0e-3}, {optimizer.lr: 2.0e-3}]\n"
+                       "  seeds: [0, 1]\n",
+                       {"scaler.init_scale=" + values, "scaler.growth_interval=" + values})
                 .find("t.yaml: sweep: too many runs (2 runs x 200 values of scaler.init_scale x "
                       "200 values of scaler.growth_interval x 2 seeds); a sweep has at most 10000"),
             std::string::npos);
@@ -247,7 +255,7 @@ TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
     params += std::to_string(i);
     params += ": {choice: [1]}";
   }
-  EXPECT_NE(refusal("sweep:\n  random: {n: 10000, params: {" + params + "}}\n", {})
+  EXPECT_NE(refusal_of("sweep:\n  random: {n: 10000, params: {" + params + "}}\n", {})
                 .find("t.yaml: sweep.random: 10000 samples x 21 params; a sweep sets at most "
                       "200000 overrides in all its runs"),
             std::string::npos);
@@ -258,17 +266,14 @@ TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
     flag += i < 13 ? "=1,2" : "=1";
     flags.push_back(flag);
   }
-  EXPECT_NE(refusal("", flags).find("t.yaml: sweep: 8192 runs x up to 25 keys each; a sweep sets "
-                                    "at most 200000 overrides in all its runs"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal_of("", flags).find("t.yaml: sweep: 8192 runs x up to 25 keys each; a sweep sets "
+                                 "at most 200000 overrides in all its runs"),
+      std::string::npos);
   flags.resize(24);  // 8192 x 24 = 196608: accepted
   EXPECT_EQ(parse_sweep(kBase, "t.yaml", flags).runs.size(), 8192u);
   // 100 x 100 = kMaxRuns exactly: accepted.
-  std::string hundred;
-  for (int i = 0; i < 100; ++i) {
-    if (i) hundred += ',';
-    hundred += std::to_string(i + 1);
-  }
+  const std::string hundred = numbers(100);
   const Sweep spec = parse_sweep(
       kBase, "t.yaml", {"scaler.init_scale=" + hundred, "scaler.growth_interval=" + hundred});
   EXPECT_EQ(spec.runs.size(), kMaxRuns);
@@ -276,37 +281,28 @@ TEST(SweepSpecErrors, MoreThanMaxRunsIsRefusedBeforeExpanding) {
 
 TEST(SweepSpecErrors, AKeySetByTwoPartsIsRefused) {
   // The later part would win silently: runs named init_scale=1 and =2 would both run 16.
-  const auto refusal = [](const std::string& sweep_text, const std::vector<std::string>& flags) {
-    try {
-      parse_sweep(std::string(kBase) + sweep_text, "t.yaml", flags);
-    } catch (const Error& e) {
-      EXPECT_EQ(e.exit_code(), 2);
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_EQ(refusal("sweep:\n  runs: [{scaler.init_scale: 1}, {scaler.init_scale: 2}]\n"
-                    "  grid: {scaler.init_scale: [16]}\n",
-                    {}),
+  EXPECT_EQ(refusal_of("sweep:\n  runs: [{scaler.init_scale: 1}, {scaler.init_scale: 2}]\n"
+                       "  grid: {scaler.init_scale: [16]}\n",
+                       {}),
             "t.yaml: sweep: scaler.init_scale is set by both sweep.runs and sweep.grid");
-  EXPECT_EQ(refusal("sweep:\n  runs: [{seed: 1}]\n", {"seed=3,4"}),
+  EXPECT_EQ(refusal_of("sweep:\n  runs: [{seed: 1}]\n", {"seed=3,4"}),
             "t.yaml: sweep: seed is set by both sweep.runs and --grid");
-  EXPECT_EQ(refusal("sweep:\n  grid: {seed: [1, 2]}\n  seeds: [5]\n", {}),
+  EXPECT_EQ(refusal_of("sweep:\n  grid: {seed: [1, 2]}\n  seeds: [5]\n", {}),
             "t.yaml: sweep: seed is set by both sweep.grid and sweep.seeds");
-  EXPECT_EQ(refusal("sweep:\n  random: {n: 2, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}\n",
-                    {"optimizer.lr=0.5"}),
+  EXPECT_EQ(refusal_of("sweep:\n  random: {n: 2, params: {optimizer.lr: {uniform: [0.1, 0.2]}}}\n",
+                       {"optimizer.lr=0.5"}),
             "t.yaml: sweep: optimizer.lr is set by both --grid and sweep.random.params");
   // A section and a key in it.
   EXPECT_EQ(
-      refusal("sweep:\n  runs: [{scaler: {init_scale: 2}}]\n", {"scaler.growth_interval=5,10"}),
+      refusal_of("sweep:\n  runs: [{scaler: {init_scale: 2}}]\n", {"scaler.growth_interval=5,10"}),
       "t.yaml: sweep: scaler (set by sweep.runs) holds scaler.growth_interval (set by --grid)");
   // Within one part whose keys every run applies: two grid axes, two random params.
   EXPECT_EQ(
-      refusal("sweep:\n  grid: {scaler: ['{init_scale: 2}'], scaler.init_scale: [4, 8]}\n", {}),
+      refusal_of("sweep:\n  grid: {scaler: ['{init_scale: 2}'], scaler.init_scale: [4, 8]}\n", {}),
       "t.yaml: sweep: scaler (set by sweep.grid) holds scaler.init_scale (set by sweep.grid)");
-  EXPECT_EQ(refusal("sweep:\n  random: {n: 2, params: {optimizer: {choice: ['{lr: 0.1}']},\n"
-                    "    optimizer.lr: {uniform: [0.1, 0.2]}}}\n",
-                    {}),
+  EXPECT_EQ(refusal_of("sweep:\n  random: {n: 2, params: {optimizer: {choice: ['{lr: 0.1}']},\n"
+                       "    optimizer.lr: {uniform: [0.1, 0.2]}}}\n",
+                       {}),
             "t.yaml: sweep: optimizer (set by sweep.random.params) holds optimizer.lr (set by "
             "sweep.random.params)");
   // Still accepted: a --grid replacing the file's axis of its key, a key in several runs (a
