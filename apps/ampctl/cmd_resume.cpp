@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/checkpoint/output_file.h"
 #include "ampctl/config/resume_rules.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
@@ -58,6 +59,8 @@ int interrupted_exit(const Error& e) {
 struct ResumeOptions {
   std::string checkpoint;
   std::vector<std::string> sets;
+  std::string run_dir;  // a branch: continue in this new directory
+  bool rewind = false;  // drop the run's history after the checkpoint and continue in place
 };
 
 // Refuses an override of a key whose state the checkpoint holds (config/resume_rules.h).
@@ -101,21 +104,77 @@ fs::path run_dir_of(const fs::path& given) {
                   given.string() + " RUN/checkpoints/ && ampctl resume --checkpoint RUN"};
 }
 
+// A branch's directory: new (or holding no run), and not the run it starts from.
+void check_branch_dir(const fs::path& target, const fs::path& source) {
+  std::error_code ec;
+  if (!source.empty() && fs::equivalent(target, source, ec)) {
+    throw Error{ErrorKind::usage,
+                "--run-dir " + target.string() + ": is the checkpoint's own run directory",
+                "omit --run-dir to continue the run in place"};
+  }
+  if (checkpoint::is_run_directory(target)) {
+    throw Error{ErrorKind::usage, "--run-dir " + target.string() + ": already holds a run",
+                "a branch starts in a new directory: choose another --run-dir"};
+  }
+}
+
+[[noreturn]] void refuse_replacing_history(const std::string& given, int64_t step,
+                                           const std::vector<fs::path>& later) {
+  std::string names;
+  for (const fs::path& f : later) {
+    if (!names.empty()) names += ", ";
+    names += f.filename().string();
+  }
+  const std::string k = std::to_string(step);
+  throw Error{ErrorKind::usage,
+              "--checkpoint " + given + ": the run has later checkpoints (" + names +
+                  "); continuing from step " + k +
+                  " here would replace its history after that step",
+              "continue it in a new directory and keep this run as it is: ampctl resume "
+              "--checkpoint " +
+                  given + " --run-dir NEW_DIR; or drop this run's steps after " + k +
+                  " (their metrics lines and those checkpoints) and continue here: add "
+                  "--rewind"};
+}
+
 int run_resume(const ResumeOptions& options) {
   // Before any input is opened (signals.h).
   train::install_stop_handlers();
   // Several ranks stop together, at the trainer's agreement: loading gives up on no rank alone.
   if (dist::process_world_size() > 1) set_stop_deferred(true);
   for (const std::string& set : options.sets) check_override(set);
-  const fs::path run_dir = run_dir_of(options.checkpoint);
+  const fs::path source = run_dir_of(options.checkpoint);
+  const bool branch = !options.run_dir.empty();
+  if (branch) check_branch_dir(options.run_dir, source);
   // One writer per run directory, for this process's whole life (run_lock.h); taken before the
-  // checkpoint is chosen, so it is the newest one a previous writer left.
+  // checkpoint is chosen, so it is the newest one a previous writer left. A branch only reads
+  // the run it starts from (which may even be training still); the trainer locks the new one.
   std::optional<RunLock> lock;
   // Rank 0 is the run's writer: other ranks only read the checkpoint.
-  if (!run_dir.empty() && dist::process_rank() == 0) lock.emplace(run_dir);
+  if (!branch && !source.empty() && dist::process_rank() == 0) lock.emplace(source);
   checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
   const config::RunConfig cfg =
       config::from_json(loaded.data.config, loaded.path.string() + ": config", options.sets);
+  train::ResumeHistory history;
+  if (branch) {
+    history.branch_of = source;
+    history.checkpoint_file = loaded.path;
+  } else {
+    // The run's checkpoints after this one are its history past it: continuing here would
+    // replace that history (the metrics lines and, step by step, those files). Named as a file,
+    // an older checkpoint needs --rewind to say so (or --run-dir, to keep both); a run directory
+    // resumes its newest complete one, and any later file is one that does not verify.
+    std::vector<fs::path> later =
+        checkpoint::checkpoints_after(loaded.path.parent_path(), loaded.data.step);
+    std::error_code ec;
+    const bool named_file = !fs::is_directory(options.checkpoint, ec);
+    if (options.rewind) {
+      history.rewind = std::move(later);
+    } else if (named_file && !later.empty()) {
+      refuse_replacing_history(options.checkpoint, loaded.data.step, later);
+    }
+  }
+  const fs::path run_dir = branch ? fs::path(options.run_dir) : source;
   if (const int signo = dist::process_world_size() == 1 ? train::stop_signal() : 0) {
     std::fprintf(stderr, "stopped by %s before training resumed; nothing was written\n",
                  train::signal_name(signo));
@@ -124,7 +183,7 @@ int run_resume(const ResumeOptions& options) {
   try {
     train::Trainer trainer(cfg, run_dir);
     try {
-      trainer.resume(loaded.data);
+      trainer.resume(loaded.data, history);
     } catch (const Error& e) {  // a state that does not restore: name the file it came from
       if (e.kind() != ErrorKind::input) throw;
       throw Error{e.kind(), loaded.path.string() + ": " + e.what(), e.hint()};
@@ -148,6 +207,15 @@ void register_resume(CLI::App& app, Commands& commands) {
       ->required()
       ->type_name("FILE|RUN_DIR");
   add_set_option(*sub, options->sets);
+  CLI::Option* run_dir =
+      sub->add_option("--run-dir", options->run_dir,
+                      "continue in this new directory instead (a branch): the run's steps up to "
+                      "the checkpoint are copied there and the run itself is left as it is")
+          ->type_name("DIR");
+  sub->add_flag("--rewind", options->rewind,
+                "continue in place from a checkpoint older than the run's newest: its later "
+                "checkpoints and metrics lines are dropped")
+      ->excludes(run_dir);
   commands.push_back({sub, [options] { return run_resume(*options); }});
 }
 

@@ -120,12 +120,12 @@ run(["train", "--config", CONFIG] + SHORT +
      "--set", "checkpoint.every_steps=10",
      "--set", "checkpoint.keep_last=5", "--run-dir", r])
 p = run(["resume", "--checkpoint", os.path.join(r, "checkpoints", "step-00000010.json"),
-         "--set", "optimizer.lr=0.0005"])
+         "--set", "optimizer.lr=0.0005", "--rewind"])
 lrs = [l["lr"] for l in lines(r)]
 check(lrs[:10] == [0.001] * 10 and lrs[10:] == [0.0005] * 20,
       f"optimizer.lr changes from the checkpoint's step on: {lrs[8:13]}")
 p = run(["resume", "--checkpoint", os.path.join(r, "checkpoints", "step-00000020.json"),
-         "--set", "scheduler.type=linear", "--set", "scheduler.min_lr=0.0"])
+         "--set", "scheduler.type=linear", "--set", "scheduler.min_lr=0.0", "--rewind"])
 lrs = [l["lr"] for l in lines(r)]
 check(lrs[20] > lrs[-1] and lrs[-1] < 0.0005,
       f"scheduler.* on resume: the schedule continues with the new values: {lrs[19:]}")

@@ -263,7 +263,7 @@ run("train", *GPT, "--set", "data.train.path=" + os.path.join(DIR, "subset.txt")
     "--run-dir", FT)
 if json.load(open(os.path.join(FT, "vocab.json"))) != json.load(open(os.path.join(SRC, "vocab.json"))):
     fail("a run started from weights on a text of fewer characters did not keep their vocabulary")
-run("resume", "--checkpoint", os.path.join(FT, "checkpoints", "step-00000002.json"))
+run("resume", "--checkpoint", os.path.join(FT, "checkpoints", "step-00000002.json"), "--rewind")
 p = run("eval", "--checkpoint", FT, "--json")
 if json.loads(p.stdout)["loss"] != evals(FT)[-1]["loss"]:
     fail(f"eval of the fine-tuned run {p.stdout} != its last eval line {evals(FT)[-1]}")

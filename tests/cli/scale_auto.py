@@ -7,8 +7,8 @@
                 power of two s with s x 2^margin x max(entries) <= 65504 over the last
                 amax_history entries, an entry being grad_amax / grad_accum_steps, or on an
                 overflow max(that x scale, 65504) / scale and at most scale x backoff_factor).
-  resume        a run resumed from its step-15 checkpoint writes every later train line bit for
-                bit as the uninterrupted run; the checkpoint holds the ring (amax_history).
+  resume        a copy of a run rewound to its step-15 checkpoint (--rewind) writes every later
+                train line bit for bit as the uninterrupted run; the checkpoint holds the ring (amax_history).
   repeat        the same run twice: identical train lines.
   replay        `ampctl replay` of an auto run predicts its own skips, first skip and final
                 scale exactly (the replay runs amp_math.h's rule on the recorded grad_amax).
@@ -112,7 +112,7 @@ with open(ck) as f:
     state = json.load(f)["scaler"]
 check(state.get("policy") == "auto" and len(state.get("amax_history", [])) == 4,
       f"the checkpoint's scaler state: {sorted(state)}")
-run(["resume", "--checkpoint", ck])
+run(["resume", "--checkpoint", ck, "--rewind"])
 resumed = train_lines(os.path.join(WORK, "resumed"))
 strip = lambda ls: [{k: v for k, v in l.items() if k != "time_s"} for l in ls]
 check(strip(resumed) == strip(runs["default"]),

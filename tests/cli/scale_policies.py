@@ -6,9 +6,10 @@
                 pattern's, its scale the reference's scale before that step, and its growth and
                 hysteresis trackers the reference's after it (tests/data/golden/
                 scaler_policies.json, written by scripts/golden/scaler_policies.py).
-  resume        a run resumed from a mid-run checkpoint under the same rule continues with the
-                same lines; `resume --set scaler.policy=...` continues under another rule from
-                the checkpoint's scale.
+  resume        a run resumed from a mid-run checkpoint under the same rule (a branch,
+                --run-dir) continues with the same lines and leaves the run as it was;
+                `resume --set scaler.policy=... --rewind` continues under another rule from the
+                checkpoint's scale, in place.
   refusals      a key the rule does not use (not at its default) exits 2 naming the key and the
                 rule, and creates no run directory.
 
@@ -111,19 +112,24 @@ d = os.path.join(WORK, "resume")
 train(case, d, ["checkpoint.every_steps=10", "checkpoint.keep_last=10"])
 whole = [dict(l, time_s=None) for l in lines(d)]
 ck = os.path.join(d, "checkpoints", "step-00000020.json")
-run(["resume", "--checkpoint", ck])
-again = [dict(l, time_s=None) for l in lines(d)]
+# A branch (--run-dir) continues the run elsewhere and leaves it as it is.
+run(["resume", "--checkpoint", ck, "--run-dir", d + "-same"])
+again = [dict(l, time_s=None) for l in lines(d + "-same")]
 check(again == whole, "resume at step 20 under the same rule gives the same lines")
+check([dict(l, time_s=None) for l in lines(d)] == whole, "a branch left its run's lines alone")
 with open(ck) as f:
     saved = json.load(f)["scaler"]
 check(saved.get("policy") == "deepspeed" and "cur_iter" in saved and saved["cur_iter"] == 20,
       f"the checkpoint's scaler holds DeepSpeed's counters: {saved}")
 # The run's hysteresis (2) is a key fairseq does not use: refused, the hint giving its default.
-p = run(["resume", "--checkpoint", ck, "--set", "scaler.policy=fairseq"], expect=2)
+kept = sorted(os.listdir(os.path.join(d, "checkpoints")))
+p = run(["resume", "--checkpoint", ck, "--set", "scaler.policy=fairseq", "--rewind"], expect=2)
 check("scaler.hysteresis" in p.stderr and "give its default (1)" in p.stderr,
       "a switch that leaves a key the new rule does not use: named with its default\n" + p.stderr)
+check(sorted(os.listdir(os.path.join(d, "checkpoints"))) == kept,
+      "a refused resume --rewind changed the checkpoints: " + str(kept))
 run(["resume", "--checkpoint", ck, "--set", "scaler.policy=fairseq", "--set",
-     "scaler.hysteresis=1"])
+     "scaler.hysteresis=1", "--rewind"])
 switched = lines(d)
 check(switched[20]["scale"] == saved["scale"] and len(switched) == len(whole),
       f"resume under fairseq continues from the checkpoint's scale: {switched[20]}")

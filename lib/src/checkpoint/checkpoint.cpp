@@ -836,6 +836,28 @@ fs::path write_checkpoint(const fs::path& run_dir, const CheckpointData& data, i
   return dir / name;
 }
 
+fs::path adopt_checkpoint(const fs::path& run_dir, const fs::path& file, int64_t step) {
+  const fs::path dir = run_dir / "checkpoints";
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw Error{ErrorKind::runtime, "cannot create " + dir.string() + ": " + ec.message()};
+  const std::string name = checkpoint_file_name(step);
+  write_file_atomic(dir / name, read_file(file));
+  write_file_atomic(dir / kLatest, name + "\n");
+  return dir / name;
+}
+
+std::vector<fs::path> checkpoints_after(const fs::path& checkpoints_dir, int64_t step) {
+  std::error_code ec;
+  if (!fs::is_directory(checkpoints_dir, ec)) return {};
+  std::vector<fs::path> out;
+  const std::vector<Candidate> all = list_checkpoints(checkpoints_dir);  // newest first
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->step > step) out.push_back(it->path);
+  }
+  return out;
+}
+
 fs::path find_checkpoint(const fs::path& path) {
   return locate(path, false).path;
 }

@@ -649,11 +649,13 @@ std::string page(const std::string& title, const std::string& meta,
   return s + "</body>\n</html>\n";
 }
 
-std::string render_run(const fs::path& dir) {
+// The run in `dir`: its metrics, grad_amax headroom and summary.json (in `summary`, when
+// `has_summary`); named by its summary's name, else its folder's.
+RunData read_run(const fs::path& dir, json& summary, bool& has_summary) {
   RunData run;
   RunResult result;
   const fs::path summary_file = dir / files::kSummaryFile;
-  const bool has_summary = path_exists(summary_file);
+  has_summary = path_exists(summary_file);
   if (has_summary) result.summary = read_json_file(summary_file, files::kSummaryFile);
   read_metrics(dir / files::kMetricsFile, run);
   amax_headroom(dir, run);
@@ -667,10 +669,37 @@ std::string render_run(const fs::path& dir) {
   result.dir = dir;
   result.status = has_summary ? "ok" : "unfinished";
   run.row = result_row(result);
-  std::vector<RunData> runs{std::move(run)};
+  summary = std::move(result.summary);
+  return run;
+}
+
+std::string render_run(const fs::path& dir) {
+  json sm;
+  bool has_summary = false;
+  std::vector<RunData> runs{read_run(dir, sm, has_summary)};
   const std::string meta = "Run directory " + html_escape(dir.string()) +
                            (has_summary ? "" : " (no summary.json yet: the run is unfinished)");
   return page("ampctl report: " + runs[0].name, meta, runs, has_summary ? &sm : nullptr);
+}
+
+// Several run directories side by side (branches of one run, runs of separate trainings): each
+// named by its directory as given, since branches share their configuration's name.
+std::string render_runs(const std::vector<fs::path>& dirs) {
+  std::vector<RunData> runs;
+  std::string meta = std::to_string(dirs.size()) + " run directories:";
+  for (const fs::path& dir : dirs) {
+    json sm;
+    bool has_summary = false;
+    RunData run = read_run(dir, sm, has_summary);
+    run.name = dir.string();
+    run.row["name"] = run.name;
+    meta += ' ';
+    meta += html_escape(dir.string());
+    if (!has_summary) meta += " (unfinished)";
+    if (&dir != &dirs.back()) meta += ',';
+    runs.push_back(std::move(run));
+  }
+  return page("ampctl report: " + std::to_string(dirs.size()) + " runs", meta, runs, nullptr);
 }
 
 // The recorded run_dir of a run, when it lies inside the sweep folder `dir`: a relative path
@@ -863,7 +892,9 @@ std::string render_scale_page(const ScalePage& pg) {
   return s + "</tbody>\n</table>\n</body>\n</html>\n";
 }
 
-std::string render_report(const fs::path& dir) {
+namespace {
+
+void check_report_dir(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
     throw Error{ErrorKind::input, dir.string() + ": no such directory"};
@@ -872,25 +903,79 @@ std::string render_report(const fs::path& dir) {
     throw Error{ErrorKind::input, dir.string() + ": not a directory",
                 "give a run directory (metrics.jsonl) or a sweep directory (sweep.json)"};
   }
+}
+
+bool is_run_dir(const fs::path& dir) {
+  return path_exists(dir / "metrics.jsonl") || path_exists(dir / "summary.json");
+}
+
+}  // namespace
+
+std::string render_report(const fs::path& dir) {
+  check_report_dir(dir);
   if (path_exists(dir / "sweep.json")) return render_sweep(dir);
-  if (path_exists(dir / "metrics.jsonl") || path_exists(dir / "summary.json"))
-    return render_run(dir);
+  if (is_run_dir(dir)) return render_run(dir);
+  // A folder of runs (the branches of one, say) is several directories to name.
+  std::string runs;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->is_directory(ec) && is_run_dir(it->path())) {
+      runs = dir.string();
+      runs += dir.string().ends_with("/") ? "*" : "/*";
+      break;
+    }
+  }
   throw Error{ErrorKind::input,
               dir.string() +
                   ": neither a run directory (no metrics.jsonl) nor a sweep directory "
-                  "(no sweep.json)"};
+                  "(no sweep.json)",
+              runs.empty() ? std::string()
+                           : "it holds run directories: compare them on one page with 'ampctl "
+                             "report " +
+                                 runs + " --out FILE.html'"};
+}
+
+std::string render_report(const std::vector<fs::path>& dirs) {
+  if (dirs.size() == 1) return render_report(dirs[0]);
+  for (const fs::path& dir : dirs) {
+    check_report_dir(dir);
+    if (!is_run_dir(dir)) {
+      throw Error{
+          ErrorKind::input,
+          dir.string() + ": not a run directory (no metrics.jsonl)" +
+              std::string(path_exists(dir / "sweep.json") ? "; a sweep directory is reported alone"
+                                                          : ""),
+          "several directories are compared as runs: give run directories"};
+    }
+  }
+  return render_runs(dirs);
+}
+
+fs::path write_html_report(const std::vector<fs::path>& dirs, const fs::path& out) {
+  if (dirs.empty()) throw Error{ErrorKind::usage, "report: no directory given"};
+  if (dirs.size() > 1 && out.empty()) {
+    throw Error{ErrorKind::usage,
+                "report: " + std::to_string(dirs.size()) + " directories and no --out",
+                "several runs go on one page that belongs to none of them: give --out FILE.html"};
+  }
+  // Rendered first (an unusable DIR is the first thing to report), then the output is checked:
+  // a command writes only paths it owns (output_file.h).
+  const std::string html = render_report(dirs);
+  const std::string flag = out.empty() ? "the report" : "--out";
+  std::vector<fs::path> inputs;
+  for (const fs::path& dir : dirs) {
+    for (const char* name : {"metrics.jsonl", "summary.json", "sweep.json", "sweep.csv"}) {
+      inputs.push_back(dir / name);
+    }
+  }
+  const fs::path file =
+      checkpoint::checked_output_path(out.empty() ? dirs[0] / "report.html" : out, inputs, flag);
+  checkpoint::write_output_file(file, html, flag);
+  return file;
 }
 
 fs::path write_html_report(const fs::path& dir, const fs::path& out) {
-  // Rendered first (an unusable DIR is the first thing to report), then the output is checked:
-  // a command writes only paths it owns (output_file.h).
-  const std::string html = render_report(dir);
-  const std::string flag = out.empty() ? "the report" : "--out";
-  const fs::path file = checkpoint::checked_output_path(
-      out.empty() ? dir / "report.html" : out,
-      {dir / "metrics.jsonl", dir / "summary.json", dir / "sweep.json", dir / "sweep.csv"}, flag);
-  checkpoint::write_output_file(file, html, flag);
-  return file;
+  return write_html_report(std::vector<fs::path>{dir}, out);
 }
 
 }  // namespace ampctl::sweep

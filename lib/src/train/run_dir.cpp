@@ -9,6 +9,7 @@
 #include <fstream>
 #include <optional>
 
+#include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/run_lock.h"
@@ -19,8 +20,8 @@ namespace {
 
 Error unusable_run_dir(const fs::path& dir, const std::string& why) {
   return Error{ErrorKind::usage, "run directory " + dir.string() + ": " + why,
-               "give a writable directory (train: --run-dir DIR; resume: copy the run directory "
-               "somewhere writable and resume the copy)"};
+               "give a writable directory with --run-dir DIR (for resume: the run continues in "
+               "that new directory, and its own is only read)"};
 }
 
 bool holds_run_files(const fs::path& d) {
@@ -105,30 +106,88 @@ void RunDir::write_input_stats(const std::string& json) const {
   if (!out) throw Error{ErrorKind::runtime, "cannot write " + input_stats_path().string()};
 }
 
-void RunDir::truncate_metrics(int64_t last_step) const {
-  const fs::path path = metrics_path();
+namespace {
+
+// The lines of the metrics file `from` with a step <= last_step, each ending in '\n'; a line that
+// does not parse (the torn end of a killed run's last write) is left out. `dropped` counts the
+// complete lines left out for their step.
+std::string metrics_up_to(const fs::path& from, int64_t last_step, int64_t& dropped) {
   std::string kept;
-  {
-    std::ifstream in(path);
-    std::string line;
-    while (std::getline(in, line)) {
-      // A line that does not parse is the torn end of a killed run's last write.
-      const std::optional<run::MetricsRecord> r = run::read_metrics_line(line);
-      if (!r || !r->step || !r->step_is_integer || *r->step > last_step) continue;
-      kept += line;
-      kept += '\n';
+  std::ifstream in(from);
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::optional<run::MetricsRecord> r = run::read_metrics_line(line);
+    if (!r || !r->step || !r->step_is_integer) continue;
+    if (*r->step > last_step) {
+      ++dropped;
+      continue;
     }
+    kept += line;
+    kept += '\n';
   }
-  const fs::path tmp = m_path / (std::string(run::kMetricsFile) + ".tmp");
+  return kept;
+}
+
+// `path` := `text` through a temporary file renamed over it.
+void replace_file(const fs::path& dir, const fs::path& path, const std::string& text) {
+  const fs::path tmp = dir / (path.filename().string() + ".tmp");
   {
     std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << kept;
+    out << text;
     out.flush();
     if (!out) throw Error{ErrorKind::runtime, "cannot write " + tmp.string()};
   }
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) throw Error{ErrorKind::runtime, "cannot replace " + path.string() + ": " + ec.message()};
+}
+
+}  // namespace
+
+int64_t RunDir::truncate_metrics(int64_t last_step) const {
+  int64_t dropped = 0;
+  const std::string kept = metrics_up_to(metrics_path(), last_step, dropped);
+  replace_file(m_path, metrics_path(), kept);
+  return dropped;
+}
+
+void RunDir::import_history(const fs::path& source, const fs::path& checkpoint_file,
+                            int64_t step) const {
+  std::error_code ec;
+  if (fs::exists(source / run::kMetricsFile, ec)) {
+    int64_t dropped = 0;
+    replace_file(m_path, metrics_path(), metrics_up_to(source / run::kMetricsFile, step, dropped));
+  }
+  for (fs::directory_iterator it(source, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    const bool events = name.starts_with("events.out.tfevents.");
+    if (!events && name != input_stats_path().filename().string()) continue;
+    std::error_code copy;
+    fs::copy_file(it->path(), m_path / name, fs::copy_options::skip_existing, copy);
+    if (copy) {
+      throw Error{ErrorKind::runtime, "cannot copy " + it->path().string() + " into " +
+                                          m_path.string() + ": " + copy.message()};
+    }
+  }
+  if (ec) throw Error{ErrorKind::runtime, "cannot list " + source.string() + ": " + ec.message()};
+  checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
+}
+
+void RunDir::remove_summary() const {
+  std::error_code ec;
+  if (!fs::remove(summary_path(), ec) && ec) {
+    throw Error{ErrorKind::runtime,
+                "cannot remove " + summary_path().string() + ": " + ec.message()};
+  }
+}
+
+void RunDir::remove_checkpoints(const std::vector<fs::path>& files) const {
+  for (const fs::path& file : files) {
+    std::error_code ec;
+    if (!fs::remove(file, ec) && ec) {
+      throw Error{ErrorKind::runtime, "cannot remove " + file.string() + ": " + ec.message()};
+    }
+  }
 }
 
 fs::path choose_run_dir(const config::RunConfig& config, const fs::path& requested) {

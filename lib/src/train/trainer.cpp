@@ -223,7 +223,7 @@ void Trainer::log_start() const {
   }
 }
 
-void Trainer::resume(const checkpoint::CheckpointData& ck) {
+void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& history) {
   if (ck.step > m_cfg.training.max_steps) {
     throw Error{ErrorKind::config,
                 "training.max_steps: " + std::to_string(m_cfg.training.max_steps) +
@@ -235,15 +235,29 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
   // none: they are computed from the data again, as that build did).
   m_saved_input = ck.input;
   m_saved_vocab = ck.vocab;  // a fine-tuned run's text keeps the vocabulary it started from
-  setup();
-  if (is_root()) m_dir->lock();
-  restore(ck);
+  try {
+    setup();
+    if (is_root()) m_dir->lock();
+    restore(ck);
+  } catch (...) {
+    // A branch's new directory that nothing was written to goes again (as a new run's does).
+    if (m_dir) m_dir->remove_if_unused();
+    throw;
+  }
+  int64_t dropped = 0;
   if (is_root()) {
+    if (!history.branch_of.empty()) {
+      m_dir->import_history(history.branch_of, history.checkpoint_file, ck.step);
+    }
+    m_dir->remove_checkpoints(history.rewind);
     m_dir->write_config(config::to_yaml(m_cfg));
     // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
     // the same): a damaged or deleted vocab.json is written again, as sample and export read it.
     if (m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
-    m_dir->truncate_metrics(ck.step);
+    dropped = m_dir->truncate_metrics(ck.step);
+    // summary.json is a finished run's outcome: an extended or rewound run is not finished
+    // until it writes its own (a sweep skips a run folder that holds one).
+    m_dir->remove_summary();
   }
   m_monitor->open_metrics(m_run_dir / files::kMetricsFile, /*append=*/true);
   // metrics.jsonl keeps the steps up to the checkpoint's: so does TensorBoard's view.
@@ -259,6 +273,22 @@ void Trainer::resume(const checkpoint::CheckpointData& ck) {
   if (!is_root()) return;
   spdlog::info("ampctl {}: resuming run '{}' in {} from step {} to {}", AMPCTL_VERSION, m_cfg.name,
                m_run_dir.string(), ck.step, m_cfg.training.max_steps);
+  if (!history.branch_of.empty()) {
+    spdlog::info(
+        "branch of {}: its steps up to {} copied here (metrics, TensorBoard events, the "
+        "checkpoint); {} is left as it is",
+        history.branch_of.string(), ck.step, history.branch_of.string());
+  }
+  if (!history.rewind.empty() || dropped > 0) {
+    std::string removed;
+    for (const fs::path& f : history.rewind) {
+      if (!removed.empty()) removed += ", ";
+      removed += f.filename().string();
+    }
+    spdlog::info("{}dropped {} metrics line{} after step {}{}{}",
+                 history.rewind.empty() ? "" : "rewind: ", dropped, dropped == 1 ? "" : "s",
+                 ck.step, removed.empty() ? "" : " and removed ", removed);
+  }
   spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})",
                m_run->backend->description(), config::to_string(m_cfg.precision),
                m_run->scaler->is_enabled() ? "on" : "off", m_run->scaler->get_scale());

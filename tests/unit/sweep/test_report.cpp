@@ -313,6 +313,54 @@ TEST(Report, WritesDefaultAndExplicitFile) {
   EXPECT_TRUE(fs::exists(out));
 }
 
+// Several run directories on one page: one series and one table row per run, each named by its
+// directory as given (branches share their configuration's name); --out is required, a sweep
+// among them and a folder of runs given as one are refused, the latter with a hint naming DIR/*.
+TEST(Report, SeveralRunDirectoriesShareOnePage) {
+  TempDir tmp;
+  write_run(tmp.path() / "runs" / "base", "quick", 30, {5});
+  write_run(tmp.path() / "runs" / "branch", "quick", 30, {5, 12, 20});
+  const std::vector<fs::path> dirs{tmp.path() / "runs" / "base", tmp.path() / "runs" / "branch"};
+  const std::string html = render_report(dirs);
+  EXPECT_EQ(count(element(html, "<svg id=\"scale\"", "</svg>"), "<polyline"), 2u);
+  EXPECT_EQ(count(html, "<circle class=\"skip\""), 4u);
+  const std::string table = element(html, "<table id=\"runs\"", "</table>");
+  EXPECT_EQ(count(table, "<tr class=\"run"), 2u);
+  EXPECT_NE(table.find(ampctl::sweep::html_escape(dirs[1].string())), std::string::npos);
+  EXPECT_NE(html.find("<title>ampctl report: 2 runs</title>"), std::string::npos);
+
+  try {
+    ampctl::sweep::write_html_report(dirs, {});
+    FAIL() << "several directories without --out were accepted";
+  } catch (const ampctl::Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("no --out"), std::string::npos) << e.what();
+  }
+  const fs::path out = tmp.path() / "both.html";
+  EXPECT_EQ(ampctl::sweep::write_html_report(dirs, out), out);
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(dirs[0] / "report.html"));
+
+  try {
+    render_report(tmp.path() / "runs");
+    FAIL() << "a folder of runs was taken for a run";
+  } catch (const ampctl::Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(e.hint().find("ampctl report " + (tmp.path() / "runs").string() + "/*"),
+              std::string::npos)
+        << e.hint();
+  }
+  write_sweep(tmp.path() / "sweep");
+  try {
+    render_report(std::vector<fs::path>{dirs[0], tmp.path() / "sweep"});
+    FAIL() << "a sweep among several runs was accepted";
+  } catch (const ampctl::Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("a sweep directory is reported alone"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Report, DownsamplesLongSeriesButKeepsEverySkipMarker) {
   std::vector<ampctl::sweep::Point> points;
   for (int i = 0; i < 100000; ++i) points.push_back({i + 1, static_cast<double>(i % 97)});

@@ -101,6 +101,13 @@ std::string checkpoint_file_name(int64_t step);
 std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir,
                                        const CheckpointData& data, int64_t keep_last);
 
+// Copies the checkpoint `file` (its bytes, unchanged) into RUN_DIR/checkpoints under its step's
+// name, atomically, then RUN_DIR/checkpoints/latest naming it: a branch of another run
+// (`ampctl resume --run-dir`) starts from it. Returns the new file's path; Error{runtime} on I/O
+// failure.
+std::filesystem::path adopt_checkpoint(const std::filesystem::path& run_dir,
+                                       const std::filesystem::path& file, int64_t step);
+
 // The checkpoint a user means by `path`:
 //  - a file: itself (read_checkpoint verifies it);
 //  - a run directory (or its checkpoints/ folder): the file checkpoints/latest names if it
@@ -114,6 +121,11 @@ struct LoadedCheckpoint {
   std::filesystem::path path;  // the file actually read
   CheckpointData data;
 };
+
+// The step-*.json files in `checkpoints_dir` whose step is above `step`, lowest step first (a run
+// directory's history after that step: resume refuses to replace it unawares). Not verified.
+std::vector<std::filesystem::path> checkpoints_after(const std::filesystem::path& checkpoints_dir,
+                                                     int64_t step);
 
 // find_checkpoint + parse_checkpoint, reading and verifying the chosen file once.
 LoadedCheckpoint load_checkpoint(const std::filesystem::path& path);

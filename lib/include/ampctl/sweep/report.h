@@ -69,7 +69,7 @@ std::string render_scale_page(const ScalePage& page);
 
 // The page for DIR. Throws Error{input} naming the file for a missing or unreadable
 // metrics.jsonl, a line that is not a JSON object, a summary.json / sweep.json that is not JSON,
-// or a directory that is neither a run nor a sweep.
+// or a directory that is neither a run nor a sweep (the hint names `DIR/*` when it holds runs).
 std::string render_report(const std::filesystem::path& dir);
 
 // Writes render_report(dir) to `out` (default DIR/report.html) atomically and returns the path
@@ -78,5 +78,14 @@ std::string render_report(const std::filesystem::path& dir);
 // file system (checkpoint/output_file.h).
 std::filesystem::path write_html_report(const std::filesystem::path& dir,
                                         const std::filesystem::path& out = {});
+
+// Several run directories on one page (a single one: render_report(dir)): their curves drawn
+// together and one table, each run named by its directory as given. Error{input} for a
+// directory that is not a run (a sweep is reported alone).
+std::string render_report(const std::vector<std::filesystem::path>& dirs);
+// Writes render_report(dirs) to `out`, which several directories need (Error{usage} without
+// it); one directory: as above.
+std::filesystem::path write_html_report(const std::vector<std::filesystem::path>& dirs,
+                                        const std::filesystem::path& out);
 
 }  // namespace ampctl::sweep

@@ -60,8 +60,19 @@ class RunDir {
   std::filesystem::path input_stats_path() const { return m_path / "input.json"; }
   void write_input_stats(const std::string& json) const;
   // Drops the lines of metrics.jsonl with a step > last_step and any torn line (a run that
-  // died after its checkpoint), replacing the file atomically.
-  void truncate_metrics(int64_t last_step) const;
+  // died after its checkpoint, or resume --rewind), replacing the file atomically. Returns the
+  // number of complete lines dropped.
+  int64_t truncate_metrics(int64_t last_step) const;
+  // A branch (resume --run-dir): `source` run directory's history up to `step` becomes this
+  // one's: metrics.jsonl's lines up to `step`, its TensorBoard event files (the resumed writer's
+  // purge step hides their later events, as in the source itself), input.json, and the
+  // checkpoint `checkpoint_file` (byte for byte, as checkpoints/latest). `source` is only read.
+  void import_history(const std::filesystem::path& source,
+                      const std::filesystem::path& checkpoint_file, int64_t step) const;
+  // Removes summary.json, if any (a resumed run writes its own when it ends).
+  void remove_summary() const;
+  // Removes these checkpoint files (resume --rewind: those after its checkpoint).
+  void remove_checkpoints(const std::vector<std::filesystem::path>& files) const;
 
  private:
   std::filesystem::path m_path;

@@ -90,6 +90,18 @@ struct TrainOutcome {
   nlohmann::json summary;  // what summary.json holds
 };
 
+// What a resumed run does with the history around its checkpoint (ampctl resume).
+struct ResumeHistory {
+  // A branch (--run-dir): the run directory `checkpoint_file` lies in, when it is not the
+  // trainer's; its history up to the checkpoint's step is copied into the trainer's run
+  // directory (RunDir::import_history) and is never written.
+  std::filesystem::path branch_of;
+  std::filesystem::path checkpoint_file;
+  // A rewind (--rewind): the run's checkpoints after the checkpoint's step, removed (with the
+  // metrics lines after it) once the checkpoint is restored.
+  std::vector<std::filesystem::path> rewind;
+};
+
 class Trainer {
  public:
   Trainer(const config::RunConfig& config, const std::filesystem::path& run_dir);
@@ -116,8 +128,10 @@ class Trainer {
   // state, scaler state, data cursor, dropout RNG and the summary's accumulators, drops the lines
   // of metrics.jsonl with step > k (a run that died after the checkpoint) and appends from there.
   // The next step is k + 1. Throws Error{input} when the checkpoint does not fit the model or
-  // optimizer (a tensor's name, dtype or shape), Error{config} when max_steps < k.
-  void resume(const checkpoint::CheckpointData& ckpt);
+  // optimizer (a tensor's name, dtype or shape), Error{config} when max_steps < k. `history`
+  // (ampctl resume's --run-dir and --rewind) says what becomes of the run's history once the
+  // checkpoint is restored.
+  void resume(const checkpoint::CheckpointData& ckpt, const ResumeHistory& history = {});
 
   // Flushes the pending metrics and returns the complete training state after the last step
   // run (call between steps).
