@@ -153,6 +153,8 @@ int64_t RunDir::truncate_metrics(int64_t last_step) const {
 
 void RunDir::import_history(const fs::path& source, const fs::path& checkpoint_file,
                             int64_t step) const {
+  // The checkpoint first: a branch killed while copying can still be resumed.
+  checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
   std::error_code ec;
   if (fs::exists(source / run::kMetricsFile, ec)) {
     int64_t dropped = 0;
@@ -170,7 +172,6 @@ void RunDir::import_history(const fs::path& source, const fs::path& checkpoint_f
     }
   }
   if (ec) throw Error{ErrorKind::runtime, "cannot list " + source.string() + ": " + ec.message()};
-  checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
 }
 
 void RunDir::remove_summary() const {
