@@ -22,6 +22,12 @@ namespace ampctl::app {
 // run that fails, each "run NAME: ..." with its hint (validate and sweep, before any run starts).
 void check_sweep_runs(sweep::Sweep& spec);
 
+// The hint for a command line CLI11 refused (`args`: argv without the program name), or "":
+// the command a misspelt one is closest to, the flag a bare path belongs to (train FILE.yaml:
+// --config; resume RUN: --checkpoint), --run-dir for train's --out / --output-dir, the closest
+// option to an unknown one; else, within a command, its --help.
+std::string usage_hint(CLI::App& app, const std::vector<std::string>& args);
+
 struct Command {
   CLI::App* subcommand = nullptr;  // owned by the parent CLI::App
   std::function<int()> run;        // the exit code on success; throws ampctl::Error otherwise

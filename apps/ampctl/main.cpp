@@ -8,6 +8,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/build_info.h"
@@ -152,7 +153,9 @@ int run_command(int argc, char** argv) {
       std::fputs(version_text().c_str(), stdout);
       return 0;
     } catch (const CLI::ParseError& e) {
-      throw ampctl::Error{ampctl::ErrorKind::usage, e.what(), "run 'ampctl --help' for usage"};
+      const std::string hint = ampctl::app::usage_hint(app, {argv + 1, argv + argc});
+      throw ampctl::Error{ampctl::ErrorKind::usage, e.what(),
+                          hint.empty() ? "run 'ampctl --help' for usage" : hint};
     }
     for (const ampctl::app::Command& command : commands) {
       if (command.subcommand->parsed()) return command.run();
