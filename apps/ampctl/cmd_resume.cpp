@@ -137,11 +137,18 @@ void check_branch_dir(const fs::path& target, const fs::path& source) {
                   "--rewind"};
 }
 
-int run_resume(const ResumeOptions& options) {
-  // Before any input is opened (signals.h).
-  train::install_stop_handlers();
-  // Several ranks stop together, at the trainer's agreement: loading gives up on no rank alone.
-  if (dist::process_world_size() > 1) set_stop_deferred(true);
+// What resume continues from, checked: the checkpoint, the configuration in effect, the run
+// directory to write and what becomes of the run's history.
+struct Prepared {
+  std::unique_ptr<RunLock> lock;  // the writer's (rank 0's) lock on the run directory
+  checkpoint::LoadedCheckpoint loaded;
+  config::RunConfig cfg;
+  train::ResumeHistory history;
+  fs::path run_dir;
+};
+
+Prepared prepare(const ResumeOptions& options) {
+  Prepared p;
   for (const std::string& set : options.sets) check_override(set);
   const fs::path source = run_dir_of(options.checkpoint);
   const bool branch = !options.run_dir.empty();
@@ -149,32 +156,70 @@ int run_resume(const ResumeOptions& options) {
   // One writer per run directory, for this process's whole life (run_lock.h); taken before the
   // checkpoint is chosen, so it is the newest one a previous writer left. A branch only reads
   // the run it starts from (which may even be training still); the trainer locks the new one.
-  std::optional<RunLock> lock;
   // Rank 0 is the run's writer: other ranks only read the checkpoint.
-  if (!branch && !source.empty() && dist::process_rank() == 0) lock.emplace(source);
-  checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(options.checkpoint);
-  const config::RunConfig cfg =
-      config::from_json(loaded.data.config, loaded.path.string() + ": config", options.sets);
-  train::ResumeHistory history;
+  if (!branch && !source.empty() && dist::process_rank() == 0) {
+    p.lock = std::make_unique<RunLock>(source);
+  }
+  p.loaded = checkpoint::load_checkpoint(options.checkpoint);
+  p.cfg =
+      config::from_json(p.loaded.data.config, p.loaded.path.string() + ": config", options.sets);
   if (branch) {
-    history.branch_of = source;
-    history.checkpoint_file = loaded.path;
+    p.history.branch_of = source;
+    p.history.checkpoint_file = p.loaded.path;
   } else {
     // The run's checkpoints after this one are its history past it: continuing here would
     // replace that history (the metrics lines and, step by step, those files). Named as a file,
     // an older checkpoint needs --rewind to say so (or --run-dir, to keep both); a run directory
     // resumes its newest complete one, and any later file is one that does not verify.
     std::vector<fs::path> later =
-        checkpoint::checkpoints_after(loaded.path.parent_path(), loaded.data.step);
+        checkpoint::checkpoints_after(p.loaded.path.parent_path(), p.loaded.data.step);
     std::error_code ec;
     const bool named_file = !fs::is_directory(options.checkpoint, ec);
     if (options.rewind) {
-      history.rewind = std::move(later);
+      p.history.rewind = std::move(later);
     } else if (named_file && !later.empty()) {
-      refuse_replacing_history(options.checkpoint, loaded.data.step, later);
+      refuse_replacing_history(options.checkpoint, p.loaded.data.step, later);
     }
   }
-  const fs::path run_dir = branch ? fs::path(options.run_dir) : source;
+  p.run_dir = branch ? fs::path(options.run_dir) : source;
+  return p;
+}
+
+int run_resume(const ResumeOptions& options) {
+  // Before any input is opened (signals.h).
+  train::install_stop_handlers();
+  // Several ranks stop together, at the trainer's agreement: loading gives up on no rank alone.
+  if (dist::process_world_size() > 1) set_stop_deferred(true);
+  // Rank 0 checks the command line, the run directory and the checkpoint first; its verdict goes
+  // to every rank, so a refusal (an override resume does not take, a run with later
+  // checkpoints, a locked or damaged run) is reported once and every rank exits with its code.
+  // The other ranks then read the checkpoint themselves (a failure there is that rank's own).
+  const bool root = dist::process_rank() == 0;
+  Prepared prepared;
+  int status = 0;
+  std::exception_ptr failure;
+  if (root) {
+    try {
+      prepared = prepare(options);
+    } catch (const Error& e) {
+      status = e.exit_code();
+      failure = std::current_exception();
+    }
+  }
+  dist::broadcast_from_root(status);
+  if (failure) {
+    mark_exit_agreed();
+    std::rethrow_exception(failure);
+  }
+  if (status != 0) {
+    mark_exit_agreed();
+    throw SilentExit{status};
+  }
+  if (!root) prepared = prepare(options);
+  const checkpoint::LoadedCheckpoint& loaded = prepared.loaded;
+  const config::RunConfig& cfg = prepared.cfg;
+  const train::ResumeHistory& history = prepared.history;
+  const fs::path& run_dir = prepared.run_dir;
   if (const int signo = dist::process_world_size() == 1 ? train::stop_signal() : 0) {
     std::fprintf(stderr, "stopped by %s before training resumed; nothing was written\n",
                  train::signal_name(signo));

@@ -408,6 +408,20 @@ resume)
   diff <(param_crcs straight) <(param_crcs split) || fail "resumed parameters differ"
   diff <(decisions straight/metrics.jsonl) <(decisions split/metrics.jsonl) ||
     fail "resumed decisions differ"
+  # The step-4 checkpoint is older than the run's newest (8): refused once, by rank 0, every rank
+  # exiting 2 without an abort; on 2 ranks a branch from it (--run-dir) is the straight run again.
+  "${MPI[@]}" -np 2 "$AMPCTL" resume --checkpoint "$DIR/split/checkpoints/step-00000004.json" \
+    >out 2>err
+  rc=$?
+  [ "$rc" = 2 ] || fail "an older checkpoint in place: exit $rc, expected 2: $(cat err)"
+  [ "$(grep -c '^error: ' err)" = 1 ] || fail "expected one error line: $(cat err)"
+  grep -q "later checkpoints (step-00000008.json)" err || fail "the refusal: $(cat err)"
+  if grep -q "MPI_ABORT" err; then fail "an agreed refusal aborted the job: $(cat err)"; fi
+  "${MPI[@]}" -np 2 "$AMPCTL" resume --checkpoint "$DIR/split/checkpoints/step-00000004.json" \
+    --run-dir "$DIR/branch" --set training.max_steps=8 >/dev/null 2>c.err || fail "branch: $(cat c.err)"
+  diff <(param_crcs straight) <(param_crcs branch) || fail "the branch's parameters differ"
+  diff <(decisions straight/metrics.jsonl) <(decisions branch/metrics.jsonl) ||
+    fail "the branch's decisions differ"
   ;;
 kill_rank)
   # SIGKILL to rank 1 mid-run: the job ends within 30 s, non-zero, and says which rank died.
