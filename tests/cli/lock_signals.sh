@@ -309,6 +309,28 @@ else
   fail "SIGHUP: exit $RC, checkpoint step $(latest_step "$W/s3"): $(tail -2 "$W/s3.err")"
 fi
 
+# --- S3b: under nohup (SIGHUP ignored at start) a SIGHUP is ignored, as nohup asks: the run goes
+# on, and SIGTERM still stops it with a checkpoint ---
+nohup "$A" train --config "$S" --set checkpoint.every_steps=0 --run-dir "$W/s3b" \
+  >"$W/s3b.out" 2>"$W/s3b.err" &
+P=$!
+wait_for "$W/s3b/metrics.jsonl" 60
+sleep 0.5
+kill -HUP $P
+sleep 1
+if kill -0 $P 2>/dev/null; then
+  kill -TERM $P
+  wait_exit $P 20
+  if [ $RC = 143 ] && [ -e "$W/s3b/checkpoints/latest" ]; then
+    ok "nohup: SIGHUP ignored, then SIGTERM: exit 143 with checkpoint step $(latest_step "$W/s3b")"
+  else
+    fail "nohup: after an ignored SIGHUP, SIGTERM gave exit $RC: $(tail -2 "$W/s3b.err")"
+  fi
+else
+  wait_exit $P 5
+  fail "nohup: SIGHUP stopped the run (exit $RC): $(tail -2 "$W/s3b.err")"
+fi
+
 # --- S4: SIGUSR1 writes a checkpoint and training goes on ---
 "$A" train --config "$S" --set checkpoint.every_steps=0 --set checkpoint.keep_last=10 \
   --run-dir "$W/s4" >"$W/s4.out" 2>"$W/s4.err" &

@@ -231,7 +231,9 @@ pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs:
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
+    // An ignored SIGHUP (a sweep under nohup) stays ignored in the run, which then keeps it so.
+    struct sigaction hup {};
+    if (sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) signal(SIGHUP, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     // The run's lock passes to the child on the same open file description (run_lock.h).
     fcntl(run_lock_fd, F_SETFD, 0);
@@ -290,7 +292,12 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   }, old_term{}, old_hup{}, old_usr1{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  sigaction(SIGHUP, &sa, &old_hup);  // a closed terminal or session: stop as for SIGTERM
+  // A closed terminal or session: stop as for SIGTERM; unless the sweep was started with SIGHUP
+  // ignored (`nohup ampctl sweep ...`), which it and its runs then keep ignoring.
+  struct sigaction hup_at_start {};
+  const bool hup_handled =
+      sigaction(SIGHUP, nullptr, &hup_at_start) == 0 && hup_at_start.sa_handler != SIG_IGN;
+  if (hup_handled) sigaction(SIGHUP, &sa, &old_hup);
   struct sigaction usr1 {};
   usr1.sa_handler = ampctl_sweep_on_checkpoint_signal;
   sigemptyset(&usr1.sa_mask);
@@ -441,7 +448,7 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
-  sigaction(SIGHUP, &old_hup, nullptr);
+  if (hup_handled) sigaction(SIGHUP, &old_hup, nullptr);
   sigaction(SIGUSR1, &old_usr1, nullptr);
   return result;
 }
