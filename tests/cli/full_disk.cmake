@@ -3,7 +3,8 @@
 # fails with EFBIG as with ENOSPC on a full disk; ampctl ignores SIGXFSZ). The checkpoint of step
 # 30 (about 1.2 MiB) cannot be written: exit 1 with an error naming it, and the checkpoint of
 # step 20 and checkpoints/latest are intact, with no partial file left. Resuming again with room
-# on the disk finishes the run.
+# on the disk finishes the run. A branch (resume --run-dir) that cannot copy its checkpoint
+# leaves no directory behind, and runs once there is room.
 find_program(PRLIMIT prlimit)
 if(NOT PRLIMIT)
   message("[SKIPPED] prlimit (util-linux) is not installed: no way to limit the file size")
@@ -47,4 +48,21 @@ file(READ ${dir}/checkpoints/latest latest)
 if(NOT rc EQUAL 0 OR NOT latest STREQUAL "step-00000030.json\n")
   message(FATAL_ERROR "resume with room: exit ${rc}, latest ${latest}:\n${err}")
 endif()
-file(REMOVE_RECURSE ${dir})
+
+# A branch (resume --run-dir) that cannot copy the checkpoint into its new directory: exit 1
+# naming the file, and the directory is gone again, so the same command runs once there is room.
+set(branch ${WORK}/full-disk-branch)
+file(REMOVE_RECURSE ${branch})
+execute_process(COMMAND ${PRLIMIT} --fsize=262144 -- ${AMPCTL} resume --checkpoint
+                ${dir}/checkpoints/step-00000020.json --run-dir ${branch}
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "step-00000020\\.json.*File too large" OR EXISTS ${branch})
+  message(FATAL_ERROR "a branch on a full disk: expected exit 1 naming the checkpoint and no "
+                      "directory left, got ${rc}:\n${err}")
+endif()
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${dir}/checkpoints/step-00000020.json
+                --run-dir ${branch} RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${branch}/checkpoints/step-00000020.json)
+  message(FATAL_ERROR "the branch with room: exit ${rc}:\n${err}")
+endif()
+file(REMOVE_RECURSE ${dir} ${branch})

@@ -131,15 +131,22 @@ std::string metrics_up_to(const fs::path& from, int64_t last_step, int64_t& drop
 // `path` := `text` through a temporary file renamed over it.
 void replace_file(const fs::path& dir, const fs::path& path, const std::string& text) {
   const fs::path tmp = dir / (path.filename().string() + ".tmp");
+  std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
     out << text;
     out.flush();
-    if (!out) throw Error{ErrorKind::runtime, "cannot write " + tmp.string()};
+    if (!out) {
+      fs::remove(tmp, ec);
+      throw Error{ErrorKind::runtime, "cannot write " + tmp.string()};
+    }
   }
-  std::error_code ec;
   fs::rename(tmp, path, ec);
-  if (ec) throw Error{ErrorKind::runtime, "cannot replace " + path.string() + ": " + ec.message()};
+  if (ec) {
+    std::error_code rm;
+    fs::remove(tmp, rm);
+    throw Error{ErrorKind::runtime, "cannot replace " + path.string() + ": " + ec.message()};
+  }
 }
 
 }  // namespace
@@ -153,25 +160,44 @@ int64_t RunDir::truncate_metrics(int64_t last_step) const {
 
 void RunDir::import_history(const fs::path& source, const fs::path& checkpoint_file,
                             int64_t step) const {
-  // The checkpoint first: a branch killed while copying can still be resumed.
-  checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
+  // What this call creates, removed again when it fails (a full disk): the branch is then as it
+  // was, a directory that holds no run, and the same command can be run again.
+  std::vector<fs::path> created;
   std::error_code ec;
-  if (fs::exists(source / run::kMetricsFile, ec)) {
-    int64_t dropped = 0;
-    replace_file(m_path, metrics_path(), metrics_up_to(source / run::kMetricsFile, step, dropped));
-  }
-  for (fs::directory_iterator it(source, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const bool events = name.starts_with("events.out.tfevents.");
-    if (!events && name != input_stats_path().filename().string()) continue;
-    std::error_code copy;
-    fs::copy_file(it->path(), m_path / name, fs::copy_options::skip_existing, copy);
-    if (copy) {
-      throw Error{ErrorKind::runtime, "cannot copy " + it->path().string() + " into " +
-                                          m_path.string() + ": " + copy.message()};
+  const auto add = [&](const fs::path& p) {
+    if (!fs::exists(p, ec)) created.push_back(p);
+  };
+  try {
+    // The checkpoint first: a branch killed while copying can still be resumed.
+    add(m_path / "checkpoints");
+    add(m_path / "checkpoints" / checkpoint::checkpoint_file_name(step));
+    add(m_path / "checkpoints" / "latest");
+    checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
+    if (fs::exists(source / run::kMetricsFile, ec)) {
+      int64_t dropped = 0;
+      add(metrics_path());
+      replace_file(m_path, metrics_path(),
+                   metrics_up_to(source / run::kMetricsFile, step, dropped));
     }
+    for (fs::directory_iterator it(source, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const bool events = name.starts_with("events.out.tfevents.");
+      if (!events && name != input_stats_path().filename().string()) continue;
+      std::error_code copy;
+      add(m_path / name);
+      fs::copy_file(it->path(), m_path / name, fs::copy_options::skip_existing, copy);
+      if (copy) {
+        throw Error{ErrorKind::runtime, "cannot copy " + it->path().string() + " into " +
+                                            m_path.string() + ": " + copy.message()};
+      }
+    }
+    if (ec) {
+      throw Error{ErrorKind::runtime, "cannot list " + source.string() + ": " + ec.message()};
+    }
+  } catch (...) {
+    for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);
+    throw;
   }
-  if (ec) throw Error{ErrorKind::runtime, "cannot list " + source.string() + ": " + ec.message()};
 }
 
 void RunDir::remove_summary() const {

@@ -239,6 +239,9 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
     setup();
     if (is_root()) m_dir->lock();
     restore(ck);
+    if (is_root() && !history.branch_of.empty()) {
+      m_dir->import_history(history.branch_of, history.checkpoint_file, ck.step);
+    }
   } catch (...) {
     // A branch's new directory that nothing was written to goes again (as a new run's does).
     if (m_dir) m_dir->remove_if_unused();
@@ -246,9 +249,6 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
   }
   int64_t dropped = 0;
   if (is_root()) {
-    if (!history.branch_of.empty()) {
-      m_dir->import_history(history.branch_of, history.checkpoint_file, ck.step);
-    }
     m_dir->remove_checkpoints(history.rewind);
     m_dir->write_config(config::to_yaml(m_cfg));
     // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
