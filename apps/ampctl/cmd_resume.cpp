@@ -77,8 +77,9 @@ void check_override(const std::string& set) {
 
 // The run directory that holds `given` (a checkpoint file, a run directory or its checkpoints/
 // folder): resume writes config.yaml and metrics.jsonl there, so it must be one. A checkpoint
-// anywhere else (a download, a copy) is refused rather than have its grandparent taken for a run.
-fs::path run_dir_of(const fs::path& given) {
+// anywhere else (a download, a copy) is refused rather than have its grandparent taken for a run;
+// a branch (`branch`), which only reads it, takes it with no run around it (returns "").
+fs::path run_dir_of(const fs::path& given, bool branch) {
   std::error_code ec;
   const fs::file_status st = fs::status(given, ec);
   if (!fs::exists(st)) return {};  // load_checkpoint reports it
@@ -96,12 +97,14 @@ fs::path run_dir_of(const fs::path& given) {
   } else if (path.parent_path().filename() == "checkpoints") {
     return as_given(path.parent_path().parent_path());
   }
+  if (branch) return {};
   throw Error{ErrorKind::usage,
               "--checkpoint " + given.string() +
                   ": not inside a run directory's checkpoints/ folder (resume continues the run "
                   "that holds the checkpoint and writes its config.yaml and metrics.jsonl)",
-              "copy it into a run directory first: mkdir -p RUN/checkpoints && cp " +
-                  given.string() + " RUN/checkpoints/ && ampctl resume --checkpoint RUN"};
+              "continue it in a new run directory, which only reads it: ampctl resume "
+              "--checkpoint " +
+                  given.string() + " --run-dir NEW_DIR"};
 }
 
 // A branch's directory: new (or holding no run), and not the run it starts from.
@@ -150,8 +153,8 @@ struct Prepared {
 Prepared prepare(const ResumeOptions& options) {
   Prepared p;
   for (const std::string& set : options.sets) check_override(set);
-  const fs::path source = run_dir_of(options.checkpoint);
   const bool branch = !options.run_dir.empty();
+  const fs::path source = run_dir_of(options.checkpoint, branch);
   if (branch) check_branch_dir(options.run_dir, source);
   // One writer per run directory, for this process's whole life (run_lock.h); taken before the
   // checkpoint is chosen, so it is the newest one a previous writer left. A branch only reads
@@ -164,7 +167,7 @@ Prepared prepare(const ResumeOptions& options) {
   p.cfg =
       config::from_json(p.loaded.data.config, p.loaded.path.string() + ": config", options.sets);
   if (branch) {
-    p.history.branch_of = source;
+    p.history.branch_of = source;  // "" for a checkpoint outside a run
     p.history.checkpoint_file = p.loaded.path;
   } else {
     // The run's checkpoints after this one are its history past it: continuing here would

@@ -12,8 +12,8 @@
 #     stale runs (the base config changed), and retrains a stale run once its folder is removed;
 #   * train refuses a --config that is its run directory's config.yaml (directly, by a symlink,
 #     by another spelling of the path);
-#   * resume refuses a checkpoint outside a run directory's checkpoints/ (a file, a folder) and
-#     resumes one copied into a new run's checkpoints/;
+#   * resume refuses a checkpoint outside a run directory's checkpoints/ (a file, a folder),
+#     resumes one copied into a new run's checkpoints/, and branches from one with --run-dir;
 #   * sweep refuses an --out it cannot create (exit 2 with the reason);
 #   * lock_signals.sh (beside this file): a second writer of a run directory (train, train
 #     without --run-dir, resume, a resume of a sweep's run, a sweep of a run resumed by hand) is
@@ -287,7 +287,7 @@ foreach(given downloads/model.json downloads)
   execute_process(COMMAND ${AMPCTL} resume --checkpoint ${base}/somewhere/${given}
                   --set training.max_steps=25 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
   expect_exit("resume --checkpoint somewhere/${given}" "${rc}" "${err}" 2
-         "not inside a run directory's checkpoints/ folder.*hint: copy it into a run")
+         "not inside a run directory's checkpoints/ folder.*hint: continue it in a new run directory.*--run-dir NEW_DIR")
 endforeach()
 file(READ ${base}/somewhere/config.yaml a)
 file(READ ${base}/somewhere/metrics.jsonl b)
@@ -300,6 +300,19 @@ file(COPY ${base}/somewhere/downloads/model.json DESTINATION ${base}/fresh/check
 execute_process(COMMAND ${AMPCTL} resume --checkpoint ${base}/fresh/checkpoints/model.json
                 --set training.max_steps=25 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
 expect_exit("resume from a copy in a new run's checkpoints/" "${rc}" "${err}" 0 ".*")
+# A branch only reads the checkpoint: one outside a run continues in the new directory, and the
+# files beside it stay the user's.
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${base}/somewhere/downloads/model.json
+                --run-dir ${base}/from-download --set training.max_steps=25
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+expect_exit("resume --run-dir from a downloaded checkpoint" "${rc}" "${err}" 0 ".*")
+file(READ ${base}/somewhere/config.yaml a)
+file(READ ${base}/somewhere/metrics.jsonl b)
+if(NOT a STREQUAL "# the user's config\n" OR NOT b STREQUAL "the user's file\n"
+   OR NOT EXISTS ${base}/from-download/checkpoints/step-00000020.json
+   OR NOT EXISTS ${base}/from-download/checkpoints/step-00000025.json)
+  message(SEND_ERROR "a branch from a downloaded checkpoint wrote beside it, or did not run")
+endif()
 
 # --- locks and signals: processes in the background ---
 execute_process(COMMAND bash ${CMAKE_CURRENT_LIST_DIR}/lock_signals.sh ${AMPCTL} ${base}

@@ -173,13 +173,16 @@ void RunDir::import_history(const fs::path& source, const fs::path& checkpoint_f
     add(m_path / "checkpoints" / checkpoint::checkpoint_file_name(step));
     add(m_path / "checkpoints" / "latest");
     checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
-    if (fs::exists(source / run::kMetricsFile, ec)) {
+    if (!source.empty() && fs::exists(source / run::kMetricsFile, ec)) {
       int64_t dropped = 0;
       add(metrics_path());
       replace_file(m_path, metrics_path(),
                    metrics_up_to(source / run::kMetricsFile, step, dropped));
     }
-    for (fs::directory_iterator it(source, ec), end; !ec && it != end; it.increment(ec)) {
+    for (fs::directory_iterator it = source.empty() ? fs::directory_iterator{}
+                                                    : fs::directory_iterator(source, ec),
+                                end;
+         !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
       const bool events = name.starts_with("events.out.tfevents.");
       if (!events && name != input_stats_path().filename().string()) continue;

@@ -239,7 +239,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
     setup();
     if (is_root()) m_dir->lock();
     restore(ck);
-    if (is_root() && !history.branch_of.empty()) {
+    if (is_root() && !history.checkpoint_file.empty()) {
       m_dir->import_history(history.branch_of, history.checkpoint_file, ck.step);
     }
   } catch (...) {
@@ -254,6 +254,11 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
     // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
     // the same): a damaged or deleted vocab.json is written again, as sample and export read it.
     if (m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
+    // So are the input statistics the checkpoint holds (a branch from a checkpoint outside a
+    // run has no input.json to copy).
+    if (m_run->data.normalization) {
+      m_dir->write_input_stats(input_to_json(*m_run->data.normalization).dump());
+    }
     dropped = m_dir->truncate_metrics(ck.step);
     // summary.json is a finished run's outcome: an extended or rewound run is not finished
     // until it writes its own (a sweep skips a run folder that holds one).
@@ -278,6 +283,9 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
         "branch of {}: its steps up to {} copied here (metrics, TensorBoard events, the "
         "checkpoint); {} is left as it is",
         history.branch_of.string(), ck.step, history.branch_of.string());
+  } else if (!history.checkpoint_file.empty()) {
+    spdlog::info("a new run from {} (copied into checkpoints/; no run history around it)",
+                 history.checkpoint_file.string());
   }
   if (!history.rewind.empty() || dropped > 0) {
     std::string removed;

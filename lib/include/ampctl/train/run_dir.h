@@ -66,7 +66,8 @@ class RunDir {
   // A branch (resume --run-dir): `source` run directory's history up to `step` becomes this
   // one's: metrics.jsonl's lines up to `step`, its TensorBoard event files (the resumed writer's
   // purge step hides their later events, as in the source itself), input.json, and the
-  // checkpoint `checkpoint_file` (byte for byte, as checkpoints/latest). `source` is only read.
+  // checkpoint `checkpoint_file` (byte for byte, as checkpoints/latest). `source` is only read;
+  // "" (a checkpoint outside a run): only the checkpoint. On failure what it created is removed.
   void import_history(const std::filesystem::path& source,
                       const std::filesystem::path& checkpoint_file, int64_t step) const;
   // Removes summary.json, if any (a resumed run writes its own when it ends).

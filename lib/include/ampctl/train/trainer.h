@@ -92,9 +92,10 @@ struct TrainOutcome {
 
 // What a resumed run does with the history around its checkpoint (ampctl resume).
 struct ResumeHistory {
-  // A branch (--run-dir): the run directory `checkpoint_file` lies in, when it is not the
-  // trainer's; its history up to the checkpoint's step is copied into the trainer's run
-  // directory (RunDir::import_history) and is never written.
+  // A branch (--run-dir), when `checkpoint_file` is set: the checkpoint is copied into the
+  // trainer's (new) run directory, with the history up to its step of the run directory
+  // `branch_of` it lies in (RunDir::import_history; "" for a checkpoint outside a run), which is
+  // never written.
   std::filesystem::path branch_of;
   std::filesystem::path checkpoint_file;
   // A rewind (--rewind): the run's checkpoints after the checkpoint's step, removed (with the
