@@ -199,25 +199,7 @@ int run_resume(const ResumeOptions& options) {
   // The other ranks then read the checkpoint themselves (a failure there is that rank's own).
   const bool root = dist::process_rank() == 0;
   Prepared prepared;
-  int status = 0;
-  std::exception_ptr failure;
-  if (root) {
-    try {
-      prepared = prepare(options);
-    } catch (const Error& e) {
-      status = e.exit_code();
-      failure = std::current_exception();
-    }
-  }
-  dist::broadcast_from_root(status);
-  if (failure) {
-    mark_exit_agreed();
-    std::rethrow_exception(failure);
-  }
-  if (status != 0) {
-    mark_exit_agreed();
-    throw SilentExit{status};
-  }
+  root_decides([&] { prepared = prepare(options); });
   if (!root) prepared = prepare(options);
   const checkpoint::LoadedCheckpoint& loaded = prepared.loaded;
   const config::RunConfig& cfg = prepared.cfg;

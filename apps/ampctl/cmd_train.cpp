@@ -94,28 +94,12 @@ int run_train(const TrainOptions& options) {
   const bool root = dist::process_rank() == 0;
   config::RunConfig resolved;
   std::filesystem::path dir;
-  int status = 0;
-  std::exception_ptr failure;
-  if (root) {
-    try {
-      resolved = config::load_config(options.config, overrides_of(options));
-      if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
-      dir = train::choose_run_dir(resolved, options.run_dir);
-      refuse_config_in_run_dir(options.config, dir);
-    } catch (const Error& e) {
-      status = e.exit_code();
-      failure = std::current_exception();
-    }
-  }
-  dist::broadcast_from_root(status);
-  if (failure) {
-    mark_exit_agreed();
-    std::rethrow_exception(failure);
-  }
-  if (status != 0) {
-    mark_exit_agreed();
-    throw SilentExit{status};
-  }
+  root_decides([&] {
+    resolved = config::load_config(options.config, overrides_of(options));
+    if (options.print_config) std::fputs(config::to_yaml(resolved).c_str(), stdout);
+    dir = train::choose_run_dir(resolved, options.run_dir);
+    refuse_config_in_run_dir(options.config, dir);
+  });
   std::string dir_text = dir.string();
   dist::broadcast_from_root(dir_text);
   if (!root) {

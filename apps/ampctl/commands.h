@@ -45,6 +45,10 @@ bool exit_is_agreed();
 struct SilentExit {
   int code;
 };
+// Runs `check` on rank 0 alone and gives its verdict to every rank: an ampctl::Error it throws
+// is rethrown on rank 0 and every other rank throws SilentExit with its exit code, all marked
+// agreed (printed once, no abort). One process: just `check()`.
+void root_decides(const std::function<void()>& check);
 
 // `--set KEY=VALUE`, repeatable, one KEY=VALUE per flag, kept in command-line order (later ones
 // win). The values are checked by the config module (config::parse_override), not here.

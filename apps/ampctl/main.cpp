@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,27 @@ void mark_exit_agreed() {
 }
 bool exit_is_agreed() {
   return g_exit_agreed;
+}
+void root_decides(const std::function<void()>& check) {
+  int status = 0;
+  std::exception_ptr failure;
+  if (dist::process_rank() == 0) {
+    try {
+      check();
+    } catch (const Error& e) {
+      status = e.exit_code();
+      failure = std::current_exception();
+    }
+  }
+  dist::broadcast_from_root(status);
+  if (failure) {
+    mark_exit_agreed();
+    std::rethrow_exception(failure);
+  }
+  if (status != 0) {
+    mark_exit_agreed();
+    throw SilentExit{status};
+  }
 }
 }  // namespace ampctl::app
 
