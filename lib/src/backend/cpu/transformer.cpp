@@ -9,8 +9,9 @@
 //     positions) into fixed ranges, so no element's summation order depends on the thread count.
 //     Vocabulary rows of tokens absent from the batch are left untouched (not even + 0).
 //   * gemm_batched: each matrix of the batch on the packed kernels of cpu_gemm.cpp, run whole on
-//     one thread (its own engine, a workerless pool), the pool's threads claiming matrices (or,
-//     with fewer matrices than threads, each split over the pool as gemm splits it); the packed
+//     one thread (an engine per contiguous chunk of the batch, a workerless pool; run_chunked),
+//     the pool's threads claiming chunks (or, with fewer matrices than threads, each split over
+//     the pool as gemm splits it); the packed
 //     kernels never split k, so each output has the same bits as gemm would give it.
 //     Without AVX-512, OpenBLAS's sgemm per matrix on widened copies, as gemm does.
 //   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements), the (b, h)
@@ -61,6 +62,23 @@ namespace {
 template <typename T>
 float round_as(float v) {
   return to_f32(from_f32<T>(v));
+}
+
+// fn(i, engine, thread) for every i in [0, count), over the pool: the range is cut into one
+// contiguous chunk per thread and chunk c works on engine c, whichever thread runs it. So every
+// engine a call needs works in every call and its grow-only workspace is sized by the first one:
+// a steady-state step allocates nothing. (With the engine of the thread that claims a matrix, a
+// thread that stayed idle through the first steps, as one may on a loaded machine, allocated
+// when it first took one.) Each matrix is computed whole by one engine, which only lends it
+// workspace, so the results do not depend on the cut.
+template <typename F>
+void run_chunked(ThreadPool& pool, int64_t count, F&& fn) {
+  const int64_t chunks = std::min<int64_t>(pool.threads(), count);
+  pool.run(chunks, [&](int64_t c, int thread) {
+    for (int64_t i = count * c / chunks; i < count * (c + 1) / chunks; ++i) {
+      fn(i, static_cast<size_t>(c), thread);
+    }
+  });
 }
 
 }  // namespace
@@ -199,12 +217,11 @@ void CpuBackend::gemm_batched_packed(const GemmBatchedDims& d, const Tensor& a, 
     if (m_batch_gemm.size() < static_cast<size_t>(m_pool->threads())) {
       m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
     }
-    m_pool->run(d.batch, [&](int64_t i, int thread) {
+    run_chunked(*m_pool, d.batch, [&](int64_t i, size_t engine, int) {
       GemmOperand ga{}, gb{};
       GemmOutput gc{};
       operands(i, ga, gb, gc);
-      if (!m_batch_gemm[static_cast<size_t>(thread)].run(m, n, k, ga, gb, gc, *m_serial_pool,
-                                                         m_bf16_dot)) {
+      if (!m_batch_gemm[engine].run(m, n, k, ga, gb, gc, *m_serial_pool, m_bf16_dot)) {
         declined = true;
       }
     });
@@ -428,9 +445,8 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
   if (m_ws_e.size() < threads * ws) m_ws_e.resize(threads * ws);
   if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
   std::atomic<bool> declined{false};
-  m_pool->run(d.count, [&](int64_t i, int thread) {
-    const auto product = head_product(m_batch_gemm[static_cast<size_t>(thread)], *m_serial_pool,
-                                      m_bf16_dot, declined);
+  run_chunked(*m_pool, d.count, [&](int64_t i, size_t engine, int thread) {
+    const auto product = head_product(m_batch_gemm[engine], *m_serial_pool, m_bf16_dot, declined);
     void* scores = head_at_mut(buffers.scratch_lowp, i, tt);
     // scores := q k^T (gemm_batched(q, false, k, true, scores)).
     product(T, T, hs, GemmOperand{head_at(q, i, T * hs), dt, hs, false},
@@ -474,9 +490,8 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
   const size_t threads = static_cast<size_t>(m_pool->threads());
   if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
   std::atomic<bool> declined{false};
-  m_pool->run(d.count, [&](int64_t i, int thread) {
-    const auto product = head_product(m_batch_gemm[static_cast<size_t>(thread)], *m_serial_pool,
-                                      m_bf16_dot, declined);
+  run_chunked(*m_pool, d.count, [&](int64_t i, size_t engine, int) {
+    const auto product = head_product(m_batch_gemm[engine], *m_serial_pool, m_bf16_dot, declined);
     const GemmOperand q_i{head_at(q, i, T * hs), dt, hs, false};
     const GemmOperand k_i{head_at(k, i, T * hs), dt, hs, false};
     const GemmOperand dy_i{head_at(dy, i, T * hs), dt, hs, false};
