@@ -12,15 +12,10 @@ namespace ampctl::app {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The flag a bare word belongs to on `command`: --config for a YAML file, --checkpoint for a
 // checkpoint or run directory; "" when the command takes positionals or neither fits.
 std::string flag_for_word(const std::string& command, const std::string& word) {
-  const bool yaml = ends_with(word, ".yaml") || ends_with(word, ".yml");
+  const bool yaml = word.ends_with(".yaml") || word.ends_with(".yml");
   if (yaml && (command == "train" || command == "validate" || command == "sweep")) {
     return "--config";
   }

@@ -1,5 +1,7 @@
 #include "ampctl/core/interrupt.h"
 
+#include <signal.h>
+
 #include <csignal>
 #include <string>
 
@@ -49,6 +51,11 @@ void check_stop(const char* what) {
   throw Error{ErrorKind::interrupted, std::string("stopped by ") + stop_signal_name(signo) +
                                           " while " + what +
                                           "; nothing was trained, no checkpoint written"};
+}
+
+bool signal_is_ignored(int signo) {
+  struct sigaction current {};
+  return sigaction(signo, nullptr, &current) == 0 && current.sa_handler == SIG_IGN;
 }
 
 }  // namespace ampctl

@@ -22,6 +22,7 @@
 
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/interrupt.h"
 #include "ampctl/core/run_lock.h"
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
@@ -232,8 +233,7 @@ pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs:
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     // An ignored SIGHUP (a sweep under nohup) stays ignored in the run, which then keeps it so.
-    struct sigaction hup {};
-    if (sigaction(SIGHUP, nullptr, &hup) != 0 || hup.sa_handler != SIG_IGN) signal(SIGHUP, SIG_DFL);
+    if (!signal_is_ignored(SIGHUP)) signal(SIGHUP, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     // The run's lock passes to the child on the same open file description (run_lock.h).
     fcntl(run_lock_fd, F_SETFD, 0);
@@ -294,9 +294,7 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   sigaction(SIGTERM, &sa, &old_term);
   // A closed terminal or session: stop as for SIGTERM; unless the sweep was started with SIGHUP
   // ignored (`nohup ampctl sweep ...`), which it and its runs then keep ignoring.
-  struct sigaction hup_at_start {};
-  const bool hup_handled =
-      sigaction(SIGHUP, nullptr, &hup_at_start) == 0 && hup_at_start.sa_handler != SIG_IGN;
+  const bool hup_handled = !signal_is_ignored(SIGHUP);
   if (hup_handled) sigaction(SIGHUP, &sa, &old_hup);
   struct sigaction usr1 {};
   usr1.sa_handler = ampctl_sweep_on_checkpoint_signal;

@@ -128,9 +128,10 @@ std::string metrics_up_to(const fs::path& from, int64_t last_step, int64_t& drop
   return kept;
 }
 
-// `path` := `text` through a temporary file renamed over it.
-void replace_file(const fs::path& dir, const fs::path& path, const std::string& text) {
-  const fs::path tmp = dir / (path.filename().string() + ".tmp");
+// `path` := `text` through the temporary file PATH.tmp (metrics.jsonl.tmp: a name the sweep's
+// cleanup and the owned-output rules know) renamed over it.
+void replace_file(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
   std::error_code ec;
   {
     std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
@@ -153,8 +154,7 @@ void replace_file(const fs::path& dir, const fs::path& path, const std::string& 
 
 int64_t RunDir::truncate_metrics(int64_t last_step) const {
   int64_t dropped = 0;
-  const std::string kept = metrics_up_to(metrics_path(), last_step, dropped);
-  replace_file(m_path, metrics_path(), kept);
+  replace_file(metrics_path(), metrics_up_to(metrics_path(), last_step, dropped));
   return dropped;
 }
 
@@ -173,29 +173,27 @@ void RunDir::import_history(const fs::path& source, const fs::path& checkpoint_f
     add(m_path / "checkpoints" / checkpoint::checkpoint_file_name(step));
     add(m_path / "checkpoints" / "latest");
     checkpoint::adopt_checkpoint(m_path, checkpoint_file, step);
-    if (!source.empty() && fs::exists(source / run::kMetricsFile, ec)) {
-      int64_t dropped = 0;
-      add(metrics_path());
-      replace_file(m_path, metrics_path(),
-                   metrics_up_to(source / run::kMetricsFile, step, dropped));
-    }
-    for (fs::directory_iterator it = source.empty() ? fs::directory_iterator{}
-                                                    : fs::directory_iterator(source, ec),
-                                end;
-         !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      const bool events = name.starts_with("events.out.tfevents.");
-      if (!events && name != input_stats_path().filename().string()) continue;
-      std::error_code copy;
-      add(m_path / name);
-      fs::copy_file(it->path(), m_path / name, fs::copy_options::skip_existing, copy);
-      if (copy) {
-        throw Error{ErrorKind::runtime, "cannot copy " + it->path().string() + " into " +
-                                            m_path.string() + ": " + copy.message()};
+    // (input.json and vocab.json are written from the checkpoint by resume itself.)
+    if (!source.empty()) {
+      if (fs::exists(source / run::kMetricsFile, ec)) {
+        int64_t dropped = 0;
+        add(metrics_path());
+        replace_file(metrics_path(), metrics_up_to(source / run::kMetricsFile, step, dropped));
       }
-    }
-    if (ec) {
-      throw Error{ErrorKind::runtime, "cannot list " + source.string() + ": " + ec.message()};
+      for (fs::directory_iterator it(source, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (!name.starts_with("events.out.tfevents.")) continue;
+        std::error_code copy;
+        add(m_path / name);
+        fs::copy_file(it->path(), m_path / name, fs::copy_options::skip_existing, copy);
+        if (copy) {
+          throw Error{ErrorKind::runtime, "cannot copy " + it->path().string() + " into " +
+                                              m_path.string() + ": " + copy.message()};
+        }
+      }
+      if (ec) {
+        throw Error{ErrorKind::runtime, "cannot list " + source.string() + ": " + ec.message()};
+      }
     }
   } catch (...) {
     for (auto it = created.rbegin(); it != created.rend(); ++it) fs::remove(*it, ec);

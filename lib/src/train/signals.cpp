@@ -30,15 +30,6 @@ extern "C" void on_checkpoint_signal(int) {
 
 }  // namespace
 
-bool sighup_ignored_at_start() {
-  // Read once, before any handler of ours replaces the disposition the process started with.
-  static const bool ignored = [] {
-    struct sigaction old {};
-    return sigaction(SIGHUP, nullptr, &old) == 0 && old.sa_handler == SIG_IGN;
-  }();
-  return ignored;
-}
-
 void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -47,9 +38,8 @@ void install_stop_handlers() {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   // Started with SIGHUP ignored (`nohup ampctl train ...`): a hang-up is what the user asked to
-  // survive, so it stays ignored (and the first call's answer stands: the handler installed
-  // here is not SIG_IGN).
-  if (!sighup_ignored_at_start()) sigaction(SIGHUP, &sa, nullptr);
+  // survive, so it stays ignored (this handler is never SIG_IGN, so a second call asks the same).
+  if (!signal_is_ignored(SIGHUP)) sigaction(SIGHUP, &sa, nullptr);
   sigaction(SIGQUIT, &sa, nullptr);
   struct sigaction usr1 {};
   usr1.sa_handler = on_checkpoint_signal;

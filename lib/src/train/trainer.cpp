@@ -254,8 +254,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
     // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
     // the same): a damaged or deleted vocab.json is written again, as sample and export read it.
     if (m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
-    // So are the input statistics the checkpoint holds (a branch from a checkpoint outside a
-    // run has no input.json to copy).
+    // So are the input statistics the checkpoint holds (a branch's input.json comes from here).
     if (m_run->data.normalization) {
       m_dir->write_input_stats(input_to_json(*m_run->data.normalization).dump());
     }

@@ -21,5 +21,9 @@ void check_stop(const char* what);
 // With `deferred`, check_stop never throws: the caller agrees on the stop itself (several ranks
 // of a data-parallel job, which must all stop at one point, whichever received the signal).
 void set_stop_deferred(bool deferred);
+// Whether `signo`'s disposition is SIG_IGN: one inherited at start (`nohup` ignores SIGHUP) is
+// kept by whoever would catch the signal. Async-signal-safe (one sigaction call), so a child
+// may ask between fork and exec.
+bool signal_is_ignored(int signo);
 
 }  // namespace ampctl

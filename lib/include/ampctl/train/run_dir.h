@@ -65,8 +65,8 @@ class RunDir {
   int64_t truncate_metrics(int64_t last_step) const;
   // A branch (resume --run-dir): `source` run directory's history up to `step` becomes this
   // one's: metrics.jsonl's lines up to `step`, its TensorBoard event files (the resumed writer's
-  // purge step hides their later events, as in the source itself), input.json, and the
-  // checkpoint `checkpoint_file` (byte for byte, as checkpoints/latest). `source` is only read;
+  // purge step hides their later events, as in the source itself) and the checkpoint
+  // `checkpoint_file` (byte for byte, as checkpoints/latest). `source` is only read;
   // "" (a checkpoint outside a run): only the checkpoint. On failure what it created is removed.
   void import_history(const std::filesystem::path& source,
                       const std::filesystem::path& checkpoint_file, int64_t step) const;

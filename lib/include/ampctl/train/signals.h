@@ -11,7 +11,7 @@
 // process dies at once (the atomic checkpoint writer leaves `latest` naming the previous
 // complete checkpoint). SIGHUP is a stop: a job scheduler or a closed session sends it, and the
 // run would otherwise be lost without a checkpoint; but a process started with SIGHUP ignored
-// (`nohup ampctl train ...`) keeps ignoring it, as nohup asked (sighup_ignored_at_start).
+// (`nohup ampctl train ...`) keeps ignoring it, as nohup asked (core's signal_is_ignored).
 //
 // SIGQUIT (Ctrl-\\) is a stop as well (exit 131): the issue it fixes is a run lost without a
 // checkpoint; a second SIGQUIT still gives its default action, a core dump for debugging a hang.
@@ -36,9 +36,6 @@ namespace ampctl::train {
 // Installs the handlers for SIGINT, SIGTERM, SIGHUP (unless it was ignored at start), SIGQUIT
 // and SIGUSR1 (idempotent).
 void install_stop_handlers();
-// Whether the process started with SIGHUP ignored (nohup): read at the first call, which must
-// come before any handler for it is installed (install_stop_handlers calls it first).
-bool sighup_ignored_at_start();
 // SIGINT, SIGTERM, SIGHUP or SIGQUIT once one asked the run to stop, else 0.
 int stop_signal();
 // What a first signal does, for tests and tools: records `signo` as the stop request.
