@@ -2,7 +2,7 @@
 # Builds, on a development machine (no GPU needed), what scripts/gpu-check.sh runs on a lent GPU
 # machine, and packs it into gpu-bundle/ (gitignored):
 #
-#   gpu-bundle/ampctl-gpu-bundle.tar.xz   the bundle, compressed (about 8 MiB instead of 52:
+#   gpu-bundle/ampctl-gpu-bundle.tar.xz   the bundle, compressed (about 26 MiB instead of 165:
 #                                         OpenBLAS alone is 35 MiB, and what is carried to the
 #                                         GPU machine, working tree included, must stay under
 #                                         64 MiB)
@@ -20,8 +20,9 @@
 #
 # Left out on purpose: the C library and loader (libc, libm, libdl, libpthread, librt,
 # ld-linux), which must come from the machine that runs the binaries; the driver (libcuda), which
-# only the GPU machine has; and cuBLAS (libcublas + libcublasLt are about 570 MiB): gpu-check.sh
-# finds the GPU machine's own CUDA 13 cuBLAS. The binaries carry RUNPATH $ORIGIN:$ORIGIN/lib, and
+# only the GPU machine has; cuBLAS (libcublas + libcublasLt are about 570 MiB) and NCCL (libnccl is
+# about 210 MiB and does not compress): gpu-check.sh finds the GPU machine's own CUDA 13 cuBLAS and
+# NCCL (the CUDA toolkit's, or those of PyTorch's cu13 wheels). The binaries carry RUNPATH $ORIGIN:$ORIGIN/lib, and
 # gpu-check.sh also puts lib/ on LD_LIBRARY_PATH so that the bundled libraries' own dependencies
 # (libopenblas -> libgfortran) resolve there too.
 #
@@ -34,7 +35,7 @@ BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT_DIR=gpu-bundle
 STAGE=$BUILD_DIR/gpu-bundle
 ARCHIVE=$OUT_DIR/ampctl-gpu-bundle.tar.xz
-MAX_ARCHIVE_MIB=24  # leaves most of the 64 MiB carried to the GPU machine for everything else
+MAX_ARCHIVE_MIB=32  # leaves most of the 64 MiB carried to the GPU machine for everything else
 
 # CMAKE_CUDA_STANDARD=17: the CUDA sources are C++17 (nvcc's default); without it CMake 3.25
 # takes the C++ standard (20) for CUDA too and stops with "CUDA20 ... not supported".
@@ -59,7 +60,7 @@ cp "$BUILD_DIR/libampctl_cuda.so" "$STAGE/lib/"
 binaries+=("$BUILD_DIR/libampctl_cuda.so")
 
 # Shared libraries to leave out (see the header): the C runtime, the driver, cuBLAS/cudart.
-skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libdl\.so|libpthread\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcublas|libcublasLt|libcudart)'
+skip_re='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libdl\.so|libpthread\.so|librt\.so|libresolv|libcuda\.so|libnvidia|libcublas|libcublasLt|libcudart|libnccl)'
 fallback_re='^(libstdc\+\+\.so|libgcc_s\.so)'
 
 missing=0

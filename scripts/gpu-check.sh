@@ -160,11 +160,32 @@ find_cublas_dir() {
   [[ -n $d ]] && { dirname "$d"; return 0; }
   return 1
 }
+# NCCL, which the plugin links (libnccl.so.2, left out of the bundle for its size): the CUDA
+# toolkit's, else the one PyTorch's nvidia-nccl-cu13 wheel ships.
+find_nccl_dir() {
+  local d site
+  for d in /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+    [[ -e $d/libnccl.so.2 ]] && { echo "$d"; return 0; }
+  done
+  site=$(timeout 30 python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
+  if [[ -n $site && -d $site/nvidia ]]; then
+    d=$(find "$site/nvidia" -maxdepth 4 -name 'libnccl.so.2*' 2>/dev/null | head -1)
+    [[ -n $d ]] && { dirname "$d"; return 0; }
+  fi
+  d=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
+  [[ -n $d ]] && { dirname "$d"; return 0; }
+  return 1
+}
 lib_path=$B/lib
 if cublas_dir=$(find_cublas_dir); then
   lib_path+=:$cublas_dir
 else
   echo "gpu-check: no libcublasLt.so.13 found on this machine" >&2
+fi
+if nccl_dir=$(find_nccl_dir); then
+  [[ :$lib_path: == *:$nccl_dir:* ]] || lib_path+=:$nccl_dir
+else
+  echo "gpu-check: no libnccl.so.2 found on this machine (the CUDA plugin will not load)" >&2
 fi
 export LD_LIBRARY_PATH=$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # The bundled libstdc++/libgcc_s only when this machine's are older than the build machine's.
@@ -606,7 +627,17 @@ YAML
     --run-dir "$RUNS/nccl_reference"
   run_step nccl_one_rank 120 "$B/ampctl" train --config "$B/nccl_smoke.yaml" \
     --run-dir "$RUNS/nccl_one_rank" --set distributed.backend=nccl --set distributed.zero=1
-  nccl_crcs() { grep -o '"crc32": *"[0-9a-f]*"' "$1"/checkpoints/step-*.json; }
+  # The tensors' CRCs and the scaler's state (not the document's own CRC, which covers its config:
+  # distributed differs there).
+  nccl_crcs() {
+    python3 -c 'import json, sys
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    print(f.rsplit("/", 1)[-1], json.dumps(d["scaler"], sort_keys=True))
+    for part in ("model", "optimizer"):
+        for k, t in sorted(d[part]["tensors"].items()):
+            print(part, k, t["crc32"])' "$1"/checkpoints/step-*.json
+  }
   if [[ ${results[-1]} == PASS ]]; then
     if ! grep -q '"status": *"ok"' "$RUNS/nccl_one_rank/summary.json" 2>/dev/null; then
       fail_last "the NCCL run did not finish"

@@ -108,7 +108,11 @@ class NcclCommunicator final : public Communicator {
         ncclAllGather(in.data(), out.data(), in.numel(), nccl_type(in.dtype()), m_comm, m_stream));
   }
 
-  void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
+  // One rank (NCCL named for a single process, which may not have initialised MPI): nothing to
+  // wait for, as in all_reduce_host.
+  void barrier() override {
+    if (m_world > 1) MPI_Barrier(MPI_COMM_WORLD);
+  }
 
   void reduce_scatter(const Tensor& t, ReduceOp op) override {
     check(t, "reduce_scatter");
