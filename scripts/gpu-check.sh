@@ -6,33 +6,34 @@
 # it needs on the GPU machine: the NVIDIA driver, a CUDA 13 cuBLAS (the CUDA toolkit's, or the one
 # PyTorch's cu13 wheels ship), bash, coreutils, and xz or python3 to unpack.
 #
-# Steps, each under `timeout` so that one hang cannot eat the device budget. The estimates are
-# device seconds on an H200 (the table `--dry-run` prints; GPU marks what needs the GPU):
+# Steps, each under `timeout` so that one hang cannot eat the device budget. The seconds are those
+# measured on an H200 (two full runs, 2026-12; the table `--dry-run` prints; GPU marks what needs
+# the GPU):
 # PLAN  step                        est_s  GPU  what
 # PLAN  nvidia-smi                      1  yes  the GPU is there
 # PLAN  ldd                             1  no   every bundled binary's shared libraries resolve
 # PLAN  ldd_app_no_cuda                 1  no   ampctl itself links no CUDA library (the plugin does)
 # PLAN  version                         1  no   --version lists sm_75, sm_80, sm_90 and compute_90 PTX
 # PLAN  fatbin                          1  no   the plugin's cubins and PTX are those (fatbin_archs.py)
-# PLAN  test_cuda                      30  yes  the CUDA table tests against the CPU (must not skip)
-# PLAN  test_cuda_sm75                 30  yes  the same table with AMPCTL_FORCE_SM75=1 (T4 decisions)
-# PLAN  attention_fused_fma            10  yes  the attention rows on the FMA variant
-# PLAN  attention_materialised         10  yes  the attention rows on the materialised composition
-# PLAN  test_* (CPU tests)             40  no   every other test binary, cheap
-# PLAN  bench_cuda                     20  yes  op throughput on the GPU (numbers for reading)
-# PLAN  bench_torch                    20  yes  PyTorch on the same ops, when torch imports
-# PLAN  train quickstart x3 + compare  25  yes  MLP: CPU vs GPU decisions, GPU bitwise repeatable
-# PLAN  gpt_train x4 + compare         40  yes  GPT, fused attention (and composed GELU)
-# PLAN  gpt_sm75 + bf16 refusal        15  yes  GPT fp16 with AMPCTL_FORCE_SM75=1 vs the CPU; bf16 exits 2
-# PLAN  gpt grad_amax + auto          15  yes  GPT composed on the GPU: grad_amax vs the CPU's; auto from 2^40
-# PLAN  gpt/cnn e2e x3 + compare       80  yes  GPT with dropout (materialised attention) and CNN
-# PLAN  numerics + tensorboard         20  yes  the numerics op; TensorBoard's reader on its events
-# PLAN  bench MLPs (ampctl + torch)    50  yes  fp16 step time against PyTorch AMP
-# PLAN  nccl_reference + one_rank      20  yes  the NCCL communicator on one rank, bitwise
-# PLAN  bench_gpt                     150  yes  GPT-2 small against PyTorch AMP (when torch imports)
-# Total about 580 s, 9.7 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table). These are estimates
-# (beyond the MLP, nothing here has run on a GPU yet): the first run's table gives the real
-# seconds per step, to be written back here. The summary table is printed last.
+# PLAN  test_cuda                      26  yes  the CUDA table tests against the CPU (must not skip)
+# PLAN  test_cuda_sm75                 29  yes  the same table with AMPCTL_FORCE_SM75=1 (T4 decisions)
+# PLAN  attention_fused_fma             1  yes  the attention rows on the FMA variant
+# PLAN  attention_materialised          1  yes  the attention rows on the materialised composition
+# PLAN  test_* (CPU tests)             30  no   every other test binary, cheap
+# PLAN  bench_cuda                      1  yes  op throughput on the GPU (numbers for reading)
+# PLAN  bench_torch                    12  yes  PyTorch on the same ops, when torch imports
+# PLAN  train quickstart x3 + compare   2  yes  MLP: CPU vs GPU decisions, GPU bitwise repeatable
+# PLAN  gpt_train x4 + compare          4  yes  GPT, fused attention (and composed GELU)
+# PLAN  gpt_sm75 + bf16 refusal         2  yes  GPT fp16 with AMPCTL_FORCE_SM75=1 vs the CPU; bf16 exits 2
+# PLAN  gelu_composed                  20  yes  the GELU rows with AMPCTL_GELU=composed
+# PLAN  gpt grad_amax + auto            2  yes  GPT composed on the GPU: grad_amax vs the CPU's; auto from 2^40
+# PLAN  gpt/cnn e2e x3 + compare        5  yes  GPT with dropout (materialised attention) and CNN
+# PLAN  numerics + tensorboard          2  yes  the numerics op; TensorBoard's reader on its events
+# PLAN  bench MLPs (ampctl + torch)    40  yes  fp16 step time against PyTorch AMP
+# PLAN  nccl_reference + one_rank       2  yes  the NCCL communicator on one rank, bitwise
+# PLAN  bench_gpt                     175  yes  GPT-2 small against PyTorch AMP (when torch imports)
+# Total about 360 s, 6 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
+# start the machine. The summary table is printed last.
 # Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
 # caller provides one (two files, so they fit tools that bring back only a few) or else in
