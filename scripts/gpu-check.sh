@@ -31,8 +31,8 @@
 # PLAN  numerics + tensorboard          2  yes  the numerics op; TensorBoard's reader on its events
 # PLAN  bench MLPs (ampctl + torch)    40  yes  fp16 step time against PyTorch AMP
 # PLAN  nccl_reference + one_rank       2  yes  the NCCL communicator on one rank, bitwise
-# PLAN  bench_gpt                     175  yes  GPT-2 small against PyTorch AMP (when torch imports)
-# Total about 360 s, 6 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
+# PLAN  bench_gpt                     190  yes  GPT-2 small against PyTorch AMP (when torch imports)
+# Total about 375 s, 6.3 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
 # start the machine. The summary table is printed last.
 # Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the

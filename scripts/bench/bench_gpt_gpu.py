@@ -20,8 +20,11 @@ its peak memory is its own:
         interval (logging.every_steps = warmup): ampctl never waits for the device inside a
         step, so a per-step time does not exist without changing what is timed;
       - PyTorch (nanoGPT's model as scripts/bench/bench_gpt_fortunes.py writes it, on the GPU):
-        autocast(float16) + GradScaler + AdamW(fused=True), eager and torch.compile'd; the
-        MEDIAN of per-step CUDA-event times over the timed steps (events: no sync in a step);
+        autocast(float16) + GradScaler + AdamW(fused=True), eager with nanoGPT's materialised
+        attention (the same ops as ampctl's "attention unfused" row), eager with
+        F.scaled_dot_product_attention (the row "with SDPA": PyTorch's fused attention, the
+        counterpart of ampctl's default) and torch.compile'd; the MEDIAN of per-step CUDA-event
+        times over the timed steps (events: no sync in a step);
   * tokens/s = batch * T / step time; MFU = (6 N + 12 L T C) flop/token * tokens/s / peak,
     N the parameter count without the position embedding (nanoGPT's estimate_mfu), against
     the H200's dense fp16 tensor-core peak (989.5 TFLOP/s, --peak-tflops) and against the
@@ -267,7 +270,7 @@ def torch_train(cfg, compile_model, warmup, steps, batch):
 def worker(a):
     import torch
     global SDPA
-    SDPA = a.sdpa
+    SDPA = a.sdpa or a.worker == "eager_sdpa"
     if not torch.cuda.is_available():
         print("bench_gpt_gpu: PyTorch sees no CUDA device", file=sys.stderr)
         return 1
@@ -387,7 +390,7 @@ def main():
     ap.add_argument("--json", help="write every number here")
     ap.add_argument("--log", help="children's output (default: in the work folder, deleted)")
     # internal: the PyTorch child
-    ap.add_argument("--worker", choices=["gemm", "eager", "compile"])
+    ap.add_argument("--worker", choices=["gemm", "eager", "eager_sdpa", "compile"])
     ap.add_argument("--configs", default="[]")
     a = ap.parse_args()
     if a.worker:
@@ -418,7 +421,10 @@ def main():
     res["ampctl_gelu_composed"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log,
                                                gelu="composed")
     failed |= res["ampctl_gelu_composed"]["rc"] != 0
-    modes = [] if a.no_torch else (["eager"] if a.no_compile else ["eager", "compile"])
+    # eager_sdpa: PyTorch eager with its fused attention (F.scaled_dot_product_attention), the
+    # eager counterpart of ampctl's fused attention; eager and compile keep --sdpa's choice.
+    modes = [] if a.no_torch else ["eager"] + ([] if a.sdpa else ["eager_sdpa"]) + \
+        ([] if a.no_compile else ["compile"])
     for mode in modes:
         rc, rows = torch_side(a, mode, [main_cfg], a.warmup, a.steps, log)
         res["torch_" + mode] = rows[0] if rows else None
@@ -459,11 +465,12 @@ def main():
                        ("ampctl_materialised", "  attention unfused"),
                        ("ampctl_gelu_composed", "  GELU unfused"),
                        ("torch_eager", "torch AMP eager"),
+                       ("torch_eager_sdpa", "  with SDPA"),
                        ("torch_compile", "torch AMP compile")):
         r = res.get(key)
         if r is None:
-            if key in ("torch_eager", "torch_compile") and (a.no_torch or
-                                                              (key == "torch_compile" and a.no_compile)):
+            if key.startswith("torch_") and (a.no_torch or (key == "torch_compile" and a.no_compile)
+                                             or (key == "torch_eager_sdpa" and a.sdpa)):
                 continue
             lines.append(f"{label:<22} {'failed':>9}")
             continue
