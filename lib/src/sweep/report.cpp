@@ -937,8 +937,19 @@ std::string render_report(const fs::path& dir) {
 
 std::string render_report(const std::vector<fs::path>& dirs) {
   if (dirs.size() == 1) return render_report(dirs[0]);
-  for (const fs::path& dir : dirs) {
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    const fs::path& dir = dirs[i];
     check_report_dir(dir);
+    // The same directory twice (`r` and `./r/`, or a link to it) would draw one run as two.
+    for (size_t j = 0; j < i; ++j) {
+      std::error_code ec;
+      if (fs::equivalent(dirs[j], dir, ec)) {
+        throw Error{
+            ErrorKind::usage,
+            "report: " + dirs[j].string() + " and " + dir.string() + " are the same directory",
+            "give each run once"};
+      }
+    }
     if (!is_run_dir(dir)) {
       throw Error{
           ErrorKind::input,

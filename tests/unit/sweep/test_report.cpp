@@ -350,6 +350,13 @@ TEST(Report, SeveralRunDirectoriesShareOnePage) {
               std::string::npos)
         << e.hint();
   }
+  try {
+    render_report(std::vector<fs::path>{dirs[0], dirs[1], dirs[0] / "." / ""});
+    FAIL() << "one run given twice was drawn twice";
+  } catch (const ampctl::Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("are the same directory"), std::string::npos) << e.what();
+  }
   write_sweep(tmp.path() / "sweep");
   try {
     render_report(std::vector<fs::path>{dirs[0], tmp.path() / "sweep"});
