@@ -70,6 +70,24 @@ TEST(Faults, AnUnusableRunDirectoryIsRefusedUpFrontNamingIt) {
   expect_refused(file, "exists and is not a directory");
   expect_refused(fs::path("/proc") / ("ampctl-test-" + std::to_string(::getpid())) / "run",
                  "cannot create");
+  // Inside another run's checkpoints/ (whose pruning and fallback scan it), the folder included.
+  const fs::path other = base / "other";
+  fs::create_directories(other / "checkpoints");
+  std::ofstream(other / "metrics.jsonl") << "";
+  std::ofstream(other / "config.yaml") << "";
+  expect_refused(other / "checkpoints" / "x", "the checkpoint folder of the run in");
+  expect_refused(other / "checkpoints" / "step-00000099.json" / "y", "inside");
+  expect_refused(other / "checkpoints", "inside");
+  EXPECT_TRUE(fs::is_empty(other / "checkpoints"));
+  // A project folder with a config.yaml and a checkpoints/ of runs, but no metrics: not a run.
+  fs::remove(other / "metrics.jsonl");
+  const config::RunConfig cfg = config::parse_config(kMissingData, "faults.yaml");
+  try {
+    train::train(cfg, other / "checkpoints" / "run1");
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("checkpoint folder"), std::string::npos) << e.what();
+  }
+  fs::remove_all(other);
   // Nothing was written: the file is as it was and base holds only it.
   std::ifstream in(file);
   std::string text;
