@@ -221,6 +221,13 @@ file(WRITE ${base}/sw3/base "a file named base\n")
 sweep_in("over a file named base" ${base}/sw3 2 "sw3/base exists and is not a folder")
 sweep_in("into a path through a file" ${base}/sw3/base/out 2
          "error: --out .*sw3/base/out: cannot create it: ")
+# Not into a run: its own folder, or its checkpoints/ (which holds its checkpoints alone).
+sweep_in("into a run's folder" ${run} 2 "error: --out .*/run: holds a run")
+sweep_in("into a run's checkpoints/" ${run}/checkpoints/sw 2
+         "error: --out .*/run/checkpoints/sw: inside .*/run/checkpoints, the checkpoint folder")
+if(EXISTS ${run}/sweep.json OR EXISTS ${run}/checkpoints/sw OR EXISTS ${run}/base)
+  message(SEND_ERROR "a sweep refused in a run's folder wrote there")
+endif()
 foreach(f sw1/base/notes.txt sw2/lr=0.002/notes.txt sw3/base)
   if(NOT EXISTS ${base}/${f})
     message(SEND_ERROR "sweep removed ${base}/${f}")

@@ -24,6 +24,7 @@
 #include "ampctl/core/error.h"
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/run_lock.h"
+#include "ampctl/run/layout.h"
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
@@ -274,6 +275,17 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
   ExecResult result;
   const int jobs = std::max(1, options.jobs);
   const int threads = std::max(1, usable_cores() / jobs);
+  // Not a run's folder: a sweep's files and run folders beside a run's, or in its checkpoints/.
+  if (run::holds_run(options.out)) {
+    throw Error{ErrorKind::usage, "--out " + options.out.string() + ": holds a run",
+                "give the sweep a folder of its own with --out DIR"};
+  }
+  if (const fs::path folder = run::enclosing_checkpoints_folder(options.out); !folder.empty()) {
+    throw Error{ErrorKind::usage,
+                "--out " + options.out.string() + ": inside " + folder.string() +
+                    ", the checkpoint folder of the run in " + folder.parent_path().string(),
+                "give the sweep a folder of its own with --out DIR"};
+  }
   check_run_folders(sweep, options.out);
   std::error_code ec;
   fs::create_directories(options.out, ec);

@@ -13,6 +13,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/run_lock.h"
+#include "ampctl/run/layout.h"
 
 namespace ampctl::train {
 namespace fs = std::filesystem;
@@ -30,27 +31,6 @@ bool holds_run_files(const fs::path& d) {
          fs::exists(d / "checkpoints", ec);
 }
 
-// A run's checkpoints/ folder that `dir` is or lies inside (empty if none): that folder holds its
-// run's checkpoints alone (pruning, `latest` and the fallback to the newest complete checkpoint
-// scan it), so a run is not written there.
-fs::path enclosing_checkpoints_folder(const fs::path& dir) {
-  std::error_code ec;
-  fs::path p = fs::weakly_canonical(dir, ec);
-  if (ec) p = fs::absolute(dir, ec).lexically_normal();
-  for (; !p.empty(); p = p.parent_path()) {
-    if (p.filename() == "checkpoints") {
-      const fs::path run = p.parent_path();
-      // A run's two files (a project folder with its own config.yaml and a checkpoints/ of runs
-      // is not a run).
-      if (fs::exists(run / run::kMetricsFile, ec) && fs::exists(run / "config.yaml", ec)) {
-        return p;
-      }
-    }
-    if (p == p.parent_path()) break;
-  }
-  return {};
-}
-
 }  // namespace
 
 RunDir::~RunDir() = default;
@@ -58,7 +38,7 @@ RunDir::~RunDir() = default;
 RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
   const fs::path& dir = m_path;
   std::error_code ec;
-  if (const fs::path folder = enclosing_checkpoints_folder(dir); !folder.empty()) {
+  if (const fs::path folder = run::enclosing_checkpoints_folder(dir); !folder.empty()) {
     throw unusable_run_dir(
         dir, "inside " + folder.string() + ", the checkpoint folder of the run in " +
                  folder.parent_path().string() + " (it holds that run's checkpoints only)");

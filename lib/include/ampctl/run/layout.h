@@ -1,0 +1,18 @@
+// Where runs are, as the commands that write them see it: a folder holding a run, and the one
+// folder of a run that holds its checkpoints alone.
+#pragma once
+
+#include <filesystem>
+
+namespace ampctl::run {
+
+// `dir` holds a run: its metrics.jsonl and config.yaml (a project folder with its own config.yaml
+// holds no metrics).
+bool holds_run(const std::filesystem::path& dir);
+
+// The run's checkpoints/ folder that `dir` is or lies inside (through symlinks too), or an empty
+// path. That folder holds its run's checkpoints alone (pruning, `latest` and the fallback to the
+// newest complete checkpoint scan it): no command writes a run or a sweep there.
+std::filesystem::path enclosing_checkpoints_folder(const std::filesystem::path& dir);
+
+}  // namespace ampctl::run
