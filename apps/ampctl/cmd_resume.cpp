@@ -23,6 +23,7 @@
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/run_lock.h"
 #include "ampctl/dist/process_group.h"
+#include "ampctl/run/layout.h"
 #include "ampctl/train/agreement.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
@@ -114,6 +115,11 @@ void check_branch_dir(const fs::path& target, const fs::path& source) {
     throw Error{ErrorKind::usage,
                 "--run-dir " + target.string() + ": is the checkpoint's own run directory",
                 "omit --run-dir to continue the run in place"};
+  }
+  if (run::holds_sweep(target)) {
+    throw Error{ErrorKind::usage,
+                "--run-dir " + target.string() + ": holds a sweep (" + run::kSweepFile + ")",
+                "a branch starts in a new directory: choose another --run-dir"};
   }
   if (checkpoint::is_run_directory(target)) {
     throw Error{ErrorKind::usage, "--run-dir " + target.string() + ": already holds a run",

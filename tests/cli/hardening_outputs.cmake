@@ -243,6 +243,16 @@ foreach(r max_steps=10 max_steps=20)
   endif()
 endforeach()
 sweep_in("run again" ${base}/sw4 0 "finished before" --grid training.max_steps=10,20)
+# A run is not written into a sweep's folder (it would hold a run, and the sweep be refused).
+execute_process(COMMAND ${AMPCTL} train --config ${base}/fast.yaml --run-dir ${base}/sw4
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+expect_exit("train into a sweep's folder" "${rc}" "${err}" 2 "sw4: holds a sweep \\(sweep.json\\)")
+execute_process(COMMAND ${AMPCTL} resume --checkpoint ${run} --run-dir ${base}/sw4
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+expect_exit("a branch into a sweep's folder" "${rc}" "${err}" 2 "sw4: holds a sweep")
+if(EXISTS ${base}/sw4/metrics.jsonl OR EXISTS ${base}/sw4/checkpoints)
+  message(SEND_ERROR "a refused run wrote into the sweep's folder")
+endif()
 file(SHA256 ${base}/sw4/max_steps=20/summary.json sum20)
 # The base config edited: both runs are stale, and refused with their results intact.
 string(REPLACE "lr: 1.0e-3" "lr: 2.0e-3" edited "${fast_yaml}")

@@ -10,6 +10,11 @@ bool holds_run(const fs::path& dir) {
   return fs::exists(dir / kMetricsFile, ec) && fs::exists(dir / "config.yaml", ec);
 }
 
+bool holds_sweep(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / kSweepFile, ec);
+}
+
 fs::path enclosing_checkpoints_folder(const fs::path& dir) {
   std::error_code ec;
   fs::path p = fs::weakly_canonical(dir, ec);

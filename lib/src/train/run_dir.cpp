@@ -38,6 +38,10 @@ RunDir::~RunDir() = default;
 RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
   const fs::path& dir = m_path;
   std::error_code ec;
+  if (run::holds_sweep(dir)) {
+    throw unusable_run_dir(dir, std::string("holds a sweep (") + run::kSweepFile +
+                                    "); its runs are in folders below it");
+  }
   if (const fs::path folder = run::enclosing_checkpoints_folder(dir); !folder.empty()) {
     throw unusable_run_dir(
         dir, "inside " + folder.string() + ", the checkpoint folder of the run in " +

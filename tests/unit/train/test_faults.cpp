@@ -78,6 +78,12 @@ TEST(Faults, AnUnusableRunDirectoryIsRefusedUpFrontNamingIt) {
   expect_refused(other / "checkpoints" / "x", "the checkpoint folder of the run in");
   expect_refused(other / "checkpoints" / "step-00000099.json" / "y", "inside");
   expect_refused(other / "checkpoints", "inside");
+  // A sweep's folder (its runs are the folders below it).
+  fs::create_directories(base / "sweep");
+  std::ofstream(base / "sweep" / "sweep.json") << "{}";
+  expect_refused(base / "sweep", "holds a sweep (sweep.json)");
+  EXPECT_EQ(std::distance(fs::directory_iterator(base / "sweep"), fs::directory_iterator{}), 1);
+  fs::remove_all(base / "sweep");
   EXPECT_TRUE(fs::is_empty(other / "checkpoints"));
   // A project folder with a config.yaml and a checkpoints/ of runs, but no metrics: not a run.
   fs::remove(other / "metrics.jsonl");

@@ -10,6 +10,13 @@ namespace ampctl::run {
 // holds no metrics).
 bool holds_run(const std::filesystem::path& dir);
 
+// A sweep's results file, which marks its folder (`ampctl sweep` writes it there).
+inline constexpr const char* kSweepFile = "sweep.json";
+
+// `dir` holds a sweep's results (kSweepFile): no run is written into it, which would leave the
+// sweep a folder that holds a run (`ampctl sweep` refuses those) and `ampctl report` a run.
+bool holds_sweep(const std::filesystem::path& dir);
+
 // The run's checkpoints/ folder that `dir` is or lies inside (through symlinks too), or an empty
 // path. That folder holds its run's checkpoints alone (pruning, `latest` and the fallback to the
 // newest complete checkpoint scan it): no command writes a run or a sweep there.
