@@ -14,6 +14,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/build_info.h"
 #include "ampctl/core/convert.h"
+#include "ampctl/core/environment.h"
 #include "ampctl/core/error.h"
 #include "ampctl/dist/process_group.h"
 #include "commands.h"
@@ -180,7 +181,9 @@ int run_command(int argc, char** argv) {
                           hint.empty() ? "run 'ampctl --help' for usage" : hint};
     }
     for (const ampctl::app::Command& command : commands) {
-      if (command.subcommand->parsed()) return command.run();
+      if (!command.subcommand->parsed()) continue;
+      ampctl::check_environment();  // a misspelt path choice is refused, not ignored
+      return command.run();
     }
     std::fputs(app.help().c_str(), stdout);
     return 0;

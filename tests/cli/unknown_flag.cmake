@@ -35,3 +35,15 @@ expect_run("an extra word after a flag's value" 2 "not expected: extra\nhint: ru
 if(EXISTS somewhere)
   message(SEND_ERROR "a refused command line created 'somewhere'")
 endif()
+
+# A misspelt path choice in the environment is refused before anything is made, not ignored
+# (AMPCTL_ATTENTION=materialized would have run the fused path in silence).
+set(envrun ${CMAKE_CURRENT_BINARY_DIR}/unknown_flag_env_run)
+file(REMOVE_RECURSE ${envrun})
+expect_run("a misspelt AMPCTL_ATTENTION" 2
+           "error: AMPCTL_ATTENTION='materialized': expected one of fused, fused_fma, materialised \\(or unset\\)\nhint: did you mean AMPCTL_ATTENTION=materialised\\?"
+           ${CMAKE_COMMAND} -E env AMPCTL_ATTENTION=materialized
+           ${AMPCTL} train --config ${cfg} --set training.max_steps=30 --run-dir ${envrun})
+if(EXISTS ${envrun})
+  message(SEND_ERROR "a refused environment left ${envrun}")
+endif()
