@@ -7,8 +7,9 @@
 # PyTorch's cu13 wheels ship), bash, coreutils, and xz or python3 to unpack.
 #
 # Steps, each under `timeout` so that one hang cannot eat the device budget. The seconds are those
-# measured on an H200 (two full runs, 2026-12; the table `--dry-run` prints; GPU marks what needs
-# the GPU):
+# measured on an H200 (two full runs, 2026-12), except two estimates for what was added after them:
+# scaler_retry + init_from, and bench_gpt's PyTorch SDPA row (15 s of its 190). `--dry-run` prints
+# the table; GPU marks what needs the GPU:
 # PLAN  step                        est_s  GPU  what
 # PLAN  nvidia-smi                      1  yes  the GPU is there
 # PLAN  ldd                             1  no   every bundled binary's shared libraries resolve
@@ -29,10 +30,11 @@
 # PLAN  gpt grad_amax + auto            2  yes  GPT composed on the GPU: grad_amax vs the CPU's; auto from 2^40
 # PLAN  gpt/cnn e2e x3 + compare        5  yes  GPT with dropout (materialised attention) and CNN
 # PLAN  numerics + tensorboard          2  yes  the numerics op; TensorBoard's reader on its events
+# PLAN  scaler_retry + init_from        15  yes  retry, the stop at the floor, --init-from and eval on the GPU
 # PLAN  bench MLPs (ampctl + torch)    40  yes  fp16 step time against PyTorch AMP
 # PLAN  nccl_reference + one_rank       2  yes  the NCCL communicator on one rank, bitwise
 # PLAN  bench_gpt                     190  yes  GPT-2 small against PyTorch AMP (when torch imports)
-# Total about 375 s, 6.3 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
+# Total about 390 s, 6.5 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
 # start the machine. The summary table is printed last.
 # Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the
@@ -562,6 +564,18 @@ if python3 -c 'import tensorboard' 2>/dev/null; then
 else
   echo "gpu-check: python3 cannot import tensorboard: the EventAccumulator check is skipped"
 fi
+
+# ---- retry, the stop at the floor, and starting from weights, on the GPU ----
+# The CPU tests of on_overflow: retry / on_min_scale: stop (scaler_retry.py: a retried step's loss
+# bitwise the clean run's, lr, data cursor and dropout RNG in line, the stop's exit 1 and
+# checkpoint, resume from it) and of --init-from / eval / the exports (init_from.py: step-0 eval
+# bitwise the source's last, the hf round trip bitwise), every run on the GPU.
+run_step scaler_retry_gpu 120 env AMPCTL_TEST_DEVICE=cuda python3 tests/cli/scaler_retry.py \
+  "$B/ampctl" "$RUNS"
+details[-1]=$(tail -1 "$LOG_DIR/scaler_retry_gpu.log" | cut -c1-70)
+run_step init_from_gpu 120 env AMPCTL_TEST_DEVICE=cuda python3 tests/cli/init_from.py \
+  "$B/ampctl" configs "$RUNS"
+details[-1]=$(tail -1 "$LOG_DIR/init_from_gpu.log" | cut -c1-70)
 
 # ---- benchmark: ampctl against PyTorch AMP on the same MLPs ----
 # name features hidden classes batch steps samples

@@ -2,7 +2,7 @@
 """--init-from, `ampctl eval` and the exports that carry the vocabulary and input statistics, end
 to end on the real binary (pure Python: struct reads and writes safetensors, no numpy or torch).
 
-  python3 init_from.py AMPCTL CONFIGS WORK
+  python3 init_from.py AMPCTL CONFIGS WORK     (AMPCTL_TEST_DEVICE=cuda: every run on the GPU)
 
 Checks (each failure names what differed):
   * a tiny character GPT trains; its safetensors export, its run directory and its hf export
@@ -29,6 +29,8 @@ import subprocess
 import sys
 
 AMPCTL, CONFIGS, WORK = sys.argv[1], sys.argv[2], sys.argv[3]
+# The device every run uses: the CPU in CI; scripts/gpu-check.sh runs it again with cuda.
+DEVICE = os.environ.get("AMPCTL_TEST_DEVICE", "cpu")
 DIR = os.path.join(WORK, "init-from-test")
 shutil.rmtree(DIR, ignore_errors=True)
 os.makedirs(DIR)
@@ -100,7 +102,7 @@ with open(os.path.join(DIR, "tiny.txt"), "w") as f:
 with open(os.path.join(DIR, "other.txt"), "w") as f:
     f.write("ZZZ quick brown fox jumps over the lazy dog!\n" * 40)
 
-GPT = ["--config", os.path.join(CONFIGS, "gpt_fortunes.yaml"), "--set", "device=cpu",
+GPT = ["--config", os.path.join(CONFIGS, "gpt_fortunes.yaml"), "--set", "device=" + DEVICE,
        "--set", "data.train.path=" + os.path.join(DIR, "tiny.txt"), "--set", "model.n_layer=1",
        "--set", "model.n_head=2", "--set", "model.n_embd=16", "--set", "model.block_size=16",
        "--set", "data.batch_size=4", "--set", "scheduler.warmup_steps=2",
@@ -282,7 +284,7 @@ if "vocabulary" not in p.stderr:
     fail(f"eval on text of another vocabulary: {p.stderr}")
 
 # An MLP with data.normalize: the statistics travel with the weights.
-MLP = ["--config", os.path.join(CONFIGS, "quickstart.yaml"), "--set", "device=cpu",
+MLP = ["--config", os.path.join(CONFIGS, "quickstart.yaml"), "--set", "device=" + DEVICE,
        "--set", "data.normalize=true", "--set", "training.max_steps=40",
        "--set", "training.eval_every=0", "--set", "model.hidden=[16]",
        "--set", "data.train.samples=512"]
@@ -311,7 +313,7 @@ d = os.path.join(DIR, "mlp-init")
 run("train", *MLP, "--init-from", MST, "--run-dir", d)
 if evals(d)[0]["loss"] != evals(M)[-1]["loss"]:
     fail(f"MLP --init-from: step-0 eval {evals(d)[0]} != source {evals(M)[-1]}")
-p = run("eval", "--config", os.path.join(CONFIGS, "gpt_fortunes.yaml"), "--set", "device=cpu",
+p = run("eval", "--config", os.path.join(CONFIGS, "gpt_fortunes.yaml"), "--set", "device=" + DEVICE,
         "--set", "data.train.path=" + os.path.join(DIR, "tiny.txt"), "--init-from", MST, expect=2)
 # An MLP's weights for a GPT: refused with init.strict true or false, with a hint that does not
 # offer init.strict: false, and no run directory.

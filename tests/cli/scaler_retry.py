@@ -18,7 +18,7 @@ end to end through the real binary:
   keys         bad values of the new keys are refused with exit 2 naming the key, before a run
                directory exists.
 
-Usage: scaler_retry.py AMPCTL WORKDIR
+Usage: scaler_retry.py AMPCTL WORKDIR    (AMPCTL_TEST_DEVICE=cuda: every run on the GPU)
 """
 import json
 import os
@@ -62,7 +62,7 @@ BASE = os.path.join(WORK, "base.yaml")
 with open(BASE, "w") as f:
     f.write("""name: retry
 seed: 7
-device: cpu
+device: """ + os.environ.get("AMPCTL_TEST_DEVICE", "cpu") + """
 precision: fp16
 model: {type: mlp, hidden: [64, 64], activation: relu, dropout: 0.2}
 data:
