@@ -109,8 +109,10 @@ void register_inspect(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<InspectOptions>();
   CLI::App* sub =
       app.add_subcommand("inspect", "show a checkpoint's step, loss scale, parameters and tensors");
-  sub->add_option("checkpoint", options->checkpoint,
-                  "a checkpoint file, or a run directory (its newest complete checkpoint)")
+  // Positional, or --checkpoint as resume, eval, export and sample take it.
+  sub->add_option("checkpoint,--checkpoint", options->checkpoint,
+                  "a checkpoint file, or a run directory (its newest complete checkpoint); "
+                  "given as is or with --checkpoint")
       ->required()
       ->type_name("CHECKPOINT");
   sub->add_flag("--json", options->json, "print one JSON object instead of text");

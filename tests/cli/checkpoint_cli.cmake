@@ -46,6 +46,13 @@ foreach(line "step: +7\n" "scale: +1024\\.0\n" "growth tracker: +5\n" "last loss
   expect_match("${last_out}" "${line}" "inspect")
 endforeach()
 
+# --checkpoint as the other commands take it: the same text
+set(positional_out "${last_out}")
+expect_run("ampctl inspect --checkpoint ${run}" 0 "" ${AMPCTL} inspect --checkpoint ${run})
+if(NOT last_out STREQUAL positional_out)
+  message(FATAL_ERROR "inspect --checkpoint differs from inspect:\n${last_out}")
+endif()
+
 # inspect --json: one object
 expect_run("ampctl inspect ${run}/checkpoints/step-00000007.json --json" 0 ""
            ${AMPCTL} inspect ${run}/checkpoints/step-00000007.json --json)
