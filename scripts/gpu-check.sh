@@ -144,40 +144,35 @@ fi || {
 echo "gpu-check: bundle unpacked in $B"
 head -3 "$B/MANIFEST"
 
-# ---- libraries: the bundle's, then the machine's CUDA 13 cuBLAS ----
-find_cublas_dir() {
-  local d site
-  for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
-    /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib; do
-    [[ -e $d/libcublasLt.so.13 ]] && { echo "$d"; return 0; }
+# ---- libraries: the bundle's, then the machine's CUDA 13 cuBLAS and NCCL ----
+# find_lib_dir SONAME DIR...: the first folder holding SONAME among DIR..., else in the Python
+# site's nvidia/ tree (PyTorch's cu13 wheels: nvidia/cu13/lib, nvidia/cublas/lib, nvidia/nccl/lib),
+# else where ldconfig knows it. Prints the folder; returns 1 when there is none.
+find_lib_dir() {
+  local soname=$1 d site
+  shift
+  for d in "$@"; do
+    [[ -e $d/$soname ]] && { echo "$d"; return 0; }
   done
   site=$(timeout 30 python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
-  for d in "$site"/nvidia/cu13/lib "$site"/nvidia/cublas/lib; do
-    [[ -e $d/libcublasLt.so.13 ]] && { echo "$d"; return 0; }
-  done
   if [[ -n $site && -d $site/nvidia ]]; then
-    d=$(find "$site/nvidia" -maxdepth 4 -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+    d=$(find "$site/nvidia" -maxdepth 4 -name "$soname*" 2>/dev/null | sort | head -1)
     [[ -n $d ]] && { dirname "$d"; return 0; }
   fi
-  d=$(ldconfig -p 2>/dev/null | awk '/libcublasLt\.so\.13 /{print $NF; exit}')
+  d=$(ldconfig -p 2>/dev/null | awk -v so="$soname" '$1 == so {print $NF; exit}')
   [[ -n $d ]] && { dirname "$d"; return 0; }
   return 1
+}
+# cuBLAS (libcublasLt.so.13; the bundle leaves it out for its size): the CUDA 13 toolkit's first.
+find_cublas_dir() {
+  find_lib_dir libcublasLt.so.13 /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+    /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib
 }
 # NCCL, which the plugin links (libnccl.so.2, left out of the bundle for its size): the CUDA
 # toolkit's, else the one PyTorch's nvidia-nccl-cu13 wheel ships.
 find_nccl_dir() {
-  local d site
-  for d in /usr/local/cuda/lib /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
-    [[ -e $d/libnccl.so.2 ]] && { echo "$d"; return 0; }
-  done
-  site=$(timeout 30 python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' 2>/dev/null)
-  if [[ -n $site && -d $site/nvidia ]]; then
-    d=$(find "$site/nvidia" -maxdepth 4 -name 'libnccl.so.2*' 2>/dev/null | head -1)
-    [[ -n $d ]] && { dirname "$d"; return 0; }
-  fi
-  d=$(ldconfig -p 2>/dev/null | awk '/libnccl\.so\.2 /{print $NF; exit}')
-  [[ -n $d ]] && { dirname "$d"; return 0; }
-  return 1
+  find_lib_dir libnccl.so.2 /usr/local/cuda/lib /usr/local/cuda/lib64 \
+    /usr/local/cuda/targets/x86_64-linux/lib
 }
 lib_path=$B/lib
 if cublas_dir=$(find_cublas_dir); then
