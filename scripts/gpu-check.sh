@@ -8,8 +8,8 @@
 #
 # Steps, each under `timeout` so that one hang cannot eat the device budget. The seconds are those
 # measured on an H200 (two full runs, 2026-12), except two estimates for what was added after them:
-# scaler_retry + init_from, and bench_gpt's PyTorch SDPA row (15 s of its 190). `--dry-run` prints
-# the table; GPU marks what needs the GPU:
+# scaler_retry + init_from, and bench_gpt's PyTorch SDPA row and profiled ampctl run (25 s of its
+# 200). `--dry-run` prints the table; GPU marks what needs the GPU:
 # PLAN  step                        est_s  GPU  what
 # PLAN  nvidia-smi                      1  yes  the GPU is there
 # PLAN  ldd                             1  no   every bundled binary's shared libraries resolve
@@ -33,8 +33,8 @@
 # PLAN  scaler_retry + init_from        15  yes  retry, the stop at the floor, --init-from and eval on the GPU
 # PLAN  bench MLPs (ampctl + torch)    40  yes  fp16 step time against PyTorch AMP
 # PLAN  nccl_reference + one_rank       2  yes  the NCCL communicator on one rank, bitwise
-# PLAN  bench_gpt                     190  yes  GPT-2 small against PyTorch AMP (when torch imports)
-# Total about 390 s, 6.5 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
+# PLAN  bench_gpt                     200  yes  GPT-2 small against PyTorch AMP (when torch imports)
+# Total about 400 s, 6.7 minutes (GPU_CHECK_GPT_ARGS unset: no scaling table), plus about 30 s to
 # start the machine. The summary table is printed last.
 # Exit status 0 only when every step passed. The full log of every
 # step goes to one file, gpu-check.log, with the table in summary.txt beside it, in $OUT where the

@@ -15,7 +15,9 @@ its peak memory is its own:
         once with its fused attention (kernels/transformer_attention.cu) and once with the materialised
         one (AMPCTL_ATTENTION=materialised), the row "attention unfused", and once with the
         MLP's c_fc + GELU composed instead of cuBLASLt's GELU epilogues (AMPCTL_GELU=composed),
-        the row "GELU unfused";
+        the row "GELU unfused", and once more with logging.profile for the line "by phase"
+        (summary.json's phase_ms: forward, backward, unscale, optimizer, ...; it waits for the
+        device at each phase boundary, so only its split is read, not its total);
         its summary.json's steady_step_ms is the MEAN over the steps after the first logging
         interval (logging.every_steps = warmup): ampctl never waits for the device inside a
         step, so a per-step time does not exist without changing what is timed;
@@ -330,22 +332,25 @@ logging: {{every_steps: {warmup}}}
 """)
 
 
-def ampctl_train(a, cfg, work, tokens, warmup, steps, log, attention="fused", gelu="fused"):
-    tag = f"{cfg['n_embd']}_{cfg['T']}_{attention}_{gelu}"
+def ampctl_train(a, cfg, work, tokens, warmup, steps, log, attention="fused", gelu="fused",
+                 profile=False):
+    tag = f"{cfg['n_embd']}_{cfg['T']}_{attention}_{gelu}" + ("_profile" if profile else "")
     conf = os.path.join(work, f"gpt_{tag}.yaml")
     ampctl_config(conf, cfg, tokens, a.batch, warmup, steps)
     run_dir = os.path.join(work, f"run_{tag}")
     env = {"AMPCTL_ATTENTION": "materialised"} if attention == "materialised" else {}
     if gelu == "composed":
         env["AMPCTL_GELU"] = "composed"
-    rc, _, mib = run_child([a.ampctl, "train", "--config", conf, "--run-dir", run_dir],
+    extra = ["--set", "logging.profile=true"] if profile else []
+    rc, _, mib = run_child([a.ampctl, "train", "--config", conf, "--run-dir", run_dir] + extra,
                            a.child_timeout, log, env)
     out = {"rc": rc, "peak_used_mib": mib}
     try:
         with open(os.path.join(run_dir, "summary.json")) as f:
             s = json.load(f)
         out.update({"step_ms": s.get("steady_step_ms"), "skipped": s.get("skipped_steps"),
-                    "loss": s.get("final_loss"), "backend": s.get("backend")})
+                    "loss": s.get("final_loss"), "backend": s.get("backend"),
+                    "phase_ms": s.get("phase_ms")})
     except (OSError, ValueError):
         out["step_ms"] = None
     shutil.rmtree(run_dir, ignore_errors=True)  # its checkpoint is 1.5 GB for GPT-2 small
@@ -421,6 +426,11 @@ def main():
     res["ampctl_gelu_composed"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log,
                                                gelu="composed")
     failed |= res["ampctl_gelu_composed"]["rc"] != 0
+    # Where the step goes: logging.profile's phases (it waits for the device at each phase
+    # boundary, so its total exceeds the plain step; the split is what it is for).
+    res["ampctl_profile"] = ampctl_train(a, main_cfg, work, tokens, a.warmup, a.steps, log,
+                                         profile=True)
+    failed |= res["ampctl_profile"]["rc"] != 0
     # eager_sdpa: PyTorch eager with its fused attention (F.scaled_dot_product_attention), the
     # eager counterpart of ampctl's fused attention; eager and compile keep --sdpa's choice.
     modes = [] if a.no_torch else ["eager"] + ([] if a.sdpa else ["eager_sdpa"]) + \
@@ -485,6 +495,12 @@ def main():
                      f"{fmt(r.get('peak_used_mib'), 'd'):>9} "
                      f"{fmt(r.get('max_memory_allocated_mib'), '.0f'):>15} "
                      f"{fmt(ratio, '.2f') + 'x' if ratio else '':>9}")
+    phases = res["ampctl_profile"].get("phase_ms") or {}
+    if phases:
+        order = ("data", "forward", "backward", "unscale", "optimizer", "update", "metrics")
+        lines.append("ampctl fp16 by phase (logging.profile, a device wait at each boundary), ms: " +
+                     ", ".join(f"{k} {phases[k]:.2f}" for k in order if k in phases) +
+                     f"; total {phases.get('total', 0):.2f}")
     lines.append("  (ms/step: ampctl the mean of its steady steps, torch the median of CUDA-event "
                  "step times; peak MiB: nvidia-smi memory.used during the process minus before; "
                  "vs ampctl: torch ms / ampctl ms, > 1 = ampctl faster)")
