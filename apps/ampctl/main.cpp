@@ -13,8 +13,8 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/build_info.h"
+#include "ampctl/config/environment.h"
 #include "ampctl/core/convert.h"
-#include "ampctl/core/environment.h"
 #include "ampctl/core/error.h"
 #include "ampctl/dist/process_group.h"
 #include "commands.h"
@@ -182,7 +182,7 @@ int run_command(int argc, char** argv) {
     }
     for (const ampctl::app::Command& command : commands) {
       if (!command.subcommand->parsed()) continue;
-      ampctl::check_environment();  // a misspelt path choice is refused, not ignored
+      ampctl::config::check_environment();  // a misspelt path choice is refused, not ignored
       return command.run();
     }
     std::fputs(app.help().c_str(), stdout);

@@ -15,12 +15,15 @@ bool holds_sweep(const fs::path& dir) {
   return fs::exists(dir / kSweepFile, ec);
 }
 
-fs::path enclosing_checkpoints_folder(const fs::path& dir) {
+std::string inside_checkpoints_folder(const fs::path& dir) {
   std::error_code ec;
   fs::path p = fs::weakly_canonical(dir, ec);
   if (ec) p = fs::absolute(dir, ec).lexically_normal();
   for (; !p.empty(); p = p.parent_path()) {
-    if (p.filename() == "checkpoints" && holds_run(p.parent_path())) return p;
+    if (p.filename() == "checkpoints" && holds_run(p.parent_path())) {
+      return "inside " + p.string() + ", the checkpoint folder of the run in " +
+             p.parent_path().string();
+    }
     if (p == p.parent_path()) break;
   }
   return {};

@@ -280,10 +280,8 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     throw Error{ErrorKind::usage, "--out " + options.out.string() + ": holds a run",
                 "give the sweep a folder of its own with --out DIR"};
   }
-  if (const fs::path folder = run::enclosing_checkpoints_folder(options.out); !folder.empty()) {
-    throw Error{ErrorKind::usage,
-                "--out " + options.out.string() + ": inside " + folder.string() +
-                    ", the checkpoint folder of the run in " + folder.parent_path().string(),
+  if (const std::string why = run::inside_checkpoints_folder(options.out); !why.empty()) {
+    throw Error{ErrorKind::usage, "--out " + options.out.string() + ": " + why,
                 "give the sweep a folder of its own with --out DIR"};
   }
   check_run_folders(sweep, options.out);

@@ -42,10 +42,8 @@ RunDir::RunDir(fs::path path) : m_path(std::move(path)) {
     throw unusable_run_dir(dir, std::string("holds a sweep (") + run::kSweepFile +
                                     "); its runs are in folders below it");
   }
-  if (const fs::path folder = run::enclosing_checkpoints_folder(dir); !folder.empty()) {
-    throw unusable_run_dir(
-        dir, "inside " + folder.string() + ", the checkpoint folder of the run in " +
-                 folder.parent_path().string() + " (it holds that run's checkpoints only)");
+  if (const std::string why = run::inside_checkpoints_folder(dir); !why.empty()) {
+    throw unusable_run_dir(dir, why + " (it holds that run's checkpoints only)");
   }
   std::vector<fs::path> missing;
   fs::path p = dir;

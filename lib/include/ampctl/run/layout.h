@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace ampctl::run {
 
@@ -17,9 +18,10 @@ inline constexpr const char* kSweepFile = "sweep.json";
 // sweep a folder that holds a run (`ampctl sweep` refuses those) and `ampctl report` a run.
 bool holds_sweep(const std::filesystem::path& dir);
 
-// The run's checkpoints/ folder that `dir` is or lies inside (through symlinks too), or an empty
-// path. That folder holds its run's checkpoints alone (pruning, `latest` and the fallback to the
-// newest complete checkpoint scan it): no command writes a run or a sweep there.
-std::filesystem::path enclosing_checkpoints_folder(const std::filesystem::path& dir);
+// Why `dir` is no place for a run or a sweep when it is or lies inside (through symlinks too) a
+// run's checkpoints/ folder: "inside C, the checkpoint folder of the run in R"; else "". That
+// folder holds its run's checkpoints alone (pruning, `latest` and the fallback to the newest
+// complete checkpoint scan it).
+std::string inside_checkpoints_folder(const std::filesystem::path& dir);
 
 }  // namespace ampctl::run

@@ -1,4 +1,4 @@
-// check_environment (core/environment.h): every AMPCTL_* path choice accepts exactly its values
+// check_environment (config/environment.h): every AMPCTL_* path choice accepts exactly its values
 // (and unset or empty), and anything else is a configuration error naming the variable, the
 // values and, for a near miss, the one meant.
 #include <gtest/gtest.h>
@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "ampctl/core/environment.h"
+#include "ampctl/config/environment.h"
 #include "ampctl/core/error.h"
 
-namespace ampctl {
+namespace ampctl::config {
 namespace {
 
 // Sets one variable for the scope, restoring what was there.
@@ -74,4 +74,4 @@ TEST(Environment, AnUnknownValueIsAConfigErrorWithTheNearMiss) {
 }
 
 }  // namespace
-}  // namespace ampctl
+}  // namespace ampctl::config

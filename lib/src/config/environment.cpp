@@ -1,12 +1,12 @@
-#include "ampctl/core/environment.h"
+#include "ampctl/config/environment.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstdlib>
 
+#include "ampctl/config/problems.h"
 #include "ampctl/core/error.h"
 
-namespace ampctl {
+namespace ampctl::config {
 
 const std::vector<EnvironmentChoice>& environment_choices() {
   static const std::vector<EnvironmentChoice> choices = {
@@ -22,43 +22,15 @@ const std::vector<EnvironmentChoice>& environment_choices() {
   return choices;
 }
 
-namespace {
-
-// Levenshtein distance, case-insensitive (materialized -> materialised is 1).
-size_t distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
-                        std::tolower(static_cast<unsigned char>(b[j - 1]));
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
-}  // namespace
-
 void check_environment() {
   for (const EnvironmentChoice& c : environment_choices()) {
     const char* set = std::getenv(c.name);
     if (set == nullptr || *set == '\0') continue;
     const std::string value = set;
     if (std::find(c.values.begin(), c.values.end(), value) != c.values.end()) continue;
-    std::string list, closest;
-    size_t best = 3;  // suggest only a near miss
-    for (const std::string& v : c.values) {
-      list += (list.empty() ? "" : ", ") + v;
-      if (const size_t d = distance(value, v); d < best) {
-        best = d;
-        closest = v;
-      }
-    }
+    std::string list;
+    for (const std::string& v : c.values) list += (list.empty() ? "" : ", ") + v;
+    const std::string closest = closest_match(value, c.values);
     std::string message = c.name;
     message += "='";
     message += value;
@@ -80,4 +52,4 @@ void check_environment() {
   }
 }
 
-}  // namespace ampctl
+}  // namespace ampctl::config

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace ampctl {
+namespace ampctl::config {
 
 struct EnvironmentChoice {
   const char* name;
@@ -20,7 +20,7 @@ struct EnvironmentChoice {
 const std::vector<EnvironmentChoice>& environment_choices();
 
 // Throws Error{config} (exit 2) for a set variable of environment_choices() whose value is not
-// one of its values, naming it, the values and the closest one.
+// one of its values, naming it, the values and the near miss (closest_match).
 void check_environment();
 
-}  // namespace ampctl
+}  // namespace ampctl::config
