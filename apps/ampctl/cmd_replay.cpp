@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "ampctl/checkpoint/output_file.h"
+#include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/replay/replay.h"
 #include "ampctl/sweep/report.h"
@@ -31,9 +33,10 @@ struct ReplayOptions {
   std::string html;
 };
 
-// Every point of the grid: the --set overrides, then one value per axis (later ones win).
-// More than replay::kMaxPoints points is Error{usage}, before any is expanded.
-std::vector<std::vector<std::string>> points(const ReplayOptions& o) {
+// Every point of the grid, each override with who said it: the --set overrides, then one value
+// per axis (later ones win). More than replay::kMaxPoints points is Error{usage}, before any is
+// expanded; a value listed twice in one --grid is Error{usage} (two rows of one setting).
+std::vector<std::vector<config::SaidOverride>> points(const ReplayOptions& o) {
   const std::vector<sweep::GridAxis> axes = sweep::parse_grid_flags(o.grid);
   uint64_t count = 1;
   std::string factors;
@@ -48,18 +51,53 @@ std::vector<std::vector<std::string>> points(const ReplayOptions& o) {
                     std::to_string(replay::kMaxPoints) + " in one call",
                 "replay the grid in parts: split one --grid list over several calls"};
   }
-  std::vector<std::vector<std::string>> out{o.sets};
   for (const sweep::GridAxis& axis : axes) {
-    std::vector<std::vector<std::string>> next;
+    std::set<std::string> seen;
+    for (const std::string& v : axis.values) {
+      if (!seen.insert(v).second) {
+        throw Error{ErrorKind::usage,
+                    "--grid " + axis.key + ": the value " + v +
+                        " is listed twice (two rows of one setting)",
+                    "list each value once"};
+      }
+    }
+  }
+  std::vector<config::SaidOverride> base;
+  for (const std::string& s : o.sets) base.push_back({s, config::Where{}});
+  std::vector<std::vector<config::SaidOverride>> out{base};
+  out.reserve(static_cast<size_t>(count));
+  for (const sweep::GridAxis& axis : axes) {
+    std::vector<std::vector<config::SaidOverride>> next;
+    next.reserve(out.size() * axis.values.size());
     for (const auto& p : out) {
       for (const std::string& v : axis.values) {
         next.push_back(p);
-        next.back().push_back(axis.key + "=" + v);
+        next.back().push_back({axis.key + "=" + v, config::Where{"--grid"}});
       }
     }
     out = std::move(next);
   }
   return out;
+}
+
+// A row's name: its own --grid values first, then the --set overrides still in effect (one a
+// --grid value of the same key replaced names nothing).
+std::vector<std::pair<std::string, std::string>> row_name(
+    const std::vector<config::SaidOverride>& point) {
+  std::vector<std::pair<std::string, std::string>> grid, set;
+  for (size_t i = 0; i < point.size(); ++i) {
+    const std::string& t = point[i].text;
+    const size_t eq = t.find('=');
+    const std::string key = t.substr(0, eq);
+    bool replaced = false;
+    for (size_t j = i + 1; j < point.size(); ++j) {
+      replaced = replaced || point[j].text.substr(0, point[j].text.find('=')) == key;
+    }
+    if (replaced) continue;
+    (point[i].said.origin == "--grid" ? grid : set).emplace_back(key, t.substr(eq + 1));
+  }
+  grid.insert(grid.end(), set.begin(), set.end());
+  return grid;
 }
 
 std::string fmt(const char* f, double v) {
@@ -68,9 +106,26 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// The page of --html: the recorded trajectory (trajectory 0) and one per grid point beside it,
-// then the table's rows.
-std::string html_page(const replay::Recording& rec, const std::vector<replay::Outcome>& outcomes) {
+// --html draws at most this many replayed settings beside the recorded run (the report's ten
+// colours): past that the lines are no longer told apart, and the page of a 100,000-row grid
+// would hold every step of every row. A larger grid draws rows spread evenly over it, first and
+// last included; its table lists those, and the console and --json list every row.
+constexpr size_t kMaxDrawn = 9;
+
+std::vector<size_t> drawn_rows(size_t rows) {
+  std::vector<size_t> out;
+  if (rows <= kMaxDrawn) {
+    for (size_t i = 0; i < rows; ++i) out.push_back(i);
+    return out;
+  }
+  for (size_t i = 0; i < kMaxDrawn; ++i) out.push_back(i * (rows - 1) / (kMaxDrawn - 1));
+  return out;
+}
+
+// The page of --html: the recorded trajectory (trajectory 0) and one per drawn row beside it,
+// then the drawn rows of the table.
+std::string html_page(const replay::Recording& rec, const std::vector<replay::Outcome>& outcomes,
+                      const std::vector<size_t>& drawn) {
   sweep::ScalePage page;
   page.title = "ampctl replay: " + rec.dir.filename().string();
   if (rec.dir.filename().empty()) page.title = "ampctl replay: " + rec.dir.string();
@@ -78,6 +133,13 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
               " steps, " + rec.precision + ", " + std::to_string(rec.accum) +
               " micro-batch(es) per rank. Nothing was trained: each setting's scales and skips "
               "are predicted from the recorded grad_amax.";
+  if (drawn.size() < outcomes.size()) {
+    page.meta += " " + std::to_string(outcomes.size()) +
+                 " settings were replayed; the chart and "
+                 "the table show " +
+                 std::to_string(drawn.size()) +
+                 " of them, spread evenly over the grid (the console and --json list every one).";
+  }
   sweep::ScaleTrajectory recorded;
   recorded.name = "recorded";
   recorded.reference = true;
@@ -86,7 +148,8 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
     if (s.found_inf) recorded.skips.push_back({s.step, s.scale});
   }
   page.trajectories.push_back(std::move(recorded));
-  for (const replay::Outcome& o : outcomes) {
+  for (size_t i : drawn) {
+    const replay::Outcome& o = outcomes[i];
     sweep::ScaleTrajectory t;
     t.name = replay::setting_text(o);
     for (const replay::ReplayedStep& s : o.steps) {
@@ -112,7 +175,8 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
                   "mean headroom (log2)",
                   "min headroom (log2)",
                   "uncertain steps"};
-  for (const replay::Outcome& o : outcomes) {
+  for (size_t i : drawn) {
+    const replay::Outcome& o = outcomes[i];
     page.rows.push_back({replay::setting_text(o), std::to_string(o.skipped),
                          o.first_skip ? std::to_string(*o.first_skip) : "-",
                          std::to_string(o.retries), fmt("%.10g", o.min_scale),
@@ -134,15 +198,21 @@ int run_replay(const ReplayOptions& options) {
     html_file = checkpoint::checked_output_path(
         options.html, {rec.dir / "metrics.jsonl", rec.dir / "config.yaml"}, "--html");
   }
-  // Every point is checked before any output.
+  // Every point is checked before any output; only the drawn rows keep their steps.
+  const std::vector<std::vector<config::SaidOverride>> grid = points(options);
+  const std::vector<size_t> drawn =
+      html_file.empty() ? std::vector<size_t>{} : drawn_rows(grid.size());
   std::vector<replay::Outcome> outcomes;
-  for (const auto& p : points(options)) {
-    outcomes.push_back(replay::replay(rec, p));
-    // The step-by-step trajectory is only drawn: without --html a large grid keeps the rows only.
-    if (html_file.empty()) std::vector<replay::ReplayedStep>().swap(outcomes.back().steps);
+  outcomes.reserve(grid.size());
+  size_t next_drawn = 0;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const bool keep = next_drawn < drawn.size() && drawn[next_drawn] == i;
+    if (keep) ++next_drawn;
+    outcomes.push_back(replay::replay(rec, grid[i], keep));
+    outcomes.back().overrides = row_name(grid[i]);
   }
   if (!html_file.empty()) {
-    checkpoint::write_output_file(html_file, html_page(rec, outcomes), "--html");
+    checkpoint::write_output_file(html_file, html_page(rec, outcomes, drawn), "--html");
   }
   if (options.json) {
     std::printf("%s\n", replay::to_json(outcomes).dump(2).c_str());
@@ -164,9 +234,10 @@ void register_replay(CLI::App& app, Commands& commands) {
       "replay",
       "replay a run's recorded grad_amax under other scaler settings (skips, retries, scales, "
       "headroom) without retraining; the run needs logging.grad_amax: true");
+  // No type name: CLI11 would print the positional's name twice ("RUN RUN REQUIRED").
   sub->add_option("RUN", options->run, "a run directory (config.yaml, metrics.jsonl)")
       ->required()
-      ->type_name("RUN");
+      ->type_name("");
   sub->add_option("--grid", options->grid,
                   "a grid axis over a scaler.* key: KEY=V1,V2,... (values are YAML; "
                   "repeatable: cartesian product, one row per point)")

@@ -445,7 +445,8 @@ void mark_all(Value& v, const Where& where) {
 
 }  // namespace
 
-void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems) {
+void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems,
+                     OverrideValues* values) {
   for (const Override& o : overrides) {
     const Where where = o.said.has_position()
                             ? o.said
@@ -453,17 +454,34 @@ void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problem
                                     ' ' + shorten(o.spelling)};
     std::string dotted;
     for (const std::string& part : o.key) dotted += (dotted.empty() ? "" : ".") + part;
-    Value value;
-    Problems value_problems;
-    if (!read_yaml(o.value_text, where.origin, false, value, value_problems)) {
-      std::string why = value_problems.list().front().message;
-      if (why.rfind("invalid YAML: ", 0) == 0) why = why.substr(14);
-      problems.add(where, dotted, "VALUE is not a valid YAML value: " + why,
-                   "quote the whole argument for the shell, e.g. --set 'model.hidden=[64, 64]'");
-      continue;
+    OverrideValues::Read fresh;
+    OverrideValues::Read* read = &fresh;
+    bool known = false;
+    if (values != nullptr) {
+      const auto [it, inserted] =
+          values->by_spelling.try_emplace(where.str() + '\n' + o.spelling + '\n' + o.value_text);
+      read = &it->second;
+      known = !inserted;
     }
-    for (const Problem& p : value_problems.list()) problems.add(where, dotted, p.message);
-    mark_all(value, where);
+    if (!known) {
+      Problems value_problems;
+      read->ok = read_yaml(o.value_text, where.origin, false, read->value, value_problems);
+      if (!read->ok) {
+        std::string why = value_problems.list().front().message;
+        if (why.rfind("invalid YAML: ", 0) == 0) why = why.substr(14);
+        read->problems.add(
+            where, dotted, "VALUE is not a valid YAML value: " + why,
+            "quote the whole argument for the shell, e.g. --set 'model.hidden=[64, 64]'");
+      } else {
+        for (const Problem& p : value_problems.list()) read->problems.add(where, dotted, p.message);
+        mark_all(read->value, where);
+      }
+    }
+    for (const Problem& p : read->problems.list()) {
+      problems.add(p.where, p.key, p.message, p.hint);
+    }
+    if (!read->ok) continue;
+    const Value& value = read->value;
     Value* node = &doc;
     for (size_t i = 0; i < o.key.size(); ++i) {
       if (!node->is_map()) {

@@ -1077,6 +1077,41 @@ RunConfig parse_config_said(std::string_view yaml, const std::string& origin,
   return config;
 }
 
+struct ConfigTemplate::Impl {
+  std::string origin;
+  Value doc;
+  Problems problems;  // what reading the text found in a usable document (every resolve's)
+  std::filesystem::path file_dir, cwd;
+  mutable OverrideValues values;
+};
+
+ConfigTemplate::ConfigTemplate(std::string_view yaml, const std::string& origin)
+    : m_impl(std::make_unique<Impl>()) {
+  m_impl->origin = origin;
+  if (!parse_yaml(yaml, origin, m_impl->doc, m_impl->problems)) {
+    m_impl->problems.throw_if_any(ErrorKind::config);
+  }
+  m_impl->file_dir = absolute_or_empty(std::filesystem::path(origin).parent_path());
+  m_impl->cwd = absolute_or_empty(".").lexically_normal();
+}
+
+ConfigTemplate::~ConfigTemplate() = default;
+
+RunConfig ConfigTemplate::resolve(const std::vector<SaidOverride>& overrides) const {
+  std::vector<Override> parsed;
+  for (const SaidOverride& o : overrides) {
+    parsed.push_back(parse_override(o.text));
+    parsed.back().said = o.said;
+  }
+  Problems problems = m_impl->problems;
+  Value doc = m_impl->doc;
+  apply_overrides(doc, parsed, problems, &m_impl->values);
+  resolve_data_paths(doc, m_impl->origin, m_impl->file_dir, m_impl->cwd);
+  RunConfig config = validate(doc, default_name_for(m_impl->origin), problems);
+  problems.throw_if_any(ErrorKind::config);
+  return config;
+}
+
 RunConfig parse_config(std::string_view yaml, const std::string& origin,
                        const std::vector<std::string>& overrides) {
   std::vector<SaidOverride> said;

@@ -7,9 +7,11 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <vector>
 
+#include "ampctl/config/config_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/math/amp_math.h"
@@ -44,6 +46,51 @@ amp::ScalePolicy policy_of(config::ScalePolicy p) {
   }
 }
 
+// A SAX pass over one line that finds a key written twice in one object (nlohmann's parser
+// keeps the last silently; which one the trainer meant is unknown).
+class DuplicateKeys : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string duplicate;  // the first key found twice
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    m_keys.emplace_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!m_keys.back().insert(k).second && duplicate.empty()) duplicate = k;
+    return duplicate.empty();
+  }
+  bool end_object() override {
+    m_keys.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+
+ private:
+  std::vector<std::set<std::string>> m_keys;
+};
+
+std::string duplicate_key(const std::string& line) {
+  DuplicateKeys sax;
+  nlohmann::json::sax_parse(line, &sax);
+  return sax.duplicate;
+}
+
+bool same_reading(const RecordedStep& a, const RecordedStep& b) {
+  return a.scale == b.scale && a.found_inf == b.found_inf && a.amax == b.amax &&
+         a.amax_exact == b.amax_exact;
+}
+
 }  // namespace
 
 Recording load_recording(const fs::path& dir) {
@@ -57,7 +104,10 @@ Recording load_recording(const fs::path& dir) {
                                       ": not a run directory (config.yaml and metrics.jsonl "
                                       "expected)"};
   }
-  const config::RunConfig cfg = config::load_config(config_file);
+  rec.config_text = config::read_config_text(config_file);
+  rec.config_template =
+      std::make_shared<const config::ConfigTemplate>(rec.config_text, config_file.string());
+  const config::RunConfig cfg = rec.config_template->resolve({});
   rec.config = cfg;
   rec.precision = config::to_string(cfg.precision);
   rec.max_finite = cfg.precision == config::Precision::bf16 ? kBf16MaxFinite : 65504.0;
@@ -73,7 +123,7 @@ Recording load_recording(const fs::path& dir) {
 
   std::ifstream in(metrics_file);
   if (!in) throw input_error(metrics_file, "cannot read it");
-  std::map<int64_t, RecordedStep> by_step;
+  std::map<int64_t, std::pair<RecordedStep, int64_t>> by_step;  // step -> its line, line number
   std::string line;
   int64_t line_no = 0;
   bool any_train = false;
@@ -91,6 +141,11 @@ Recording load_recording(const fs::path& dir) {
     if (!r->is_train()) continue;
     any_train = true;
     if (!r->defect.empty()) throw input_error(metrics_file, where + ": " + r->defect);
+    if (const std::string k = duplicate_key(line); !k.empty()) {
+      throw input_error(metrics_file, where + ": the key \"" + k +
+                                          "\" is written twice: which value the run meant is "
+                                          "unknown");
+    }
     if (!r->has_grad_amax) {
       throw input_error(metrics_file,
                         where +
@@ -104,11 +159,23 @@ Recording load_recording(const fs::path& dir) {
     s.found_inf = r->overflowed;
     s.amax = r->grad_amax;
     s.amax_exact = r->grad_amax_exact.value_or(true);
-    by_step[s.step] = s;  // a resumed run's later line for a step wins
+    // A step written twice (a resume that kept a line it should have dropped, two writers) is
+    // one step when the lines agree on what replay reads, and ambiguous when they do not.
+    const auto [it, fresh] = by_step.emplace(s.step, std::make_pair(s, line_no));
+    if (!fresh && !same_reading(it->second.first, s)) {
+      throw input_error(metrics_file,
+                        where + " and line " + std::to_string(it->second.second) +
+                            " are both step " + std::to_string(s.step) +
+                            " and disagree (scale, found_inf, grad_amax or grad_amax_exact): "
+                            "which one the run took is unknown");
+    }
   }
+  if (in.bad())
+    throw input_error(metrics_file, "read failed after line " + std::to_string(line_no));
   if (!any_train) throw input_error(metrics_file, "no train lines: nothing to replay");
   rec.steps.reserve(by_step.size());
-  for (auto& [step, s] : by_step) {
+  for (auto& [step, entry] : by_step) {
+    const RecordedStep& s = entry.first;
     // The rule is replayed step by step: every step needs its line.
     const int64_t expected = static_cast<int64_t>(rec.steps.size()) + 1;
     if (step != expected) {
@@ -120,28 +187,39 @@ Recording load_recording(const fs::path& dir) {
   return rec;
 }
 
-Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) {
-  Outcome out;
-  for (const std::string& o : overrides) {
-    const size_t eq = o.find('=');
+Outcome replay(const Recording& rec, const std::vector<config::SaidOverride>& overrides,
+               bool keep_steps) {
+  std::vector<std::pair<std::string, std::string>> named;
+  for (const config::SaidOverride& o : overrides) {
+    const std::string flag = o.said.origin.empty() ? "--set" : o.said.origin;
+    const size_t eq = o.text.find('=');
     if (eq == std::string::npos) {
-      throw Error{ErrorKind::usage, "--set/--grid " + o + ": expected KEY=VALUE"};
+      throw Error{ErrorKind::usage, flag + " " + o.text + ": expected KEY=VALUE"};
     }
-    const std::string key = o.substr(0, eq);
+    const std::string key = o.text.substr(0, eq);
     if (key.rfind("scaler.", 0) != 0) {
       throw Error{ErrorKind::config,
-                  key +
+                  flag + " " + o.text + ": " + key +
                       ": replay changes scaler.* keys only (the other keys change the "
                       "gradients, which the recording cannot predict: train with them)"};
     }
-    out.overrides.emplace_back(key, o.substr(eq + 1));
+    named.emplace_back(key, o.text.substr(eq + 1));
   }
-  const config::RunConfig cfg = config::load_config(rec.dir / "config.yaml", overrides);
-  return replay(rec, cfg, std::move(out.overrides));
+  const config::RunConfig cfg =
+      rec.config_template ? rec.config_template->resolve(overrides)
+                          : config::parse_config_said(
+                                rec.config_text, (rec.dir / "config.yaml").string(), overrides);
+  return replay(rec, cfg, std::move(named), keep_steps);
+}
+
+Outcome replay(const Recording& rec, const std::vector<std::string>& overrides) {
+  std::vector<config::SaidOverride> said;
+  for (const std::string& o : overrides) said.push_back({o, config::Where{}});
+  return replay(rec, said);
 }
 
 Outcome replay(const Recording& rec, const config::RunConfig& cfg,
-               std::vector<std::pair<std::string, std::string>> overrides) {
+               std::vector<std::pair<std::string, std::string>> overrides, bool keep_steps) {
   Outcome out;
   out.overrides = std::move(overrides);
   const config::ScalerConfig& sc = cfg.scaler;
@@ -177,7 +255,7 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
   double headroom_sum = 0.0;
   int64_t headroom_n = 0;
   const double accum = static_cast<double>(rec.accum);
-  out.steps.reserve(rec.steps.size());
+  if (keep_steps) out.steps.reserve(rec.steps.size());
   for (const RecordedStep& s : rec.steps) {
     ReplayedStep kept{s.step};
     const int64_t retries_before = out.retries;
@@ -222,7 +300,10 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
     }
     kept.skipped = overflowed;
     kept.retries = out.retries - retries_before;
-    out.steps.push_back(kept);
+    if (!out.departs_at && (kept.scale != s.scale || kept.skipped != s.found_inf)) {
+      out.departs_at = s.step;
+    }
+    if (keep_steps) out.steps.push_back(kept);
     if (uncertain) ++out.uncertain_steps;
   }
   out.final_scale = static_cast<double>(scale);
@@ -243,6 +324,7 @@ bool ignored_key(const std::string& path) {
                                          "checkpoint",
                                          "distributed",
                                          "training.max_steps",
+                                         "seed",
                                          "training.eval_every",
                                          "training.eval_batches",
                                          "training.divergence_patience"};
@@ -294,7 +376,11 @@ std::string gradient_key_differing(const Recording& rec, const config::RunConfig
 }
 
 std::string setting_text(const Outcome& o) {
-  if (o.overrides.empty()) return "(as recorded)";
+  if (!o.label.empty()) return o.label;
+  if (o.overrides.empty()) {
+    return o.departs_at ? "(config.yaml, departs at step " + std::to_string(*o.departs_at) + ")"
+                        : "(as recorded)";
+  }
   std::string s;
   for (const auto& [k, v] : o.overrides) {
     if (!s.empty()) s += " ";

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -80,6 +81,18 @@ Override parse_override(std::string_view arg);
 // replaces what was at KEY (creating the maps on the way, and replacing a non-map on the way by a
 // map) and the key and everything under it are marked as written by the override. A VALUE that is
 // not valid YAML is added to `problems` and skipped.
-void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems);
+// `values`, when given, keeps each override's VALUE as read (by who said it and its text), so
+// applying the same overrides to many copies of one document reads each VALUE's YAML once
+// (ConfigTemplate, run_config.h).
+struct OverrideValues {
+  struct Read {
+    bool ok = false;
+    Value value;        // marked as written by the override
+    Problems problems;  // what reading it found
+  };
+  std::map<std::string, Read> by_spelling;  // where + '\n' + VALUE
+};
+void apply_overrides(Value& doc, const std::vector<Override>& overrides, Problems& problems,
+                     OverrideValues* values = nullptr);
 
 }  // namespace ampctl::config

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -286,6 +287,24 @@ struct SaidOverride {
 };
 RunConfig parse_config_said(std::string_view yaml, const std::string& origin,
                             const std::vector<SaidOverride>& overrides);
+
+// One configuration text resolved under many override lists (`ampctl replay`'s grid of up to
+// 100,000 settings): resolve(o) is parse_config_said(yaml, origin, o), bit for bit and problem
+// for problem, but the text's YAML is read once (the constructor) and each distinct override's
+// VALUE once (a memo inside). Not for concurrent use.
+class ConfigTemplate {
+ public:
+  // Throws ConfigError{config} for text that is no usable YAML mapping, as parse_config does.
+  ConfigTemplate(std::string_view yaml, const std::string& origin);
+  ~ConfigTemplate();
+  ConfigTemplate(const ConfigTemplate&) = delete;
+  ConfigTemplate& operator=(const ConfigTemplate&) = delete;
+  RunConfig resolve(const std::vector<SaidOverride>& overrides) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> m_impl;
+};
 
 enum class YamlStyle {
   plain,     // the resolved configuration (run directories' config.yaml)

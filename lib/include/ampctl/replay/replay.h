@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -40,15 +41,23 @@ struct RecordedStep {
 
 struct Recording {
   std::filesystem::path dir;
-  std::vector<RecordedStep> steps;  // ascending step numbers (a resumed run's last line wins)
+  std::vector<RecordedStep> steps;  // ascending step numbers, one per step
   double max_finite = 65504.0;      // the half type's largest finite value
   int64_t accum = 1;                // micro-batches per rank: grad_amax's seed is scale / accum
   std::string precision;
   config::RunConfig config;  // RUN's config.yaml
+  // Its text, read once: every setting is resolved from it (a resume that rewrites config.yaml
+  // while replay runs changes no row).
+  std::string config_text;
+  // config_text parsed once (load_recording fills it; without it each row parses the text).
+  std::shared_ptr<const config::ConfigTemplate> config_template;
 };
 
-// Reads DIR/metrics.jsonl and DIR/config.yaml. Throws Error{input} naming the file for a missing
-// or unreadable one, and for a run without grad_amax (hint: logging.grad_amax: true).
+// Reads DIR/config.yaml, then DIR/metrics.jsonl, each once. Throws Error{input} naming the file
+// for a missing or unreadable one, a run without grad_amax (hint: logging.grad_amax: true), and
+// what is ambiguous: a train line with a key written twice, two train lines for one step that
+// disagree on what replay reads (scale, found_inf / skipped, grad_amax, grad_amax_exact; equal
+// repeats are one line), a missing step.
 Recording load_recording(const std::filesystem::path& dir);
 
 // One replayed step: the scale of the attempt kept (the last one), whether it overflowed (the
@@ -70,12 +79,23 @@ struct Outcome {
                                                                 // and the one after the last update
   std::optional<double> mean_headroom_log2, min_headroom_log2;  // over steps with grad_amax > 0
   int64_t uncertain_steps = 0;
-  std::vector<ReplayedStep> steps;  // one per recorded step, in order
+  // The first step whose kept scale or skip differs from the recording's (none: the replay
+  // follows the recording). Under RUN's own settings it departs only where config.yaml is not
+  // what the run was recorded under (a resume that changed scaler.* keys): that row is then not
+  // "(as recorded)".
+  std::optional<int64_t> departs_at;
+  std::string label;  // a name for the setting (a sweep's named run), or "": the overrides name it
+  std::vector<ReplayedStep> steps;  // one per recorded step, in order (none without keep_steps)
 };
 
-// Replays the recording under RUN's config.yaml with `overrides` ("KEY=VALUE", scaler.* keys
-// only) applied through the configuration's own loading and validation: a bad key or value throws
-// ConfigError{config} naming it; a key outside scaler.* throws Error{config} naming it.
+// Replays the recording under RUN's config.yaml (Recording::config_text) with `overrides`
+// ("KEY=VALUE", scaler.* keys only, each with who said it: --set or --grid) applied through the
+// configuration's own validation: a bad key or value throws ConfigError{config} naming it as
+// its flag said it; a key outside scaler.* throws Error{config} naming it. `keep_steps` false
+// leaves Outcome::steps empty (a large grid keeps its rows only).
+Outcome replay(const Recording& rec, const std::vector<config::SaidOverride>& overrides,
+               bool keep_steps = true);
+// The same with every override said by --set.
 Outcome replay(const Recording& rec, const std::vector<std::string>& overrides);
 
 // The same under a resolved configuration (`ampctl sweep --replay-from`: a sweep run's), whose
@@ -83,19 +103,20 @@ Outcome replay(const Recording& rec, const std::vector<std::string>& overrides);
 // The caller vouches that `cfg` differs from RUN's configuration in scaler.* keys only
 // (gradient_keys_differing below).
 Outcome replay(const Recording& rec, const config::RunConfig& cfg,
-               std::vector<std::pair<std::string, std::string>> overrides);
+               std::vector<std::pair<std::string, std::string>> overrides, bool keep_steps = true);
 
 // The first configuration key (a dotted name, e.g. "optimizer.lr") in which `cfg` differs from
 // RUN's config.yaml in a way that changes the recorded gradients, or "" when none does. Keys that
 // do not change them are ignored: scaler.*, name, device, logging.*, checkpoint.*, the evaluation
 // cadence, divergence_patience, distributed.* and training.max_steps (a replay covers RUN's
-// steps).
+// steps), and `seed` (replay is seed-free: it predicts from RUN's recording whatever the seed).
 std::string gradient_key_differing(const Recording& rec, const config::RunConfig& cfg);
 
 // `ampctl replay`'s table (header and one row per outcome, no trailing note) and its `--json`
 // list (docs/reference.md, "Replay"); `ampctl sweep --replay-from` prints the same.
 std::string table_text(const std::vector<Outcome>& outcomes);
-// The setting column: "KEY=VALUE ..." without "scaler.", or "(as recorded)".
+// The setting column: the label, else "KEY=VALUE ..." without "scaler.", else "(as recorded)"
+// (or "(config.yaml, departs at step K)" when RUN's own settings do not give back the recording).
 std::string setting_text(const Outcome& outcome);
 nlohmann::ordered_json to_json(const std::vector<Outcome>& outcomes);
 // The lines before and after the table.
