@@ -40,16 +40,18 @@ struct SweepOptions {
 // `--replay-from RUN`: the sweep's settings replayed from RUN's recorded grad_amax
 // (replay/replay.h) instead of trained: nothing is created or run. Every run of the sweep may
 // differ from RUN in scaler.* keys only (its overrides by name, its resolved configuration key
-// by key); the table is `ampctl replay`'s.
+// by key), and in its seed: replay is seed-free (it predicts from RUN's one recording), so a
+// sweep's seeds (`seeds:`, `--set seed=`) give one row per setting. The table is `ampctl replay`'s.
 int run_replay_preview(const SweepOptions& options) {
   const replay::Recording rec = replay::load_recording(options.replay_from);
   const fs::path config_file =
       options.config.empty() ? rec.dir / "config.yaml" : fs::path(options.config);
   sweep::Sweep spec = sweep::load_sweep(config_file, options.grid);
   spec.base_overrides = options.sets;
+  const auto key_of = [](const std::string& o) { return o.substr(0, o.find('=')); };
   auto check_key = [&](const std::string& o, const std::string& where) {
-    const std::string key = o.substr(0, o.find('='));
-    if (key.rfind("scaler.", 0) != 0) {
+    const std::string key = key_of(o);
+    if (key.rfind("scaler.", 0) != 0 && key != "seed") {
       throw Error{ErrorKind::config,
                   where + ": " + key +
                       ": sweep --replay-from previews scaler.* keys only (any other key changes "
@@ -62,28 +64,52 @@ int run_replay_preview(const SweepOptions& options) {
     for (const std::string& o : r.overrides) check_key(o, "run '" + r.name + "'");
   }
   sweep::validate(spec);
+  // One row per setting: a run whose overrides without its seed repeat an earlier run's is
+  // that setting again.
+  std::vector<const sweep::Run*> settings;
+  std::set<std::vector<std::string>> seen;
+  bool seeds = false;
+  for (const std::string& o : spec.base_overrides) seeds = seeds || key_of(o) == "seed";
+  for (const sweep::Run& r : spec.runs) {
+    std::vector<std::string> unseeded;
+    for (const std::string& o : r.overrides) {
+      if (key_of(o) == "seed") {
+        seeds = true;
+      } else {
+        unseeded.push_back(o);
+      }
+    }
+    if (seen.insert(unseeded).second) settings.push_back(&r);
+  }
   std::vector<replay::Outcome> outcomes;
   int64_t max_steps = 0;
-  for (const sweep::Run& r : spec.runs) {
-    const config::RunConfig cfg = config::parse_config(r.resolved_yaml, config_file.string());
+  for (const sweep::Run* r : settings) {
+    const config::RunConfig cfg = config::parse_config(r->resolved_yaml, config_file.string());
     if (const std::string key = replay::gradient_key_differing(rec, cfg); !key.empty()) {
       throw Error{ErrorKind::config,
                   config_file.string() + ": " + key + " differs from " +
                       (rec.dir / "config.yaml").string() +
                       ": sweep --replay-from previews the scaler.* keys of RUN's own training "
-                      "(model, data, optimizer, precision, seed the same)",
+                      "(model, data, optimizer, precision the same)",
                   "record RUN from this sweep's base configuration, or leave --config out to "
                   "use RUN's"};
     }
     max_steps = std::max(max_steps, cfg.training.max_steps);
-    // The setting's name: the scaler keys in which the base differs from RUN (not overridden
-    // below), then --set, then the run's own overrides, as `ampctl replay --set ... --grid ...`
-    // names the same setting.
+    // The setting's name: its own overrides first (without the seed), then --set's still in
+    // effect, then the scaler keys in which the base differs from RUN, as `ampctl replay` names
+    // a row: its --grid values, then --set. A named run is named by its name.
     std::vector<std::pair<std::string, std::string>> overrides;
-    std::vector<std::string> all = spec.base_overrides;
-    all.insert(all.end(), r.overrides.begin(), r.overrides.end());
     std::set<std::string> overridden;
-    for (const std::string& o : all) overridden.insert(o.substr(0, o.find('=')));
+    for (const std::string& o : r->overrides) {
+      if (key_of(o) == "seed") continue;
+      overrides.emplace_back(key_of(o), o.substr(o.find('=') + 1));
+      overridden.insert(key_of(o));
+    }
+    for (const std::string& o : spec.base_overrides) {
+      if (key_of(o) == "seed" || overridden.count(key_of(o))) continue;
+      overrides.emplace_back(key_of(o), o.substr(o.find('=') + 1));
+      overridden.insert(key_of(o));
+    }
     const nlohmann::json base_scaler = config::to_json(cfg).at("scaler");
     const nlohmann::json run_scaler = config::to_json(rec.config).at("scaler");
     for (const auto& [k, v] : base_scaler.items()) {
@@ -92,16 +118,20 @@ int run_replay_preview(const SweepOptions& options) {
       }
       overrides.emplace_back("scaler." + k, v.is_string() ? v.get<std::string>() : v.dump());
     }
-    for (const std::string& o : all) {
-      const size_t eq = o.find('=');
-      overrides.emplace_back(o.substr(0, eq), o.substr(eq + 1));
-    }
-    outcomes.push_back(replay::replay(rec, cfg, std::move(overrides)));
+    replay::Outcome o = replay::replay(rec, cfg, std::move(overrides), false);
+    o.label = r->setting;
+    outcomes.push_back(std::move(o));
   }
   std::printf(
       "[sweep] replay preview of %zu setting(s) from %s: nothing trained, no run directory "
       "created\n",
       outcomes.size(), rec.dir.c_str());
+  if (seeds) {
+    std::printf(
+        "[sweep] seeds: replay is seed-free (each row is predicted from RUN's one recording), "
+        "so the %zu run(s) are %zu row(s), one per setting\n",
+        spec.runs.size(), outcomes.size());
+  }
   std::fputs(replay::table_intro(rec).c_str(), stdout);
   std::fputs(replay::table_text(outcomes).c_str(), stdout);
   std::fputs(replay::kTableNote, stdout);
@@ -181,6 +211,7 @@ int run_sweep(const SweepOptions& options) {
   const sweep::ExecResult result = sweep::execute(spec, exec);
   const std::string metric =
       options.metric.empty() ? sweep::default_metric(result.results) : options.metric;
+  // The table, then the verdict line (the sweep's answer: write_report's last line).
   std::fputs(sweep::write_report(exec.out, result.results, metric).c_str(), stdout);
   std::printf("[sweep] wrote %s and %s\n", (exec.out / "sweep.csv").c_str(),
               (exec.out / "sweep.json").c_str());

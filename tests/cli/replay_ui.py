@@ -222,7 +222,6 @@ other = os.path.join(WORK, "other.yaml")
 with open(other, "w") as f:
     f.write(open(BASE).read().replace("hidden: [64, 64]", "hidden: [64, 32]"))
 for args, key in [(["--grid", "optimizer.lr=0.001,0.002"], "optimizer.lr"),
-                  (["--set", "seed=3"], "seed"),
                   (["--config", other, "--grid", "scaler.growth_interval=5,20"], "model.hidden"),
                   (["--out", os.path.join(WORK, "x")], "--out")]:
     p = subprocess.run([AMPCTL, "sweep", "--replay-from", rec] + args, cwd=cwd,

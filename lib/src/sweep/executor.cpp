@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +29,7 @@
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
+#include "report_settings.h"
 
 namespace ampctl::sweep {
 
@@ -478,6 +480,7 @@ nlohmann::json result_row(const RunResult& r) {
       field(sk::kSteps).get<double>() > 0)
     rate = field(sk::kSkippedSteps).get<double>() / field(sk::kSteps).get<double>();
   return {{"name", r.run.name},
+          {"setting", r.run.setting},
           {"overrides", overrides},
           {"status", r.status},
           {"error", r.error},
@@ -506,24 +509,34 @@ std::string default_metric(const std::vector<RunResult>& results) {
   return "final_loss";
 }
 
-int best_run(const std::vector<RunResult>& results, const std::string& metric) {
-  const bool higher = metric.find("accuracy") != std::string::npos;
-  int best = -1;
-  double best_v = 0;
-  for (size_t i = 0; i < results.size(); ++i) {
-    const RunResult& r = results[i];
-    if (r.status != "ok") continue;
+Answer answer(const std::vector<RunResult>& results, const std::string& metric) {
+  std::vector<SettingsRun> runs;
+  for (const RunResult& r : results) {
+    SettingsRun s;
+    s.name = r.run.name;
+    s.overrides = r.run.overrides;
+    s.status = r.status;
+    s.setting = r.run.setting;
     const nlohmann::json row = result_row(r);
-    nlohmann::json v = row.contains(metric) ? row[metric] : nlohmann::json();
-    if (v.is_null() && r.summary.is_object() && r.summary.contains(metric)) v = r.summary[metric];
-    if (!v.is_number()) continue;
-    const double d = v.get<double>();
-    if (best < 0 || (higher ? d > best_v : d < best_v)) {
-      best = static_cast<int>(i);
-      best_v = d;
+    for (const auto& [key, value] : row.items()) {
+      if (value.is_number() && std::isfinite(value.get<double>())) s.metrics[key] = value;
     }
+    // --metric may name any number of summary.json.
+    if (!s.metrics.count(metric) && r.summary.is_object() && r.summary.contains(metric) &&
+        r.summary[metric].is_number() && std::isfinite(r.summary[metric].get<double>())) {
+      s.metrics[metric] = r.summary[metric].get<double>();
+    }
+    runs.push_back(std::move(s));
   }
-  return best;
+  const Verdict v = sweep_verdict(runs, metric);
+  Answer a;
+  a.line = v.line;
+  if (v.best >= 0) {
+    const Setting& best = v.settings.settings[static_cast<size_t>(v.best)];
+    a.best_setting = best.label;
+    a.best_runs = best.runs;
+  }
+  return a;
 }
 
 std::string write_report(const fs::path& out, const std::vector<RunResult>& results,
@@ -569,11 +582,15 @@ std::string write_report(const fs::path& out, const std::vector<RunResult>& resu
     }
     csv += "\n";
   }
-  const int best = best_run(results, metric);
+  const Answer best = answer(results, metric);
+  nlohmann::json best_runs = nlohmann::json::array();
+  for (size_t i : best.best_runs) best_runs.push_back(results[i].run.name);
   nlohmann::json doc = {
       {"metric", metric},
       {"lower_is_better", metric.find("accuracy") == std::string::npos},
-      {"best", best >= 0 ? nlohmann::json(results[best].run.name) : nlohmann::json()},
+      {"verdict", best.line},
+      {"best", best.best_setting.empty() ? nlohmann::json() : nlohmann::json(best.best_setting)},
+      {"best_runs", best_runs},
       {"runs", rows}};
   // Atomic: a sweep stopped while writing leaves the previous report, never half of one.
   auto write = [](const fs::path& file, const std::string& text) {
@@ -596,7 +613,9 @@ std::string write_report(const fs::path& out, const std::vector<RunResult>& resu
       return std::string(b);
     };
     std::string name = row["name"].get<std::string>();
-    if (static_cast<int>(i) == best) name = "* " + name;
+    if (std::find(best.best_runs.begin(), best.best_runs.end(), i) != best.best_runs.end()) {
+      name = "* " + name;
+    }
     std::snprintf(line, sizeof line, "%-44s %-11s %12s %12s %7s %7s %9s %12s %8s\n", name.c_str(),
                   row["status"].get<std::string>().c_str(), num("final_loss", "%.5g").c_str(),
                   num("best_eval_loss", "%.5g").c_str(), num("steps", "%.0f").c_str(),
@@ -604,8 +623,8 @@ std::string write_report(const fs::path& out, const std::vector<RunResult>& resu
                   num("final_scale", "%g").c_str(), num("wall_time_s", "%.1f").c_str());
     table += line;
   }
-  table += best >= 0 ? "best by " + metric + ": " + results[best].run.name + "\n"
-                     : "best by " + metric + ": none\n";
+  if (!best.best_runs.empty()) table += "(*: the runs of the best setting by " + metric + ")\n";
+  table += "verdict: " + best.line + "\n";
   return table;
 }
 

@@ -3,6 +3,7 @@
 #include "ampctl/sweep/report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -54,6 +55,7 @@ struct RunData {
   std::vector<Point> amax, amax_headroom;
   std::vector<Point> amax_at_scale;  // grad_amax x scale, while reading
   bool reference = false;            // drawn dashed, over the others (ScaleTrajectory::reference)
+  fs::path dir;                      // the run directory (empty: a replayed trajectory)
 };
 
 std::string fmt(const char* format, double v) {
@@ -66,9 +68,15 @@ std::string coord(double v) {
   return fmt("%.1f", v);
 }
 
+// Every number a person reads on the page: sweep/stats.h's short format (at most 5 significant
+// digits), the one the sweep's console prints too.
 std::string number_text(double v) {
-  if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return fmt("%.0f", v);
-  return fmt("%.6g", v);
+  return short_number(v);
+}
+
+// A tick value: the tick step's rounding error dropped first (0.30000000000000004 -> 0.3).
+std::string tick_text(double v) {
+  return short_number(std::strtod(fmt("%.4g", v).c_str(), nullptr));
 }
 
 std::string color(size_t i) {
@@ -266,7 +274,7 @@ std::string svg_axes(const Frame& f, const std::vector<double>& x_ticks,
   }
   s += "</g>\n<g class=\"ticks x-ticks\" text-anchor=\"middle\">\n";
   for (double v : x_ticks) {
-    s += "<text x=\"" + coord(f.x(v)) + "\" y=\"" + coord(y1 + 18) + "\">" + number_text(v) +
+    s += "<text x=\"" + coord(f.x(v)) + "\" y=\"" + coord(y1 + 18) + "\">" + tick_text(v) +
          "</text>\n";
   }
   s += "</g>\n<text class=\"axis-title\" x=\"" + coord((x0 + x1) / 2) + "\" y=\"" +
@@ -327,7 +335,7 @@ std::string loss_plot(const std::vector<RunData>& runs, Frame f) {
   if (!any) f.y_lo = 0, f.y_hi = 1;
   const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
   std::vector<std::pair<double, std::string>> y_ticks;
-  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.6g", v));
+  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, tick_text(v));
   std::string s = svg_open("loss", "training loss per step: raw (faint) and smoothed");
   s += svg_axes(f, x_ticks, y_ticks, "training loss");
   if (!any) s += no_data("losses");
@@ -360,7 +368,7 @@ std::string eval_plot(const std::vector<RunData>& runs, Frame f) {
   if (!any) f.y_lo = 0, f.y_hi = 1;
   const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
   std::vector<std::pair<double, std::string>> y_ticks;
-  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.6g", v));
+  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, tick_text(v));
   std::string s = svg_open("eval", "evaluation loss per evaluation");
   s += svg_axes(f, x_ticks, y_ticks, "evaluation loss");
   if (!any) s += no_data("evaluations");
@@ -373,7 +381,7 @@ std::string eval_plot(const std::vector<RunData>& runs, Frame f) {
       s += "<circle class=\"eval run-" + std::to_string(i) + "\" cx=\"" +
            coord(f.x(static_cast<double>(p.step))) + "\" cy=\"" + coord(f.y(p.value)) +
            "\" r=\"3.5\" fill=\"" + color(i) + "\" stroke=\"#000\" stroke-width=\"0.6\"><title>" +
-           html_escape(runs[i].name) + ": eval loss " + fmt("%.6g", p.value) + " at step " +
+           html_escape(runs[i].name) + ": eval loss " + number_text(p.value) + " at step " +
            std::to_string(p.step) + "</title></circle>\n";
     }
   }
@@ -467,7 +475,7 @@ std::string numerics_plot(const std::vector<RunData>& runs, Frame f, const char*
   if (!any || f.y_hi <= f.y_lo) f.y_hi = f.y_lo + 1;
   const std::vector<double> x_ticks = nice_ticks(f.x_lo, f.x_hi);
   std::vector<std::pair<double, std::string>> y_ticks;
-  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, fmt("%.4g", v));
+  for (double v : nice_ticks(f.y_lo, f.y_hi)) y_ticks.emplace_back(v, tick_text(v));
   std::string s = svg_open(id, label);
   s += svg_axes(f, x_ticks, y_ticks, y_label);
   if (!any) s += no_data(what);
@@ -478,58 +486,127 @@ std::string numerics_plot(const std::vector<RunData>& runs, Frame f, const char*
   return s + "</g>\n</svg>\n";
 }
 
-std::string cell(const json& v, const char* format) {
+std::string cell(const json& v) {
   if (!v.is_number()) return "<td class=\"na\">&mdash;</td>";
   const double d = v.get<double>();
   if (!std::isfinite(d)) return "<td class=\"na\">&mdash;</td>";
-  // The shortest text that reads back as the value (1e-06, not 9.999999975e-07); `format` is kept
-  // only for the fixed-precision columns (rates, times).
-  return "<td class=\"num\">" + (format ? fmt(format, d) : shortest_number(d)) + "</td>";
+  return "<td class=\"num\">" + number_text(d) + "</td>";
+}
+
+// A loss scale: 2^k for a power of two from 2^-14 up to 2^-1 and from 2^17 (exact where the
+// short format would round 1048576 to 1.0486e+06), else the short format.
+std::string scale_text(double v) {
+  int e = 0;
+  if (v > 0 && std::isfinite(v) && std::frexp(v, &e) == 0.5 && (e - 1 > 16 || e - 1 < 0)) {
+    return "2^" + std::to_string(e - 1);
+  }
+  return number_text(v);
+}
+
+// The smallest grad_amax headroom of a run: summary.json's (numerics) when it has one, else the
+// least of its per-step grad_amax headroom (logging.grad_amax), else null.
+json min_headroom(const RunData& r) {
+  if (r.row.contains("min_headroom_log2") && r.row["min_headroom_log2"].is_number()) {
+    return r.row["min_headroom_log2"];
+  }
+  if (r.amax_headroom.empty()) return json();
+  double lo = r.amax_headroom.front().value;
+  for (const Point& p : r.amax_headroom) lo = std::min(lo, p.value);
+  return lo;
 }
 
 std::string runs_table(const std::vector<RunData>& runs) {
+  // 13 columns at 12 px fit 1280 px: the overrides sit under the run's name (when the name does
+  // not already spell them), and the three scales share one cell.
   std::string s =
-      "<table id=\"runs\">\n<thead><tr><th>run</th><th>overrides</th><th>status</th>"
+      "<table id=\"runs\">\n<thead><tr><th>run</th><th>status</th>"
       "<th>final loss</th><th>best eval loss</th><th>steps</th><th>skipped</th>"
-      "<th>overflow rate</th><th>retries</th><th>final scale</th><th>min scale</th><th>max "
-      "scale</th>"
+      "<th>overflow rate</th><th>retries</th><th>scale: final (min&ndash;max)</th>"
       "<th>mean underflow</th><th>min headroom (log2)</th><th>wall time "
       "(s)</th><th>samples/s</th></tr></thead>\n<tbody>\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunData& r = runs[i];
     const json& row = r.row;
     auto field = [&](const char* k) { return row.contains(k) ? row[k] : json(); };
+    std::vector<std::string> list;
     std::string overrides;
     if (field("overrides").is_array()) {
       for (const json& o : row["overrides"]) {
+        list.push_back(o.is_string() ? o.get<std::string>() : o.dump());
         if (!overrides.empty()) overrides += "<br>";
-        overrides += html_escape(o.is_string() ? o.get<std::string>() : o.dump());
+        overrides += wrap_at_commas(list.back());
       }
     }
-    if (overrides.empty()) overrides = "&mdash;";
+    if (!list.empty() && run_name(list) == r.name) overrides.clear();
     const std::string status = field("status").is_string() ? row["status"].get<std::string>() : "";
     const std::string error = field("error").is_string() ? row["error"].get<std::string>() : "";
     s += "<tr class=\"run" + std::string(r.best ? " best" : "") + "\"><td class=\"name\">" +
          "<span class=\"swatch\" style=\"background:" + color(i) + "\"></span>" +
-         html_escape(r.name) + (r.best ? " <span class=\"badge\">best</span>" : "") +
-         "</td><td class=\"overrides\">" + overrides + "</td><td class=\"status status-" +
-         html_escape(status) + "\">" + html_escape(status) +
+         wrap_at_commas(r.name) + (r.best ? " <span class=\"badge\">best</span>" : "") +
+         (overrides.empty() ? "" : "<div class=\"overrides\">" + overrides + "</div>") +
+         "</td><td class=\"status status-" + html_escape(status) + "\">" + html_escape(status) +
          (error.empty() ? "" : "<div class=\"error\">" + html_escape(error) + "</div>") + "</td>";
-    s += cell(field("final_loss"), nullptr) + cell(field("best_eval_loss"), nullptr) +
-         cell(field("steps"), nullptr) + cell(field("skipped_steps"), nullptr) +
-         cell(field("overflow_rate"), "%.4f") + cell(field("retries"), nullptr) +
-         cell(field("final_scale"), nullptr) + cell(field("min_scale"), nullptr) +
-         cell(field("max_scale"), nullptr) + cell(field("mean_underflow_frac"), "%.4g") +
-         cell(field("min_headroom_log2"), "%.3g") + cell(field("wall_time_s"), "%.1f") +
-         cell(field("samples_per_s"), "%.0f") + "</tr>\n";
+    std::string scale = "<td class=\"na\">&mdash;</td>";
+    if (field("final_scale").is_number()) {
+      scale = "<td class=\"num\">" + scale_text(row["final_scale"].get<double>());
+      if (field("min_scale").is_number() && field("max_scale").is_number()) {
+        scale += " (" + scale_text(row["min_scale"].get<double>()) + "&ndash;" +
+                 scale_text(row["max_scale"].get<double>()) + ")";
+      }
+      scale += "</td>";
+    }
+    s += cell(field("final_loss")) + cell(field("best_eval_loss")) + cell(field("steps")) +
+         cell(field("skipped_steps")) + cell(field("overflow_rate")) + cell(field("retries")) +
+         scale + cell(field("mean_underflow_frac")) + cell(min_headroom(r)) +
+         cell(field("wall_time_s")) + cell(field("samples_per_s")) + "</tr>\n";
   }
   return s + "</tbody>\n</table>\n";
+}
+
+// A path as one shell word: quoted unless every character is safe.
+std::string shell_word(const std::string& text) {
+  bool safe = !text.empty();
+  for (char c : text) {
+    safe = safe && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
+                    c == '.' || c == '/' || c == ',' || c == '=' || c == '+' || c == ':');
+  }
+  if (safe) return text;
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// A footer line per run: the `ampctl replay` command that previews the run under every scale
+// rule (docs/reference.md, "Which scaler?"), or how to record what it needs.
+std::string replay_footer(const std::vector<RunData>& runs) {
+  std::string s =
+      "<footer id=\"replay\">\n<h2>Replay</h2>\n<p class=\"note\">What each run "
+      "would have skipped under the other scale rules, predicted from its recorded "
+      "grad_amax without training (docs/reference.md, &ldquo;Which "
+      "scaler?&rdquo;):</p>\n<ul class=\"replay\">\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const RunData& r = runs[i];
+    if (r.dir.empty()) continue;
+    s += "<li class=\"run-" + std::to_string(i) +
+         "\"><span class=\"swatch\" style=\"background:" + color(i) + "\"></span>";
+    if (!r.amax.empty()) {
+      s += "<code>ampctl replay " + wrap_at_commas(shell_word(r.dir.string())) +
+           " --grid <wbr>scaler.policy=pytorch,<wbr>deepspeed,<wbr>megatron,<wbr>fairseq,<wbr>"
+           "auto</code>";
+    } else {
+      s += wrap_at_commas(r.name) +
+           ": no grad_amax recorded; train with <code>--set logging.grad_amax=true</code> to "
+           "replay it";
+    }
+    s += "</li>\n";
+  }
+  return s + "</ul>\n</footer>\n";
 }
 
 // A summary value as text: numbers shortest, strings as they are, a list of scalars joined.
 std::string value_text(const json& value) {
   if (value.is_string()) return value.get<std::string>();
-  if (value.is_number()) return shortest_number(value.get<double>());
+  if (value.is_number()) return number_text(value.get<double>());
   if (value.is_array()) {
     std::string t;
     for (const json& v : value) t += (t.empty() ? "" : ", ") + value_text(v);
@@ -574,8 +651,12 @@ ul.legend{list-style:none;padding:0;margin:8px 0;display:flex;flex-wrap:wrap;gap
 table{border-collapse:collapse;margin:8px 0;max-width:100%}
 th,td{border:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 table#runs{font-size:12px}
-table#runs td.name,table#runs td.overrides{overflow-wrap:anywhere;max-width:260px}
-table#runs td.name{min-width:110px}
+table#runs td.name{max-width:300px;min-width:110px}
+table#runs .overrides,table#settings td.overrides{font-size:11px;color:#555}
+table#settings td.overrides{max-width:420px}
+.verdict{font-size:15px;font-weight:600;margin:8px 0;padding:6px 10px;background:#f4f8fc;border-left:4px solid #1f77b4}
+footer#replay code{font-size:12px}
+ul.replay{padding-left:0;list-style:none}ul.replay li{margin:2px 0}
 table.heat td{text-align:right;font-variant-numeric:tabular-nums;min-width:90px}
 .mark{color:#b00000;font-weight:bold}
 thead th{background:#f4f4f4}
@@ -589,14 +670,16 @@ tr.best td{background:#f3faf0}
 
 std::string page(const std::string& title, const std::string& meta,
                  const std::vector<RunData>& runs, const json* summary,
-                 const std::string& settings = {}) {
+                 const std::string& settings = {}, const std::string& verdict = {}) {
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
                   html_escape(title) + "</title>\n<style>" + kStyle + "</style>\n</head>\n<body>\n";
-  s += "<h1>" + html_escape(title) + "</h1>\n<p class=\"meta\">" + meta + "</p>\n";
+  s += "<h1>" + html_escape(title) + "</h1>\n";
+  if (!verdict.empty()) s += "<p class=\"verdict\" id=\"verdict\">" + verdict + "</p>\n";
+  s += "<p class=\"meta\">" + meta + "</p>\n";
   s += "<ul class=\"legend\">\n";
   for (size_t i = 0; i < runs.size(); ++i) {
     s += "<li><span class=\"swatch\" style=\"background:" + color(i) + "\"></span>" +
-         html_escape(runs[i].name) + "</li>\n";
+         wrap_at_commas(runs[i].name) + "</li>\n";
   }
   s += "<li><span class=\"swatch skip\"></span>skipped step (gradients overflowed)</li>\n</ul>\n";
   s += settings;
@@ -646,6 +729,7 @@ std::string page(const std::string& title, const std::string& meta,
        "consecutive logged steps (steps over the wall-clock seconds between their lines).</p>\n";
   s += "<h2>Runs</h2>\n" + runs_table(runs);
   if (summary) s += "<h2>Summary</h2>\n" + summary_table(*summary);
+  s += replay_footer(runs);
   return s + "</body>\n</html>\n";
 }
 
@@ -659,6 +743,7 @@ RunData read_run(const fs::path& dir, json& summary, bool& has_summary) {
   if (has_summary) result.summary = read_json_file(summary_file, files::kSummaryFile);
   read_metrics(dir / files::kMetricsFile, run);
   amax_headroom(dir, run);
+  run.dir = dir;
   const json& sm = result.summary;
   const json name = files::summary_field(sm, files::summary_key::kName);
   run.name = has_summary && name.is_string()
@@ -733,8 +818,6 @@ std::string render_sweep(const fs::path& dir) {
   if (!sweep.contains("runs") || !sweep["runs"].is_array()) {
     throw Error{ErrorKind::input, sweep_file.string() + ": has no \"runs\" list (sweep.json)"};
   }
-  const std::string best =
-      sweep.contains("best") && sweep["best"].is_string() ? sweep["best"].get<std::string>() : "";
   std::vector<RunData> runs;
   for (const json& row : sweep["runs"]) {
     if (!row.is_object()) {
@@ -745,7 +828,6 @@ std::string render_sweep(const fs::path& dir) {
     run.name = row.contains("name") && row["name"].is_string()
                    ? row["name"].get<std::string>()
                    : "run-" + std::to_string(runs.size());
-    run.best = !best.empty() && run.name == best;
     // The run's directory: DIR/<name> (a moved sweep), else the recorded run_dir; both confined
     // to the sweep folder, so a sweep.json cannot make the report read files elsewhere.
     const fs::path name_path(run.name);
@@ -768,6 +850,7 @@ std::string render_sweep(const fs::path& dir) {
     if (status == "ok" || path_exists(run_dir / files::kMetricsFile)) {
       read_metrics(run_dir / files::kMetricsFile, run);
       amax_headroom(run_dir, run);
+      run.dir = run_dir;
     }
     runs.push_back(std::move(run));
   }
@@ -782,6 +865,7 @@ std::string render_sweep(const fs::path& dir) {
         if (o.is_string()) s.overrides.push_back(o.get<std::string>());
       }
     }
+    if (r.row.contains("setting") && r.row["setting"].is_string()) s.setting = r.row["setting"];
     for (const auto& [key, value] : r.row.items()) {
       if (value.is_number() && std::isfinite(value.get<double>())) {
         s.metrics[key] = value.get<double>();
@@ -789,15 +873,30 @@ std::string render_sweep(const fs::path& dir) {
     }
     settings_runs.push_back(std::move(s));
   }
-  std::string meta = "Sweep directory " + html_escape(dir.string()) + ": " +
-                     std::to_string(runs.size()) + " run(s)";
-  if (!best.empty() && sweep.contains("metric") && sweep["metric"].is_string()) {
-    meta +=
-        "; best by " + html_escape(sweep["metric"].get<std::string>()) + ": " + html_escape(best);
+  // The verdict by the sweep's metric (sweep.json's, else the sweep's default), computed here
+  // from the rows as the sweep computed it: the runs of a setting that differs are marked.
+  std::string metric = sweep.contains("metric") && sweep["metric"].is_string()
+                           ? sweep["metric"].get<std::string>()
+                           : "";
+  if (metric.empty()) {
+    metric = "final_loss";
+    for (const SettingsRun& r : settings_runs) {
+      if (r.metrics.count("best_eval_loss")) metric = "best_eval_loss";
+    }
   }
+  const Verdict verdict = sweep_verdict(settings_runs, metric);
+  if (verdict.best >= 0) {
+    for (size_t i : verdict.settings.settings[static_cast<size_t>(verdict.best)].runs) {
+      runs[i].best = true;
+    }
+  }
+  std::string meta = "Sweep directory " + html_escape(dir.string()) + ": " +
+                     std::to_string(runs.size()) + " run(s); compared by " + html_escape(metric) +
+                     " (Welch's t-test of the best mean against the runner-up; a setting is "
+                     "marked best only when p &lt; 0.05)";
   const std::string name = fs::absolute(dir).lexically_normal().filename().string();
   return page("ampctl sweep report: " + (name.empty() ? std::string("sweep") : name), meta, runs,
-              nullptr, settings_section(settings_runs));
+              nullptr, settings_section(settings_runs, verdict), html_escape(verdict.line));
 }
 
 }  // namespace
@@ -825,6 +924,18 @@ std::string html_escape(std::string_view text) {
       default:
         out += c;
     }
+  }
+  return out;
+}
+
+std::string wrap_at_commas(std::string_view text) {
+  std::string out;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find_first_of(",=/", begin);
+    end = end == std::string_view::npos ? text.size() : end + 1;
+    out += html_escape(text.substr(begin, end - begin));
+    if (end < text.size()) out += "<wbr>";
+    begin = end;
   }
   return out;
 }

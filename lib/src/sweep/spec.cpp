@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -26,10 +27,21 @@ namespace {
 using Said = config::SaidOverride;
 using Combo = std::vector<Said>;
 
+// A named `runs:` entry's combo starts with a marker, "\x01K\x01NAME": its name and how many
+// overrides after it are the entry's own (the rest are grid, random and seed values). The
+// marker is no override: texts() and the comparisons leave it out.
+constexpr char kNameMark = '\x01';
+
+bool is_mark(const Said& o) {
+  return !o.text.empty() && o.text[0] == kNameMark;
+}
+
 struct ByText {
   bool operator()(const Combo& a, const Combo& b) const {
+    const size_t ia = !a.empty() && is_mark(a[0]) ? 1 : 0, ib = !b.empty() && is_mark(b[0]) ? 1 : 0;
     return std::lexicographical_compare(
-        a.begin(), a.end(), b.begin(), b.end(),
+        a.begin() + static_cast<std::ptrdiff_t>(ia), a.end(),
+        b.begin() + static_cast<std::ptrdiff_t>(ib), b.end(),
         [](const Said& x, const Said& y) { return x.text < y.text; });
   }
 };
@@ -37,7 +49,9 @@ struct ByText {
 std::vector<std::string> texts(const Combo& c) {
   std::vector<std::string> out;
   out.reserve(c.size());
-  for (const Said& o : c) out.push_back(o.text);
+  for (const Said& o : c) {
+    if (!is_mark(o)) out.push_back(o.text);
+  }
   return out;
 }
 
@@ -290,6 +304,21 @@ std::string hash_name(const std::vector<std::string>& overrides) {
 
 }  // namespace
 
+std::string run_name_problem(std::string_view name) {
+  if (name.empty()) return "empty";
+  if (name.size() > 64) return "longer than 64 characters";
+  if (name[0] == '.' || name[0] == '-') return "starts with '" + std::string(1, name[0]) + "'";
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-' || c == '+';
+    if (!ok) {
+      return "holds '" + std::string(1, c) +
+             "' (a folder name takes letters, digits, '.', '_', '-' and '+')";
+    }
+  }
+  return {};
+}
+
 std::vector<std::string> split_values(std::string_view text) {
   std::vector<std::string> out;
   int depth = 0;
@@ -450,13 +479,42 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       if (!list.IsSequence() || list.size() == 0)
         spec_error(origin, "sweep.runs: must be a non-empty list of {key: value} mappings");
       runs.clear();
+      std::map<std::string, config::Where> named;  // name -> where it is written
       for (const auto& item : list) {
         if (!item.IsMap())
           spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
         Combo c;
-        for (const auto& kv : item)
-          c.push_back(
-              {kv.first.as<std::string>() + "=" + flow_text(kv.second), at(kv.second, origin)});
+        std::optional<Said> mark;
+        for (const auto& kv : item) {
+          const std::string key = kv.first.as<std::string>();
+          if (key == "name") {
+            const config::Where where = at(kv.second, origin);
+            const std::string name =
+                kv.second.IsScalar() ? kv.second.Scalar() : flow_text(kv.second);
+            if (const std::string why = run_name_problem(name);
+                !why.empty() || !kv.second.IsScalar()) {
+              spec_error(where.str(),
+                         "sweep.runs: name '" + name +
+                             "': " + (why.empty() ? "must be a plain word" : why),
+                         "a run's name is its folder's: letters, digits, '.', '_', '-' and '+', "
+                         "at most 64 characters, not starting with '.' or '-'");
+            }
+            if (const auto [it, fresh] = named.emplace(name, where); !fresh) {
+              spec_error(where.str(),
+                         "sweep.runs: name '" + name + "' is used twice (also at " +
+                             it->second.str() + ")",
+                         "give each run its own name: it names the run's folder");
+            }
+            mark = Said{std::string(1, kNameMark) + name, where};
+            continue;
+          }
+          c.push_back({key + "=" + flow_text(kv.second), at(kv.second, origin)});
+        }
+        if (mark) {
+          mark->text = std::string(1, kNameMark) + std::to_string(c.size()) + kNameMark +
+                       mark->text.substr(1);
+          c.insert(c.begin(), *mark);
+        }
         runs.push_back(std::move(c));
       }
     }
@@ -495,7 +553,9 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
                    "named after the other's values would not run them");
     };
     for (const Combo& c : runs)
-      for (const Said& o : c) add(key_of(o), "sweep.runs");
+      for (const Said& o : c) {
+        if (!is_mark(o)) add(key_of(o), "sweep.runs");
+      }
     for (const Axis& axis : axes)
       add(axis.key, axis.values.front().said.origin == "--grid" ? "--grid" : "sweep.grid");
     for (const Said& o : randoms[0]) add(key_of(o), "sweep.random.params");
@@ -557,9 +617,9 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     for (const Combo& c : list) {
       if (unique.insert(c).second) continue;
       std::string what;
-      for (const Said& o : c) {
+      for (const std::string& o : texts(c)) {
         if (!what.empty()) what += ' ';
-        what += o.text;
+        what += o;
       }
       spec_error(origin, "sweep: the run '" + what + "' is listed twice",
                  "remove the repeated value from the grid, runs, seeds or --grid");
@@ -590,6 +650,31 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     if (!seen.insert(c).second) continue;
     Run run;
     run.overrides = texts(c);
+    if (!c.empty() && is_mark(c[0])) {
+      // A named entry: NAME, then the values combined with it (grid, random, seed) as a
+      // generated name spells them; the setting is the same without the seed.
+      const std::string& m = c[0].text;
+      const size_t sep = m.find(kNameMark, 1);
+      const size_t own = std::stoul(m.substr(1, sep - 1));
+      const std::string name = m.substr(sep + 1);
+      std::vector<std::string> rest(run.overrides.begin() + static_cast<std::ptrdiff_t>(own),
+                                    run.overrides.end());
+      run.name = name + (rest.empty() ? "" : "," + run_name(rest));
+      std::vector<std::string> unseeded;
+      for (const std::string& o : rest) {
+        if (o.rfind("seed=", 0) != 0) unseeded.push_back(o);
+      }
+      run.setting = name + (unseeded.empty() ? "" : "," + run_name(unseeded));
+      if (!names.insert(run.name).second) {
+        spec_error(c[0].said.str(),
+                   "sweep.runs: name '" + name + "': the run '" + run.name +
+                       "' has the name of another run",
+                   "give the run a name no other run of the sweep has");
+      }
+      for (size_t i = 1; i < c.size(); ++i) run.said.push_back(std::move(c[i].said));
+      sweep.runs.push_back(std::move(run));
+      continue;
+    }
     run.name = run_name(run.overrides);
     for (Said& o : c) run.said.push_back(std::move(o.said));
     if (!names.insert(run.name).second) {

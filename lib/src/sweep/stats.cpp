@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 namespace ampctl::sweep {
@@ -109,6 +110,18 @@ std::string shortest_number(double v) {
   }
   const auto r = std::to_chars(buf, buf + sizeof buf, v);
   return std::string(buf, r.ptr);
+}
+
+std::string short_number(double v) {
+  if (!std::isfinite(v)) return shortest_number(v);
+  if (v == 0.0) return "0";  // -0 too
+  char buf[64];
+  if (v == std::floor(v) && std::fabs(v) < 1e6) {
+    std::snprintf(buf, sizeof buf, "%.0f", v);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.5g", v);
+  }
+  return buf;
 }
 
 }  // namespace ampctl::sweep

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -331,10 +332,14 @@ sweep:
   const std::string html = read(dir / "report.html");
   const size_t settings = html.find("<table id=\"settings\"");
   ASSERT_NE(settings, std::string::npos) << "no Settings table";
-  const std::string table = html.substr(settings, html.find("</table>", settings) - settings);
+  // (Names carry line-break opportunities, <wbr>, after ',', '=' and '/'.)
+  std::string table = html.substr(settings, html.find("</table>", settings) - settings);
+  for (size_t at = table.find("<wbr>"); at != std::string::npos; at = table.find("<wbr>", at)) {
+    table.erase(at, 5);
+  }
   // Two settings of three runs each, a mean ± sd in every metric cell, the reference unmarked
   // and the second setting marked on its final loss.
-  EXPECT_EQ(count(table, "<tr class=\"setting\""), 2u) << table;
+  EXPECT_EQ(count(table, "<tr class=\"setting"), 2u) << table;
   EXPECT_NE(table.find("optimizer.lr=0.3 (reference)"), std::string::npos) << table;
   EXPECT_GE(count(table, "&plusmn;"), 4u) << table;
   const size_t second = table.find("optimizer.lr=0.001");
@@ -360,3 +365,189 @@ sweep:
 }
 
 }  // namespace
+
+// Issue 48 items 6 and 8: the pages a user opens most, laid out by Chromium at 1280 px. A sweep of
+// 5 settings x 3 seeds (scaler.policy's five rules: categories) whose run names are long and
+// whose numbers carry 17 digits, and a page of two runs with grad_amax: each fits 1280 px, and
+// every number a person reads (table cells, chart labels, the summary) has at most 6
+// significant digits. The fixtures are written here (no training): the layout is the test.
+namespace {
+
+// Numbers in `text` (a cell or a label) with more than 6 significant digits, listed.
+std::string long_numbers(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    std::string digits;
+    while (j < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) {
+      if (text[j] != '.') digits += text[j];
+      ++j;
+    }
+    const size_t first = digits.find_first_not_of('0');
+    const size_t significant = first == std::string::npos ? 1 : digits.size() - first;
+    if (significant > 6) out += text.substr(i, j - i) + " ";
+    i = j;
+  }
+  return out;
+}
+
+// The text a person reads in the page's number cells, chart labels and summary values.
+std::string numbers_too_long(const std::string& html) {
+  std::string bad;
+  const auto scan = [&](const std::string& open, const std::string& close) {
+    for (size_t at = html.find(open); at != std::string::npos; at = html.find(open, at + 1)) {
+      const size_t body = html.find('>', at) + 1;
+      const size_t end = html.find(close, body);
+      std::string text = html.substr(body, end - body);
+      // Tags inside (a <br>) are not numbers, nor a tooltip's <title>: it names a setting by
+      // the overrides as the user spelled them (init_scale=1048576.0).
+      for (size_t t = text.find("<title>"); t != std::string::npos; t = text.find("<title>")) {
+        text.erase(t, text.find("</title>", t) + 8 - t);
+      }
+      std::string plain;
+      bool in_tag = false;
+      for (char c : text) {
+        if (c == '<') in_tag = true;
+        if (!in_tag) plain += c;
+        if (c == '>') in_tag = false;
+      }
+      const std::string found = long_numbers(plain);
+      if (!found.empty()) bad += open + ": " + found + "\n";
+    }
+  };
+  scan("<td class=\"num\"", "</td>");
+  scan("<text ", "</text>");
+  scan("<table id=\"summary\"", "</table>");
+  scan("<p class=\"verdict\"", "</p>");
+  return bad;
+}
+
+void write_file(const fs::path& file, const std::string& text) {
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+}
+
+// A run of 200 steps with 17-digit losses, grad_amax and a few skips; its summary.json.
+nlohmann::json write_fixture_run(const fs::path& dir, const std::string& name, double offset) {
+  std::string metrics;
+  double scale = 1048576.0;
+  for (int s = 1; s <= 200; ++s) {
+    const bool inf = s % 67 == 0;
+    nlohmann::json line = {{"kind", "train"},
+                           {"step", s},
+                           {"loss", offset + 2.0 / (s + 0.123456789)},
+                           {"scale", scale},
+                           {"found_inf", inf},
+                           {"skipped", inf},
+                           {"growth_tracker", 0},
+                           {"lr", 1e-3 / 3.0},
+                           {"time_s", 0.0123456789 * s},
+                           {"grad_amax", 0.01234567891 * (1 + s % 7)},
+                           {"grad_amax_exact", true}};
+    metrics += line.dump() + "\n";
+    if (inf) scale /= 2;
+    if (s % 50 == 0) {
+      metrics +=
+          nlohmann::json{{"kind", "eval"}, {"step", s}, {"loss", offset + 1.5 / s / 3.0}}.dump() +
+          "\n";
+    }
+  }
+  write_file(dir / "metrics.jsonl", metrics);
+  write_file(dir / "config.yaml", kOverflowing);  // precision fp16, one micro-batch
+  nlohmann::json summary = {{"name", name},
+                            {"status", "ok"},
+                            {"steps", 200},
+                            {"skipped_steps", 2},
+                            {"retries", 0},
+                            {"final_loss", offset + 2.0 / 200.123456789},
+                            {"best_loss", offset + 1.0 / 3.0},
+                            {"best_eval_loss", offset + 0.0025 / 3.0},
+                            {"final_scale", scale},
+                            {"min_scale", scale},
+                            {"max_scale", 1048576.0},
+                            {"wall_time_s", 2.469135782},
+                            {"samples_per_s", 12345.678901234}};
+  write_file(dir / "summary.json", summary.dump(2));
+  return summary;
+}
+
+}  // namespace
+
+TEST(ReportBrowser, ASweepOfFiveSettingsAndATwoRunPageFit1280WithShortNumbers) {
+  const std::string chromium = find_chromium();
+  if (chromium.empty()) {
+    GTEST_SKIP() << "no chromium on PATH (scripts/setup.sh installs Debian's chromium)";
+  }
+  const fs::path dir = fs::current_path() / ("report_width_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path sweep = dir / "sweep";
+  nlohmann::json runs = nlohmann::json::array();
+  int k = 0;
+  for (const char* policy : {"pytorch", "deepspeed", "megatron", "fairseq", "auto"}) {
+    for (int seed = 0; seed < 3; ++seed, ++k) {
+      // A long name with commas, as a grid over several keys spells it (91 characters).
+      const std::string name = std::string("policy=") + policy +
+                               ",init_scale=1048576.0,growth_interval=2000,backoff_factor=0.5,"
+                               "hysteresis=2,seed=" +
+                               std::to_string(seed);
+      nlohmann::json row = write_fixture_run(sweep / name, name, 0.001 * k);
+      row["name"] = name;
+      row["overrides"] = {std::string("scaler.policy=") + policy,
+                          "scaler.init_scale=1048576.0",
+                          "scaler.growth_interval=2000",
+                          "scaler.backoff_factor=0.5",
+                          "scaler.hysteresis=2",
+                          "seed=" + std::to_string(seed)};
+      row["overflow_rate"] = 2.0 / 200.0;
+      row["mean_underflow_frac"] = 0.000123456789;
+      row["run_dir"] = (sweep / name).string();
+      runs.push_back(row);
+    }
+  }
+  write_file(sweep / "sweep.json",
+             nlohmann::json{{"metric", "final_loss"}, {"best", nullptr}, {"runs", runs}}.dump(2));
+  const std::string log = (dir / "log.txt").string();
+  ASSERT_EQ(run(ampctl_binary().string() + " report " + sweep.string() + " --out " +
+                (dir / "sweep.html").string() + " > " + log + " 2>&1"),
+            0)
+      << read(log);
+  const fs::path a = dir / "first-run-with-a-rather-long-directory-name";
+  const fs::path b = dir / "second-run-with-a-rather-long-directory-name";
+  write_fixture_run(a, "a", 0.0);
+  write_fixture_run(b, "b", 0.5);
+  ASSERT_EQ(run(ampctl_binary().string() + " report " + a.string() + " " + b.string() + " --out " +
+                (dir / "two.html").string() + " > " + log + " 2>&1"),
+            0)
+      << read(log);
+
+  const std::string browser = browser_command(chromium, dir, 1400);
+  for (const char* page : {"sweep.html", "two.html"}) {
+    const std::string html = read(dir / page);
+    EXPECT_EQ(numbers_too_long(html), "") << page;
+    // The categorical settings are points, not a line; every run has its replay command.
+    if (std::string(page) == "sweep.html") {
+      EXPECT_NE(html.find("class=\"plot small categorical\""), std::string::npos);
+      const std::string line = html.substr(html.find("<svg id=\"line-final_loss\""));
+      EXPECT_EQ(line.substr(0, line.find("</svg>")).find("<polyline"), std::string::npos);
+      EXPECT_EQ(count(html, "<code>ampctl replay "), 15u);
+    } else {
+      EXPECT_EQ(count(html, "<code>ampctl replay "), 2u);
+    }
+    // min headroom from grad_amax: a number in every row, no dash.
+    const size_t table = html.find("<table id=\"runs\"");
+    ASSERT_NE(table, std::string::npos);
+    const std::string rows = html.substr(table, html.find("</table>", table) - table);
+    // (The two runs have no numerics: their mean underflow is the one dash each.)
+    EXPECT_EQ(count(rows, "<td class=\"na\">"), std::string(page) == "two.html" ? 2u : 0u) << page;
+    const int width = page_width(browser, dir / page, dir);
+    EXPECT_GT(width, 0) << "Chromium gave no width for " << page;
+    EXPECT_LE(width, 1280) << page << " is wider than 1280 px";
+  }
+  if (!HasFailure()) fs::remove_all(dir);
+}

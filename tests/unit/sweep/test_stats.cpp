@@ -82,5 +82,21 @@ TEST(SweepStats, ShortestNumbersReadBackAsTheSameValue) {
   EXPECT_EQ(shortest_number(NAN), "nan");
 }
 
+// The report's and the console's one short format: at most 5 significant digits, integers below
+// 10^6 whole.
+TEST(SweepStats, ShortNumbersHaveAtMostFiveSignificantDigits) {
+  EXPECT_EQ(short_number(2.044908447265625), "2.0449");
+  EXPECT_EQ(short_number(static_cast<double>(1e-6f)), "1e-06");
+  EXPECT_EQ(short_number(0.1 + 0.2), "0.3");
+  EXPECT_EQ(short_number(65536.0), "65536");
+  EXPECT_EQ(short_number(123456.0), "123456");  // a step count stays exact
+  EXPECT_EQ(short_number(1048576.0), "1.0486e+06");
+  EXPECT_EQ(short_number(12345.678901234), "12346");
+  EXPECT_EQ(short_number(-0.0), "0");
+  EXPECT_EQ(short_number(-2.5), "-2.5");
+  EXPECT_EQ(short_number(INFINITY), "inf");
+  EXPECT_EQ(short_number(NAN), "nan");
+}
+
 }  // namespace
 }  // namespace ampctl::sweep

@@ -137,7 +137,12 @@ TEST_F(SweepExecutor, GridMakesFourRunsWithMatchingSummaryAndRerunTrainsNothing)
   const nlohmann::json report = nlohmann::json::parse(read(out / "sweep.json"));
   EXPECT_EQ(report["runs"].size(), 4u);
   EXPECT_EQ(report["metric"], "best_eval_loss");
-  EXPECT_TRUE(report["best"].is_string());
+  // One run per setting: the verdict cannot test, and marks none.
+  EXPECT_TRUE(report["best"].is_null());
+  EXPECT_EQ(report["best_runs"].size(), 0u);
+  EXPECT_NE(report["verdict"].get<std::string>().find("not tested"), std::string::npos)
+      << report["verdict"];
+  EXPECT_NE(read(dir / "console.txt").find("verdict: "), std::string::npos);
   // growth_interval=2 on 12 steps grows the scale; with 1024 it ends above where it began.
   const nlohmann::json s =
       nlohmann::json::parse(read(out / "init_scale=1024,growth_interval=2" / "summary.json"));

@@ -33,6 +33,9 @@ inline constexpr std::size_t kMaxPoints = 2000;
 
 // & < > " ' as entities.
 std::string html_escape(std::string_view text);
+// The same with a line-break opportunity (<wbr>) after each ',', '=' and '/': a long run or
+// setting name wraps between its parts in a table cell, never character by character.
+std::string wrap_at_commas(std::string_view text);
 
 struct Point {
   std::int64_t step = 0;

@@ -40,4 +40,9 @@ std::optional<WelchTest> welch_t_test(const SampleStats& a, const SampleStats& b
 // "nan".
 std::string shortest_number(double v);
 
+// The report's and the sweep console's one short format: at most 5 significant digits ("%.5g":
+// 2.0449, 1.0486e+06, 1e-06), integers below 10^6 whole (a step count, 65536); non-finite values
+// as "inf", "-inf", "nan". What a person reads; the files keep shortest_number's exact text.
+std::string short_number(double v);
+
 }  // namespace ampctl::sweep

@@ -11,7 +11,9 @@
 //                                      scaler.hysteresis: {choice: [1, 2]}}}
 //     seeds: [0, 1, 2]
 // The runs are: each explicit run (or one empty run) x the grid's cartesian product (first key
-// outermost) x the random samples x the seeds (`seed=S` appended last). A run listed twice (a
+// outermost) x the random samples x the seeds (`seed=S` appended last). A `runs` entry's `name:`
+// names its runs (folder, rows, legend) instead of its overrides; duplicate or filesystem-unsafe
+// names are errors naming their line. A run listed twice (a
 // repeated grid, runs or seeds value) is an error; a random sample that repeats an earlier run is
 // dropped. A sweep has at most kMaxRuns runs and kMaxOverrides overrides in all: more (a large
 // random.n, a grid whose product explodes) is refused before any run is expanded.
@@ -36,7 +38,11 @@ inline constexpr std::size_t kMaxRuns = 10000;
 inline constexpr std::size_t kMaxOverrides = 200000;
 
 struct Run {
-  std::string name;                    // a stable short id from the overrides (the dir's name)
+  std::string name;  // a stable short id from the overrides (the dir's name)
+  // The setting's name when its `runs:` entry has `name:` (the name, then any grid or random
+  // value it is combined with: "fast,init_scale=1024"; without the seed), else "": the report
+  // and the verdict group seeds by it, and by the overrides without `seed` otherwise.
+  std::string setting;
   std::vector<std::string> overrides;  // "KEY=VALUE", applied in order
   std::string resolved_yaml;           // filled by validate(): config::to_yaml of the run
   // Who said each override (config::SaidOverride::said): its line in the file for a sweep
@@ -74,6 +80,10 @@ std::string strip_sweep_section(std::string_view text);
 // A run's directory name from its overrides: "init_scale=1024,growth_interval=100" (last key
 // component, sanitised), or "run-<hash>" when too long; "base" for no overrides.
 std::string run_name(const std::vector<std::string>& overrides);
+
+// Why `name` cannot name a run (its folder), or "" when it can: letters, digits, '.', '_', '-'
+// and '+', at most 64 characters, not starting with '.' or '-'.
+std::string run_name_problem(std::string_view name);
 
 // Expands the sweep from YAML text (with or without a `sweep:` section) and --grid flags.
 // Throws Error{config} for a malformed spec (naming the key).
@@ -118,8 +128,16 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options);
 
 // A row per run (sweep.csv, sweep.json's "runs").
 nlohmann::json result_row(const RunResult& r);
-// The best run's index by `metric` (lower is better unless it names accuracy); -1 when none.
-int best_run(const std::vector<RunResult>& results, const std::string& metric);
+// What the sweep answers by `metric` (lower is better unless it names accuracy): the runs grouped
+// into settings (the overrides without the seed, or the `runs:` entry's name), the setting with
+// the best mean over its seeds tested against the runner-up with Welch's t-test (sweep/stats.h,
+// the one the report's table uses), and marked best only when they differ at p < 0.05.
+struct Answer {
+  std::string line;          // one line: "scaler.policy: no setting differs in final loss (...)"
+  std::string best_setting;  // the setting marked best, or "" (none differs, or not tested)
+  std::vector<size_t> best_runs;  // its runs' indexes
+};
+Answer answer(const std::vector<RunResult>& results, const std::string& metric);
 // The default metric: best_eval_loss when any run has it, else final_loss.
 std::string default_metric(const std::vector<RunResult>& results);
 // Writes OUT/sweep.csv and OUT/sweep.json; returns the table for the console.
