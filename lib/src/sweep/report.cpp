@@ -622,8 +622,10 @@ void summary_rows(const json& value, const std::string& key, std::string& s) {
     for (const auto& [k, v] : value.items()) summary_rows(v, key.empty() ? k : key + "." + k, s);
     return;
   }
-  s +=
-      "<tr><th>" + html_escape(key) + "</th><td>" + html_escape(value_text(value)) + "</td></tr>\n";
+  // A loss scale (final_scale, min_scale, max_scale) as the runs table writes it: 2^20, exact.
+  const bool scale = value.is_number() && key.size() >= 5 && key.ends_with("scale");
+  s += "<tr><th>" + html_escape(key) + "</th><td>" +
+       html_escape(scale ? scale_text(value.get<double>()) : value_text(value)) + "</td></tr>\n";
 }
 
 std::string summary_table(const json& summary) {
