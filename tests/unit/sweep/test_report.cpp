@@ -245,6 +245,58 @@ TEST(Report, SweepHasOneSeriesAndRowPerRunAndEscapesText) {
   EXPECT_EQ(html.find("b<&>"), std::string::npos);
 }
 
+// The verdict (issue 48 item 3) from rows worked by hand: three policies x three seeds whose
+// best single run (0.9, pytorch's) is not a better setting. pytorch's mean 1.0 against the
+// runner-up deepspeed's 1.05 (same spread, sd 0.1): t = -0.61, p = 0.57, so no setting differs
+// and none is marked, although fairseq (5.0) is far worse; megatron skips 16 steps on every
+// seed against 0 for the others: a certain difference, said on the line. With deepspeed's
+// losses raised by 1 (mean 2.05, still the runner-up), t = -12.9 on 4 degrees of freedom and
+// pytorch differs: its setting and its three runs are marked.
+TEST(Report, TheVerdictMarksTheBestSettingOnlyWhenItDiffersFromTheRunnerUp) {
+  for (const double shift : {0.0, 1.0}) {
+    TempDir tmp;
+    nlohmann::json runs = nlohmann::json::array();
+    const std::vector<std::tuple<std::string, double, int>> settings = {
+        {"pytorch", 1.0, 0},
+        {"deepspeed", 1.05 + shift, 0},
+        {"megatron", 3.0, 16},
+        {"fairseq", 5.0, 0}};
+    for (const auto& [policy, mean, skips] : settings) {
+      for (int seed = 0; seed < 3; ++seed) {
+        const std::string name = policy + ",seed=" + std::to_string(seed);
+        write_run(tmp.path() / name, name, 20, {});
+        runs.push_back({{"name", name},
+                        {"overrides", {"scaler.policy=" + policy, "seed=" + std::to_string(seed)}},
+                        {"status", "ok"},
+                        {"final_loss", mean + 0.1 * (seed - 1)},
+                        {"skipped_steps", skips}});
+      }
+    }
+    write(tmp.path() / "sweep.json",
+          nlohmann::json{{"metric", "final_loss"}, {"best", "pytorch,seed=0"}, {"runs", runs}}.dump(
+              2));
+    const std::string html = render_report(tmp.path());
+    const std::string verdict = element(html, "<p class=\"verdict\"", "</p>");
+    const std::string table = element(html, "<table id=\"runs\"", "</table>");
+    if (shift == 0.0) {
+      EXPECT_NE(verdict.find("scaler.policy: no setting differs in final loss (p = 0.57 &gt;= "
+                             "0.05 for pytorch against deepspeed); megatron skips 16 steps more "
+                             "than pytorch"),
+                std::string::npos)
+          << verdict;
+      EXPECT_EQ(count(table, "<tr class=\"run best\""), 0u);
+      EXPECT_EQ(count(html, "<tr class=\"setting best\""), 0u);
+    } else {
+      EXPECT_NE(verdict.find("scaler.policy: pytorch has the lowest final loss (1 vs 2.05 for "
+                             "deepspeed, p = 0.00021)"),
+                std::string::npos)
+          << verdict;
+      EXPECT_EQ(count(table, "<tr class=\"run best\""), 3u);
+      EXPECT_EQ(count(html, "<tr class=\"setting best\""), 1u);
+    }
+  }
+}
+
 // A sweep over two keys (a 2 x 2 grid of init_scale x growth_interval, two seeds each): a heat
 // map per metric, each cell a setting's mean ± sd over its seeds, the first setting the
 // reference; a line chart would be drawn over one key instead. Numbers print shortest
