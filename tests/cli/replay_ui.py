@@ -5,7 +5,9 @@
                   the SVG's own axis ticks, each replayed line's scales give --json's min / max
                   (with its final scale), its skip markers --json's count and first skip, and the
                   recording's own setting redraws the recorded line step for step; the table has
-                  --json's numbers; no script, no network. An output that is a run's own file, a
+                  --json's numbers; no script, no network; a 20-row grid draws 9 rows (first
+                  and last included) and says so. A repeated --grid value: exit 2; a bad one
+                  is named as --grid. An output that is a run's own file, a
                   directory or in a missing folder: exit 2, nothing written.
   sweep --replay-from   the table equals `ampctl replay --grid` on the same grid; the base
                   config's scaler keys apply; no run directory and no sweep folder created; a
@@ -184,6 +186,26 @@ check(open(os.path.join(rec, "metrics.jsonl")).read() == before, "metrics.jsonl 
 check(not os.path.exists(os.path.join(WORK, "no-such-dir")), "no folder created")
 s_before = json.load(open(os.path.join(rec, "summary.json")))
 check(s_before.get("name") is not None, "summary.json untouched (still JSON)")
+
+# A grid past what a chart can tell apart (20 rows): 9 drawn beside the recorded line, spread over
+# the grid (first and last included), the table of those 9, and the page says so; --json still
+# has all 20. A value listed twice is two rows of one setting: exit 2. A bad --grid value is
+# named as --grid, not --set.
+many = ["--grid", "scaler.growth_interval=" + ",".join(str(g) for g in range(1, 21))]
+page20 = os.path.join(WORK, "replay20.html")
+p = run(["replay", rec, "--json", "--html", page20] + many)
+check(len(json.loads(p.stdout)) == 20, "--json lists all 20 rows")
+html20 = open(page20).read()
+check(sorted(polylines(svg(html20, "scale"))) == list(range(10)), "9 rows drawn beside the recorded one")
+rows20 = re.findall(r'<tr class="run" data-run="(\d+)"><td class="name">(?:<span[^>]*></span>)?([^<]*)<', html20)
+check([r[1] for r in rows20][:1] == ["growth_interval=1"] and rows20[-1][1] == "growth_interval=20"
+      and len(rows20) == 9, f"the table lists the 9 drawn, first and last included: {rows20}")
+check("20 settings were replayed" in html20, "the page says how many were replayed")
+p = run(["replay", rec, "--grid", "scaler.growth_interval=5,20,5"], expect=2)
+check("listed twice" in p.stderr and p.stdout == "", f"a repeated --grid value: exit 2\n{p.stderr}")
+p = run(["replay", rec, "--grid", "scaler.growth_interval=5,-3"], expect=2)
+check("--grid scaler.growth_interval=-3" in p.stderr and "--set" not in p.stderr,
+      f"a bad --grid value is named as --grid\n{p.stderr}")
 
 # ---- 2. sweep --replay-from ----
 def table_of(text):
