@@ -100,7 +100,8 @@ Settings group_settings(const std::vector<SettingsRun>& runs) {
       if (!joined.empty()) joined += ", ";
       joined += o;
     }
-    s.label = !runs[i].setting.empty() ? runs[i].setting : joined.empty() ? "(base)" : joined;
+    s.named = !runs[i].setting.empty();
+    s.label = s.named ? runs[i].setting : joined.empty() ? "(base)" : joined;
     auto it = std::find_if(settings.begin(), settings.end(),
                            [&](const Setting& x) { return x.label == s.label; });
     if (it == settings.end()) {
@@ -124,15 +125,11 @@ Settings group_settings(const std::vector<SettingsRun>& runs) {
       }
     }
   }
+  // Over one key an unnamed setting is its value ("megatron"); a named one keeps its name, and
+  // several keys need theirs.
   for (Setting& s : settings) {
     s.short_label = s.label;
-    if (out.axes.size() != 1 || s.label != [&] {
-          std::string j;
-          for (const auto& [k, v] : s.values) j += (j.empty() ? "" : ", ") + k + "=" + v;
-          return j;
-        }()) {
-      continue;  // a named setting keeps its name; several keys need theirs
-    }
+    if (out.axes.size() != 1 || s.named) continue;
     for (const auto& [k, v] : s.values) {
       if (k == out.axes[0]) s.short_label = v;
     }

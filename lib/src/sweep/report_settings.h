@@ -28,6 +28,7 @@ struct SettingsRun {
 struct Setting {
   std::string label;        // its name, else its overrides without the seed, joined by ", "
   std::string short_label;  // the value alone over a one-key sweep ("megatron"), else label
+  bool named = false;       // the label is the sweep file's name for it
   std::vector<std::pair<std::string, std::string>> values;  // key -> value, in the sweep's order
   std::vector<size_t> runs;                                 // indexes into the input
 };
