@@ -10,7 +10,7 @@
               legend; a duplicate name or a filesystem-unsafe one is exit 2 naming its line,
               before anything is created.
   replay      `sweep --replay-from RUN` takes a sweep file with `seeds:` (one row per setting,
-              seed-free) and `--set seed=N`.
+              seed-free) and `--set seed=N`; a named setting names its row.
 
 Usage: sweep_verdict.py AMPCTL WORKDIR
 """
@@ -164,6 +164,18 @@ check("seed-free" in p.stdout, "says replay is seed-free")
 p = run(["sweep", "--replay-from", rec, "--set", "seed=3", "--grid", "scaler.init_scale=1024,65536"])
 rows = [l for l in p.stdout.splitlines() if l.startswith("init_scale=")]
 check(len(rows) == 2 and "seed" not in "".join(rows), f"--set seed=3 accepted:\n{p.stdout}")
+
+# Named settings name their rows.
+named_rules = write("named_rules.yaml", BASE.replace("optimizer: {type: sgd, lr: 0.05}",
+                                                    "optimizer: {type: sgd, lr: 0.3}") + """sweep:
+  runs:
+    - {name: default}
+    - {name: meg, scaler.policy: megatron, scaler.hysteresis: 2}
+  seeds: [0, 1]
+""")
+p = run(["sweep", "--config", named_rules, "--replay-from", rec])
+rows = [l.split()[0] for l in p.stdout.splitlines() if l.startswith(("default ", "meg "))]
+check(rows == ["default", "meg"], f"named settings name the rows:\n{p.stdout}")
 
 if FAILURES:
     print(f"{len(FAILURES)} check(s) failed")
