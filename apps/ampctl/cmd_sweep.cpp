@@ -2,9 +2,10 @@
 // [--out DIR] [--metric KEY] [--replay-from RUN]`: expands the sweep (--grid flags and the file's
 // `sweep:` section), applies --set to the base of every run (run names unchanged), validates every
 // run before any starts, runs each as its own `ampctl train` / `ampctl resume` process in
-// OUT/<run>, and writes OUT/sweep.csv and OUT/sweep.json. Running it again skips finished runs and
-// resumes interrupted ones. With --replay-from RUN it trains nothing: the runs (scaler.* keys only)
-// are replayed from RUN's recorded grad_amax and `ampctl replay`'s table is printed.
+// OUT/<run>, and writes OUT/sweep.csv and OUT/sweep.json, then the verdict (sweep.h: Answer).
+// Running it again skips finished runs and resumes interrupted ones. With --replay-from RUN it
+// trains nothing: the settings (scaler.* keys only; seeds are one row) are replayed from RUN's
+// recorded grad_amax and `ampctl replay`'s table is printed.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -250,14 +251,17 @@ void register_sweep(CLI::App& app, Commands& commands) {
           ->type_name("DIR");
   CLI::Option* metric =
       sub->add_option("--metric", options->metric,
-                      "the summary key that picks the best run (default best_eval_loss when "
-                      "present, else final_loss; lower is better unless it names accuracy)")
+                      "the summary key the verdict compares: each setting's mean over its "
+                      "seeds, the best marked only when Welch's test says it differs from the "
+                      "runner-up (default best_eval_loss when present, else final_loss; lower is "
+                      "better unless it names accuracy)")
           ->type_name("KEY");
   sub->add_option("--replay-from", options->replay_from,
                   "preview the sweep without training: replay RUN's recorded grad_amax "
                   "(logging.grad_amax: true) under each run's settings and print ampctl "
-                  "replay's table; every run may change scaler.* keys only (others exit 2); "
-                  "nothing is created")
+                  "replay's table, one row per setting (replay is seed-free: seeds: and --set "
+                  "seed= are accepted); every run may change scaler.* keys only (others exit "
+                  "2); nothing is created")
       ->type_name("RUN")
       ->excludes(jobs)
       ->excludes(out)
