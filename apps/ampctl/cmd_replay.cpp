@@ -80,6 +80,39 @@ std::vector<std::vector<config::SaidOverride>> points(const ReplayOptions& o) {
   return out;
 }
 
+// Two values of one --grid axis spelled apart that resolve to the same scaler settings (1024 and
+// 1024.0, 0.5 and 5e-1) give every row twice: Error{usage} naming both. Each value is resolved
+// once on RUN's configuration with --set (a value valid only beside another axis's is left to
+// the rows, which name its problem).
+void refuse_equal_values(const replay::Recording& rec, const ReplayOptions& o) {
+  std::vector<config::SaidOverride> base;
+  for (const std::string& s : o.sets) base.push_back({s, config::Where{}});
+  for (const sweep::GridAxis& axis : sweep::parse_grid_flags(o.grid)) {
+    std::vector<std::pair<std::string, config::ScalerConfig>> seen;
+    for (const std::string& v : axis.values) {
+      std::vector<config::SaidOverride> one = base;
+      one.push_back({axis.key + "=" + v, config::Where{"--grid"}});
+      config::ScalerConfig scaler;
+      try {
+        scaler = rec.config_template
+                     ? rec.config_template->resolve(one).scaler
+                     : config::parse_config_said(rec.config_text, "config.yaml", one).scaler;
+      } catch (const Error&) {
+        continue;
+      }
+      for (const auto& [w, other] : seen) {
+        if (other == scaler) {
+          throw Error{ErrorKind::usage,
+                      "--grid " + axis.key + ": " + w + " and " + v +
+                          " are the same setting (every row would be there twice)",
+                      "list each value once"};
+        }
+      }
+      seen.emplace_back(v, scaler);
+    }
+  }
+}
+
 // A row's name: its own --grid values first, then the --set overrides still in effect (one a
 // --grid value of the same key replaced names nothing).
 std::vector<std::pair<std::string, std::string>> row_name(
@@ -200,6 +233,7 @@ int run_replay(const ReplayOptions& options) {
   }
   // Every point is checked before any output; only the drawn rows keep their steps.
   const std::vector<std::vector<config::SaidOverride>> grid = points(options);
+  refuse_equal_values(rec, options);
   const std::vector<size_t> drawn =
       html_file.empty() ? std::vector<size_t>{} : drawn_rows(grid.size());
   std::vector<replay::Outcome> outcomes;

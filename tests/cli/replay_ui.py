@@ -203,6 +203,9 @@ check([r[1] for r in rows20][:1] == ["growth_interval=1"] and rows20[-1][1] == "
 check("20 settings were replayed" in html20, "the page says how many were replayed")
 p = run(["replay", rec, "--grid", "scaler.growth_interval=5,20,5"], expect=2)
 check("listed twice" in p.stderr and p.stdout == "", f"a repeated --grid value: exit 2\n{p.stderr}")
+p = run(["replay", rec, "--grid", "scaler.init_scale=1024,1024.0"], expect=2)
+check("1024 and 1024.0 are the same setting" in p.stderr and p.stdout == "",
+      f"two spellings of one value: exit 2\n{p.stderr}")
 p = run(["replay", rec, "--grid", "scaler.growth_interval=5,-3"], expect=2)
 check("--grid scaler.growth_interval=-3" in p.stderr and "--set" not in p.stderr,
       f"a bad --grid value is named as --grid\n{p.stderr}")
