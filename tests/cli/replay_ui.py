@@ -7,7 +7,8 @@
                   recording's own setting redraws the recorded line step for step; the table has
                   --json's numbers; no script, no network; a 20-row grid draws 9 rows (first
                   and last included) and says so. A repeated --grid value: exit 2; a bad one
-                  is named as --grid. An output that is a run's own file, a
+                  is named as --grid. A run resumed under other scaler settings: its own row
+                  says where it departs from the recording, not "(as recorded)". An output that is a run's own file, a
                   directory or in a missing folder: exit 2, nothing written.
   sweep --replay-from   the table equals `ampctl replay --grid` on the same grid; the base
                   config's scaler keys apply; no run directory and no sweep folder created; a
@@ -203,6 +204,18 @@ check([r[1] for r in rows20][:1] == ["growth_interval=1"] and rows20[-1][1] == "
 check("20 settings were replayed" in html20, "the page says how many were replayed")
 p = run(["replay", rec, "--grid", "scaler.growth_interval=5,20,5"], expect=2)
 check("listed twice" in p.stderr and p.stdout == "", f"a repeated --grid value: exit 2\n{p.stderr}")
+# A run resumed under other scaler settings: its config.yaml is the resume's, so replaying "its
+# own" settings no longer gives back its recording from step 1, and the row says where it
+# departs instead of "(as recorded)".
+res = os.path.join(WORK, "resumed")
+run(["train", "--config", BASE, "--run-dir", res, "--set", "training.max_steps=30",
+     "--set", "scaler.init_scale=1024.0", "--set", "checkpoint.every_steps=10"])
+check("(as recorded)" in run(["replay", res]).stdout, "a fresh run's own row is (as recorded)")
+run(["resume", "--checkpoint", res, "--set", "training.max_steps=60",
+     "--set", "scaler.growth_interval=3"])
+out = run(["replay", res]).stdout
+check("(as recorded)" not in out and re.search(r"\(config\.yaml, departs at step \d+\)", out),
+      f"a resumed run's row says where it departs:\n{out}")
 p = run(["replay", rec, "--grid", "scaler.init_scale=1024,1024.0"], expect=2)
 check("1024 and 1024.0 are the same setting" in p.stderr and p.stdout == "",
       f"two spellings of one value: exit 2\n{p.stderr}")
