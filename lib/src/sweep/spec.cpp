@@ -36,6 +36,18 @@ bool is_mark(const Said& o) {
   return !o.text.empty() && o.text[0] == kNameMark;
 }
 
+// A key of the sweep (a runs entry's, a grid axis's, a random parameter's, a --grid flag's) with
+// a control character is no configuration key, and one starting with the marker above would be
+// taken for a name: refused before anything is expanded.
+void check_key_text(const std::string& key, const std::string& where) {
+  for (char c : key) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      throw Error{ErrorKind::config,
+                  where + ": sweep key '" + key + "' holds a control character: no key does"};
+    }
+  }
+}
+
 struct ByText {
   bool operator()(const Combo& a, const Combo& b) const {
     const size_t ia = !a.empty() && is_mark(a[0]) ? 1 : 0, ib = !b.empty() && is_mark(b[0]) ? 1 : 0;
@@ -178,6 +190,7 @@ std::vector<Combo> random_samples(const YAML::Node& random, const std::string& o
   for (const auto& kv : params) {
     Dist d;
     d.key = kv.first.as<std::string>();
+    check_key_text(d.key, origin);
     const YAML::Node dist = kv.second;
     if (!dist.IsMap() || dist.size() != 1)
       spec_error(origin, "sweep.random.params." + d.key +
@@ -468,6 +481,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
       if (!grid.IsMap()) spec_error(origin, "sweep.grid: must map keys to value lists");
       for (const auto& kv : grid) {
         const std::string key = kv.first.as<std::string>();
+        check_key_text(key, origin);
         Axis axis{key, said_values(key, kv.second, origin)};
         if (axis.values.empty())
           spec_error(origin, "sweep.grid." + axis.key + ": empty value list",
@@ -487,6 +501,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
         std::optional<Said> mark;
         for (const auto& kv : item) {
           const std::string key = kv.first.as<std::string>();
+          check_key_text(key, origin);
           if (key == "name") {
             const config::Where where = at(kv.second, origin);
             const std::string name =
@@ -525,6 +540,7 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     }
   }
   for (const GridAxis& flag : parse_grid_flags(grid_flags)) {
+    check_key_text(flag.key, "--grid");
     Axis axis{flag.key, {}};
     for (const std::string& v : flag.values)
       axis.values.push_back({flag.key + "=" + v, {"--grid"}});

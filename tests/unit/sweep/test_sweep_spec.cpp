@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ampctl/config/run_config.h"
@@ -106,6 +107,58 @@ TEST(SweepRuns, ExplicitRunsAndSeeds) {
       {"optimizer.lr=0.1", "scaler.hysteresis=2", "seed=0"},
       {"optimizer.lr=0.1", "scaler.hysteresis=2", "seed=1"}};
   EXPECT_EQ(overrides_of(s), want);
+}
+
+// Named runs entries (issue 48 item 7): the name names the run's folder instead of its
+// overrides, with the values combined with it (grid, seed) after it; the setting is the name
+// without the seed; the name is no override. A key with a control character (the marker that
+// carries a name inside the expansion starts with one) is refused.
+TEST(SweepRuns, NamedEntriesNameTheirRunsAndSettings) {
+  const Sweep s = parse_sweep(std::string(kBase) + R"(sweep:
+  runs:
+    - {name: base}
+    - {name: fast, optimizer.lr: 0.3}
+    - {optimizer.lr: 0.01}
+  grid: {scaler.init_scale: [1024]}
+  seeds: [0, 1]
+)",
+                              "named.yaml");
+  std::vector<std::string> names, settings;
+  for (const ampctl::sweep::Run& r : s.runs) {
+    names.push_back(r.name);
+    settings.push_back(r.setting);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{
+                       "base,init_scale=1024,seed=0", "base,init_scale=1024,seed=1",
+                       "fast,init_scale=1024,seed=0", "fast,init_scale=1024,seed=1",
+                       "lr=0.01,init_scale=1024,seed=0", "lr=0.01,init_scale=1024,seed=1"}));
+  EXPECT_EQ(settings,
+            (std::vector<std::string>{"base,init_scale=1024", "base,init_scale=1024",
+                                      "fast,init_scale=1024", "fast,init_scale=1024", "", ""}));
+  EXPECT_EQ(s.runs[2].overrides,
+            (std::vector<std::string>{"optimizer.lr=0.3", "scaler.init_scale=1024", "seed=0"}));
+  EXPECT_EQ(s.runs[2].said.size(), s.runs[2].overrides.size());
+  EXPECT_EQ(s.runs[2].said[0].line, 11);  // optimizer.lr's value in the second entry
+  // Two entries with one name, and names that are no folder name: exit 2 naming the line.
+  for (const auto& [runs, line, why] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"    - {name: a}\n    - {name: a, optimizer.lr: 0.3}\n", 11, "used twice"},
+           {"    - {name: a/b}\n", 10, "holds '/'"},
+           {"    - {name: .hidden}\n", 10, "starts with '.'"},
+           {"    - {name: [x]}\n", 10, "holds '['"}}) {
+    try {
+      parse_sweep(std::string(kBase) + "sweep:\n  runs:\n" + runs, "bad.yaml");
+      ADD_FAILURE() << runs;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_NE(std::string(e.what()).find("bad.yaml:" + std::to_string(line) + ":"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(
+      parse_sweep(std::string(kBase) + "sweep:\n  runs:\n    - {\"\\x01\": 1}\n", "c.yaml"), Error);
+  EXPECT_THROW(parse_sweep(kBase, "c.yaml", {std::string("\x01=1,2")}), Error);
 }
 
 TEST(SweepRandom, ReproducibleAndWithinBounds) {
