@@ -51,10 +51,12 @@ int run_tokenize(const TokenizeOptions& options) {
   }
   std::vector<fs::path> inputs(options.inputs.begin(), options.inputs.end());
   inputs.emplace_back(options.tokenizer);
-  if (fs::is_directory(options.tokenizer)) {
-    for (const char* name : {"tokenizer.json", "vocab.json", "merges.txt"}) {
-      inputs.push_back(fs::path(options.tokenizer) / name);
-    }
+  // The files a tokenizer path may read: its folder's (or, for a file, the folder around it).
+  const fs::path folder = fs::is_directory(options.tokenizer)
+                              ? fs::path(options.tokenizer)
+                              : fs::path(options.tokenizer).parent_path();
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"}) {
+    inputs.push_back(folder / name);
   }
   const fs::path out = checkpoint::checked_output_path(options.out, inputs, "--out");
   for (const std::string& input : options.inputs) require_regular_file(input, "text");
@@ -146,7 +148,7 @@ void register_tokenize(CLI::App& app, Commands& commands) {
       ->type_name("PATH");
   sub->add_option("inputs", options->inputs, "UTF-8 text files, one document each")
       ->required()
-      ->type_name("INPUT...");
+      ->type_name("INPUT");
   sub->add_option("--out", options->out, "the token file to write (raw little-endian ids)")
       ->required()
       ->type_name("FILE.bin");

@@ -148,6 +148,11 @@ def main():
             what="missing input")
     refused(["--tokenizer", tok, doc1, "--out", doc1], "--out", what="--out naming an input")
     check(open(doc1).read() == text1, "--out naming an input leaves the input alone")
+    merges_before = open(os.path.join(tok, "merges.txt")).read()
+    refused(["--tokenizer", os.path.join(tok, "vocab.json"), doc1, "--out",
+             os.path.join(tok, "merges.txt")], "--out", what="--out naming the tokenizer's merges")
+    check(open(os.path.join(tok, "merges.txt")).read() == merges_before,
+          "--out naming the tokenizer's merges.txt leaves it alone")
     refused(["--tokenizer", tok, doc1, "--out", os.path.join(work, "no", "such", "x.bin")],
             "--out", what="--out in a missing folder")
     nobos = os.path.join(work, "nobos")
