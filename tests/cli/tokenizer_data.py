@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Text read through a tokenizer as training data (issue 45): `data.train: {source: text, path,
 tokenizer}` trains a tiny GPT on the tokenizer's ids, the run directory keeps a copy of the
-tokenizer (tokenizer.json) and `ampctl sample` encodes the prompt and decodes the output through
-it; `ampctl tokenize --dtype u32` output trains as `{source: tokens, format: u32}`. Refused before
+tokenizer (tokenizer.json), `ampctl sample` encodes the prompt and decodes the output through
+it and `export --format hf` carries it; `ampctl tokenize --dtype u32` output trains as `{source: tokens, format: u32}`. Refused before
 a run directory exists (exit 2): a tokenizer ampctl cannot read, text that is not UTF-8, a
 tokenizer with `vocab: byte`, a data.eval tokenizer other than data.train's.
 
@@ -67,6 +67,17 @@ def main():
     check(p.returncode == 2 and "tokenizer.json" in p.stderr,
           f"sample without the run's tokenizer.json: exit {p.returncode}, {p.stderr.strip()}")
     os.rename(copy + ".away", copy)
+
+    # export --format hf carries the run's tokenizer.
+    hf = os.path.join(work, "hf")
+    run_ampctl(ampctl, ["export", "--checkpoint", run, "--format", "hf", "--out", hf])
+    check(sorted(os.listdir(hf)) == ["config.json", "model.safetensors", "tokenizer.json"],
+          f"the hf export holds the tokenizer: {sorted(os.listdir(hf))}")
+    if os.path.exists(os.path.join(hf, "tokenizer.json")):
+        check(open(os.path.join(hf, "tokenizer.json"), "rb").read() == open(copy, "rb").read(),
+              "the export's tokenizer.json is the run's copy")
+    # ...and a second export over the first is allowed (tokenizer.json is an export's file).
+    run_ampctl(ampctl, ["export", "--checkpoint", run, "--format", "hf", "--out", hf])
 
     # The same text as u32 token ids trains as {source: tokens, format: u32}.
     ids = os.path.join(work, "text.bin")
