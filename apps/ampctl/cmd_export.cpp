@@ -2,13 +2,15 @@
 // checkpoint in the safetensors format (loadable by safetensors.torch.load_file), written
 // atomically, with the vocabulary and input statistics in its metadata. `--format hf --out DIR`:
 // a GPT checkpoint as a Hugging Face GPT-2 folder (checkpoint/hf_gpt2.h: config.json,
-// model.safetensors, vocab.json). Another format is a usage error (exit 2); a damaged checkpoint
+// model.safetensors, vocab.json; tokenizer.json, the run directory's copy, for a run on text read
+// through a tokenizer). Another format is a usage error (exit 2); a damaged checkpoint
 // an input error (exit 2). --out accepts only a path the command may own (output_file.h): never
 // the checkpoint itself, a run's own files, a device, a FIFO; a file for safetensors, and for hf
 // a new or empty directory, or one holding only an earlier hf export's files (exit 2).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "ampctl/checkpoint/checkpoint.h"
@@ -16,6 +18,7 @@
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/checkpoint/safetensors.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "commands.h"
 
 namespace ampctl::app {
@@ -29,6 +32,15 @@ struct ExportOptions {
 };
 
 namespace fs = std::filesystem;
+
+// data.train.tokenizer of a checkpoint's configuration, when it names one.
+const nlohmann::json* tokenizer_said(const nlohmann::json& config) {
+  const nlohmann::json* said = &config;
+  for (const char* key : {"data", "train", "tokenizer"}) {
+    said = said && said->is_object() && said->contains(key) ? &(*said)[key] : nullptr;
+  }
+  return said && said->is_string() && !said->get<std::string>().empty() ? said : nullptr;
+}
 
 // --out DIR of --format hf: new (in an existing folder), or an existing directory that is empty
 // or holds only the files an hf export writes (an earlier export, replaced file by file).
@@ -49,7 +61,8 @@ void check_hf_dir(const fs::path& dir) {
   }
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (name != "config.json" && name != "model.safetensors" && name != "vocab.json") {
+    if (name != "config.json" && name != "model.safetensors" && name != "vocab.json" &&
+        name != "tokenizer.json") {
       throw Error{ErrorKind::usage,
                   "--out " + dir.string() + " holds " + name +
                       ": --format hf writes only into a new or empty directory (or over an "
@@ -72,12 +85,27 @@ int run_export_hf(const ExportOptions& options) {
     const fs::path path = checkpoint::checked_output_path(dir / name, inputs, "--out");
     checkpoint::write_output_file(path, bytes, "--out");
   };
+  // A run on text read through a tokenizer: its copy (RUN/tokenizer.json) goes with the weights.
+  std::string tokenizer_json;
+  if (const nlohmann::json* said = tokenizer_said(loaded.data.config)) {
+    const fs::path copy = loaded.path.parent_path().parent_path() / "tokenizer.json";
+    if (!fs::exists(copy)) {
+      throw Error{ErrorKind::input,
+                  loaded.path.string() + ": the run read its text through a tokenizer, and " +
+                      copy.string() + " (the run's copy of it) is missing",
+                  "copy the tokenizer (" + said->get<std::string>() + ") there as tokenizer.json"};
+    }
+    tokenizer_json = read_regular_file(copy, size_t{1} << 30, "tokenizer");
+  }
   write("config.json", out.config_json);
   write("model.safetensors", out.model_safetensors);
   if (!out.vocab_json.empty()) write("vocab.json", out.vocab_json);
-  std::printf("wrote %s: config.json, model.safetensors%s (Hugging Face GPT-2; step %lld of %s)\n",
-              options.out.c_str(), out.vocab_json.empty() ? "" : ", vocab.json",
-              static_cast<long long>(loaded.data.step), loaded.path.string().c_str());
+  if (!tokenizer_json.empty()) write("tokenizer.json", tokenizer_json);
+  std::printf(
+      "wrote %s: config.json, model.safetensors%s%s (Hugging Face GPT-2; step %lld of %s)\n",
+      options.out.c_str(), out.vocab_json.empty() ? "" : ", vocab.json",
+      tokenizer_json.empty() ? "" : ", tokenizer.json", static_cast<long long>(loaded.data.step),
+      loaded.path.string().c_str());
   return 0;
 }
 

@@ -8,13 +8,17 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
 
+#include <nlohmann/json.hpp>
+
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/core/error.h"
+#include "ampctl/tokenize/tokenizer.h"
 #include "ampctl/train/sample.h"
 #include "ampctl/train/signals.h"
 #include "commands.h"
@@ -68,6 +72,24 @@ int run_sample(SampleArgs args) {
     args.options.seed = integer_option<uint64_t>(args.seed, "--seed", 0, "in [0, 2^64 - 1]");
   }
   const checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(args.checkpoint);
+  // A run on text read through a tokenizer keeps a copy in its directory (RUN/tokenizer.json,
+  // beside RUN/checkpoints/): the prompt and the output go through it.
+  std::optional<tokenize::Tokenizer> tokenizer;
+  const nlohmann::json* said = &loaded.data.config;
+  for (const char* key : {"data", "train", "tokenizer"}) {
+    said = said && said->is_object() && said->contains(key) ? &(*said)[key] : nullptr;
+  }
+  if (said && said->is_string() && !said->get<std::string>().empty()) {
+    const std::filesystem::path copy = loaded.path.parent_path().parent_path() / "tokenizer.json";
+    if (!std::filesystem::exists(copy)) {
+      throw Error{ErrorKind::input,
+                  loaded.path.string() + ": the run read its text through a tokenizer, and " +
+                      copy.string() + " (the run's copy of it) is missing",
+                  "copy the tokenizer (" + said->get<std::string>() + ") there as tokenizer.json"};
+    }
+    tokenizer.emplace(tokenize::Tokenizer::load(copy));
+    args.options.tokenizer = &*tokenizer;
+  }
   // Each token is printed as it is drawn.
   args.options.on_text = write_stdout;
   const train::SampleResult result = train::sample(loaded.data, args.options);

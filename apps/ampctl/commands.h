@@ -72,5 +72,6 @@ void register_report(CLI::App& app, Commands& commands);
 void register_sample(CLI::App& app, Commands& commands);
 void register_eval(CLI::App& app, Commands& commands);
 void register_replay(CLI::App& app, Commands& commands);
+void register_tokenize(CLI::App& app, Commands& commands);
 
 }  // namespace ampctl::app

@@ -164,6 +164,7 @@ int run_command(int argc, char** argv) {
   ampctl::app::register_export(app, commands);
   ampctl::app::register_sample(app, commands);
   ampctl::app::register_eval(app, commands);
+  ampctl::app::register_tokenize(app, commands);
 
   try {
     try {

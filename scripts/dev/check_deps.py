@@ -22,16 +22,17 @@ are leaves that any module may include.
                 its state_dict is read by checkpoint/scaler_state.h, the one validator)
     optim       core, math, backend
     nn          core, math, backend
-    data        core, math, backend
+    data        core, math, backend, tokenize   (text read through a tokenizer)
     dist        core, math, backend
     checkpoint  core
     run         core
+    tokenize    core   (byte-level BPE tokenizers, their Unicode tables)
     config      core
-    train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config
+    train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config, tokenize
     sweep       core, config, run, checkpoint   (atomic files, owned output paths)
     replay      core, math, config, run   (the scale rules of math/amp_math.h over a run's config
                 and its metrics.jsonl, read by run/metrics_line.h)
-    apps        core, backend, checkpoint, config, run, train, sweep, replay, dist
+    apps        core, backend, checkpoint, config, run, train, sweep, replay, dist, tokenize
     kernels     core, math
 
 What is scanned: every `#include "ampctl/<module>/..."` (or <...>) in lib/include/ampctl/<module>/
@@ -67,17 +68,18 @@ ALLOWED = {
     "amp": {"core", "math", "backend", "optim", "checkpoint"},
     "optim": {"core", "math", "backend"},
     "nn": {"core", "math", "backend"},
-    "data": {"core", "math", "backend"},
+    "data": {"core", "math", "backend", "tokenize"},
     "dist": {"core", "math", "backend"},
     "checkpoint": {"core"},
     "run": {"core"},
+    "tokenize": {"core"},
     "config": {"core"},
     "train": {"core", "math", "backend", "amp", "optim", "nn", "data", "dist", "checkpoint",
-              "run", "config"},
+              "run", "config", "tokenize"},
     "sweep": {"core", "config", "run", "checkpoint"},
     "replay": {"core", "math", "config", "run"},
     "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "replay",
-             "dist"},
+             "dist", "tokenize"},
     "kernels": {"core", "math"},
 }
 

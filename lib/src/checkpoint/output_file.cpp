@@ -60,7 +60,8 @@ const std::vector<std::string>& run_file_names() {
                                   "summary.json", "sweep.json",        "sweep.csv",
                                   "stdout.log",   "stderr.log",        "checkpoints",
                                   kRunLockFile,   ".ampctl-sweep-run", ".ampctl-sweep-config.yaml"};
-    n.push_back("vocab.json");  // a language model's vocabulary on text data
+    n.push_back("vocab.json");      // a language model's vocabulary on text data
+    n.push_back("tokenizer.json");  // the tokenizer of text read through one
     return n;
   }();
   return names;

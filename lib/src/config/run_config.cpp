@@ -41,8 +41,10 @@ constexpr Names<SourceKind> kSource[] = {{SourceKind::synthetic, "synthetic"},
                                          {SourceKind::text, "text"},
                                          {SourceKind::tokens, "tokens"}};
 constexpr Names<VocabKind> kVocab[] = {{VocabKind::character, "char"}, {VocabKind::byte, "byte"}};
-constexpr Names<TokenFormat> kTokenFormat[] = {
-    {TokenFormat::automatic, "auto"}, {TokenFormat::raw, "raw"}, {TokenFormat::llmc, "llmc"}};
+constexpr Names<TokenFormat> kTokenFormat[] = {{TokenFormat::automatic, "auto"},
+                                               {TokenFormat::raw, "raw"},
+                                               {TokenFormat::llmc, "llmc"},
+                                               {TokenFormat::u32, "u32"}};
 constexpr Names<Task> kTask[] = {{Task::classification, "classification"},
                                  {Task::regression, "regression"}};
 constexpr Names<DatasetSplit> kSplit[] = {{DatasetSplit::train, "train"},
@@ -176,6 +178,10 @@ namespace {
 
 std::string non_empty(const std::string& s) {
   return s.empty() ? "must not be empty" : "";
+}
+
+std::string any_string(const std::string&) {
+  return "";
 }
 
 // The run directory is runs/<name>: one path component.
@@ -316,6 +322,10 @@ Schema<DataSource> make_source_schema(Role role) {
       enum_field<S>(AMPCTL_KEY(vocab), VocabKind::character, kVocab,
                     "char (the file's distinct characters, sorted) | byte (the 256 byte values)")
           .when("source", {"text"}),
+      string_field<S>(AMPCTL_KEY(tokenizer), "", any_string,
+                      "a byte-level BPE tokenizer (tokenizer.json, a folder holding one, or "
+                      "GPT-2's vocab.json) that encodes the text instead of vocab; empty: none")
+          .when("source", {"text"}),
       int_field<S>(AMPCTL_KEY(vocab_size), 0, {1, kInt32Max},
                    "token ids are < vocab_size (the model's vocabulary; GPT-2: 50257, padded "
                    "50304)")
@@ -325,7 +335,8 @@ Schema<DataSource> make_source_schema(Role role) {
           "format", [](auto& c) -> auto& { return c.token_format; }, TokenFormat::automatic,
           kTokenFormat,
           "auto (llm.c's header when the file starts with its magic, else raw) | raw "
-          "(nanoGPT's little-endian uint16) | llmc (256 x int32 header)")
+          "(nanoGPT's little-endian uint16) | llmc (256 x int32 header) | u32 (raw "
+          "little-endian uint32, as ampctl tokenize writes for vocabularies above 65536)")
           .when("source", {"tokens"}),
   };
   if (role == Role::train) {
@@ -336,6 +347,14 @@ Schema<DataSource> make_source_schema(Role role) {
                          .when("source", {"text", "tokens"}));
   }
   std::vector<Check<S>> checks = {
+      {{"tokenizer", "vocab"},
+       [](const S& c) -> std::string {
+         if (c.source != SourceKind::text || c.tokenizer.empty() || c.vocab != VocabKind::byte) {
+           return {};
+         }
+         return "a tokenizer gives the vocabulary: leave vocab out (vocab: byte reads bytes "
+                "without one)";
+       }},
       {{"label_column", "header"},
        [](const S& c) -> std::string {
          if (c.source != SourceKind::csv || c.label_column.name.empty() || c.header) return {};
@@ -1040,7 +1059,9 @@ void resolve_data_paths(Value& doc, const std::string& origin,
   for (const char* role : {"train", "eval"}) {
     Value::Entry* source = data->value.find(role);
     if (source == nullptr || !source->value.is_map()) continue;
-    for (const char* key : {"path", "images", "labels", "dir"}) resolve(source->value.find(key));
+    for (const char* key : {"path", "images", "labels", "dir", "tokenizer"}) {
+      resolve(source->value.find(key));
+    }
   }
 }
 

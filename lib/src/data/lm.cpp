@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "ampctl/core/error.h"
@@ -75,7 +76,9 @@ void check_length(const TokenSet& set, int64_t block_size, const char* part) {
 
 }  // namespace
 
-TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
+namespace {
+
+void require_text_file(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     // The usual first-run stumble: the corpus has not been written yet, or a path is relative to
     // the wrong folder (the config file's for a path the file says, the current directory's for
@@ -87,6 +90,24 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
                     : "a relative path in a config file is read from the file's folder, one "
                       "given with --set from the current directory"};
   }
+}
+
+}  // namespace
+
+TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer) {
+  require_text_file(path);
+  const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
+  if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
+  TokenSet out;
+  out.origin = path;
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  out.tokens = tokenizer.encode(text, path, threads);
+  check_count(out.size(), path);
+  return out;
+}
+
+TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
+  require_text_file(path);
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
   if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
   TokenSet out;
@@ -183,6 +204,14 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
                       " tokens, the file holds " + std::to_string(payload / width),
                   "the file is truncated or was not written by llm.c"};
     }
+  } else if (format == TokenFormat::u32) {
+    width = 4;
+    if (size % 4 != 0) {
+      throw Error{ErrorKind::input,
+                  path + ": " + std::to_string(size) +
+                      " bytes, not a multiple of 4: not a file of uint32 tokens (byte " +
+                      std::to_string(size - size % 4) + " starts a partial token)"};
+    }
   } else if (size % 2 != 0) {
     throw Error{ErrorKind::input, path + ": " + std::to_string(size) +
                                       " bytes, an odd count: not a file of uint16 tokens (byte " +
@@ -223,7 +252,19 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
     throw Error{ErrorKind::invalid_argument, "load_lm_data: data.train is not text or tokens"};
   }
   LmData out;
-  if (train.source == SourceKind::text) {
+  if (train.source == SourceKind::text && !train.tokenizer.empty()) {
+    if (vocab) {
+      throw Error{ErrorKind::config,
+                  "data.train.tokenizer: the weights were trained with a " +
+                      std::string(vocab->kind() == VocabKind::byte ? "byte" : "char") +
+                      " vocabulary, not a tokenizer",
+                  "read the text as they were: leave data.train.tokenizer out"};
+    }
+    out.tokenizer =
+        std::make_shared<const tokenize::Tokenizer>(tokenize::Tokenizer::load(train.tokenizer));
+    out.train = load_text(train.path, *out.tokenizer);
+    out.vocab_size = out.tokenizer->vocab_size();
+  } else if (train.source == SourceKind::text) {
     if (vocab && vocab->kind() != train.vocab) {
       const auto name = [](VocabKind k) { return k == VocabKind::byte ? "byte" : "char"; };
       throw Error{ErrorKind::config,
@@ -252,7 +293,22 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
                   "of data.train's kind (" +
                       std::string(train.source == SourceKind::text ? "text" : "tokens") + ")"};
     }
-    if (eval.source == SourceKind::text) {
+    if (eval.source == SourceKind::text && out.tokenizer) {
+      if (!eval.tokenizer.empty() && eval.tokenizer != train.tokenizer &&
+          tokenize::Tokenizer::load(eval.tokenizer).content_hash() !=
+              out.tokenizer->content_hash()) {
+        throw Error{ErrorKind::config,
+                    "data.eval.tokenizer: " + eval.tokenizer + " is not data.train's tokenizer (" +
+                        train.tokenizer + ")",
+                    "the evaluation text is read with the training text's tokenizer: leave "
+                    "data.eval.tokenizer out"};
+      }
+      out.eval = load_text(eval.path, *out.tokenizer);
+    } else if (eval.source == SourceKind::text && !eval.tokenizer.empty()) {
+      throw Error{ErrorKind::config,
+                  "data.eval.tokenizer: data.train reads its text without a tokenizer",
+                  "set data.train.tokenizer too, or leave data.eval.tokenizer out"};
+    } else if (eval.source == SourceKind::text) {
       out.eval = load_text(eval.path, train.vocab, out.vocab);
     } else {
       out.eval = load_token_file(eval.path, eval.token_format, train.vocab_size);

@@ -135,6 +135,9 @@ InputItems data_items(const data::LmData& d) {
     items.emplace_back("data: vocabulary",
                        "crc32 " + hex(checkpoint::crc32(text.data(), text.size())));
   }
+  if (d.tokenizer) {
+    items.emplace_back("data: tokenizer", "fnv1a64 " + d.tokenizer->content_hash());
+  }
   add_tokens(items, "data: the training text", d.train);
   if (d.eval) add_tokens(items, "data: the evaluation text", *d.eval);
   return items;

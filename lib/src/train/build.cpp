@@ -118,8 +118,10 @@ data::SourceOptions source_options(const config::DataSource& c) {
   o.split_fraction = c.split_fraction;
   o.vocab = c.vocab == config::VocabKind::byte ? data::VocabKind::byte : data::VocabKind::character;
   o.vocab_size = c.vocab_size;
+  o.tokenizer = c.tokenizer;
   o.token_format = c.token_format == config::TokenFormat::raw    ? data::TokenFormat::raw
                    : c.token_format == config::TokenFormat::llmc ? data::TokenFormat::llmc
+                   : c.token_format == config::TokenFormat::u32  ? data::TokenFormat::u32
                                                                  : data::TokenFormat::automatic;
   return o;
 }

@@ -108,6 +108,12 @@ void RunDir::write_vocab(const std::string& json) const {
   if (!out) throw Error{ErrorKind::runtime, "cannot write " + vocab_path().string()};
 }
 
+void RunDir::write_tokenizer(const std::string& json) const {
+  std::ofstream out(tokenizer_path(), std::ios::binary);
+  out << json;
+  if (!out) throw Error{ErrorKind::runtime, "cannot write " + tokenizer_path().string()};
+}
+
 void RunDir::write_input_stats(const std::string& json) const {
   std::ofstream out(input_stats_path());
   out << json << '\n';

@@ -186,8 +186,14 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
                                       " [vocab, n_embd] tensor"};
   }
   const int64_t vocab_size = wte->shape[0];
+  const tokenize::Tokenizer* tokenizer = options.tokenizer;
+  if (tokenizer && tokenizer->vocab_size() > vocab_size) {
+    throw Error{ErrorKind::input, "the run's tokenizer has " +
+                                      std::to_string(tokenizer->vocab_size()) + " tokens, the " +
+                                      kTokenEmbedding + " only " + std::to_string(vocab_size)};
+  }
   std::optional<data::Vocab> vocab;
-  if (!ckpt.vocab.is_null()) {
+  if (!ckpt.vocab.is_null() && !tokenizer) {
     vocab = data::Vocab::from_json(ckpt.vocab, "the checkpoint's vocab");
     // The model's rows may be padded beyond the vocabulary (a multiple of 64), never fewer.
     if (vocab->size() > vocab_size) {
@@ -222,7 +228,9 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
   model->sync_lowp();
 
   SampleResult out;
-  if (vocab) {
+  if (tokenizer) {
+    out.prompt_ids = tokenizer->encode(options.prompt.empty() ? "\n" : options.prompt, "--prompt");
+  } else if (vocab) {
     out.prompt_ids = vocab->encode(options.prompt, "--prompt");
   } else {
     out.prompt_ids = parse_ids(options.prompt, vocab_size);
@@ -244,6 +252,7 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
   }();
   // The text of ids, as the whole result's text spells them (decoding is per token).
   const auto text_of = [&](const std::vector<int32_t>& ids, bool first) {
+    if (tokenizer) return tokenizer->decode(ids);
     if (vocab) return vocab->decode(ids);
     std::string t;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -270,6 +279,7 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
     std::vector<float> row = read_row(b, logits, len - 1, width);
     // Padded rows beyond the vocabulary are never drawn.
     if (vocab) row.resize(static_cast<size_t>(vocab->size()));
+    if (tokenizer) row.resize(static_cast<size_t>(tokenizer->vocab_size()));
     check_logits(row, options.temperature, i);
     const int64_t id = pick_token(row, options.temperature, options.top_k,
                                   uniform_draw(options.seed, static_cast<uint64_t>(i)));
@@ -277,7 +287,9 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
     out.new_ids.push_back(static_cast<int32_t>(id));
     if (options.on_text) options.on_text(text_of({static_cast<int32_t>(id)}, /*first=*/false));
   }
-  if (vocab) {
+  if (tokenizer) {
+    out.text = tokenizer->decode(context);
+  } else if (vocab) {
     out.text = vocab->decode(context);
   } else {
     for (size_t i = 0; i < context.size(); ++i) {

@@ -146,6 +146,7 @@ void Trainer::begin() {
   }
   if (is_root()) m_dir->write_config(config::to_yaml(m_cfg));
   if (is_root() && m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
+  if (is_root() && m_run->lm.tokenizer) m_dir->write_tokenizer(m_run->lm.tokenizer->json());
   if (is_root() && m_run->data.normalization) {
     m_dir->write_input_stats(input_to_json(*m_run->data.normalization).dump());
   }
@@ -254,6 +255,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
     // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
     // the same): a damaged or deleted vocab.json is written again, as sample and export read it.
     if (m_run->lm.vocab) m_dir->write_vocab(m_run->lm.vocab->to_json().dump());
+    if (m_run->lm.tokenizer) m_dir->write_tokenizer(m_run->lm.tokenizer->json());
     // So are the input statistics the checkpoint holds (a branch's input.json comes from here).
     if (m_run->data.normalization) {
       m_dir->write_input_stats(input_to_json(*m_run->data.normalization).dump());

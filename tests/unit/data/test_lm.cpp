@@ -142,6 +142,25 @@ TEST(LmTokens, RawAndLlmcFilesReadTheSameIds) {
   EXPECT_EQ(as_raw.tokens[0], kLlmcGpt2Magic & 0xffff);
 }
 
+// format: u32 (what `ampctl tokenize` writes for vocabularies above 65536): raw little-endian
+// uint32, written here byte by byte.
+TEST(LmTokens, U32FilesReadRawUint32) {
+  TempDir dir;
+  const std::vector<uint32_t> ids = {0, 1, 65535, 65536, 128255, 151668, 7};
+  std::vector<uint8_t> bytes;
+  for (const uint32_t id : ids) put_le(bytes, id, 4);
+  write_bytes(dir / "u32.bin", bytes);
+  const std::vector<int32_t> want(ids.begin(), ids.end());
+  EXPECT_EQ(load_token_file((dir / "u32.bin").string(), TokenFormat::u32, 151669).tokens, want);
+  expect_input_error([&] { load_token_file((dir / "u32.bin").string(), TokenFormat::u32, 151668); },
+                     {"u32.bin", "byte 20", "token id 151668"});
+  bytes.resize(bytes.size() - 2);
+  write_bytes(dir / "partial.bin", bytes);
+  expect_input_error(
+      [&] { load_token_file((dir / "partial.bin").string(), TokenFormat::u32, 151669); },
+      {"partial.bin", "not a multiple of 4", "byte 24"});
+}
+
 TEST(LmTokens, BadFilesNameTheFileAndOffset) {
   TempDir dir;
   const auto path = [&](const char* name) { return (dir / name).string(); };

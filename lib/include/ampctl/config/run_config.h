@@ -36,8 +36,8 @@ enum class DecayOn { all, matrices };  // optimizer.decay_on
 enum class Activation { relu, gelu, tanh };
 enum class LossType { cross_entropy, mse };
 enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens };
-enum class VocabKind { character, byte };         // YAML: char | byte
-enum class TokenFormat { automatic, raw, llmc };  // YAML: auto | raw | llmc
+enum class VocabKind { character, byte };              // YAML: char | byte
+enum class TokenFormat { automatic, raw, llmc, u32 };  // YAML: auto | raw | llmc | u32
 enum class Task { classification, regression };
 enum class DatasetSplit { train, test };
 enum class OptimizerType { sgd, adam, adamw };
@@ -95,6 +95,7 @@ struct DataSource {
   // the last part of the file held out when data.eval is null.
   double split_fraction = 0.0;
   VocabKind vocab{};           // text
+  std::string tokenizer;       // text: a BPE tokenizer instead of `vocab` (empty: none)
   int64_t vocab_size = 0;      // tokens
   TokenFormat token_format{};  // tokens (YAML key `format`)
   bool operator==(const DataSource&) const = default;

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,6 +25,7 @@
 
 #include "ampctl/data/options.h"
 #include "ampctl/data/vocab.h"
+#include "ampctl/tokenize/tokenizer.h"
 
 namespace ampctl::data {
 
@@ -39,7 +41,9 @@ struct LmData {
   TokenSet train;
   std::optional<TokenSet> eval;
   int64_t vocab_size = 0;
-  std::optional<Vocab> vocab;  // text sources; token files have none
+  std::optional<Vocab> vocab;  // text sources without a tokenizer; token files have none
+  // Text read through a tokenizer (data.train.tokenizer): its ids; vocab_size is its size.
+  std::shared_ptr<const tokenize::Tokenizer> tokenizer;
 };
 
 // The biggest files read whole: text is held as int32 ids (4 bytes per character), token files
@@ -60,6 +64,10 @@ inline constexpr size_t kLlmcHeaderBytes = 256 * 4;
 // given vocabulary, a character outside it), "<path>: empty".
 TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab);
 
+// A text file's ids through `tokenizer` (as one string, on all the machine's cores: the same ids
+// as on one). Error{input} for a missing or empty file, or bytes that are not UTF-8 (the offset).
+TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer);
+
 // A token file (raw uint16, or llm.c's header + tokens). Error{input} naming the file and byte
 // offset for an empty file, an odd byte count, a wrong magic or version, a header whose count
 // disagrees with the file's size, a token id >= vocab_size.
@@ -71,7 +79,9 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
 // `vocab` (given): a text source's vocabulary is that one instead of the file's own (the weights'
 // when a run starts from them or resumes): every character of the text must be in it (else
 // Error{input} naming the character and its byte offset), and its kind must be data.train.vocab's
-// (else Error{config}).
+// (else Error{config}). With data.train.tokenizer, both texts are read through it (loaded once;
+// a data.eval.tokenizer must be the same file's content, else Error{config}), and a `vocab`
+// given is Error{config} (the weights were trained on a character or byte vocabulary).
 LmData load_lm_data(const DataOptions& options, int64_t block_size,
                     const std::optional<Vocab>& vocab = std::nullopt);
 

@@ -14,8 +14,9 @@ enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens 
 // text: how characters become token ids (data/vocab.h).
 enum class VocabKind { character, byte };
 // tokens: how the file is laid out (data/tokens.h). automatic: llm.c's header when the file
-// starts with one of its magic numbers, else raw uint16.
-enum class TokenFormat { automatic, raw, llmc };
+// starts with one of its magic numbers, else raw uint16; u32: raw little-endian uint32 (what
+// `ampctl tokenize` writes for a vocabulary above 65536 tokens).
+enum class TokenFormat { automatic, raw, llmc, u32 };
 
 // The language-model sources (windows of tokens rather than rows of features).
 inline bool is_language_model(SourceKind kind) {
@@ -48,8 +49,9 @@ struct SourceOptions {
   // split (eval only): hold out this part of the training set. text, tokens (train only): the
   // last split_fraction of the tokens is the evaluation part when data.eval is null.
   double split_fraction = 0.0;
-  VocabKind vocab = VocabKind::character;             // text
-  int64_t vocab_size = 0;                             // tokens: ids must be < vocab_size
+  VocabKind vocab = VocabKind::character;  // text
+  std::string tokenizer;   // text: a tokenizer.json / folder / vocab.json (empty: `vocab`)
+  int64_t vocab_size = 0;  // tokens: ids must be < vocab_size
   TokenFormat token_format = TokenFormat::automatic;  // tokens
 };
 

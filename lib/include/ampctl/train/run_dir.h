@@ -56,6 +56,10 @@ class RunDir {
   // vocab.json: a language model's vocabulary on text data (data/vocab.h's JSON array).
   std::filesystem::path vocab_path() const { return m_path / "vocab.json"; }
   void write_vocab(const std::string& json) const;
+  // tokenizer.json: the tokenizer text was read through (data.train.tokenizer), byte for byte
+  // (from GPT-2's two files: the equivalent tokenizer.json); `ampctl sample` reads it.
+  std::filesystem::path tokenizer_path() const { return m_path / "tokenizer.json"; }
+  void write_tokenizer(const std::string& json) const;
   // input.json: the data.normalize statistics (checkpoint.h, CheckpointData::input's JSON).
   std::filesystem::path input_stats_path() const { return m_path / "input.json"; }
   void write_input_stats(const std::string& json) const;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ampctl/checkpoint/checkpoint.h"
+#include "ampctl/tokenize/tokenizer.h"
 
 namespace ampctl::train {
 
@@ -30,6 +31,9 @@ struct SampleOptions {
   double temperature = 1.0;      // > 0
   std::optional<int64_t> top_k;  // >= 1
   uint64_t seed = 0;
+  // The run's tokenizer (a run on text read through one: its run directory's tokenizer.json):
+  // the prompt is encoded and the output decoded through it.
+  const tokenize::Tokenizer* tokenizer = nullptr;
   // Called with the prompt's text, then with each new token's as it is drawn: the pieces
   // concatenated are SampleResult::text (`ampctl sample` streams them to stdout).
   std::function<void(std::string_view)> on_text;
