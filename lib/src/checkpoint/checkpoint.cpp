@@ -907,4 +907,17 @@ nlohmann::ordered_json summarize(const CheckpointData& data, const fs::path& fil
   return s;
 }
 
+std::vector<StateProblem> state_problems(const CheckpointData& data) {
+  std::vector<StateProblem> out;
+  for (const auto& [section, tensors] :
+       {std::pair{"model", &data.model}, std::pair{"optimizer", &data.optimizer_tensors}}) {
+    for (const NamedTensor& t : *tensors) {
+      if (std::optional<std::string> problem = domain_problem(t, data.step)) {
+        out.push_back({section, t.name, std::move(*problem)});
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace ampctl::checkpoint

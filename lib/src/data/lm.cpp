@@ -75,7 +75,8 @@ void check_length(const TokenSet& set, int64_t block_size, const char* part) {
 
 }  // namespace
 
-TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
+TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab,
+                   bool eval) {
   if (!std::filesystem::exists(path)) {
     // The usual first-run stumble: the corpus has not been written yet, or a path is relative to
     // the wrong folder (the config file's for a path the file says, the current directory's for
@@ -88,7 +89,11 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
                       "given with --set from the current directory"};
   }
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
-  if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
+  if (text.empty()) {
+    throw Error{ErrorKind::input,
+                eval ? "data.eval.path " + path + ": empty (no text to evaluate on)"
+                     : "data.train.path " + path + ": empty (no text to train on)"};
+  }
   TokenSet out;
   out.origin = path;
   if (kind == VocabKind::byte) {
@@ -253,7 +258,7 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
                       std::string(train.source == SourceKind::text ? "text" : "tokens") + ")"};
     }
     if (eval.source == SourceKind::text) {
-      out.eval = load_text(eval.path, train.vocab, out.vocab);
+      out.eval = load_text(eval.path, train.vocab, out.vocab, /*eval=*/true);
     } else {
       out.eval = load_token_file(eval.path, eval.token_format, train.vocab_size);
     }
