@@ -261,10 +261,13 @@ def case_retry_floor():
     check(s["divergence"]["step"] == 1, str(s.get("divergence")))
     check(s["retries"] == 0, f"retries {s['retries']} at the floor")
     d = path("continue")
-    run(["train", "--config", MLP, "--run-dir", d, *floor])
+    run(["train", "--config", MLP, "--run-dir", d, *floor, "--set", "logging.grad_amax=true"])
     check(summary(d)["retries"] == 0, f"continue: retries {summary(d)['retries']}")
     check(summary(d)["skipped_steps"] == 6, f"continue: skipped {summary(d)['skipped_steps']}")
     check(all("retries" not in l for l in train_lines(d)), "continue: a line has retries")
+    # replay models the same rule: its row for the run's own settings has no retries either.
+    rows = json.loads(run(["replay", d, "--json"]).stdout)
+    check(rows[0]["retries"] == 0 and rows[0]["skipped"] == 6, f"replay row {rows[0]}")
     # Above the floor retries still happen; max_scale is the first attempt's scale.
     d = path("maxscale")
     run(["train", "--config", MLP, "--run-dir", d, "--set", "scaler.init_scale=1.0e30",

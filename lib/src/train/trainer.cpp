@@ -714,14 +714,14 @@ void Trainer::diverge() {
   }
   if (ckpt) {
     hint += " (resume accepts " + config::resumable_keys_text() +
-            "; training.divergence_patience: 0 never stops a run)";
+            "; training.divergence_patience: 0 turns off the streak rules)";
   } else {
     // Nothing to resume from: no good state was ever written.
     hint =
         "no checkpoint of a good state exists to resume from: train again with a lower "
         "learning rate or with clipping ('ampctl train ... --set optimizer.lr=LR' or --set "
-        "training.grad_clip_norm=1.0), or in bf16 (training.divergence_patience: 0 never stops "
-        "a run)";
+        "training.grad_clip_norm=1.0), or in bf16 (training.divergence_patience: 0 turns off "
+        "the streak rules)";
   }
   throw Error{ErrorKind::runtime, message, hint};
 }

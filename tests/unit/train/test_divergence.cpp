@@ -9,7 +9,8 @@
 //     pruned);
 //   * non-finite parameters found when a checkpoint is due.
 // And: a resumed run diverges at the step an uninterrupted one does (the streaks are in the
-// checkpoint); patience 0 never stops; a normal run under patience 1 finishes with status ok.
+// checkpoint); patience 0 turns the streak rules off but never writes a non-finite state (nor
+// one whose optimizer moments are not finite); a normal run under patience 1 finishes ok.
 #include <gtest/gtest.h>
 
 #include <algorithm>
