@@ -315,6 +315,9 @@ def case_messages():
     out = p.stdout + p.stderr  # spdlog's console
     check("scaler.init_scale: 1024.0, scaler.growth_interval: 1000 are not used" in out,
           "bf16: no warning naming the unused scaler keys: " + out[-800:])
+    p = run(["validate", "--config", MLP, "--set", "precision=fp32"])
+    check("# not used: scaler.init_scale: 1024.0 (the scaler is off: precision fp32" in p.stdout,
+          "validate: no note of the unused scaler keys: " + p.stdout[-600:])
     p = run(["train", "--config", MLP, "--run-dir", path("fp16"), "--set", "training.max_steps=1"])
     check("not used" not in p.stdout + p.stderr, "fp16: a warning about scaler keys")
     # debug.inject_rank beyond the ranks.
