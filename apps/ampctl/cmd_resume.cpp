@@ -64,16 +64,31 @@ struct ResumeOptions {
   bool rewind = false;  // drop the run's history after the checkpoint and continue in place
 };
 
-// Refuses an override of a key whose state the checkpoint holds (config/resume_rules.h).
-void check_override(const std::string& set) {
-  const size_t eq = set.find('=');
-  if (eq == std::string::npos) return;  // config::from_json reports the malformed override
-  const std::string key = set.substr(0, eq);
-  const std::optional<std::string> why = config::resume_refusal(key);
-  if (!why) return;
-  throw Error{ErrorKind::usage, "--set " + key + ": cannot be changed when resuming: " + *why,
+// Refuses overrides that change a key whose state the checkpoint holds (config/resume_rules.h):
+// the resolved configurations before and after them are compared, so the refusal holds however
+// the override spells the change (`--set scaler.init_scale=5`, `--set 'scaler={init_scale: 5}'`).
+// The error names the --set that wrote the key (the last one whose key is the key or a section
+// above it).
+void check_overrides(const config::RunConfig& before, const config::RunConfig& after,
+                     const std::vector<std::string>& sets) {
+  const std::optional<config::RefusedChange> change = config::refused_change(before, after);
+  if (!change) return;
+  std::string said;
+  for (const std::string& set : sets) {
+    const std::string key = set.substr(0, set.find('='));
+    const bool above = change->key == key || (change->key.size() > key.size() &&
+                                              change->key.compare(0, key.size(), key) == 0 &&
+                                              change->key[key.size()] == '.');
+    if (above || key.rfind(change->key + ".", 0) == 0) said = set;
+  }
+  if (said.empty()) {  // not one --set alone (a condition another one changed): name them all
+    for (const std::string& set : sets) said += (said.empty() ? "" : " --set ") + set;
+  }
+  throw Error{ErrorKind::usage,
+              "--set " + said + ": " + change->key + " cannot be changed when resuming (" +
+                  change->before + " -> " + change->after + "): " + change->why,
               "resume may override " + config::resumable_keys_text() +
-                  "; start a new run with 'ampctl train' to change " + key};
+                  "; start a new run with 'ampctl train' to change " + change->key};
 }
 
 // The run directory that holds `given` (a checkpoint file, a run directory or its checkpoints/
@@ -158,7 +173,6 @@ struct Prepared {
 
 Prepared prepare(const ResumeOptions& options) {
   Prepared p;
-  for (const std::string& set : options.sets) check_override(set);
   const bool branch = !options.run_dir.empty();
   const fs::path source = run_dir_of(options.checkpoint, branch);
   if (branch) check_branch_dir(options.run_dir, source);
@@ -170,8 +184,11 @@ Prepared prepare(const ResumeOptions& options) {
     p.lock = std::make_unique<RunLock>(source);
   }
   p.loaded = checkpoint::load_checkpoint(options.checkpoint);
-  p.cfg =
-      config::from_json(p.loaded.data.config, p.loaded.path.string() + ": config", options.sets);
+  const std::string origin = p.loaded.path.string() + ": config";
+  p.cfg = config::from_json(p.loaded.data.config, origin, options.sets);
+  if (!options.sets.empty()) {
+    check_overrides(config::from_json(p.loaded.data.config, origin), p.cfg, options.sets);
+  }
   if (branch) {
     p.history.branch_of = source;  // "" for a checkpoint outside a run
     p.history.checkpoint_file = p.loaded.path;

@@ -31,6 +31,12 @@ int run_validate(const ValidateOptions& options) {
     const config::RunConfig resolved = config::parse_config(text, options.config, options.sets);
     train::check_config_memory(resolved);
     std::fputs(config::to_yaml(resolved, config::YamlStyle::annotated).c_str(), stdout);
+    // Valid, but read by nothing at this precision (train warns the same): a comment, so the
+    // output stays the YAML it was.
+    for (const std::string& key : config::unused_scaler_keys(resolved)) {
+      std::printf("# not used: %s (the scaler is off: precision %s, scaler.enabled: auto)\n",
+                  key.c_str(), config::to_string(resolved.precision));
+    }
     return 0;
   }
   // --set applies to the base, as it would to every run of the sweep.

@@ -109,6 +109,21 @@ int print_error(const ampctl::Error& e) {
 
 int run_command(int argc, char** argv);
 
+// An option given an empty value (`--out ''`, an unset shell variable) is refused rather than
+// taken for the option left out: the command would otherwise write, read or pick something the
+// user did not name. --prompt is the one option whose empty value means something (no prompt).
+void refuse_empty_values(const CLI::App& sub) {
+  for (const CLI::Option* opt : sub.get_options()) {
+    if (opt->count() == 0 || opt->get_type_size_max() == 0) continue;  // absent, or a flag
+    if (opt->get_name() == "--prompt") continue;
+    for (const std::string& value : opt->results()) {
+      if (!value.empty()) continue;
+      throw ampctl::Error{ampctl::ErrorKind::usage, opt->get_name() + ": an empty value ('')",
+                          "give it a value: an empty one is not taken for the option left out"};
+    }
+  }
+}
+
 // A rank that fails on its own ends the whole job (the others may be waiting for it in a
 // collective); an agreed outcome (every rank reached it) ends each rank normally.
 int finish(int code) {
@@ -183,6 +198,7 @@ int run_command(int argc, char** argv) {
     }
     for (const ampctl::app::Command& command : commands) {
       if (!command.subcommand->parsed()) continue;
+      refuse_empty_values(*command.subcommand);
       ampctl::config::check_environment();  // a misspelt path choice is refused, not ignored
       return command.run();
     }

@@ -487,6 +487,16 @@ config_error)
   grep -q "optimizer.lr" err || fail "the error does not name the key"
   [ ! -e "$DIR/run" ] || fail "a run directory was left"
   ;;
+inject_rank_beyond)
+  # debug.inject_rank names a rank the job does not have: exit 2 naming the key, no run
+  # directory (it injected nothing, and the run looked like one whose injection was absorbed).
+  "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
+    --set debug.inject_rank=2 --set 'debug.inject_nonfinite_at=[2]' >out 2>err
+  rc=$?
+  [ "$rc" = 2 ] || fail "exit $rc, expected 2: $(cat err)"
+  grep -q "debug.inject_rank: 2, but the run has 2 ranks" err || fail "the error: $(cat err)"
+  [ ! -e "$DIR/run" ] || fail "a run directory was left"
+  ;;
 sigterm)
   # SIGTERM to mpirun: Open MPI sends SIGTERM to the ranks, which agree on the step, write one
   # checkpoint (rank 0), print one stop message and exit 143 each; Open MPI 4.1's mpirun then

@@ -220,15 +220,20 @@ std::optional<std::string> domain_problem(const NamedTensor& t, int64_t step) {
   const bool variance = ends_with(t.name, "running_var") || ends_with(t.name, "exp_avg_sq");
   const bool counter = ends_with(t.name, ".step") || ends_with(t.name, "num_batches_tracked");
   const auto n = static_cast<size_t>(t.numel());
+  // The text is made only for the element refused: writers check every checkpoint's hundreds
+  // of millions of values (state_problems).
+  const auto at = [&](size_t i, double v) {
+    return "element " + std::to_string(i) + " is " + number_text(v);
+  };
+  const bool steps = counter && ends_with(t.name, ".step");
   for (size_t i = 0; i < n; ++i) {
     const double v = element(t, i);
-    const std::string at = "element " + std::to_string(i) + " is " + number_text(v);
-    if (floating && !std::isfinite(v)) return at + ": not finite";
-    if (variance && v < 0.0) return at + ": a variance or second moment must be >= 0";
+    if (floating && !std::isfinite(v)) return at(i, v) + ": not finite";
+    if (variance && v < 0.0) return at(i, v) + ": a variance or second moment must be >= 0";
     if (counter && (v < 0.0 || v != std::floor(v)))
-      return at + ": a counter must be an integer >= 0";
-    if (counter && ends_with(t.name, ".step") && v > static_cast<double>(step)) {
-      return at + ": the optimizer cannot have taken more steps than the checkpoint's " +
+      return at(i, v) + ": a counter must be an integer >= 0";
+    if (steps && v > static_cast<double>(step)) {
+      return at(i, v) + ": the optimizer cannot have taken more steps than the checkpoint's " +
              std::to_string(step);
     }
   }
@@ -905,6 +910,19 @@ nlohmann::ordered_json summarize(const CheckpointData& data, const fs::path& fil
   }
   s["tensors"] = std::move(tensors);
   return s;
+}
+
+std::vector<StateProblem> state_problems(const CheckpointData& data) {
+  std::vector<StateProblem> out;
+  for (const auto& [section, tensors] :
+       {std::pair{"model", &data.model}, std::pair{"optimizer", &data.optimizer_tensors}}) {
+    for (const NamedTensor& t : *tensors) {
+      if (std::optional<std::string> problem = domain_problem(t, data.step)) {
+        out.push_back({section, t.name, std::move(*problem)});
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace ampctl::checkpoint

@@ -124,6 +124,12 @@ std::string export_safetensors_bytes(const CheckpointData& data) {
   // the exact (double) input statistics of a run with data.normalize (also as tensors, in f32).
   if (!data.vocab.is_null()) metadata["vocab"] = data.vocab.dump();
   if (!data.input.is_null()) metadata["input"] = data.input.dump();
+  // The model's structure (model.*: n_head, activation, ...), which the tensors' shapes do not
+  // all show: --init-from and eval compare it with the model they load into.
+  if (data.config.is_object() && data.config.contains("model") &&
+      data.config["model"].is_object()) {
+    metadata["model"] = data.config["model"].dump();
+  }
   std::vector<NamedTensor> tensors = data.model;
   if (tied_gpt(data)) {
     const auto has = [&](const char* name) {

@@ -1,6 +1,9 @@
 #include "ampctl/config/resume_rules.h"
 
 #include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
 
 namespace ampctl::config {
 namespace {
@@ -15,7 +18,48 @@ constexpr std::array<std::string_view, 9> kResumable = {"training",     "logging
                                                         "debug",        "distributed", "device",
                                                         "optimizer.lr", "scheduler",   "scaler"};
 
+// The leaves of a nested JSON object as dotted paths, in document order.
+void flatten(const nlohmann::json& j, const std::string& prefix,
+             std::vector<std::pair<std::string, const nlohmann::json*>>& out) {
+  for (const auto& [key, v] : j.items()) {
+    const std::string path = prefix.empty() ? key : prefix + "." + key;
+    if (v.is_object()) {
+      flatten(v, path, out);
+    } else {
+      out.emplace_back(path, &v);
+    }
+  }
+}
+
 }  // namespace
+
+std::optional<RefusedChange> refused_change(const RunConfig& before, const RunConfig& after) {
+  const nlohmann::json a = to_json(before), b = to_json(after);
+  std::vector<std::pair<std::string, const nlohmann::json*>> la, lb;
+  flatten(a, "", la);
+  flatten(b, "", lb);
+  std::map<std::string, const nlohmann::json*> in_a(la.begin(), la.end());
+  std::map<std::string, const nlohmann::json*> in_b(lb.begin(), lb.end());
+  // The keys of both, `after`'s order first, then those only `before` has.
+  std::vector<std::string> keys;
+  for (const auto& leaf : lb) keys.push_back(leaf.first);
+  for (const auto& leaf : la) {
+    if (!in_b.count(leaf.first)) keys.push_back(leaf.first);
+  }
+  const auto text = [](const std::map<std::string, const nlohmann::json*>& m,
+                       const std::string& key) -> std::string {
+    const auto it = m.find(key);
+    return it == m.end() ? "absent" : it->second->dump();
+  };
+  for (const std::string& key : keys) {
+    const std::string x = text(in_a, key), y = text(in_b, key);
+    if (x == y) continue;
+    if (std::optional<std::string> why = resume_refusal(key)) {
+      return RefusedChange{key, x, y, std::move(*why)};
+    }
+  }
+  return std::nullopt;
+}
 
 std::string resumable_keys_text() {
   return "training.*, logging.*, checkpoint.*, debug.*, distributed.*, device, optimizer.lr, "

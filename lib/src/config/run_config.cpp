@@ -498,6 +498,13 @@ Field<T> conv_blocks_field(std::string path, Get get, std::vector<std::array<int
   return f;
 }
 
+// The scaler's settings: every scaler.* key but the switch itself and the two that have rules
+// of their own with the scaler off (on_overflow, on_min_scale).
+bool is_scaler_setting(const std::string& path) {
+  return path.rfind("scaler.", 0) == 0 && path != "scaler.enabled" &&
+         path != "scaler.on_overflow" && path != "scaler.on_min_scale";
+}
+
 // ---- the table, in the order of docs/reference.md's listing ("Configuration") ----
 
 Schema<RunConfig> make_run_schema() {
@@ -999,6 +1006,24 @@ Schema<RunConfig> make_run_schema() {
          return "stop needs a floor to stop at: set scaler.min_scale > 0 (it is 0)";
        }},
   };
+  // A scaler key with scaler.enabled: false is read by nothing: refused unless it holds its
+  // default, as a key of another choice is (schema.h, pass 2), so no setting is silently
+  // ignored. (With enabled: auto the precision turns the scaler off, and the same file runs
+  // with it in fp16: train warns instead, unused_scaler_keys.) on_overflow and on_min_scale
+  // have their own rules above.
+  for (const Field<C>& f : fields) {
+    if (!is_scaler_setting(f.path)) continue;
+    checks.push_back({{f.path, "scaler.enabled"}, [f](const C& c) -> std::string {
+                        if (c.scaler.enabled != Toggle::off) return {};
+                        C fallback = c;
+                        f.set_default(fallback);
+                        const std::string def = yaml_text(f, fallback);
+                        if (yaml_text(f, c) == def) return {};
+                        return "only used with loss scaling, and scaler.enabled is false: remove "
+                               "it or give its default (" +
+                               def + "), or set scaler.enabled to auto or true";
+                      }});
+  }
   Schema<C> schema(std::move(fields), std::move(checks), {"model", "data"});
   schema.unknown_key_hint = [](const std::string& key) -> std::string {
     if (key != "sweep") return {};
@@ -1012,6 +1037,23 @@ const Schema<RunConfig>& run_schema() {
   static const Schema<RunConfig> schema = make_run_schema();
   return schema;
 }
+
+}  // namespace
+
+std::vector<std::string> unused_scaler_keys(const RunConfig& config) {
+  std::vector<std::string> out;
+  if (scaler_enabled(config)) return out;
+  for (const Field<RunConfig>& f : run_schema().fields()) {
+    if (!is_scaler_setting(f.path)) continue;
+    RunConfig fallback = config;
+    f.set_default(fallback);
+    const std::string now = yaml_text(f, config);
+    if (now != yaml_text(f, fallback)) out.push_back(f.path + ": " + now);
+  }
+  return out;
+}
+
+namespace {
 
 // ---- in and out ----
 

@@ -25,6 +25,11 @@ Where ParseState::locate(const std::string& path) const {
   return root;
 }
 
+bool ParseState::from_command_line(const std::string& path) const {
+  const Where w = locate(path);
+  return !w.has_position() && w.origin.rfind("--", 0) == 0;
+}
+
 bool ParseState::failed_near(const std::string& path) const {
   for (const std::string& f : failed) {
     if (f == path || is_ancestor(f, path) || is_ancestor(path, f)) return true;
@@ -67,6 +72,19 @@ std::string FloatRange::check(double x) const {
   const bool above = max && (x > *max || (max_open && x == *max));
   if (!below && !above) return {};
   return "must be " + bounds() + got;
+}
+
+// Every float key is used in float32 somewhere (the kernels' factors, the optimizer's
+// hyperparameters, the scale), so the key's rule must hold for the value it becomes there too:
+// backoff_factor 0.99999999 is 1.0 in float32, and a backoff by 1.0 backs nothing off.
+std::string FloatRange::check_f32(double x) const {
+  if (!std::isfinite(x)) return {};  // check() has ruled on it
+  const auto rounded = static_cast<double>(static_cast<float>(x));
+  if (rounded == x) return {};
+  const std::string message = check(rounded);
+  if (message.empty()) return {};
+  return message.substr(0, message.rfind(", got ")) + ", got " + format_float(x) + ", which is " +
+         format_float(rounded) + " in float32";
 }
 
 std::string FloatRange::bounds() const {
@@ -154,6 +172,10 @@ bool read_float_value(const FieldInput& in, const Value& v, const FloatRange& ra
   }
   if (std::string message = range.check(x); !message.empty()) {
     report(in, v, index, std::move(message));
+    return false;
+  }
+  if (std::string message = range.check_f32(x); !message.empty()) {
+    report(in, v, index, std::move(message), "write a value that float32 keeps inside the range");
     return false;
   }
   out = x;

@@ -74,10 +74,6 @@ void check_length(const TokenSet& set, int64_t block_size, const char* part) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 void require_text_file(const std::string& path) {
   if (!std::filesystem::exists(path)) {
     // The usual first-run stumble: the corpus has not been written yet, or a path is relative to
@@ -92,12 +88,20 @@ void require_text_file(const std::string& path) {
   }
 }
 
+// An empty text file, named by the key that gave it (data.eval's says it has nothing to
+// evaluate on, not nothing to train on).
+Error empty_text(const std::string& path, bool eval) {
+  return Error{ErrorKind::input, eval
+                                     ? "data.eval.path " + path + ": empty (no text to evaluate on)"
+                                     : "data.train.path " + path + ": empty (no text to train on)"};
+}
+
 }  // namespace
 
-TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer) {
+TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer, bool eval) {
   require_text_file(path);
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
-  if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
+  if (text.empty()) throw empty_text(path, eval);
   TokenSet out;
   out.origin = path;
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -106,10 +110,11 @@ TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer
   return out;
 }
 
-TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab) {
+TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab,
+                   bool eval) {
   require_text_file(path);
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
-  if (text.empty()) throw Error{ErrorKind::input, path + ": empty (no text to train on)"};
+  if (text.empty()) throw empty_text(path, eval);
   TokenSet out;
   out.origin = path;
   if (kind == VocabKind::byte) {
@@ -303,13 +308,13 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
                     "the evaluation text is read with the training text's tokenizer: leave "
                     "data.eval.tokenizer out"};
       }
-      out.eval = load_text(eval.path, *out.tokenizer);
+      out.eval = load_text(eval.path, *out.tokenizer, /*eval=*/true);
     } else if (eval.source == SourceKind::text && !eval.tokenizer.empty()) {
       throw Error{ErrorKind::config,
                   "data.eval.tokenizer: data.train reads its text without a tokenizer",
                   "set data.train.tokenizer too, or leave data.eval.tokenizer out"};
     } else if (eval.source == SourceKind::text) {
-      out.eval = load_text(eval.path, train.vocab, out.vocab);
+      out.eval = load_text(eval.path, train.vocab, out.vocab, /*eval=*/true);
     } else {
       out.eval = load_token_file(eval.path, eval.token_format, train.vocab_size);
     }

@@ -283,7 +283,10 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
         amp::update_scale_policy(&scale, &growth_tracker, &hysteresis_tracker, trackers,
                                  overflowed ? 1.0f : 0.0f, p);
       }
-      if (!overflowed || a == max_retries) {
+      // An attempt that overflowed at the floor is not retried (train/step.cpp: the retry would
+      // be the same computation).
+      const bool at_floor = p.min_scale > 0.0f && static_cast<float>(sd) <= p.min_scale;
+      if (!overflowed || a == max_retries || at_floor) {
         if (amax > 0.0) {
           const double h = std::log2(rec.max_finite / (amax * sd / accum));
           headroom_sum += h;

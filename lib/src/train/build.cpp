@@ -446,6 +446,16 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   // (the same for every world size) and the batcher takes this rank's shard of it.
   const int64_t batch = cfg.data.batch_size;
   const int world = r.comm->world_size();
+  // A rank that does not exist would inject nothing, and the run would look like one whose
+  // injection the scaler absorbed.
+  if (cfg.debug.inject_rank >= world) {
+    throw Error{
+        ErrorKind::config,
+        "debug.inject_rank: " + std::to_string(cfg.debug.inject_rank) + ", but the run has " +
+            std::to_string(world) +
+            (world == 1 ? " rank (rank 0)" : " ranks (0 to " + std::to_string(world - 1) + ")"),
+        "give a rank of this run, or -1 for every rank"};
+  }
   // What the model is (model.type) comes from the registry; its input and output widths from
   // the data source: features and classes, or a language model's vocabulary size (both).
   int64_t inputs = 0, outputs = 0;
@@ -581,6 +591,7 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.zero = cfg.distributed.zero == 1;
   o.retry = cfg.scaler.on_overflow == config::OnOverflow::retry && config::scaler_enabled(cfg);
   o.max_retries = cfg.scaler.max_retries;
+  o.min_scale = static_cast<float>(cfg.scaler.min_scale);
   o.grad_amax = config::measures_grad_amax(cfg);
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()

@@ -105,6 +105,13 @@ nlohmann::ordered_json evaluate_checkpoint(const EvalRequest& request) {
     source = loaded.path.string();
     const config::RunConfig cfg =
         config::from_json(loaded.data.config, source + ": config", request.overrides);
+    // The checkpoint's tensors are its model's: a --set of model.* that keeps their shapes
+    // (n_head, activation) would evaluate another function with them.
+    if (std::string m = structure_mismatch(loaded.data.config.value("model", nlohmann::json()),
+                                           config::to_json(cfg)["model"], source);
+        !m.empty()) {
+      throw Error{ErrorKind::input, m, "leave model.* as the checkpoint records it"};
+    }
     // The statistics the model was trained with (an older checkpoint without them: computed
     // from the data, as its run did).
     run = build_run(cfg, {}, input_from_json(loaded.data.input, source),
@@ -124,6 +131,7 @@ nlohmann::ordered_json evaluate_checkpoint(const EvalRequest& request) {
   } else {
     const config::RunConfig cfg = config::load_config(request.config, request.overrides);
     const InitSource init = read_init_source(request.init_from);
+    check_init_structure(init, config::to_json(cfg)["model"]);
     source = init.file.string();
     if (!init.input.is_null() && !cfg.data.normalize) {
       throw Error{ErrorKind::config,

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -27,6 +28,8 @@ namespace {
 // The largest weights file read whole (GPT-2 xl in f32 is 6.4 GB).
 constexpr size_t kMaxWeightsBytes = size_t{64} << 30;
 constexpr int64_t kVocabMultiple = 64;
+
+std::vector<float> as_f32(const NamedTensor& t);
 
 std::string describe(const NamedTensor& t) {
   return t.name + " " + shape_str(t.shape);
@@ -79,7 +82,77 @@ InitSource from_checkpoint(const fs::path& path) {
   s.tensors = std::move(loaded.data.model);
   s.vocab = std::move(loaded.data.vocab);
   s.input = std::move(loaded.data.input);
+  if (loaded.data.config.contains("model") && loaded.data.config["model"].is_object()) {
+    s.model = loaded.data.config["model"];
+    s.model_origin = loaded.path.string();
+  }
   return s;
+}
+
+// A Hugging Face folder's config.json: what ampctl's GPT cannot compute refused (another
+// LayerNorm epsilon, another GELU, other attention scaling), the shape keys kept as model keys
+// for check_init_structure.
+nlohmann::json hf_structure(const fs::path& file) {
+  const std::string text = read_regular_file(file, size_t{1} << 20, "model configuration");
+  nlohmann::json c;
+  try {
+    c = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error{ErrorKind::input, file.string() + ": not JSON: " + e.what()};
+  }
+  if (!c.is_object()) throw Error{ErrorKind::input, file.string() + ": expected a JSON object"};
+  const auto refuse = [&](const std::string& what) {
+    throw Error{ErrorKind::input, file.string() + ": " + what,
+                "ampctl's GPT is GPT-2's: LayerNorm epsilon 1e-5, the tanh GELU (gelu_new), "
+                "attention scaled by 1/sqrt(head size) only"};
+  };
+  if (c.contains("layer_norm_epsilon")) {
+    const nlohmann::json& e = c["layer_norm_epsilon"];
+    if (!e.is_number() || static_cast<float>(e.get<double>()) != 1e-5f) {
+      refuse("layer_norm_epsilon is " + e.dump() + ", and ampctl's GPT normalises with 1e-05");
+    }
+  }
+  if (c.contains("activation_function")) {
+    const nlohmann::json& a = c["activation_function"];
+    if (!a.is_string() || (a != "gelu_new" && a != "gelu_pytorch_tanh")) {
+      refuse("activation_function is " + a.dump() +
+             ", and ampctl's GPT computes the tanh GELU (gelu_new)");
+    }
+  }
+  if (c.contains("scale_attn_weights") && c["scale_attn_weights"] != true) {
+    refuse("scale_attn_weights is " + c["scale_attn_weights"].dump() +
+           ", and ampctl's GPT scales the attention scores");
+  }
+  if (c.contains("scale_attn_by_inverse_layer_idx") &&
+      c["scale_attn_by_inverse_layer_idx"] != false) {
+    refuse("scale_attn_by_inverse_layer_idx is " + c["scale_attn_by_inverse_layer_idx"].dump() +
+           ", and ampctl's GPT does not scale by the layer");
+  }
+  nlohmann::json model = {{"type", "gpt"}};
+  for (const char* key : {"n_head", "n_layer", "n_embd"}) {
+    if (c.contains(key)) model[key] = c[key];
+  }
+  return model;
+}
+
+// Weights that no run can train from or evaluate: a non-finite value (a diverged run's
+// export, a damaged file) would surface later as a "divergence".
+void check_finite(const InitSource& s) {
+  for (const NamedTensor& t : s.tensors) {
+    if (t.dtype == DType::i32) continue;
+    const std::vector<float> v = as_f32(t);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (std::isfinite(v[i])) continue;
+      throw Error{ErrorKind::input,
+                  "init.from " + s.file.string() + ": tensor " + t.name + ": element " +
+                      std::to_string(i) + " is " +
+                      (std::isnan(v[i]) ? "nan"
+                       : v[i] > 0       ? "inf"
+                                        : "-inf") +
+                      ": the weights must be finite",
+                  "start from weights of a run that had not diverged (an earlier checkpoint)"};
+    }
+  }
 }
 
 InitSource from_safetensors(const fs::path& file) {
@@ -99,9 +172,16 @@ InitSource from_safetensors(const fs::path& file) {
     }
     s.vocab = metadata_json(f.metadata, "vocab", file.string());
     s.input = metadata_json(f.metadata, "input", file.string());
+    s.model = metadata_json(f.metadata, "model", file.string());
+    if (!s.model.is_null()) s.model_origin = file.string();
     return s;
   }
   s.format = "Hugging Face GPT-2 safetensors";
+  std::error_code ec;
+  if (const fs::path config = file.parent_path() / "config.json"; fs::exists(config, ec)) {
+    s.model = hf_structure(config);
+    s.model_origin = config.string();
+  }
   for (NamedTensor& t : f.tensors) {
     t.name = checkpoint::hf_to_ampctl_name(t.name);
     s.tensors.push_back(checkpoint::hf_conv1d_weight(t.name) && t.shape.size() == 2
@@ -153,18 +233,52 @@ bool all_zero(const NamedTensor& t) {
 
 InitSource read_init_source(const fs::path& path) {
   std::error_code ec;
+  InitSource s;
   if (fs::is_directory(path, ec)) {
     const fs::path st = path / "model.safetensors";
     if (fs::exists(st, ec)) {
-      InitSource s = from_safetensors(st);
+      s = from_safetensors(st);
       const fs::path vocab = path / "vocab.json";
       if (s.vocab.is_null() && fs::exists(vocab, ec)) s.vocab = read_vocab_file(vocab);
-      return s;
+    } else {
+      s = from_checkpoint(path);
     }
-    return from_checkpoint(path);
+  } else {
+    require_regular_file(path, "init.from");
+    s = looks_like_checkpoint(path) ? from_checkpoint(path) : from_safetensors(path);
   }
-  require_regular_file(path, "init.from");
-  return looks_like_checkpoint(path) ? from_checkpoint(path) : from_safetensors(path);
+  check_finite(s);
+  return s;
+}
+
+std::string structure_mismatch(const nlohmann::json& recorded, const nlohmann::json& model,
+                               const std::string& origin) {
+  if (!recorded.is_object() || !model.is_object()) return {};
+  const std::string type = model.value("type", std::string());
+  // Another kind of model shares no tensor with this one: load_init_weights says so.
+  if (recorded.contains("type") && recorded["type"] != type) return {};
+  std::vector<const char*> keys;
+  if (type == "gpt") keys.insert(keys.end(), {"n_head", "n_layer", "n_embd"});
+  if (type == "mlp") keys.insert(keys.end(), {"hidden", "activation", "layer_norm"});
+  if (type == "cnn") {
+    keys.insert(keys.end(), {"hidden", "activation", "conv", "pool", "batch_norm"});
+  }
+  for (const char* key : keys) {
+    if (!recorded.contains(key) || !model.contains(key) || recorded[key] == model[key]) continue;
+    return origin + " records model." + key + ": " + recorded[key].dump() +
+           ", and the model has model." + key + ": " + model[key].dump() +
+           " (weights of one structure compute another function in the other)";
+  }
+  return {};
+}
+
+void check_init_structure(const InitSource& source, const nlohmann::json& model) {
+  const std::string message = structure_mismatch(
+      source.model, model,
+      "init.from " + (source.model_origin.empty() ? source.file.string() : source.model_origin));
+  if (message.empty()) return;
+  throw Error{ErrorKind::input, message,
+              "give the model the weights' structure (--set model.KEY=VALUE as recorded)"};
 }
 
 InitReport load_init_weights(const InitSource& source, nn::Model& model, bool strict) {

@@ -103,9 +103,12 @@ void Monitor::set_elapsed(double seconds) {
   }
 }
 
-void Monitor::record_scale() {
+void Monitor::record_scale(bool first_attempt) {
   const auto row = static_cast<int64_t>(m_ring.info.size());
   m_scaler->record_scale(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 1), {1}));
+  if (first_attempt) {
+    m_scaler->record_scale(m_ring.f.view(static_cast<size_t>(row * StepRing::kF + 6), {1}));
+  }
 }
 
 void Monitor::record_grad_norm(const Tensor& norm) {
@@ -234,10 +237,12 @@ void Monitor::flush() {
         nn::clip_coef(grad_norm, static_cast<float>(*m_opts.grad_clip_norm)) < 1.0f) {
       ++t.clipped;
     }
+    // The last loss, finite or not (summary.json writes null for a non-finite one: a run whose
+    // loss went NaN has no final loss to rank it by, not the last finite one).
+    t.final_loss = loss;
     if (std::isfinite(loss)) {
       loss_sum += loss;
       ++loss_n;
-      t.final_loss = loss;
       t.best_loss = std::min(t.best_loss, static_cast<double>(loss));
     }
     // A scale below 1 shrinks the gradients: they overflow fp16 even unscaled. Warned once per
@@ -252,7 +257,11 @@ void Monitor::flush() {
     }
     if (scaling && scale < 1.0f) m_below_one_warned = true;
     t.min_scale = std::min(t.min_scale, static_cast<double>(scale));
-    t.max_scale = std::max(t.max_scale, static_cast<double>(scale));
+    // The failed attempts' scales too (summary.json: every scale a backward used): the first
+    // attempt's is the step's largest (a retry runs at the scale update() backed off to).
+    const float first_scale = m_ring.host_f[r * StepRing::kF + 6];
+    t.max_scale =
+        std::max({t.max_scale, static_cast<double>(scale), static_cast<double>(first_scale)});
     std::vector<std::string> overflow_tensors;
     if (found_inf && flags != nullptr) {
       for (int64_t s = 0; s < segments; ++s) {

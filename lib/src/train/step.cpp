@@ -46,6 +46,7 @@ TrainStep::TrainStep(const StepParts& parts, const StepOptions& options)
                                   parts.model.lowp_params().view(range.begin, shape));
     }
   }
+  if (options.retry && options.min_scale > 0.0f) m_attempt_scale = b.zeros({1}, DType::f32);
   if (options.retry) {
     for (const auto& [name, t] : parts.model.state_buffers()) {
       m_buffers.emplace_back(t, b.empty(t.shape(), t.dtype()));
@@ -81,6 +82,16 @@ bool TrainStep::run(int64_t step) {
     // adds to a GPU step: it waits for the attempt to finish (docs/design.md).
     const bool overflowed = m_p.backend.read_scalar_f32(m_p.scaler.found_inf_tensor()) != 0.0f;
     if (!overflowed) break;
+    // At the floor scaler.min_scale the backoff cannot lower the scale: another attempt would
+    // be the same computation (the same batches, masks and scale) and overflow the same way. The
+    // step is skipped at once (and scaler.on_min_scale: stop acts on it). An injected first
+    // attempt is the exception: the injection poisons it alone, so its retry differs. The scale
+    // and the injected steps are the same on every rank, so is the decision.
+    const bool injected = a == 0 && m_opts.inject_at.count(step) != 0;
+    if (m_attempt_scale.defined() && !injected &&
+        m_p.backend.read_scalar_f32(m_attempt_scale) <= m_opts.min_scale) {
+      break;
+    }
     // A stop request between attempts (one process: with several ranks only the step
     // boundary's agreed check stops): the overflowing attempt is kept, a skipped step as with
     // on_overflow: skip, and the loop stops after it.
@@ -109,7 +120,9 @@ bool TrainStep::attempt(int64_t step, int64_t attempt_index, int64_t& samples) {
   // micro-batches as PyTorch's recipe divides the loss.
   const int64_t accum = m_opts.grad_accum_steps;
   scaler.scale_into(m_accum_inv, m_seed);
-  mon.record_scale();  // a retry overwrites it: the line reports the kept attempt's scale
+  // A retry overwrites it: the line reports the kept attempt's scale (the first attempt's is
+  // kept apart, for summary.json's max_scale).
+  mon.record_scale(/*first_attempt=*/attempt_index == 0);
 
   model.zero_grad();
   b.fill(m_loss_acc, 0.0);
@@ -201,6 +214,8 @@ bool TrainStep::attempt(int64_t step, int64_t attempt_index, int64_t& samples) {
     for (const auto& [master, lowp] : m_other_shards) b.cast(master, lowp);
   }
   mon.phase_end(kOptimizer);
+  // The scale this attempt ran at, for the retry decision at the floor (run()).
+  if (m_attempt_scale.defined()) scaler.record_scale(m_attempt_scale);
   scaler.update();
   mon.phase_end(kUpdate);
   return true;

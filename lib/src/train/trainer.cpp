@@ -120,6 +120,7 @@ void Trainer::begin() {
   // file leaves nothing behind.
   if (!m_cfg.init.from.empty()) {
     m_init = std::make_unique<InitSource>(read_init_source(m_cfg.init.from));
+    check_init_structure(*m_init, config::to_json(m_cfg)["model"]);
     if (!m_init->input.is_null() && !m_cfg.data.normalize) {
       throw Error{ErrorKind::config,
                   "data.normalize: false, but init.from " + m_init->file.string() +
@@ -184,11 +185,29 @@ void Trainer::apply_init() {
   m_init->tensors.shrink_to_fit();
 }
 
+namespace {
+
+// Scaler settings a precision without loss scaling leaves unread (config::unused_scaler_keys):
+// said, not silently ignored; the same file runs with them in fp16.
+void warn_unused_scaler_keys(const config::RunConfig& cfg) {
+  const std::vector<std::string> unused = config::unused_scaler_keys(cfg);
+  if (unused.empty()) return;
+  std::string list;
+  for (const std::string& k : unused) list += (list.empty() ? "" : ", ") + k;
+  spdlog::warn(
+      "the scaler is off (precision {}, scaler.enabled: auto): {} {} not used (they apply when "
+      "the precision is fp16)",
+      config::to_string(cfg.precision), list, unused.size() == 1 ? "is" : "are");
+}
+
+}  // namespace
+
 void Trainer::log_start() const {
   const RunObjects& r = *m_run;
   spdlog::info("ampctl {}: run '{}' in {}", AMPCTL_VERSION, m_cfg.name, m_run_dir.string());
   spdlog::info("backend {}, precision {}, loss scaling {}", r.backend->description(),
                config::to_string(m_cfg.precision), r.scaler->is_enabled() ? "on" : "off");
+  warn_unused_scaler_keys(m_cfg);
   if (r.language_model) {
     spdlog::info("model: {} parameters; data: {} training tokens, vocabulary {}{}; windows of {}",
                  r.model->num_params(), r.lm.train.size(), r.lm.vocab_size,
@@ -301,6 +320,7 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
   spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})",
                m_run->backend->description(), config::to_string(m_cfg.precision),
                m_run->scaler->is_enabled() ? "on" : "off", m_run->scaler->get_scale());
+  warn_unused_scaler_keys(m_cfg);
 }
 
 bool Trainer::done() const {
@@ -550,23 +570,38 @@ checkpoint::CheckpointData Trainer::checkpoint_data() {
   return assemble_checkpoint(m_next_step - 1, m_cfg, *m_run, *m_monitor, m_eval_pending);
 }
 
+namespace {
+
+// The tensors of a checkpoint that no command would load (checkpoint::state_problems), named
+// as the divergence reports them: parameters by their name, the optimizer's as "optimizer NAME".
+std::vector<std::string> refused_tensor_names(const std::vector<checkpoint::StateProblem>& bad) {
+  std::vector<std::string> names;
+  for (const checkpoint::StateProblem& p : bad) {
+    names.push_back(p.section == "model" ? p.tensor : p.section + " " + p.tensor);
+  }
+  return names;
+}
+
+}  // namespace
+
 fs::path Trainer::write_checkpoint() {
   flush_and_check();
-  if (m_cfg.training.divergence_patience > 0) {
-    // A non-finite state is lost: written, it would become latest and rotate good ones out.
-    std::vector<std::string> bad = m_monitor->nonfinite_tensors(m_run->model->params());
-    if (!bad.empty()) {
-      const int64_t step = m_next_step - 1;
-      m_monitor->set_divergence(
-          Divergence{step,
-                     step,
-                     "nonfinite_parameters",
-                     "the checkpoint due after it found non-finite parameters",
-                     {}});
-      diverge();
-    }
-  }
   const checkpoint::CheckpointData d = checkpoint_data();
+  // A non-finite state (parameters, buffers or optimizer moments) is never written, whatever
+  // training.divergence_patience says: it would become latest and rotate the good ones out,
+  // and every command refuses to load it. The run ends as diverged instead, keeping them. The
+  // state is the same on every rank (ZeRO-1's moments were gathered), so is the decision.
+  if (const std::vector<checkpoint::StateProblem> bad = checkpoint::state_problems(d);
+      !bad.empty()) {
+    const bool params = bad.front().section == "model";
+    m_monitor->set_divergence(Divergence{
+        d.step, d.step, params ? "nonfinite_parameters" : "nonfinite_optimizer_state",
+        "the checkpoint due after it found a non-finite " +
+            std::string(params ? "parameter" : "optimizer state") + " (" + bad.front().section +
+            " tensor " + bad.front().tensor + ": " + bad.front().problem + ")",
+        params ? std::vector<std::string>{} : refused_tensor_names(bad)});
+    diverge();
+  }
   fs::path path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(d.step);
   if (is_root()) {
     path = checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last);
@@ -590,7 +625,8 @@ void Trainer::diverge() {
   // Which tensors: those that overflowed during the streak (the scaler's attribution), else
   // those whose parameters (or, failing that, last gradients) are not finite.
   const std::vector<std::string> bad_params = mon.nonfinite_tensors(m_run->model->params());
-  std::string where = "non-finite gradients in ";
+  std::string where = d.reason == "nonfinite_optimizer_state" ? "non-finite optimizer state in "
+                                                              : "non-finite gradients in ";
   if (d.tensors.empty()) {
     d.tensors = bad_params;
     where = "non-finite parameters in ";
@@ -600,20 +636,27 @@ void Trainer::diverge() {
     where = "non-finite gradients in ";
   }
 
-  // The checkpoint of the last good state: the current one when its parameters are finite (a
-  // skipped step changes nothing), else the newest periodic one, left as latest.
+  // The checkpoint of the last good state: the current one when its state is finite (a skipped
+  // step changes nothing), else the newest periodic one, left as latest. A checkpoint written at
+  // this step was checked when it was written.
   std::optional<fs::path> ckpt;
   std::optional<int64_t> ckpt_step;
   std::string ckpt_text;
-  if (bad_params.empty()) {
-    if (m_last_checkpoint == last) {
-      ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(last);
-    } else {
-      const checkpoint::CheckpointData data = checkpoint_data();
-      ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(data.step);
+  std::vector<checkpoint::StateProblem> bad_state;
+  std::optional<checkpoint::CheckpointData> data;
+  if (m_last_checkpoint != last) {
+    data = checkpoint_data();
+    bad_state = checkpoint::state_problems(*data);
+  }
+  const std::string bad_what = bad_state.empty() || bad_state.front().section == "model"
+                                   ? "the parameters are non-finite"
+                                   : "the optimizer state is non-finite";
+  if (bad_state.empty()) {
+    ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(last);
+    if (data) {
       if (is_root())
-        ckpt = checkpoint::write_checkpoint(m_run_dir, data, m_cfg.checkpoint.keep_last);
-      m_last_checkpoint = data.step;
+        ckpt = checkpoint::write_checkpoint(m_run_dir, *data, m_cfg.checkpoint.keep_last);
+      m_last_checkpoint = data->step;
     }
     ckpt_step = last;
     ckpt_text = "checkpoint " + ckpt->string() + " holds the last good state (step " +
@@ -621,10 +664,14 @@ void Trainer::diverge() {
   } else if (m_last_checkpoint >= 0) {
     ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(m_last_checkpoint);
     ckpt_step = m_last_checkpoint;
-    ckpt_text = "no checkpoint written (the parameters are non-finite); the last good one is " +
-                ckpt->string() + " (step " + std::to_string(m_last_checkpoint) + ")";
+    ckpt_text = "no checkpoint written (" + bad_what + "); the last good one is " + ckpt->string() +
+                " (step " + std::to_string(m_last_checkpoint) + ")";
   } else {
-    ckpt_text = "no checkpoint written (the parameters are non-finite) and none was written before";
+    ckpt_text = "no checkpoint written (" + bad_what + ") and none was written before";
+  }
+  if (d.tensors.empty() && !bad_state.empty()) {
+    d.tensors = refused_tensor_names(bad_state);
+    where = "non-finite state in ";
   }
 
   std::string message = "training diverged at step " + std::to_string(d.step) + ": " + d.what;
@@ -669,14 +716,14 @@ void Trainer::diverge() {
   }
   if (ckpt) {
     hint += " (resume accepts " + config::resumable_keys_text() +
-            "; training.divergence_patience: 0 never stops a run)";
+            "; training.divergence_patience: 0 turns off the streak rules)";
   } else {
     // Nothing to resume from: no good state was ever written.
     hint =
         "no checkpoint of a good state exists to resume from: train again with a lower "
         "learning rate or with clipping ('ampctl train ... --set optimizer.lr=LR' or --set "
-        "training.grad_clip_norm=1.0), or in bf16 (training.divergence_patience: 0 never stops "
-        "a run)";
+        "training.grad_clip_norm=1.0), or in bf16 (training.divergence_patience: 0 turns off "
+        "the streak rules)";
   }
   throw Error{ErrorKind::runtime, message, hint};
 }

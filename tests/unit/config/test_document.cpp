@@ -26,8 +26,8 @@ TEST(ConfigOverrides, LaterOnesWin) {
 TEST(ConfigOverrides, ReplaceFileValues) {
   const RunConfig c = parse_config(
       "model: {hidden: [8]}\ndata: {}\nscaler:\n  enabled: true\n  growth_factor: 4.0\n", "x",
-      {"scaler.enabled=false", "scaler.growth_factor=3"});
-  EXPECT_EQ(c.scaler.enabled, Toggle::off);
+      {"scaler.enabled=auto", "scaler.growth_factor=3"});
+  EXPECT_EQ(c.scaler.enabled, Toggle::automatic);
   EXPECT_EQ(c.scaler.growth_factor, 3.0);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{8}));  // untouched keys stay
 }

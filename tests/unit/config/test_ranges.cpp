@@ -135,8 +135,10 @@ TEST(ConfigRanges, ListElementsNameTheirIndex) {
 
 // Values exactly at an inclusive bound, or just inside an open one, are accepted.
 TEST(ConfigRanges, BoundsThatAreInside) {
-  const double above_one = std::nextafter(1.0, 2.0);
-  const double below_one = std::nextafter(1.0, 0.0);
+  // The neighbours of 1 in float32, where every float key is used (doubles closer to 1 round to
+  // it: FloatCollapse below).
+  const double above_one = static_cast<double>(std::nextafter(1.0f, 2.0f));
+  const double below_one = static_cast<double>(std::nextafter(1.0f, 0.0f));
   auto fmt = [](double x) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", x);
@@ -152,7 +154,7 @@ TEST(ConfigRanges, BoundsThatAreInside) {
        "scaler.growth_interval=1", "scaler.hysteresis=1", "scaler.min_scale=0",
        "scaler.max_scale=.inf", "training.max_steps=1", "data.batch_size=2147483647",
        "data.drop_last=false", "training.eval_every=0", "checkpoint.keep_last=1",
-       "logging.every_steps=1", "device=cuda:12", "training.grad_clip_norm=5e-324"});
+       "logging.every_steps=1", "device=cuda:12", "training.grad_clip_norm=1.401298464324817e-45"});
   EXPECT_EQ(c.scaler.growth_factor, above_one);
   EXPECT_EQ(c.scaler.backoff_factor, below_one);
   EXPECT_EQ(c.optimizer.betas[1], below_one);
@@ -201,6 +203,57 @@ TEST(ConfigRanges, RulesAcrossSections) {
             "--set data.train.samples=100: data.batch_size: must be <= data.train.samples (100) "
             "while data.drop_last is true (no batch would be left), got 128");
   EXPECT_NO_THROW(parse_config(kMinimal, "x", {"data.train.samples=100", "data.drop_last=false"}));
+}
+
+}  // namespace
+}  // namespace ampctl::config
+
+namespace ampctl::config {
+namespace {
+
+// Issue 47, class 5: each float key's rule holds for the float32 value it becomes, not only for
+// the decimal written (backoff_factor 0.99999999 is 1.0 in float32: every step skipped, and the
+// scale never backed off). The message names both values.
+TEST(ConfigRanges, FloatKeysAreCheckedAsTheFloat32TheyBecome) {
+  const Bad collapsing[] = {
+      {"scaler.backoff_factor=0.99999999",
+       "must be in (0.0, 1.0), got 0.99999999, which is 1.0 in float32"},
+      {"scaler.growth_factor=1.00000001", "must be > 1.0, got 1.00000001, which is 1.0 in float32"},
+      {"model.dropout=0.99999999",
+       "must be in [0.0, 1.0), got 0.99999999, which is 1.0 in float32"},
+      {"optimizer.lr=1e39", "must be finite, got 1.0e+39, which is .inf in float32"},
+      {"optimizer.weight_decay=-1e-50", "must be >= 0.0, got -1.0e-50"},  // the double's own
+      {"scheduler.gamma=1e-50", "must be > 0.0, got 1.0e-50, which is 0.0 in float32"},
+      {"scheduler.pct_start=0.99999999",
+       "must be in (0.0, 1.0), got 0.99999999, which is 1.0 in float32"},
+      {"scheduler.base_momentum=0.99999999",
+       "must be in [0.0, 1.0), got 0.99999999, which is 1.0 in float32"},
+      {"training.grad_clip_norm=1e-50", "must be > 0.0, got 1.0e-50, which is 0.0 in float32"},
+      {"distributed.bucket_mb=1e-50",
+       "must be in (0.0, 1048576.0], got 1.0e-50, which is 0.0 in "
+       "float32"},
+  };
+  for (const Bad& bad : collapsing) {
+    const std::string set = bad.set;
+    const std::string key = set.substr(0, set.find('='));
+    SCOPED_TRACE(set);
+    std::vector<std::string> sets = context_for(key);
+    sets.push_back(set);
+    const Problem p = only_problem(kMinimal, sets);
+    EXPECT_EQ(p.str(), "--set " + set + ": " + key + ": " + bad.message);
+  }
+  EXPECT_EQ(only_problem(kMinimal, {"optimizer.betas=[0.9, 0.99999999]"}).str(),
+            "--set optimizer.betas=[0.9, 0.99999999]: optimizer.betas[1]: must be in [0.0, 1.0), "
+            "got 0.99999999, which is 1.0 in float32");
+  // In a file: its line, the key and both values.
+  const Problem p = only_problem("model: {}\ndata: {}\nscaler:\n  backoff_factor: 0.99999999\n");
+  EXPECT_EQ(p.where.origin, "run.yaml");
+  EXPECT_EQ(p.where.line, 4);
+  EXPECT_EQ(p.key, "scaler.backoff_factor");
+  EXPECT_NE(p.message.find("0.99999999, which is 1.0 in float32"), std::string::npos) << p.str();
+  // A value float32 rounds but keeps inside the rule is taken as written.
+  EXPECT_EQ(parse_config(kMinimal, "x", {"scaler.backoff_factor=0.9999999"}).scaler.backoff_factor,
+            0.9999999);
 }
 
 }  // namespace

@@ -67,11 +67,11 @@ TEST(ConfigRoundTrip, EveryGoodFixture) {
 
 TEST(ConfigRoundTrip, OverridesShowInTheDump) {
   const RunConfig c = parse_config(kMinimal, "x.yaml",
-                                   {"model.hidden=[64,64]", "scaler.enabled=false",
+                                   {"model.hidden=[64,64]", "scaler.enabled=true",
                                     "training.grad_clip_norm=0.5", "scaler.max_scale=1e10"});
   const std::string yaml = to_yaml(c);
   EXPECT_NE(yaml.find("  hidden: [64, 64]\n"), std::string::npos) << yaml;
-  EXPECT_NE(yaml.find("  enabled: false\n"), std::string::npos) << yaml;
+  EXPECT_NE(yaml.find("  enabled: true\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("  grad_clip_norm: 0.5\n"), std::string::npos) << yaml;
   EXPECT_NE(yaml.find("  max_scale: 1.0e+10\n"), std::string::npos) << yaml;
   expect_round_trips(c);
@@ -261,7 +261,9 @@ RunConfig random_config(Random& r) {
       break;
   }
 
-  c.scaler.enabled = r.pick(std::vector<Toggle>{Toggle::automatic, Toggle::on, Toggle::off});
+  // Not off: with scaler.enabled: false the scaler keys below must keep their defaults
+  // (ConfigRanges covers that rule).
+  c.scaler.enabled = r.pick(std::vector<Toggle>{Toggle::automatic, Toggle::on});
   c.scaler.min_scale =
       r.coin() ? 0.0 : std::ldexp(r.positive(0), static_cast<int>(r.integer(-100, 20)));
   c.scaler.max_scale = r.coin() ? std::numeric_limits<double>::infinity()
@@ -269,7 +271,8 @@ RunConfig random_config(Random& r) {
   const double span = std::min(c.scaler.max_scale, 1e30) - c.scaler.min_scale;
   c.scaler.init_scale = std::max(c.scaler.min_scale + span * r.fraction(), 1e-30);
   if (c.scaler.init_scale > c.scaler.max_scale) c.scaler.init_scale = c.scaler.max_scale;
-  c.scaler.growth_factor = 1.0 + std::max(r.positive(40) * 10, 1e-15);  // > 1 after rounding
+  // > 1 once rounded to float32, where every float key is checked (1 + 1e-6 is 1.00000095).
+  c.scaler.growth_factor = 1.0 + std::max(r.positive(40) * 10, 1e-6);
   c.scaler.backoff_factor = r.positive(10);
   c.scaler.growth_interval = r.integer(1, 2147483647);
   c.scaler.hysteresis = r.integer(1, 100);

@@ -9,7 +9,8 @@
 //     pruned);
 //   * non-finite parameters found when a checkpoint is due.
 // And: a resumed run diverges at the step an uninterrupted one does (the streaks are in the
-// checkpoint); patience 0 never stops; a normal run under patience 1 finishes with status ok.
+// checkpoint); patience 0 turns the streak rules off but never writes a non-finite state (nor
+// one whose optimizer moments are not finite); a normal run under patience 1 finishes ok.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,12 +19,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/nn/model.h"
+#include "ampctl/optim/optimizer.h"
 #include "ampctl/train/trainer.h"
 #include "test_util.h"
 
@@ -303,6 +306,57 @@ TEST(Divergence, NonFiniteParametersWhenACheckpointIsDueStopTheRun) {
   EXPECT_TRUE(contains(e.what(), "non-finite parameters in layers.0.weight")) << e.what();
   const nlohmann::json s = read_json(dir / "summary.json");
   EXPECT_EQ(s.at("divergence").at("reason"), "nonfinite_parameters");
+  EXPECT_EQ(s.at("divergence").at("checkpoint_step"), 5);
+  EXPECT_EQ(checkpoint::load_checkpoint(dir).data.step, 5);
+  fs::remove_all(dir);
+}
+
+// Issue 47 (class 4): patience 0 turns the rules off, not the check of what a checkpoint holds.
+// Before, the NaN state was written at steps 10 and 15, pruning step 5's (keep_last 1), the run
+// ended ok, and no checkpoint left loaded.
+TEST(Divergence, PatienceZeroStillNeverWritesANonFiniteCheckpoint) {
+  const config::RunConfig cfg =
+      make({"precision=fp32", "debug.inject_nonfinite_at=[7]", "debug.inject_value=nan",
+            "training.divergence_patience=0", "checkpoint.every_steps=5", "checkpoint.keep_last=1",
+            "training.max_steps=15"});
+  const fs::path dir = fresh_dir("zero_nan");
+  const Error e = run_expecting_error(cfg, dir);
+  EXPECT_EQ(e.exit_code(), 1);
+  EXPECT_TRUE(contains(e.what(), "training diverged at step 10")) << e.what();
+  const nlohmann::json s = read_json(dir / "summary.json");
+  EXPECT_EQ(s.at("status"), "diverged");
+  EXPECT_EQ(s.at("divergence").at("reason"), "nonfinite_parameters");
+  EXPECT_EQ(s.at("divergence").at("checkpoint_step"), 5);
+  EXPECT_TRUE(s.at("final_loss").is_null()) << s.at("final_loss");
+  EXPECT_EQ(checkpoint::load_checkpoint(dir).data.step, 5);
+  fs::remove_all(dir);
+}
+
+// Finite parameters with a non-finite optimizer moment (an exp_avg_sq that overflowed while the
+// update stayed finite): not written either; the reason and the tensor say so.
+TEST(Divergence, ANonFiniteOptimizerStateIsNeverWritten) {
+  const config::RunConfig cfg = make({"precision=fp32", "training.divergence_patience=0",
+                                      "checkpoint.every_steps=5", "checkpoint.keep_last=1"});
+  const fs::path dir = fresh_dir("moment");
+  Trainer t(cfg, dir);
+  t.begin();
+  while (t.next_step() <= 7) t.step();
+  const auto state = t.optimizer().state_tensors();
+  const auto it = std::find_if(state.begin(), state.end(), [](const auto& named) {
+    return named.first.find("exp_avg_sq") != std::string::npos;
+  });
+  ASSERT_NE(it, state.end());
+  t.backend().fill(it->second, std::numeric_limits<double>::infinity());
+  try {
+    while (!t.done()) t.step();
+    ADD_FAILURE() << "the run went on with an infinite exp_avg_sq";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 1);
+    EXPECT_TRUE(contains(e.what(), "non-finite optimizer state in optimizer " + it->first))
+        << e.what();
+  }
+  const nlohmann::json s = read_json(dir / "summary.json");
+  EXPECT_EQ(s.at("divergence").at("reason"), "nonfinite_optimizer_state");
   EXPECT_EQ(s.at("divergence").at("checkpoint_step"), 5);
   EXPECT_EQ(checkpoint::load_checkpoint(dir).data.step, 5);
   fs::remove_all(dir);

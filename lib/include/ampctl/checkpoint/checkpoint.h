@@ -89,6 +89,17 @@ std::string serialize(const CheckpointData& data);
 // dtype, shape, base64, byte count or crc32.
 CheckpointData parse_checkpoint(std::string_view text, const std::string& origin);
 
+// A tensor of a checkpoint that parse_checkpoint would refuse for its values (a non-finite
+// parameter, buffer or optimizer moment, a negative variance, a step counter out of range).
+struct StateProblem {
+  std::string section;  // "model" or "optimizer"
+  std::string tensor;
+  std::string problem;  // "element 3 is nan: not finite"
+};
+// Every such tensor of `data`, in order: what a writer checks first, so that it never writes a
+// checkpoint that no command would load (train/trainer.h: the run ends as diverged instead).
+std::vector<StateProblem> state_problems(const CheckpointData& data);
+
 // "step-00000100.json" (at least 8 digits; more for steps past 99,999,999).
 std::string checkpoint_file_name(int64_t step);
 

@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "ampctl/config/run_config.h"
+
 namespace ampctl::config {
 
 // The keys and sections resume accepts, in words, for messages and hints.
@@ -22,5 +24,21 @@ std::string resumable_keys_text();
 // nullopt when `key` (a dotted key of --set, or a section) may be overridden on resume; else why
 // not, in words that are true for that key.
 std::optional<std::string> resume_refusal(std::string_view key);
+
+// A change of the resolved configuration that resume does not take: the key, its value before
+// and after (as JSON text; "absent" for a key one of them does not have) and why.
+struct RefusedChange {
+  std::string key;
+  std::string before;
+  std::string after;
+  std::string why;
+};
+
+// The first key (in alphabetical order) whose resolved value differs between `before`
+// (the checkpoint's configuration) and `after` (the same with resume's --set overrides) and that
+// resume_refusal refuses; nullopt when every change is one resume takes. What counts is the
+// resolved value, whatever spelled it: `--set scaler.init_scale=5` and `--set 'scaler={init_scale:
+// 5.0}'` are the same change, and `--set model.hidden=[64, 64]` on a run with those widths none.
+std::optional<RefusedChange> refused_change(const RunConfig& before, const RunConfig& after);
 
 }  // namespace ampctl::config

@@ -261,6 +261,10 @@ struct RunConfig {
 
 // scaler.enabled with `auto` resolved: on for fp16, off for bf16 and fp32.
 bool scaler_enabled(const RunConfig& config);
+// The scaler settings ("scaler.growth_interval: 100") that differ from their defaults while the
+// scaler is off: nothing reads them. With scaler.enabled: false they are refused when parsed;
+// with auto (bf16, fp32) train warns, since the same file turns the scaler on in fp16.
+std::vector<std::string> unused_scaler_keys(const RunConfig& config);
 // Whether every step measures grad_amax: logging.grad_amax, or scaler.policy auto with the
 // scaler on (the rule reads it).
 bool measures_grad_amax(const RunConfig& config);

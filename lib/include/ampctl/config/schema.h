@@ -51,6 +51,10 @@ struct ParseState {
 
   // Where `path` is written, else its nearest written ancestor, else the document.
   Where locate(const std::string& path) const;
+  // Whether `path` (or its nearest written ancestor) was written by a command line's override
+  // (--set, --grid): a problem it causes is reported there, not at a file's key it conflicts
+  // with.
+  bool from_command_line(const std::string& path) const;
   // True when `path`, an ancestor or a descendant of it was rejected.
   bool failed_near(const std::string& path) const;
 };
@@ -180,8 +184,11 @@ struct FloatRange {
   bool allow_inf = false;  // otherwise the value must be finite
   bool f32 = false;        // must also be finite, and 0 or normal, once rounded to float32
   std::string check(double x) const;  // "" or "must be > 1.0, got 0.5"
-  std::string bounds() const;         // "> 1.0", "in (0.0, 1.0)", "any number"
-  std::string describe() const;       // bounds() and any exception to "finite": "> 0.0 or .inf"
+  // "" or check()'s rule broken by x rounded to float32: "must be in (0.0, 1.0), got
+  // 0.99999999, which is 1.0 in float32".
+  std::string check_f32(double x) const;
+  std::string bounds() const;    // "> 1.0", "in (0.0, 1.0)", "any number"
+  std::string describe() const;  // bounds() and any exception to "finite": "> 0.0 or .inf"
 
   static FloatRange any() { return {}; }
   static FloatRange at_least(double lo) { return {lo, std::nullopt, false, false}; }
@@ -656,7 +663,11 @@ void Schema<T>::parse(const Value& map, const std::string& prefix, T& out,
       if (!f.read(in, written)) {
         state.failed.insert(full);
       } else if (!same_value(f, written, fallback)) {
-        state.problems.add(entry.key_where, full,
+        // A command line's override that switched the condition is what to change (resume
+        // --set scaler.policy=fairseq on a run with hysteresis: 3), not the file's key.
+        const std::string on = prefix + failing->path;
+        const bool blame_condition = state.from_command_line(on) && !state.from_command_line(full);
+        state.problems.add(blame_condition ? state.locate(on) : entry.key_where, full,
                            "only used when " + condition_text(*failing, prefix) + " (it is " +
                                find(failing->path)->text(out) + ")",
                            unused_key_hint(yaml_text(f, fallback), prefix + failing->path,
@@ -681,9 +692,20 @@ void Schema<T>::parse(const Value& map, const std::string& prefix, T& out,
     if (skip) continue;
     std::string message = check.test(out);
     if (message.empty()) continue;
-    // The message is about the first key; it is shown where the first written key is.
+    // The message is about the first key; it is shown where the first key a command line's
+    // override wrote is (what broke the rule: a --set on top of a file or a checkpoint that
+    // held), else where the first written key is.
     std::string written = check.keys.front();
+    bool found_written = false;
     for (const std::string& key : check.keys) {
+      if (state.present.count(prefix + key) && state.from_command_line(prefix + key)) {
+        written = key;
+        found_written = true;
+        break;
+      }
+    }
+    for (const std::string& key : check.keys) {
+      if (found_written) break;
       if (state.present.count(prefix + key)) {
         written = key;
         break;

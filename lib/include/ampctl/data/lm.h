@@ -62,11 +62,14 @@ inline constexpr size_t kLlmcHeaderBytes = 256 * 4;
 // A text file's ids with `vocab` (data/vocab.h); `vocab` is built from the file when null.
 // Error{input} "<path>: byte N: ..." for non-UTF-8 with a character vocabulary (or, with a
 // given vocabulary, a character outside it), "<path>: empty".
-TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab);
+// `eval`: the file is data.eval's (an empty one says it has no text to evaluate on).
+TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab,
+                   bool eval = false);
 
 // A text file's ids through `tokenizer` (as one string, on all the machine's cores: the same ids
 // as on one). Error{input} for a missing or empty file, or bytes that are not UTF-8 (the offset).
-TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer);
+TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer,
+                   bool eval = false);
 
 // A token file (raw uint16, or llm.c's header + tokens). Error{input} naming the file and byte
 // offset for an empty file, an odd byte count, a wrong magic or version, a header whose count

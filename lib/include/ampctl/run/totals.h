@@ -14,7 +14,8 @@ struct Totals {
   int64_t steps_done = 0, skipped = 0, samples = 0;
   int64_t clipped = 0;  // steps whose gradients training.grad_clip_norm scaled down
   int64_t retries = 0;  // failed attempts that scaler.on_overflow: retry ran again
-  double final_loss = std::numeric_limits<double>::quiet_NaN();  // NaN before any finite loss
+  double final_loss =
+      std::numeric_limits<double>::quiet_NaN();  // the last loss (NaN: none, or not finite)
   double best_loss = std::numeric_limits<double>::infinity();
   double final_scale = 1.0;
   double min_scale = std::numeric_limits<double>::infinity();

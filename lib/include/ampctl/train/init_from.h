@@ -59,6 +59,13 @@ struct InitSource {
   std::vector<checkpoint::NamedTensor> tensors;  // ampctl's names and [out, in] layout
   nlohmann::json vocab;  // the source's vocabulary (data/vocab.h's array), or null
   nlohmann::json input;  // its input statistics (CheckpointData::input's form), or null
+  // What the source records about the model's structure, as the model section of a resolved
+  // configuration ({"type": "gpt", "n_head": 2, ...}): an ampctl checkpoint's config, an ampctl
+  // export's "model" metadata, a Hugging Face folder's config.json (n_head, n_layer, n_embd as
+  // model keys; its layer_norm_epsilon and activation are checked when it is read: ampctl's GPT
+  // has GPT-2's). Null when the source records none (an older export, a bare safetensors file).
+  nlohmann::json model;
+  std::string model_origin;  // where `model` was read ("DIR/config.json", the file)
 };
 
 // Reads PATH (see above). Throws Error{input} naming the path: no such file, no checkpoint in a
@@ -73,6 +80,20 @@ struct InitReport {
 // Matches `source` to `model` (see above) and uploads the values into its parameters and
 // buffers (then sync_lowp). Nothing is uploaded when it throws.
 InitReport load_init_weights(const InitSource& source, nn::Model& model, bool strict);
+
+// The structure the source records (InitSource::model) against the model's configuration
+// (config::to_json's "model" object): every recorded key that changes the function while
+// leaving the tensors' shapes alone, or that the shapes show, must be equal: gpt: n_head,
+// n_layer, n_embd; mlp: hidden, activation, layer_norm; cnn: hidden, activation, conv, pool,
+// batch_norm (another model.type shares no tensor: load_init_weights refuses it). Not compared: dropout (training only) and what the matching above adapts
+// with the same function (block_size's crop, a tied head, zero biases) or refuses by its tensors
+// (bias, tie_embeddings). Error{input} (exit 2) naming the key and both values.
+void check_init_structure(const InitSource& source, const nlohmann::json& model);
+
+// The same rule between two model sections (`recorded` said by `origin`); "" when they agree,
+// else the message ("ORIGIN records model.n_head: 2, and the model has 4").
+std::string structure_mismatch(const nlohmann::json& recorded, const nlohmann::json& model,
+                               const std::string& origin);
 
 // A text run's vocabulary (`run_vocab`, null for other runs) against the source's: Error{input}
 // when both exist and differ (the ids would mean other characters), naming the first difference.

@@ -112,7 +112,7 @@ class Monitor {
 
   // ---- inside the step (device copies only, no host sync, no allocation) ----
   // Before the scaler's update: records the scale this step's backward uses.
-  void record_scale();
+  void record_scale(bool first_attempt = true);
   // After the step's norm is computed: records grad_norm (f32[1], the global norm of the
   // unscaled gradients). Call before record_step.
   void record_grad_norm(const Tensor& norm);
@@ -193,8 +193,9 @@ class Monitor {
  private:
   struct StepRing {
     // loss, scale used by the backward, found_inf, grad_norm, the amax words (max |x| at the
-    // step's scale, non-finite flag)
-    static constexpr int kF = 6;
+    // step's scale, non-finite flag), the scale of the step's first attempt (with
+    // scaler.on_overflow: retry the largest the step used: a retry runs at a backed-off scale)
+    static constexpr int kF = 7;
     static constexpr int kI = 2;  // growth tracker and hysteresis tracker after update
     Tensor f, i;
     int64_t capacity = 0;

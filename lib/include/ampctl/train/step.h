@@ -74,6 +74,9 @@ struct StepOptions {
   // on the host after every attempt: the one sync this adds to a GPU step (docs/design.md).
   bool retry = false;
   int64_t max_retries = 0;
+  // scaler.min_scale as the scale's float (0: no floor): an attempt that overflowed at it is not
+  // retried (the backoff cannot lower the scale, so the retry would be the same attempt).
+  float min_scale = 0.0f;
   // logging.grad_amax: every step of an instrumented fp16/bf16 model measures its roundings' max.
   bool grad_amax = false;
 };
@@ -115,6 +118,7 @@ class TrainStep {
   Tensor m_seed;              // f32[1]: the backward seed, loss scale / grad_accum_steps
   Tensor m_norm, m_coef;      // f32[1]: the gradient norm and the clip coefficient
   Tensor m_inject_at;         // the gradient element debug injection poisons
+  Tensor m_attempt_scale;     // f32[1]: the scale the last attempt ran at (retry with a floor)
   bool m_inject_here = true;  // this rank injects (debug.inject_rank)
   bool m_fused_norm = false;  // the scaler's check pass writes m_norm (set_norm_output)
   int64_t m_retries = 0;

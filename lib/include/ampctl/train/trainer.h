@@ -12,16 +12,19 @@
 // `overflow_tensors` (the parameter names, as in checkpoints); summary.json carries
 // `overflow_counts` {name: overflowing steps} and `most_overflowing` (names, most first).
 //
-// Divergence (training.divergence_patience = P > 0; 0 turns all of this off). The run has
-// diverged, with nothing left to do, at step k when
+// Divergence (training.divergence_patience = P > 0; 0 turns the two streak rules off, not the
+// third). The run has diverged, with nothing left to do, at step k when
 //   * overflow at the floor: steps k-P+1..k all overflowed (found_inf) while the scale their
 //     backward used was at its floor: scaler.min_scale when that is > 0, else 2^-126 (FLT_MIN,
 //     the smallest normal float: below it the scale is subnormal and its inverse, the unscale
 //     factor, is about to overflow to inf, so no backoff can help any more); or
 //   * non-finite loss: steps k-P+1..k all had a non-finite training loss (any precision, with or
 //     without a scaler); or
-//   * non-finite parameters: a checkpoint is due after step k and the f32 master parameters hold
-//     an inf or NaN (the state is lost; writing it would rotate a good checkpoint out).
+//   * non-finite state: a checkpoint is due after step k (periodic, SIGUSR1, a stop, the end)
+//     and its f32 master parameters, buffers or optimizer moments hold an inf or NaN
+//     (checkpoint::state_problems, the loader's own rule: the state is lost, and writing it
+//     would rotate a good checkpoint out). Reason nonfinite_parameters, or
+//     nonfinite_optimizer_state when only the optimizer's state is.
 // The rules are checked on the host when the metrics ring is read back: every logging.every_steps
 // steps (at most 1024), before each evaluation and checkpoint, and at the end. So the GPU step
 // keeps no host sync, and a divergence is detected up to logging.every_steps - 1 steps after the
