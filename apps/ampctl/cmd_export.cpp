@@ -6,7 +6,8 @@
 // through a tokenizer). Another format is a usage error (exit 2); a damaged checkpoint
 // an input error (exit 2). --out accepts only a path the command may own (output_file.h): never
 // the checkpoint itself, a run's own files, a device, a FIFO; a file for safetensors, and for hf
-// a new or empty directory, or one holding only an earlier hf export's files (exit 2).
+// a new or empty directory, or one an earlier hf export wrote (its .ampctl-export mark, exit 2
+// otherwise: a model folder ampctl did not write is never replaced).
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "ampctl/checkpoint/safetensors.h"
 #include "ampctl/core/error.h"
 #include "ampctl/core/input_file.h"
+#include "ampctl/run/layout.h"
 #include "commands.h"
 
 namespace ampctl::app {
@@ -44,6 +46,17 @@ const nlohmann::json* tokenizer_said(const nlohmann::json& config) {
 
 // --out DIR of --format hf: new (in an existing folder), or an existing directory that is empty
 // or holds only the files an hf export writes (an earlier export, replaced file by file).
+
+// The file an hf export writes into its directory beside the model's, marking it as ampctl's:
+// only a directory that holds it (or an empty one) is written into again, so a model folder
+// that ampctl did not write (a download from the Hub with the same three file names) is never
+// replaced.
+constexpr const char* kHfExportMark = ".ampctl-export";
+constexpr const char* kHfExportMarkText = "ampctl export --format hf\n";
+
+// --out DIR of --format hf: new (in an existing folder), an existing empty directory, or one
+// that an earlier hf export wrote (its mark, and only the files an export writes; replaced file
+// by file). A run's or a sweep's directory is refused naming the run.
 void check_hf_dir(const fs::path& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
@@ -59,8 +72,22 @@ void check_hf_dir(const fs::path& dir) {
                 "--out " + dir.string() + ": --format hf writes a directory, and this is a file",
                 "name a new directory"};
   }
+  if (run::is_run_directory(dir)) {
+    throw Error{ErrorKind::usage,
+                "--out " + dir.string() + ": holds a " + (run::holds_sweep(dir) ? "sweep" : "run") +
+                    " (its own files would be replaced or mixed with the export's)",
+                "name a new directory"};
+  }
+  bool empty = true;
+  bool marked = false;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    empty = false;
     const std::string name = e.path().filename().string();
+    if (name == kHfExportMark) {
+      // Read as every input is (a regular file, capped): a FIFO here must not block.
+      marked = read_regular_file(e.path(), 4096, "export mark") == kHfExportMarkText;
+      continue;
+    }
     if (name != "config.json" && name != "model.safetensors" && name != "vocab.json" &&
         name != "tokenizer.json") {
       throw Error{ErrorKind::usage,
@@ -69,6 +96,14 @@ void check_hf_dir(const fs::path& dir) {
                       "earlier hf export)",
                   "name a new directory"};
     }
+  }
+  if (ec) throw Error{ErrorKind::usage, "--out " + dir.string() + ": " + ec.message()};
+  if (!empty && !marked) {
+    throw Error{ErrorKind::usage,
+                "--out " + dir.string() +
+                    ": holds a model that ampctl's export did not write (no " + kHfExportMark +
+                    "); it is not replaced",
+                "name a new directory, or empty this one if you mean to replace it"};
   }
 }
 
@@ -85,6 +120,8 @@ int run_export_hf(const ExportOptions& options) {
     const fs::path path = checkpoint::checked_output_path(dir / name, inputs, "--out");
     checkpoint::write_output_file(path, bytes, "--out");
   };
+  // The mark first: a directory left half written is still recognised as this command's own.
+  write(kHfExportMark, kHfExportMarkText);
   // A run on text read through a tokenizer: its copy (RUN/tokenizer.json) goes with the weights.
   std::string tokenizer_json;
   if (const nlohmann::json* said = tokenizer_said(loaded.data.config)) {

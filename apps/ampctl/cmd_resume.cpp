@@ -136,7 +136,7 @@ void check_branch_dir(const fs::path& target, const fs::path& source) {
                 "--run-dir " + target.string() + ": holds a sweep (" + run::kSweepFile + ")",
                 "a branch starts in a new directory: choose another --run-dir"};
   }
-  if (checkpoint::is_run_directory(target)) {
+  if (run::is_run_directory(target)) {
     throw Error{ErrorKind::usage, "--run-dir " + target.string() + ": already holds a run",
                 "a branch starts in a new directory: choose another --run-dir"};
   }

@@ -19,18 +19,17 @@
 
 #include "ampctl/config/reference.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 
 namespace {
 
 using ampctl::Error;
 using ampctl::ErrorKind;
 
+// The whole document (a regular file, capped), or an error: a failed read is never taken for the
+// end, so --write never rewrites the file from part of it.
 std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error{ErrorKind::input, "cannot read " + path.string()};
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  return ampctl::read_regular_file(path, size_t{16} << 20, "document");
 }
 
 // Through a temporary beside the file and a rename, so an interrupted write leaves the old text.

@@ -5,8 +5,9 @@ The rule. Dependencies point down: a module includes headers of the modules belo
 of one above it or beside it. `core` (tensor, half, error, philox) is at the bottom; `math` (the
 per-element formulas that the CPU backend and the CUDA kernels share) sits on core; `backend`
 (the op table, its CPU and CUDA implementations) on math; the modules that compute with a
-backend (amp, optim, nn, data, dist) on backend; `checkpoint` and `run` (the file formats) on
-core alone; `config` (typed settings) on core alone, so no lower module sees the run's config:
+backend (amp, optim, nn, data, dist) on backend; `run` (the run directory's records) on core
+alone and `checkpoint` on core and run (an output is checked against run's list of a run's
+files); `config` (typed settings) on core alone, so no lower module sees the run's config:
 each takes its own small option struct, filled by train's build layer. `train` may use all of
 these, `sweep` the config, the run records and checkpoint/'s atomic and owned-output files, and the apps sit on top. `kernels/` (top level, as
 users know it) may include core and math only, and only backend (its CUDA part) includes a
@@ -24,7 +25,8 @@ are leaves that any module may include.
     nn          core, math, backend
     data        core, math, backend, tokenize   (text read through a tokenizer)
     dist        core, math, backend
-    checkpoint  core
+    checkpoint  core, run   (output_file.h checks outputs against run/layout.h's list of a
+                run's files)
     run         core
     tokenize    core   (byte-level BPE tokenizers, their Unicode tables)
     config      core
@@ -70,7 +72,7 @@ ALLOWED = {
     "nn": {"core", "math", "backend"},
     "data": {"core", "math", "backend", "tokenize"},
     "dist": {"core", "math", "backend"},
-    "checkpoint": {"core"},
+    "checkpoint": {"core", "run"},
     "run": {"core"},
     "tokenize": {"core"},
     "config": {"core"},

@@ -9,7 +9,7 @@
 
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/core/error.h"
-#include "ampctl/core/run_lock.h"
+#include "ampctl/run/layout.h"
 
 namespace ampctl::checkpoint {
 
@@ -38,42 +38,7 @@ const char* type_name(mode_t mode) {
   return "is not a regular file";
 }
 
-bool is_run_file_name(const std::string& name) {
-  const std::vector<std::string>& names = run_file_names();
-  if (std::find(names.begin(), names.end(), name) != names.end()) return true;
-  // TensorBoard's event files (events.out.tfevents.<seconds>.<host>, one per start or resume).
-  if (name.rfind("events.out.tfevents.", 0) == 0) return true;
-  // The atomic writer's temporary files (.NAME.tmp-PID-HEX) and the run directory's probe.
-  if (name.size() > 1 && name[0] == '.' &&
-      (name.find(".tmp-") != std::string::npos || name.rfind(".ampctl-write-test-", 0) == 0)) {
-    return true;
-  }
-  // The sweep's per-run locks, OUT/.<run>.lock.
-  return name.size() > 5 && name[0] == '.' && name.compare(name.size() - 5, 5, ".lock") == 0;
-}
-
 }  // namespace
-
-const std::vector<std::string>& run_file_names() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> n = {"config.yaml",  "metrics.jsonl",     "metrics.jsonl.tmp",
-                                  "summary.json", "sweep.json",        "sweep.csv",
-                                  "stdout.log",   "stderr.log",        "checkpoints",
-                                  kRunLockFile,   ".ampctl-sweep-run", ".ampctl-sweep-config.yaml"};
-    n.push_back("vocab.json");      // a language model's vocabulary on text data
-    n.push_back("tokenizer.json");  // the tokenizer of text read through one
-    return n;
-  }();
-  return names;
-}
-
-bool is_run_directory(const fs::path& dir) {
-  for (const char* name : {"metrics.jsonl", "summary.json", "sweep.json", ".ampctl-sweep-run",
-                           kRunLockFile, "checkpoints/latest"}) {
-    if (exists_no_follow(dir / name)) return true;
-  }
-  return false;
-}
 
 fs::path checked_output_path(const fs::path& requested, const std::vector<fs::path>& inputs,
                              const std::string& flag) {
@@ -132,13 +97,16 @@ fs::path checked_output_path(const fs::path& requested, const std::vector<fs::pa
   const fs::path real_parent = fs::canonical(parent, ec);
   if (ec) throw refused(flag, requested, "cannot resolve " + parent.string() + ": " + ec.message());
   const std::string name = target.filename().string();
-  if (is_run_directory(real_parent) && is_run_file_name(name)) {
+  if (run::is_run_directory(real_parent) && run::is_run_file_name(name)) {
     throw refused(flag, requested,
-                  "is the run's own file " + (real_parent / name).string() +
+                  "is the run's own file " + (real_parent / name).string() + ", of the " +
+                      (run::holds_sweep(real_parent) ? "sweep" : "run") + " in " +
+                      real_parent.string() +
                       " (ampctl writes it; a command never replaces another's files)");
   }
   if (real_parent.filename() == "checkpoints" &&
-      (is_run_directory(real_parent.parent_path()) || exists_no_follow(real_parent / "latest"))) {
+      (run::is_run_directory(real_parent.parent_path()) ||
+       exists_no_follow(real_parent / "latest"))) {
     throw refused(flag, requested,
                   "is inside the run's checkpoints folder " + real_parent.string() +
                       " (it holds only the run's own checkpoints)");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <system_error>
 
 #include "ampctl/core/error.h"
@@ -20,6 +21,14 @@ namespace {
 
 gzFile as_gz(void* f) {
   return static_cast<gzFile>(f);
+}
+
+// A read of data that the process cannot hold: Error{runtime} (exit 1) naming the file and the
+// size, never the end of the data.
+[[noreturn]] void out_of_memory(const std::string& file, size_t bytes) {
+  throw Error{ErrorKind::runtime,
+              "out of memory: cannot allocate " + format_bytes(bytes) + " to read " + file,
+              "free memory or raise the process's memory limit (ulimit -v)"};
 }
 
 // gzread takes an unsigned count and returns an int: stay well inside both.
@@ -108,7 +117,11 @@ size_t GzReader::append(std::vector<uint8_t>& out, size_t n) {
   while (total < n) {
     const size_t chunk = std::min(n - total, limit);
     const size_t old = out.size();
-    out.resize(old + chunk);
+    try {
+      out.resize(old + chunk);
+    } catch (const std::bad_alloc&) {
+      out_of_memory(m_name, old + chunk);
+    }
     const size_t got = read(out.data() + old, chunk);
     out.resize(old + got);
     total += got;
@@ -127,7 +140,11 @@ std::string read_text_file(const std::filesystem::path& file, size_t max_bytes) 
     const size_t old = text.size();
     // Never more than one byte past the cap: that byte is how a longer file is recognised.
     const size_t want = std::min(chunk, max_bytes + 1 - old);
-    text.resize(old + want);
+    try {
+      text.resize(old + want);
+    } catch (const std::bad_alloc&) {
+      out_of_memory(reader.name(), old + want);
+    }
     const size_t got = reader.read(text.data() + old, want);
     text.resize(old + got);
     if (text.size() > max_bytes) {

@@ -14,6 +14,7 @@
 #include "ampctl/config/config_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/math/amp_math.h"
 #include "ampctl/run/metrics_line.h"
 
@@ -99,6 +100,12 @@ Recording load_recording(const fs::path& dir) {
   const fs::path config_file = dir / "config.yaml";
   const fs::path metrics_file = dir / "metrics.jsonl";
   std::error_code ec;
+  for (const fs::path& f : {config_file, metrics_file}) {
+    // There but not a regular file (a FIFO, a link to /dev/zero): refused naming it, unread.
+    if (const std::string kind = non_regular_kind(f); !kind.empty()) {
+      throw input_error(f, "is " + kind + ", not a regular file");
+    }
+  }
   if (!fs::is_regular_file(config_file, ec) || !fs::is_regular_file(metrics_file, ec)) {
     throw Error{ErrorKind::input, dir.string() +
                                       ": not a run directory (config.yaml and metrics.jsonl "
@@ -121,21 +128,20 @@ Recording load_recording(const fs::path& dir) {
   }
   rec.accum = std::max<int64_t>(1, cfg.training.grad_accum_steps);
 
-  std::ifstream in(metrics_file);
-  if (!in) throw input_error(metrics_file, "cannot read it");
+  // Read to its end or not at all: a read that fails is an error, never the end of the run.
+  LineReader in(metrics_file, kMaxMetricsLineBytes);
   std::map<int64_t, std::pair<RecordedStep, int64_t>> by_step;  // step -> its line, line number
   std::string line;
-  int64_t line_no = 0;
   bool any_train = false;
-  while (std::getline(in, line)) {
-    ++line_no;
+  while (in.next(line)) {
+    const int64_t line_no = in.line_number();
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::optional<run::MetricsRecord> r = run::read_metrics_line(line);
     const std::string where = "line " + std::to_string(line_no);
     if (!r) {
       // A torn last line (a killed run) is ignored, as resume drops it; any other bad line is
       // damage.
-      if (in.peek() == EOF) break;
+      if (!in.terminated()) break;
       throw input_error(metrics_file, where + " is not a JSON object");
     }
     if (!r->is_train()) continue;

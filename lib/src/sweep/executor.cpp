@@ -23,6 +23,7 @@
 
 #include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/run_lock.h"
 #include "ampctl/run/layout.h"
@@ -78,12 +79,13 @@ bool exists_no_follow(const fs::path& p) {
   return fs::symlink_status(p, ec).type() != fs::file_type::not_found && !ec;
 }
 
-// The config hash a run folder's mark records; "" when the mark is missing or not one.
+// The config hash a run folder's mark records; "" when the mark is missing or not one. A mark
+// that is not a regular file (a FIFO, a device) is Error{input} naming it: it is never opened.
 std::string read_mark(const fs::path& dir, bool& present) {
   present = exists_no_follow(dir / kRunMark);
   if (!present) return {};
-  std::ifstream in(dir / kRunMark);
-  const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json j = nlohmann::json::parse(read_regular_file(dir / kRunMark, kMaxRecordBytes),
+                                                 nullptr, /*allow_exceptions=*/false);
   if (!j.is_object() || j.value("format", "") != kRunMarkFormat || !j.contains("config_hash") ||
       !j["config_hash"].is_string())
     return {};
@@ -111,6 +113,10 @@ void check_run_folders(const Sweep& sweep, const fs::path& out) {
     if (st.type() == fs::file_type::not_found) continue;
     if (st.type() != fs::file_type::directory) {
       unmarked.push_back(dir.string() + " exists and is not a folder");
+      continue;
+    }
+    if (const std::string bad = run::non_regular_run_file(dir); !bad.empty()) {
+      unmarked.push_back(bad + ", not a regular file");
       continue;
     }
     bool present = false;
@@ -160,24 +166,31 @@ int usable_cores() {
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 
+// A run's summary.json; null when it is missing, not a regular file, too large, unreadable or
+// not JSON (the run's status is then unknown, never read from part of the file).
 nlohmann::json read_json(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) return nullptr;
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::json::parse(read_regular_file(file, kMaxRecordBytes));
   } catch (const nlohmann::json::exception&) {
+    return nullptr;
+  } catch (const Error&) {
     return nullptr;
   }
 }
 
-// The last "error: ..." line of a log, else its last non-empty line.
+// The last "error: ..." line of a log, else its last non-empty line ("" when the log cannot be
+// read to its end).
 std::string last_line(const fs::path& file) {
-  std::ifstream in(file);
   std::string line, last, last_error;
-  while (std::getline(in, line)) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    last = line;
-    if (line.rfind("error: ", 0) == 0) last_error = line;
+  try {
+    LineReader in(file, size_t{1} << 20);
+    while (in.next(line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      last = line;
+      if (line.rfind("error: ", 0) == 0) last_error = line;
+    }
+  } catch (const Error&) {
+    return {};
   }
   return last_error.empty() ? last : last_error;
 }
@@ -245,8 +258,9 @@ pid_t spawn(const fs::path& exe, const std::vector<std::string>& args, const fs:
     // SIGTERM makes each write a checkpoint and exit, so a re-run resumes them.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) raise(SIGTERM);
-    const int out = open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    const int err = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    // O_NONBLOCK: a FIFO in the log's place fails the open instead of blocking the run.
+    const int out = open(out_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NONBLOCK, 0644);
+    const int err = open(err_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK, 0644);
     if (out >= 0) dup2(out, 1);
     if (err >= 0) dup2(err, 2);
     setenv("OPENBLAS_NUM_THREADS", threads_s.c_str(), 1);
@@ -378,6 +392,34 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
         r.error = e.what();
         if (!options.quiet)
           std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), e.what());
+        continue;
+      }
+      // Checked again under the locks, in one step with the claim: another sweep into the same
+      // --out may have finished this run (or marked the folder for another configuration)
+      // after this sweep looked, and starting it again would replace its results.
+      bool present = false;
+      std::string problem = run::non_regular_run_file(r.dir);
+      if (problem.empty() && read_mark(r.dir, present) != config_hash(r.run.resolved_yaml)) {
+        problem = (r.dir / kRunMark).string() +
+                  " is not this sweep's mark for the run (another sweep wrote it meanwhile)";
+      }
+      if (!problem.empty()) {
+        close(lock);
+        r.status = "failed";
+        r.exit_code = 2;
+        r.error = problem;
+        if (!options.quiet)
+          std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), problem.c_str());
+        continue;
+      }
+      if (fs::exists(r.dir / files::kSummaryFile, ec)) {
+        close(lock);
+        r.summary = read_json(r.dir / files::kSummaryFile);
+        r.status = files::summary_status(r.summary);
+        if (!options.quiet) {
+          std::printf("[sweep] %s: finished meanwhile by another process (%s), skipped\n",
+                      r.run.name.c_str(), r.status.c_str());
+        }
         continue;
       }
       std::vector<std::string> args;

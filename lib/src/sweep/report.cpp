@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
@@ -88,22 +90,14 @@ bool path_exists(const fs::path& p) {
   return fs::exists(p, ec);
 }
 
-// The file's text; Error{input} naming it when absent or unreadable.
+// The file's text, read to its end (input_file.h: a regular file, at most kMaxRecordBytes);
+// Error{input} naming it and `what` when absent, not a regular file or too large.
 std::string read_text(const fs::path& file, const char* what) {
-  std::error_code ec;
-  if (!fs::exists(file, ec)) {
-    throw Error{ErrorKind::input, file.string() + ": no such file (" + what + ")"};
+  try {
+    return read_regular_file(file, kMaxRecordBytes);
+  } catch (const Error& e) {
+    throw Error{e.kind(), std::string(e.what()) + " (" + what + ")", e.hint()};
   }
-  if (!fs::is_regular_file(file, ec)) {
-    throw Error{ErrorKind::input, file.string() + ": not a regular file (" + what + ")"};
-  }
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in || in.bad()) {
-    throw Error{ErrorKind::input, file.string() + ": cannot be read (" + what + ")"};
-  }
-  return ss.str();
 }
 
 json read_json_file(const fs::path& file, const char* what) {
@@ -132,11 +126,17 @@ std::vector<Point> smooth_series(const std::vector<Point>& points) {
 }
 
 void read_metrics(const fs::path& file, RunData& run) {
-  const std::string text = read_text(file, files::kMetricsFile);
   std::vector<std::string> lines;
-  {
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
+  try {
+    LineReader in(file, kMaxMetricsLineBytes);
+    for (std::string line; in.next(line);) lines.push_back(std::move(line));
+  } catch (const Error& e) {
+    throw Error{e.kind(), std::string(e.what()) + " (" + files::kMetricsFile + ")", e.hint()};
+  } catch (const std::bad_alloc&) {
+    throw Error{ErrorKind::runtime,
+                "out of memory: cannot hold the " + std::to_string(lines.size()) + " lines of " +
+                    file.string() + " read so far",
+                "free memory or raise the process's memory limit (ulimit -v)"};
   }
   size_t last = lines.size();  // the last non-blank line
   while (last > 0 && lines[last - 1].find_first_not_of(" \t\r") == std::string::npos) --last;

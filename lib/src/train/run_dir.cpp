@@ -7,11 +7,14 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <optional>
 
+#include "ampctl/checkpoint/atomic_file.h"
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/core/run_lock.h"
 #include "ampctl/run/layout.h"
 
@@ -92,20 +95,33 @@ void RunDir::remove_if_unused() const {
   }
 }
 
-void RunDir::lock() {
+void RunDir::claim(Claim kind) {
   if (!m_lock) m_lock = std::make_unique<RunLock>(m_path);
+  // Under the lock, in the same step: what was checked before the data loaded may have changed
+  // since (another train into the same new directory that finished meanwhile). The lock is
+  // dropped again on a refusal, so remove_if_unused leaves the other run's lock file alone.
+  std::string refusal;
+  if (kind == Claim::new_run && holds_run_files(m_path)) {
+    refusal = "already holds a run (written by another process while this one loaded its data)";
+  } else if (const std::string bad = run::non_regular_run_file(m_path); !bad.empty()) {
+    refusal = bad + ", not a regular file: a run never opens it";
+  }
+  if (refusal.empty()) return;
+  m_lock.reset();
+  throw Error{ErrorKind::usage, "run directory " + m_path.string() + " " + refusal,
+              kind == Claim::new_run
+                  ? "choose another --run-dir; the run there is left as it is"
+                  : "move that file away: the run writes a regular file of that name"};
 }
 
+// Each through a temporary file renamed over it (atomic_file.h): a full disk or a kill leaves the
+// previous file, never a truncated one.
 void RunDir::write_config(const std::string& yaml) const {
-  std::ofstream out(config_path());
-  out << yaml;
-  if (!out) throw Error{ErrorKind::runtime, "cannot write " + config_path().string()};
+  checkpoint::write_file_atomic(config_path(), yaml);
 }
 
 void RunDir::write_vocab(const std::string& json) const {
-  std::ofstream out(vocab_path());
-  out << json << '\n';
-  if (!out) throw Error{ErrorKind::runtime, "cannot write " + vocab_path().string()};
+  checkpoint::write_file_atomic(vocab_path(), json + '\n');
 }
 
 void RunDir::write_tokenizer(const std::string& json) const {
@@ -115,29 +131,39 @@ void RunDir::write_tokenizer(const std::string& json) const {
 }
 
 void RunDir::write_input_stats(const std::string& json) const {
-  std::ofstream out(input_stats_path());
-  out << json << '\n';
-  if (!out) throw Error{ErrorKind::runtime, "cannot write " + input_stats_path().string()};
+  checkpoint::write_file_atomic(input_stats_path(), json + '\n');
 }
 
 namespace {
 
 // The lines of the metrics file `from` with a step <= last_step, each ending in '\n'; a line that
 // does not parse (the torn end of a killed run's last write) is left out. `dropped` counts the
-// complete lines left out for their step.
+// complete lines left out for their step. A missing file has no lines; a file that cannot be
+// read to its end (a read error, a line over the cap, no memory) is an error, so the file is
+// never rewritten from part of it.
 std::string metrics_up_to(const fs::path& from, int64_t last_step, int64_t& dropped) {
   std::string kept;
-  std::ifstream in(from);
+  std::error_code ec;
+  if (fs::symlink_status(from, ec).type() == fs::file_type::not_found) return kept;
+  LineReader in(from, kMaxMetricsLineBytes, "metrics file");
   std::string line;
-  while (std::getline(in, line)) {
+  while (in.next(line)) {
     const std::optional<run::MetricsRecord> r = run::read_metrics_line(line);
     if (!r || !r->step || !r->step_is_integer) continue;
     if (*r->step > last_step) {
       ++dropped;
       continue;
     }
-    kept += line;
-    kept += '\n';
+    try {
+      kept += line;
+      kept += '\n';
+    } catch (const std::bad_alloc&) {
+      throw Error{ErrorKind::runtime,
+                  "out of memory: cannot hold the first " + std::to_string(in.line_number()) +
+                      " lines of " + from.string() + " (" + format_bytes(kept.size()) +
+                      ") to rewrite it; it is left as it was",
+                  "free memory or raise the process's memory limit (ulimit -v)"};
+    }
   }
   return kept;
 }

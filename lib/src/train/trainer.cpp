@@ -137,9 +137,9 @@ void Trainer::begin() {
   try {
     setup();
     if (m_init) apply_init();
-    // The writer locks the run directory before it writes anything (run_dir.h); a command may
-    // hold the lock already (resume), which is then shared.
-    if (is_root()) m_dir->lock();
+    // The writer claims the run directory (lock and check in one step, run_dir.h) after the
+    // data has loaded and before it writes anything.
+    if (is_root()) m_dir->claim(RunDir::Claim::new_run);
   } catch (...) {
     // Bad data, an unknown debug.inject_tensor: leave nothing.
     if (m_dir) m_dir->remove_if_unused();
@@ -257,7 +257,12 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
   m_saved_vocab = ck.vocab;  // a fine-tuned run's text keeps the vocabulary it started from
   try {
     setup();
-    if (is_root()) m_dir->lock();
+    // A branch's directory must still hold no run; resume in place holds the lock already
+    // (cmd_resume), which is then shared.
+    if (is_root()) {
+      m_dir->claim(history.checkpoint_file.empty() ? RunDir::Claim::continued_run
+                                                   : RunDir::Claim::new_run);
+    }
     restore(ck);
     if (is_root() && !history.checkpoint_file.empty()) {
       m_dir->import_history(history.branch_of, history.checkpoint_file, ck.step);
@@ -269,6 +274,9 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
   }
   int64_t dropped = 0;
   if (is_root()) {
+    // metrics.jsonl first: it is read to its end before anything of the run is written, so a
+    // file that cannot be read (a line over the cap, no memory) leaves the whole run as it was.
+    dropped = m_dir->truncate_metrics(ck.step);
     m_dir->remove_checkpoints(history.rewind);
     m_dir->write_config(config::to_yaml(m_cfg));
     // The vocabulary the checkpoint was trained with (restore_checkpoint checked the text gives
@@ -279,7 +287,6 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
     if (m_run->data.normalization) {
       m_dir->write_input_stats(input_to_json(*m_run->data.normalization).dump());
     }
-    dropped = m_dir->truncate_metrics(ck.step);
     // summary.json is a finished run's outcome: an extended or rewound run is not finished
     // until it writes its own (a sweep skips a run folder that holds one).
     m_dir->remove_summary();

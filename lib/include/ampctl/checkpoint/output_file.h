@@ -7,8 +7,9 @@
 // input is caught too) nor a run's own file. Everything else is refused with Error{usage}
 // (exit 2) naming the path and why: a directory, a device (/dev/null), a FIFO, a socket, a
 // dangling symlink, a missing folder. A run's own files are, in a run or sweep directory (one
-// holding metrics.jsonl, summary.json, checkpoints/, sweep.json or a sweep mark), the files ampctl
-// writes there (config.yaml, metrics.jsonl, summary.json, vocab.json, events.out.tfevents.*, the
+// holding metrics.jsonl, summary.json, checkpoints/latest, sweep.json, the lock or a sweep mark:
+// run/layout.h's is_run_directory), the files ampctl writes there (run/layout.h's one list:
+// config.yaml, metrics.jsonl, summary.json, vocab.json, input.json, events.out.tfevents.*, the
 // lock, temporary files, sweep.json, ...) and anything inside its
 // checkpoints/ folder, existing or not: a summary.json written there would make a sweep take an
 // unfinished run for a finished one.
@@ -24,12 +25,6 @@
 #include <vector>
 
 namespace ampctl::checkpoint {
-
-// The file names ampctl writes inside a run or sweep directory.
-const std::vector<std::string>& run_file_names();
-
-// True when `dir` holds a run or a sweep (see above).
-bool is_run_directory(const std::filesystem::path& dir);
 
 // Checks `requested` (what the user gave to `flag`, e.g. "--out") as an output and returns the
 // path to write: `requested` itself, or a symlink's target. `inputs` are the files the command

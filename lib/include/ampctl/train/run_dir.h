@@ -8,10 +8,12 @@
 // directories it created, so a run that fails before writing anything can remove them again
 // (remove_if_unused); nothing else is ever removed.
 //
-// The run's writer (rank 0: the only process that writes it, dist/communicator.h) also takes the
-// run directory's lock (core/run_lock.h) through lock(), before it writes anything, and holds it
-// for the object's life: one process at a time writes a run directory, and a second writer is
-// refused (Error{usage}, exit 2) naming the holder. Other ranks neither lock nor write.
+// The run's writer (rank 0: the only process that writes it, dist/communicator.h) also claims
+// the directory through claim(), after its data has loaded and before it writes anything: the
+// run directory's lock (core/run_lock.h) and, under it, the "holds no run yet" test, in one
+// step, held for the object's life. One process at a time writes a run directory; a second
+// writer is refused (Error{usage}, exit 2) naming the holder, and one that finds a run there
+// that finished while it loaded its data is refused too. Other ranks neither lock nor write.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +50,15 @@ class RunDir {
   // Removes the directories this object created, innermost first, if they are still empty
   // (but for the lock file, removed with them).
   void remove_if_unused() const;
-  // Takes the lock (see above); Error{usage} naming the holder when another process has it.
-  void lock();
+  // What a claim expects of the directory: no run in it yet (train, a branch), or the run that
+  // continues in it (resume in place).
+  enum class Claim { new_run, continued_run };
+  // Claims the directory for this process in one step (after the data has loaded, before
+  // anything is written): takes the lock (see above; Error{usage} naming the holder when another
+  // process has it) and, under it, checks that a new run's directory still holds no run and
+  // that none of the run's files (run/layout.h's list) is there as anything but a regular file;
+  // Error{usage} naming the directory or the file otherwise, with the lock released again.
+  void claim(Claim kind);
 
   // config.yaml := `yaml` (Error{runtime} when it cannot be written).
   void write_config(const std::string& yaml) const;

@@ -1,0 +1,150 @@
+// The shared readers of core/input_file.h: LineReader returns every line of a file and ends only
+// at its end (lines across its 64 KiB buffer, a last line without '\n', CRs kept), refuses a
+// line over its cap naming the file and the line, and, as read_regular_file, refuses a FIFO or a
+// device at once without blocking. The lines are checked against the file's text split by
+// std::string's own find, for seeded random texts.
+#include "ampctl/core/input_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ampctl/core/error.h"
+
+namespace ampctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    char tmpl[] = "/tmp/ampctl-input-file-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+void write(const fs::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+}
+
+// The reference: `text` split at '\n', a trailing '\n' ending the last line rather than
+// starting an empty one.
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) {
+      out.push_back(text.substr(start));
+      break;
+    }
+    out.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+TEST(LineReader, ReadsEveryLineOfRandomTextsToTheEnd) {
+  ScratchDir dir;
+  std::mt19937 rng(47);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::string text;
+    const int lines = static_cast<int>(rng() % 50);
+    for (int i = 0; i < lines; ++i) {
+      // Some lines cross the 64 KiB buffer; some are empty; some carry a '\r'.
+      const size_t len = rng() % 4 == 0 ? rng() % 200000 : rng() % 80;
+      for (size_t k = 0; k < len; ++k) text += static_cast<char>('a' + rng() % 26);
+      if (rng() % 5 == 0) text += '\r';
+      if (i + 1 < lines || rng() % 2 == 0) text += '\n';
+    }
+    const fs::path file = dir.path / "lines.txt";
+    write(file, text);
+    const std::vector<std::string> want = split(text);
+    LineReader in(file, size_t{1} << 20);
+    std::string line;
+    std::vector<std::string> got;
+    while (in.next(line)) {
+      got.push_back(line);
+      EXPECT_EQ(in.line_number(), static_cast<int64_t>(got.size()));
+    }
+    ASSERT_EQ(got, want) << "trial " << trial;
+    if (!text.empty()) {
+      EXPECT_EQ(in.terminated(), text.back() == '\n') << "trial " << trial;
+    }
+    EXPECT_FALSE(in.next(line)) << "the end stays the end";
+  }
+}
+
+TEST(LineReader, RefusesALineOverTheCapNamingTheFileAndTheLine) {
+  ScratchDir dir;
+  const fs::path file = dir.path / "metrics.jsonl";
+  write(file, "{}\n{}\n" + std::string(5000, 'x') + "\n{}\n");
+  LineReader in(file, 4096, "metrics file");
+  std::string line;
+  ASSERT_TRUE(in.next(line));
+  ASSERT_TRUE(in.next(line));
+  try {
+    in.next(line);
+    FAIL() << "a 5000-byte line under a 4096-byte cap was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::input);
+    const std::string what = e.what();
+    EXPECT_NE(what.find(file.string()), std::string::npos) << what;
+    EXPECT_NE(what.find("line 3"), std::string::npos) << what;
+  }
+  // A line exactly at the cap is read.
+  write(file, std::string(4096, 'y'));
+  LineReader exact(file, 4096);
+  ASSERT_TRUE(exact.next(line));
+  EXPECT_EQ(line.size(), 4096u);
+}
+
+TEST(LineReader, RefusesAFifoAndADeviceAtOnce) {
+  ScratchDir dir;
+  const fs::path fifo = dir.path / "metrics.jsonl";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  // With no writer, a blocking open would never return: the test would hang, not fail.
+  for (const fs::path& p : {fifo, fs::path("/dev/zero")}) {
+    try {
+      LineReader in(p, 1024);
+      FAIL() << p << " was opened";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(read_regular_file(p, 1024), Error);
+  }
+  EXPECT_THROW(LineReader(dir.path / "missing", 1024), Error);
+}
+
+TEST(ReadRegularFile, ReadsTheWholeFileAndRefusesOneOverTheCap) {
+  ScratchDir dir;
+  const fs::path file = dir.path / "summary.json";
+  std::string text(300000, 'z');
+  text[123456] = '\n';
+  write(file, text);
+  EXPECT_EQ(read_regular_file(file, text.size()), text);
+  try {
+    read_regular_file(file, text.size() - 1, "summary");
+    FAIL() << "a file one byte over its cap was read";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::input);
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ampctl
