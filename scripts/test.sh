@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The README's test command (and CI's, through .ci/run). Installs what is missing, then:
 #   1. configures, builds (CUDA kernels too when nvcc is at /usr/local/cuda/bin) and runs every
-#      test in build/ (cuda-labelled tests report "skipped" where no GPU is usable);
+#      test in build/ (cuda-labelled tests report "skipped" where no GPU is usable); then, on a
+#      CPU with AVX-512, the CPU unit tests and the multi-rank GPT tests once more on the path of
+#      a CPU without it (AMPCTL_CPU_ISA=avx2, OpenBLAS's Haswell kernels), so CI holds both
+#      paths whatever CPU it runs on (skipped, with the reason, on a CPU whose best path is
+#      already avx2 or that lacks AVX2);
 #   2. builds the whole suite again with AddressSanitizer + UndefinedBehaviorSanitizer (GCC,
 #      CPU only, build-asan/) and runs it: any sanitizer report fails its test;
 #   3. scripts/fuzz.sh: builds the libFuzzer targets (clang, build-fuzz/) and runs each parser's
@@ -32,6 +36,27 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPCTL_CUDA=AUT
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
 times=("tests:      $((SECONDS - start)) s")
+
+# 1b. The avx2 path (docs/reference.md, AMPCTL_CPU_ISA): every cpu-labelled GoogleTest case (the
+# CLI, docs and build checks run the same code on either path, and take most of step 1's time)
+# and the multi-rank GPT tests, with OpenBLAS on the kernels an AVX2 CPU gets.
+step=$SECONDS
+best=$("$BUILD_DIR/ampctl" --version | sed -n 's/^cpu path: \([a-z0-9]*\).*/\1/p')
+if [[ -n "${AMPCTL_CPU_ISA:-}" ]]; then
+  echo "test.sh: skipped the avx2 pass: AMPCTL_CPU_ISA=$AMPCTL_CPU_ISA is set, step 1 ran that path"
+elif [[ $# -gt 0 ]]; then
+  echo "test.sh: skipped the avx2 pass: arguments given (they select step 1's tests only)"
+elif [[ "$best" == avx2 ]]; then
+  echo "test.sh: skipped the avx2 pass: this CPU has no AVX-512, step 1 ran the avx2 path"
+elif [[ "$best" != avx512 ]]; then
+  echo "test.sh: skipped the avx2 pass: this CPU lacks AVX2 + FMA + F16C (its path: ${best:-?})"
+else
+  AMPCTL_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ctest --test-dir "$BUILD_DIR" --output-on-failure \
+    -j "$(nproc)" -L cpu -E '^(cli|docs|deps|build|gpu_check|cuda)\.'
+  AMPCTL_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell ctest --test-dir "$BUILD_DIR" --output-on-failure \
+    -j "$(nproc)" -R '^cli\.(dist_lm_|dist_grad_amax$|version$)'
+  times+=("avx2 path:  $((SECONDS - step)) s")
+fi
 
 if [[ "${AMPCTL_QUICK:-0}" == 1 ]]; then
   echo "test.sh: AMPCTL_QUICK=1: skipped the sanitizer build and the fuzzers"

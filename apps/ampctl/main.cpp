@@ -15,6 +15,7 @@
 #include "ampctl/build_info.h"
 #include "ampctl/config/environment.h"
 #include "ampctl/core/convert.h"
+#include "ampctl/core/cpu_isa.h"
 #include "ampctl/core/error.h"
 #include "ampctl/dist/process_group.h"
 #include "commands.h"
@@ -77,6 +78,8 @@ std::string version_text() {
   std::string text = "ampctl " AMPCTL_VERSION "\n";
   text += "build: " AMPCTL_BUILD_TYPE "\n";
   text += "backends: " + backends + "\n";
+  text += "cpu path: " + ampctl::cpu_isa_description() + "\n";
+  text += "cpu blas: OpenBLAS, " + ampctl::cpu_blas_kernels() + " kernels\n";
   text += std::string("cpu conversions: ") + ampctl::convert_fast_path_name() + "\n";
   const std::string mpi = ampctl::dist::mpi_library_version();
   text += "distributed: mpi " +
@@ -189,6 +192,7 @@ int run_command(int argc, char** argv) {
     } catch (const CLI::CallForAllHelp& e) {
       return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
+      ampctl::config::check_environment();  // the path it prints is the one a command would run
       std::fputs(version_text().c_str(), stdout);
       return 0;
     } catch (const CLI::ParseError& e) {

@@ -1,4 +1,4 @@
-# `ampctl --version` prints the version, build type and backends, and exits 0.
+# `ampctl --version` prints the version, build type, backends and the CPU's path, and exits 0.
 execute_process(COMMAND ${AMPCTL} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "ampctl --version exited ${rc}: ${err}")
@@ -23,5 +23,41 @@ if(EXPECT_CUDA)
   endif()
 elseif(NOT out MATCHES "backends: cpu")
   message(FATAL_ERROR "no backends line in: ${out}")
+endif()
+# The CPU's instruction path (docs/reference.md, AMPCTL_CPU_ISA): the one chosen, and OpenBLAS's
+# own kernels.
+if(NOT out MATCHES "cpu path: (avx512|avx2|portable)")
+  message(FATAL_ERROR "no cpu path line in: ${out}")
+endif()
+if(NOT out MATCHES "cpu blas: OpenBLAS, [A-Za-z0-9_]+ kernels")
+  message(FATAL_ERROR "no cpu blas line in: ${out}")
+endif()
+# portable runs on every CPU: forced, it is the path printed and the conversions follow it.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env AMPCTL_CPU_ISA=portable ${AMPCTL} --version
+                RESULT_VARIABLE rc OUTPUT_VARIABLE forced ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT forced MATCHES "cpu path: portable \\(forced by AMPCTL_CPU_ISA; the CPU's best: ")
+  message(FATAL_ERROR "AMPCTL_CPU_ISA=portable --version exited ${rc}: ${forced}${err}")
+endif()
+if(NOT forced MATCHES "cpu conversions: portable")
+  message(FATAL_ERROR "AMPCTL_CPU_ISA=portable but the conversions are not: ${forced}")
+endif()
+# A value it does not list: exit 2 naming the variable, the values and the near miss.
+execute_process(COMMAND ${CMAKE_COMMAND} -E env AMPCTL_CPU_ISA=avx ${AMPCTL} --version
+                RESULT_VARIABLE rc OUTPUT_VARIABLE bad ERROR_VARIABLE err)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "AMPCTL_CPU_ISA='avx': expected one of avx512, avx2, portable"
+   OR NOT err MATCHES "did you mean AMPCTL_CPU_ISA=avx2")
+  message(FATAL_ERROR "AMPCTL_CPU_ISA=avx: exit ${rc} (expected 2): ${bad}${err}")
+endif()
+# A path beyond the CPU's best (only where there is one): exit 2 naming what the CPU has.
+if(out MATCHES "cpu path: (avx2|portable) \\(the CPU's best\\)")
+  set(beyond avx512)
+  if(out MATCHES "cpu path: portable")
+    set(beyond avx2)
+  endif()
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env AMPCTL_CPU_ISA=${beyond} ${AMPCTL} --version
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE bad ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "AMPCTL_CPU_ISA=${beyond} forces a path this CPU lacks")
+    message(FATAL_ERROR "AMPCTL_CPU_ISA=${beyond}: exit ${rc} (expected 2): ${bad}${err}")
+  endif()
 endif()
 message(STATUS "${out}")

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "ampctl/config/problems.h"
+#include "ampctl/core/cpu_isa.h"
 #include "ampctl/core/error.h"
 
 namespace ampctl::config {
@@ -16,6 +17,9 @@ const std::vector<EnvironmentChoice>& environment_choices() {
       {"AMPCTL_GELU",
        {"fused", "composed"},
        "the GPU's Linear + GELU (fused: cuBLASLt's epilogues, the default)"},
+      {"AMPCTL_CPU_ISA",
+       {"avx512", "avx2", "portable"},
+       "the CPU's instruction path (unset: the best the CPU has)"},
       {"AMPCTL_CPU_AMX", {"0", "1"}, "0 keeps the CPU's bf16 products off the AMX tiles"},
       {"AMPCTL_FORCE_SM75", {"0", "1"}, "1 makes a newer GPU decide as a T4 (sm_75) does"},
   };
@@ -50,6 +54,7 @@ void check_environment() {
     hint += c.what;
     throw Error{ErrorKind::config, message, hint};
   }
+  check_cpu_isa_environment();  // a listed path the CPU lacks
 }
 
 }  // namespace ampctl::config

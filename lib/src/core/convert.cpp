@@ -1,12 +1,14 @@
 // Batch float <-> half / bfloat16 conversions.
 //
 // The portable path is half.h's scalar code, one element at a time. The fast path is chosen once,
-// on first use, from the CPU's features (__builtin_cpu_supports also checks that the OS saves the
-// YMM / ZMM registers), and falls back to the portable code for each direction it cannot speed up:
-//   f16:  AVX-512F (VCVTPS2PH / VCVTPH2PS on 16 lanes), else F16C (8 lanes).
-//   bf16: AVX-512F, else AVX2: integer arithmetic on 16 / 8 lanes, then a pack to 16 bits.
+// on first use, by the CPU's instruction path (core/cpu_isa.h, which also checks that the OS
+// saves the YMM / ZMM registers):
+//   avx512:   f16 by VCVTPS2PH / VCVTPH2PS on 16 lanes; bf16 by integer arithmetic on 16 lanes,
+//             then a pack to 16 bits.
+//   avx2:     f16 by F16C (8 lanes); bf16 by AVX2 integer arithmetic on 8 lanes.
+//   portable: the portable code.
 // The vector functions carry target attributes, so this file builds without -march flags; they
-// are only ever called after the feature check. Tails shorter than one vector use the scalar code.
+// are only ever called on a path the CPU has. Tails shorter than one vector use the scalar code.
 //
 // Why every path gives identical bits (tests/unit/core and an exhaustive check over all 2^32
 // floats confirm it):
@@ -25,11 +27,11 @@
 
 #include <string>
 
+#include "ampctl/core/cpu_isa.h"
 #include "ampctl/core/half.h"
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define AMPCTL_CONVERT_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
 #else
 #define AMPCTL_CONVERT_X86 0
@@ -58,13 +60,6 @@ void bf16_to_f32_scalar(const uint16_t* src, float* dst, size_t n) {
 }
 
 #if AMPCTL_CONVERT_X86
-
-// Not every compiler's __builtin_cpu_supports knows "f16c" (clang 14 does not), so ask CPUID.
-// The YMM registers F16C needs are covered by the "avx" check, which includes the OS's support.
-bool cpu_has_f16c() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-}
 
 // ---- f16: F16C, 8 lanes ----
 
@@ -202,29 +197,23 @@ struct Kernels {
 Kernels select_fast_kernels() {
   Kernels k;
 #if AMPCTL_CONVERT_X86
-  __builtin_cpu_init();  // only needed before static constructors have run; harmless after
-  const char* f16 = "portable";
-  const char* bf16 = "portable";
-  if (__builtin_cpu_supports("avx512f")) {
-    k.f32_to_f16 = f32_to_f16_avx512;
-    k.f16_to_f32 = f16_to_f32_avx512;
-    k.f32_to_bf16 = f32_to_bf16_avx512;
-    k.bf16_to_f32 = bf16_to_f32_avx512;
-    f16 = bf16 = "avx512f";
-  } else {
-    if (__builtin_cpu_supports("avx") && cpu_has_f16c()) {
+  switch (cpu_isa()) {
+    case CpuIsa::avx512:
+      k.f32_to_f16 = f32_to_f16_avx512;
+      k.f16_to_f32 = f16_to_f32_avx512;
+      k.f32_to_bf16 = f32_to_bf16_avx512;
+      k.bf16_to_f32 = bf16_to_f32_avx512;
+      k.name = "f16: avx512f, bf16: avx512f";
+      break;
+    case CpuIsa::avx2:
       k.f32_to_f16 = f32_to_f16_f16c;
       k.f16_to_f32 = f16_to_f32_f16c;
-      f16 = "f16c";
-    }
-    if (__builtin_cpu_supports("avx2")) {
       k.f32_to_bf16 = f32_to_bf16_avx2;
       k.bf16_to_f32 = bf16_to_f32_avx2;
-      bf16 = "avx2";
-    }
-  }
-  if (k.f32_to_f16 != f32_to_f16_scalar || k.f32_to_bf16 != f32_to_bf16_scalar) {
-    k.name = std::string("f16: ") + f16 + ", bf16: " + bf16;
+      k.name = "f16: f16c, bf16: avx2";
+      break;
+    case CpuIsa::portable:
+      break;
   }
 #endif
   return k;

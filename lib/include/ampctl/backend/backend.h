@@ -520,6 +520,10 @@ AttentionBuffers make_attention_buffers(Backend& b, int64_t batch_heads, int64_t
 // sweep shares the cores among its jobs), else one per core.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
 
+// The kernels OpenBLAS chose when it was loaded (its own dispatch, from the CPU or
+// OPENBLAS_CORETYPE; AMPCTL_CPU_ISA does not reach it), e.g. "Haswell".
+std::string cpu_blas_kernels();
+
 // The CUDA backend on device `index`. Throws Error{cuda} with a hint when CUDA was not compiled
 // in or no such usable GPU exists.
 std::unique_ptr<Backend> make_cuda_backend(int index = 0);

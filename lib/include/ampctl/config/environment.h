@@ -20,7 +20,8 @@ struct EnvironmentChoice {
 const std::vector<EnvironmentChoice>& environment_choices();
 
 // Throws Error{config} (exit 2) for a set variable of environment_choices() whose value is not
-// one of its values, naming it, the values and the near miss (closest_match).
+// one of its values, naming it, the values and the near miss (closest_match), and for an
+// AMPCTL_CPU_ISA path the CPU lacks (check_cpu_isa_environment, core/cpu_isa.h).
 void check_environment();
 
 }  // namespace ampctl::config

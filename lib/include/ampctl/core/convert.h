@@ -1,5 +1,5 @@
 // Batch conversions between float and half / bfloat16 arrays on the host. They use the CPU's
-// F16C or AVX-512 instructions when present (chosen once at run time) and otherwise the portable
+// F16C or AVX-512 instructions on the path core/cpu_isa.h chose and otherwise the portable
 // scalar code of half.h; every path gives identical bits (tests/unit/core checks all of them).
 #pragma once
 

@@ -2,11 +2,11 @@
 // per-step math, the reference the CUDA kernels are checked against.
 //
 // non_finite_check_and_unscale_ is one pass over the gradients and memory-bound, so f32 pieces
-// (the gradient arena is f32) run through a vector kernel chosen once from the CPU's features:
-// AVX-512F (2 x 16 lanes per iteration, a masked tail), else AVX2 (2 x 8 lanes), else a plain
-// loop. f16 and bf16 tensors take the element-by-element reference loop. The vector functions
-// carry target attributes, so the file builds without -march flags; they are called only after
-// the feature check (__builtin_cpu_supports also checks that the OS saves the vector registers).
+// (the gradient arena is f32) run through a vector kernel chosen once by the CPU's instruction
+// path (core/cpu_isa.h): avx512, AVX-512F (2 x 16 lanes per iteration, a masked tail); avx2,
+// 2 x 8 lanes; portable, a plain loop. f16 and bf16 tensors take the element-by-element reference
+// loop. The vector functions carry target attributes, so the file builds without -march flags;
+// they are called only on the path that the CPU has.
 //
 // Why every path gives the bits of amp::unscale_value: the vector code does the same single IEEE
 // float multiply x * inv (VMULPS and the scalar MULSS both round to nearest even and both follow
@@ -26,6 +26,7 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
+#include "ampctl/core/cpu_isa.h"
 #include "ampctl/math/amp_math.h"
 #include "cpu_backend.h"
 #include "engine/cpu_vector.h"
@@ -134,9 +135,9 @@ __attribute__((target("avx512f"))) bool unscale_f32_avx512(float* p, size_t n, f
 std::vector<UnscaleF32Kernel> unscale_f32_kernels() {
   std::vector<UnscaleF32Kernel> out;
 #if AMPCTL_AMP_X86
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) out.push_back({"avx512f", unscale_f32_avx512});
-  if (__builtin_cpu_supports("avx2")) out.push_back({"avx2", unscale_f32_avx2});
+  const CpuIsa isa = cpu_isa();
+  if (isa >= CpuIsa::avx512) out.push_back({"avx512f", unscale_f32_avx512});
+  if (isa >= CpuIsa::avx2) out.push_back({"avx2", unscale_f32_avx2});
 #endif
   out.push_back({"portable", unscale_f32_portable});
   return out;

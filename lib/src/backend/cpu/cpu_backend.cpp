@@ -8,11 +8,11 @@
 // else. Workspaces for the widened operands grow once and are reused, so a steady-state training
 // step does not allocate.
 //
-// The fast path (CpuKernels, on CPUs with AVX-512): matrix products run on the packed kernels of
-// cpu_gemm.cpp (f16/bf16 operands widened while packing, or bf16 dot products), and casts,
-// add_, mul_scalar_tensor, fill and the fused optimizer steps on the vector loops of
-// cpu_vector.cpp, split over the backend's thread pool (cpu_parallel.h). The plain code here
-// stays the reference and the fallback; the vector loops give its bits exactly, and tests
+// The fast path (CpuKernels, on the avx512 instruction path of core/cpu_isa.h): matrix products run
+// on the packed kernels of cpu_gemm.cpp (f16/bf16 operands widened while packing, or bf16 dot
+// products), and casts, add_, mul_scalar_tensor, fill and the fused optimizer steps on the vector
+// loops of cpu_vector.cpp, split over the backend's thread pool (cpu_parallel.h). The plain code
+// here stays the reference and the fallback; the vector loops give its bits exactly, and tests
 // compare the levels (tests/unit/backend/test_engine_kernels.cpp).
 #include <cblas.h>
 
@@ -27,6 +27,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
 #include "ampctl/core/convert.h"
+#include "ampctl/core/cpu_isa.h"
 #include "cpu_backend.h"
 #include "engine/cpu_parallel.h"
 #include "engine/cpu_vector.h"
@@ -106,6 +107,7 @@ std::string CpuBackend::description() const {
   const char* kernels = m_bf16_dot && cpu_features().amx_bf16 ? "AVX-512 + AMX-BF16 kernels"
                         : m_bf16_dot                          ? "AVX-512 + AVX512_BF16 kernels"
                         : m_avx512                            ? "AVX-512 kernels"
+                        : cpu_isa() == CpuIsa::avx2           ? "OpenBLAS + AVX2 passes"
                                                               : "OpenBLAS";
   return std::string("cpu (") + kernels + ", " + std::to_string(m_threads) + " threads)";
 }
@@ -116,6 +118,11 @@ namespace ampctl {
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return std::make_unique<cpu::CpuBackend>(threads);
+}
+
+std::string cpu_blas_kernels() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "unknown";
 }
 
 }  // namespace ampctl

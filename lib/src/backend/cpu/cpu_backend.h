@@ -38,7 +38,8 @@ using checks::overlaps;
 // Disjoint, or exactly the same elements (an in-place elementwise op is then safe).
 bool same_or_disjoint(const Tensor& a, const Tensor& b);
 
-// The f32 kernels of the unscale pass (amp.cpp) this CPU can run, best first: unscale
+// The f32 kernels of the unscale pass (amp.cpp) the CPU's instruction path (core/cpu_isa.h)
+// allows, best first: unscale
 // (inv != 1) or check (inv == 1) p[0, n) and return whether an inf or NaN was seen. The pass uses
 // the first; tests hold each against the scalar reference.
 struct UnscaleF32Kernel {

@@ -17,15 +17,12 @@
 //                with a zero): the pairs VDPBF16PS multiplies lane by lane.
 #include "cpu_gemm.h"
 
-#include <cpuid.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
 #include "ampctl/core/convert.h"
+#include "ampctl/core/cpu_isa.h"
 #include "ampctl/core/half.h"
 #include "cpu_parallel.h"
 #include "cpu_simd.h"
@@ -52,28 +49,13 @@ constexpr int64_t kSharedBFloats = int64_t{1} << 17;
 // packing the whole panel): 2 MiB, a Sapphire Rapids core's L2.
 constexpr int64_t kRowSplitBPanelBytes = int64_t{2} << 20;
 
+// The path core/cpu_isa.h chose (AMPCTL_CPU_ISA may have forced a lower one).
 CpuFeatures probe_features() {
+  const CpuIsaChoice& c = cpu_isa_choice();
   CpuFeatures f;
-  __builtin_cpu_init();
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
-  // __builtin_cpu_supports also checks that the OS saves the ZMM and mask registers.
-  f.avx512 = f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("fma");
-  // AVX512_BF16: CPUID leaf 7, sub-leaf 1, EAX bit 5.
-  if (f.avx512 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
-    f.avx512_bf16 = ((eax >> 5) & 1u) != 0;
-  }
-  // AMX: CPUID leaf 7, sub-leaf 0, EDX bit 22 (AMX-BF16) and bit 24 (AMX-TILE); Linux hands out
-  // the 8 KiB tile state only on request (ARCH_REQ_XCOMP_PERM for XTILEDATA, feature 18).
-  const char* amx_env = std::getenv("AMPCTL_CPU_AMX");
-  const bool amx_allowed = !(amx_env && std::strcmp(amx_env, "0") == 0);
-  if (f.avx512_bf16 && amx_allowed && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) &&
-      ((edx >> 22) & 1u) != 0 && ((edx >> 24) & 1u) != 0) {
-    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    f.amx_bf16 = syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-  }
+  f.avx512 = c.isa == CpuIsa::avx512;
+  f.avx512_bf16 = c.bf16_dot;
+  f.amx_bf16 = c.amx;
   return f;
 }
 

@@ -41,11 +41,12 @@
 namespace ampctl::cpu {
 
 struct CpuFeatures {
-  bool avx512 = false;       // AVX-512 F, BW, VL and F16C: the f32 kernel and vector elementwise
+  bool avx512 = false;       // the avx512 path: the f32 kernel and vector elementwise
   bool avx512_bf16 = false;  // and AVX512_BF16: the bf16 kernel
   bool amx_bf16 = false;     // and AMX-TILE + AMX-BF16, with the OS's leave to use the tiles
 };
-// Probed once (CPUID, with the OS's support for the ZMM state).
+// The path core/cpu_isa.h chose once for the process (cpu_isa(), cpu_amx()): all false unless it
+// is avx512 (AMPCTL_CPU_ISA=avx2 or portable turns the engine off on any CPU).
 const CpuFeatures& cpu_features();
 
 // op(X) of a row-major matrix: element (i, l) of op(X) is data[i * ld + l], or data[l * ld + i]
