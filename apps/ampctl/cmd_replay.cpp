@@ -14,6 +14,7 @@
 
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/replay/replay.h"
 #include "ampctl/sweep/report.h"
 #include "ampctl/sweep/sweep.h"
@@ -60,12 +61,6 @@ std::vector<std::vector<std::string>> points(const ReplayOptions& o) {
     out = std::move(next);
   }
   return out;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // The page of --html: the recorded trajectory (trajectory 0) and one per grid point beside it,

@@ -12,6 +12,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/math/amp_math.h"
 #include "ampctl/run/metrics_line.h"
 
@@ -234,12 +235,6 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
     if (!a.contains(k) && !ignored_key(path)) return path;
   }
   return "";
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // A YAML value as JSON: a number, bool or null when it reads as one, else its text.

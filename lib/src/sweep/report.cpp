@@ -15,6 +15,7 @@
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
@@ -55,12 +56,6 @@ struct RunData {
   std::vector<Point> amax_at_scale;  // grad_amax x scale, while reading
   bool reference = false;            // drawn dashed, over the others (ScaleTrajectory::reference)
 };
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string coord(double v) {
   return fmt("%.1f", v);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "ampctl/core/format.h"
 #include "ampctl/sweep/report.h"
 #include "ampctl/sweep/stats.h"
 
@@ -26,12 +27,6 @@ struct Setting {
   std::vector<std::pair<std::string, std::string>> values;  // key -> value, in the sweep's order
   std::vector<size_t> runs;                                 // indexes into the input
 };
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 // "mean ± sd" (3 significant digits past the mean's own, enough to compare seeds), or the value
 // alone for one run.
