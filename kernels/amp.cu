@@ -33,12 +33,16 @@
 //     third of the pass's bandwidth.
 //   inv_scale and update_scale: one thread runs amp::inv_scale_of / amp::update_scale_policy on
 //     the device scalars, so the scaler's state never visits the host during a step.
+//   update_scale_auto: one block of kAutoThreads. Thread 0 writes the ring's new entry
+//     (amp::auto_history_push), the block takes the ring's max (a tree of fmaxf: the entries are
+//     floats >= 0, so any order gives amp::auto_history_max's value), and thread 0 runs
+//     amp::update_scale_auto with it: amp::update_scale_auto_ring's steps, the max in parallel.
 //
 // Invariants: element i of a tensor is read and written by one thread only; the found flag is
 // monotone (0 -> 1).
 #include "amp.cuh"
-#include "device_util.cuh"
 #include "amp_global_norm.cuh"
+#include "device_util.cuh"
 
 namespace ampctl::kernels {
 
@@ -216,8 +220,8 @@ static __global__ void __launch_bounds__(kBlockSize, kUnscaleBlocksPerSm)
   if (__syncthreads_or(found != 0.0f) && threadIdx.x == 0) *found_inf = 1.0f;
 }
 
-// The check pass with the norm (Backend::non_finite_check_unscale_norm_): amp_global_norm.cu's fixed
-// geometry and order (kNormBlocks x kNormThreads, element i of a tensor on thread i mod
+// The check pass with the norm (Backend::non_finite_check_unscale_norm_): amp_global_norm.cu's
+// fixed geometry and order (kNormBlocks x kNormThreads, element i of a tensor on thread i mod
 // (kNormBlocks * kNormThreads), each tensor's squares summed from 0 in double, the block's threads
 // reduced by a fixed tree into partials[b]), so the norm is bitwise global_norm's of the values an
 // unscale leaves; each element is also checked, and unscaled when `unscale`, in the same visit.
@@ -307,10 +311,7 @@ static __global__ void update_scale_auto_kernel(float* scale, int32_t* growth_tr
                                                 const amp::ScaleUpdateParams params) {
   __shared__ float shared[kAutoThreads];
   const bool found = *found_inf != 0.0f;
-  if (threadIdx.x == 0) {
-    history[amp::auto_history_slot(trackers, params)] =
-        amp::auto_history_entry(amax[0], *scale, found, params);
-  }
+  if (threadIdx.x == 0) amp::auto_history_push(history, trackers, amax[0], *scale, found, params);
   __syncthreads();
   float m = 0.0f;
   for (int32_t i = threadIdx.x; i < params.amax_history; i += kAutoThreads)

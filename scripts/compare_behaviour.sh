@@ -11,7 +11,9 @@
 # are listed and not counted, as config keys are; a field only the old one writes differs.
 # Cases: configs/quickstart.yaml in fp16, bf16 and fp32, configs/overflow_demo.yaml, a short
 # Fashion-MNIST run, a quickstart with dropout + LayerNorm + accumulation + clipping + SGD
-# momentum, and a resume split (train to 200 with a checkpoint at 100, resume from 100 to 400).
+# momentum, a resume split (train to 200 with a checkpoint at 100, resume from 100 to 400), and
+# one quickstart per other scale rule (scaler.policy deepspeed, megatron, fairseq, auto) with
+# injected overflows and a checkpoint at 60, its rule's state included.
 # Every run pins optimizer.weight_decay, so a change of its default does not count as a change
 # of behaviour. Prints a table, then exits 0 when every case is equal, 1 otherwise.
 #
@@ -42,7 +44,9 @@ run() {
   }
 }
 
-cases=(quickstart_fp16 quickstart_bf16 quickstart_fp32 overflow_demo fashion_mnist kitchen_sink resume_split)
+rules=(deepspeed megatron fairseq auto)
+cases=(quickstart_fp16 quickstart_bf16 quickstart_fp32 overflow_demo fashion_mnist kitchen_sink resume_split
+  "${rules[@]/#/rule_}")
 for side in old new; do
   bin=$old
   [[ $side == new ]] && bin=$new
@@ -57,6 +61,11 @@ for side in old new; do
     --set training.grad_clip_norm=1.0 --set optimizer.type=sgd --set optimizer.momentum=0.9 \
     --set optimizer.lr=0.01 --set training.max_steps=200 --set scaler.growth_interval=20 \
     --set debug.inject_nonfinite_at=[7,8,50]
+  for rule in "${rules[@]}"; do
+    run "$bin" $side rule_$rule --config "$cfg/quickstart.yaml" --set scaler.policy=$rule \
+      --set training.max_steps=120 --set scaler.growth_interval=10 --set checkpoint.every_steps=60 \
+      --set debug.inject_nonfinite_at=[3,4,5,40,41,90]
+  done
   run "$bin" $side resume_split --config "$cfg/quickstart.yaml" --set training.max_steps=200 \
     --set checkpoint.every_steps=100 --set checkpoint.keep_last=5
   # From step 100, the run's later checkpoint removed first (as --rewind would; a binary from

@@ -16,6 +16,7 @@
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/replay/replay.h"
 #include "ampctl/sweep/report.h"
 #include "ampctl/sweep/sweep.h"
@@ -131,12 +132,6 @@ std::vector<std::pair<std::string, std::string>> row_name(
   }
   grid.insert(grid.end(), set.begin(), set.end());
   return grid;
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // --html draws at most this many replayed settings beside the recorded run (the report's ten

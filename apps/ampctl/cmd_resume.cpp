@@ -35,28 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A run stopped by SIGINT / SIGTERM / SIGHUP (Error{interrupted}, thrown after its checkpoint
-// was written): prints the message and returns 130 / 143 / 129. Call from a catch handler: any
-// other error is rethrown to main.
-int interrupted_exit(const Error& e) {
-  if (const auto* d = dynamic_cast<const train::RanksDisagree*>(&e)) {
-    // Every rank found the difference at once (agreement.h): each exits 2, the differing rank
-    // says why.
-    mark_exit_agreed();
-    if (d->reporter()) throw;
-    throw SilentExit{d->exit_code()};
-  }
-  if (e.kind() != ErrorKind::interrupted) throw;
-  // Every rank stopped at the same step (the loop agrees on stops): rank 0 says so.
-  mark_exit_agreed();
-  if (dist::process_rank() == 0) {
-    std::fprintf(stderr, "%s\n", e.what());
-    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
-  }
-  const int signo = train::stop_signal_or_agreed();
-  return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
-}
-
 struct ResumeOptions {
   std::string checkpoint;
   std::vector<std::string> sets;

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "ampctl/core/error.h"
+
 namespace ampctl::sweep {
 struct Sweep;
 }
@@ -49,6 +51,11 @@ struct SilentExit {
 // is rethrown on rank 0 and every other rank throws SilentExit with its exit code, all marked
 // agreed (printed once, no abort). One process: just `check()`.
 void root_decides(const std::function<void()>& check);
+// A run stopped by SIGINT / SIGTERM / SIGHUP (Error{interrupted}, thrown after its checkpoint
+// was written): prints the message on rank 0 and returns 130 / 143 / 129 (train, resume). Call
+// from a catch handler: ranks that disagree (train/agreement.h) exit 2, the differing rank
+// saying why; any other error is rethrown to main.
+int interrupted_exit(const Error& e);
 
 // `--set KEY=VALUE`, repeatable, one KEY=VALUE per flag, kept in command-line order (later ones
 // win). The values are checked by the config module (config::parse_override), not here.

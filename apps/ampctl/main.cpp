@@ -18,6 +18,8 @@
 #include "ampctl/core/cpu_isa.h"
 #include "ampctl/core/error.h"
 #include "ampctl/dist/process_group.h"
+#include "ampctl/train/agreement.h"
+#include "ampctl/train/signals.h"
 #include "commands.h"
 
 namespace ampctl::app {
@@ -50,6 +52,24 @@ void root_decides(const std::function<void()>& check) {
     mark_exit_agreed();
     throw SilentExit{status};
   }
+}
+int interrupted_exit(const Error& e) {
+  if (const auto* d = dynamic_cast<const train::RanksDisagree*>(&e)) {
+    // Every rank found the difference at once (agreement.h): each exits 2, the differing rank
+    // says why.
+    mark_exit_agreed();
+    if (d->reporter()) throw;
+    throw SilentExit{d->exit_code()};
+  }
+  if (e.kind() != ErrorKind::interrupted) throw;
+  // Every rank stopped at the same step (the loop agrees on stops): rank 0 says so.
+  mark_exit_agreed();
+  if (dist::process_rank() == 0) {
+    std::fprintf(stderr, "%s\n", e.what());
+    if (!e.hint().empty()) std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+  }
+  const int signo = train::stop_signal_or_agreed();
+  return signo != 0 ? train::stop_exit_code(signo) : e.exit_code();
 }
 }  // namespace ampctl::app
 

@@ -23,13 +23,6 @@ const char* device_type_name(DeviceType t) {
   return t == DeviceType::cpu ? "cpu" : "cuda";
 }
 
-// The upstream constructors' counters: iteration 0, no overflow or rescale yet.
-constexpr std::array<int32_t, kTrackerCount> kInitialTrackers = {0, -1, -1, 0};
-
-const char* policy_name(ScalePolicy p) {
-  return checkpoint::kScalePolicies.at(static_cast<size_t>(p)).data();
-}
-
 }  // namespace
 
 const char* to_string(StepStatus status) {
@@ -48,70 +41,59 @@ GradScaler::GradScaler(Backend& backend, GradScalerOptions o)
     : m_backend(&backend),
       m_enabled(o.enabled),
       m_init_scale(o.init_scale),
-      m_growth_factor(o.growth_factor),
-      m_backoff_factor(o.backoff_factor),
-      m_growth_interval(o.growth_interval),
-      m_hysteresis(o.hysteresis),
-      m_min_scale(o.min_scale),
-      m_max_scale(o.max_scale),
-      m_policy(o.policy),
-      m_consecutive_hysteresis(o.consecutive_hysteresis),
-      m_tolerance(o.tolerance),
-      m_init_hysteresis_tracker(o.hysteresis),
-      m_init_trackers(kInitialTrackers),
-      m_margin(o.margin),
-      m_amax_history(o.amax_history),
-      m_max_finite(o.max_finite) {
+      m_rule(o.rule),
+      m_growth_interval(o.rule.growth_interval),
+      m_init_hysteresis_tracker(o.rule.hysteresis),
+      m_init_trackers(kInitialTrackers) {
   const char* backend_type = device_type_name(backend.device().type);
   if (!o.device.empty() && o.device != backend_type) {
     throw bad_option("GradScaler device '" + o.device + "' does not match the backend's device '" +
                      backend_type + "'");
   }
   if (!m_enabled) return;
+  const ScaleUpdateParams& r = o.rule;
   // PyTorch's own checks and messages first.
-  if (!(o.growth_factor > 1.0)) throw bad_option("The growth factor must be > 1.0.");
-  if (!(o.backoff_factor < 1.0)) throw bad_option("The backoff factor must be < 1.0.");
-  if (!(o.backoff_factor > 0.0)) {
-    throw bad_option("The backoff factor must be > 0.0, got " + std::to_string(o.backoff_factor));
+  if (!(r.growth_factor > 1.0)) throw bad_option("The growth factor must be > 1.0.");
+  if (!(r.backoff_factor < 1.0)) throw bad_option("The backoff factor must be < 1.0.");
+  if (!(r.backoff_factor > 0.0)) {
+    throw bad_option("The backoff factor must be > 0.0, got " + std::to_string(r.backoff_factor));
   }
   if (!(std::isfinite(o.init_scale) && o.init_scale > 0.0)) {
     throw bad_option("The initial scale must be finite and > 0, got " +
                      std::to_string(o.init_scale));
   }
-  if (o.growth_interval < 1 || o.growth_interval > std::numeric_limits<int32_t>::max()) {
+  if (r.growth_interval < 1) {
     throw bad_option("The growth interval must be an integer in [1, 2^31 - 1], got " +
-                     std::to_string(o.growth_interval));
+                     std::to_string(r.growth_interval));
   }
-  if (o.hysteresis < 1) {
-    throw bad_option("The hysteresis must be >= 1, got " + std::to_string(o.hysteresis));
+  if (r.hysteresis < 1) {
+    throw bad_option("The hysteresis must be >= 1, got " + std::to_string(r.hysteresis));
   }
-  if (!(o.min_scale >= 0.0 && std::isfinite(o.min_scale))) {
-    throw bad_option("min_scale must be finite and >= 0, got " + std::to_string(o.min_scale));
+  if (!(r.min_scale >= 0.0 && std::isfinite(r.min_scale))) {
+    throw bad_option("min_scale must be finite and >= 0, got " + std::to_string(r.min_scale));
   }
-  if (!(o.max_scale >= o.min_scale && o.max_scale > 0.0)) {
-    throw bad_option("max_scale must be > 0 and >= min_scale, got " + std::to_string(o.max_scale));
+  if (!(r.max_scale >= r.min_scale && r.max_scale > 0.0)) {
+    throw bad_option("max_scale must be > 0 and >= min_scale, got " + std::to_string(r.max_scale));
   }
-  if (static_cast<int32_t>(o.policy) < 0 ||
-      static_cast<size_t>(o.policy) >= checkpoint::kScalePolicies.size()) {
-    throw bad_option("unknown scale policy " + std::to_string(static_cast<int32_t>(o.policy)));
+  if (static_cast<int32_t>(r.policy) < 0 || static_cast<size_t>(r.policy) >= kScaleRules.size()) {
+    throw bad_option("unknown scale policy " + std::to_string(static_cast<int32_t>(r.policy)));
   }
-  if (!(std::isfinite(o.tolerance) && o.tolerance >= 0.0)) {
-    throw bad_option("tolerance must be finite and >= 0, got " + std::to_string(o.tolerance));
+  if (!(std::isfinite(r.tolerance) && r.tolerance >= 0.0)) {
+    throw bad_option("tolerance must be finite and >= 0, got " + std::to_string(r.tolerance));
   }
-  if (o.policy == ScalePolicy::automatic) {
-    if (o.amax_history < 1 || o.amax_history > checkpoint::kMaxAmaxHistory) {
-      throw bad_option("amax_history must be in [1, " +
-                       std::to_string(checkpoint::kMaxAmaxHistory) + "], got " +
-                       std::to_string(o.amax_history));
+  if (scale_rule(r.policy).keys.amax_history) {
+    if (r.amax_history < 1 || r.amax_history > kMaxAmaxHistory) {
+      throw bad_option("amax_history must be in [1, " + std::to_string(kMaxAmaxHistory) +
+                       "], got " + std::to_string(r.amax_history));
     }
-    if (o.margin < 0 || o.margin > 64) {
-      throw bad_option("margin must be in [0, 64], got " + std::to_string(o.margin));
+    if (r.margin < 0 || r.margin > 64) {
+      throw bad_option("margin must be in [0, 64], got " + std::to_string(r.margin));
     }
-    if (!(o.max_finite > 0.0 && o.max_finite <= std::numeric_limits<float>::max())) {
+    if (!(r.max_finite > 0.0 && r.max_finite <= std::numeric_limits<float>::max())) {
       throw bad_option("max_finite must be a positive float32, got " +
-                       std::to_string(o.max_finite));
+                       std::to_string(r.max_finite));
     }
-    m_init_history.assign(static_cast<size_t>(o.amax_history), 0.0f);
+    m_init_history.assign(static_cast<size_t>(r.amax_history), 0.0f);
   }
 }
 
@@ -130,8 +112,8 @@ void GradScaler::lazy_init() {
   m_ones = b.empty({1}, DType::f32);
   b.fill(m_ones, 1.0);
   m_found_inf_combined = b.zeros({1}, DType::f32);
-  if (m_policy == ScalePolicy::automatic) {
-    m_history = b.empty({m_amax_history}, DType::f32);
+  if (scale_rule(m_rule.policy).keys.amax_history) {
+    m_history = b.empty({m_rule.amax_history}, DType::f32);
     b.upload(m_history, m_init_history.data(), m_init_history.size() * sizeof(float));
   }
 }
@@ -333,19 +315,8 @@ ScaleUpdateParams GradScaler::update_params() const {
     throw bad_option("The growth interval must be an integer in [1, 2^31 - 1], got " +
                      std::to_string(m_growth_interval));
   }
-  ScaleUpdateParams p;
-  p.growth_factor = m_growth_factor;
-  p.backoff_factor = m_backoff_factor;
+  ScaleUpdateParams p = m_rule;
   p.growth_interval = static_cast<int32_t>(m_growth_interval);
-  p.hysteresis = m_hysteresis;
-  p.min_scale = static_cast<float>(m_min_scale);
-  p.max_scale = static_cast<float>(m_max_scale);
-  p.policy = m_policy;
-  p.consecutive_hysteresis = m_consecutive_hysteresis;
-  p.tolerance = m_tolerance;
-  p.margin = m_margin;
-  p.amax_history = m_amax_history;
-  p.max_finite = static_cast<float>(m_max_finite);
   return p;
 }
 
@@ -364,7 +335,7 @@ void GradScaler::update() {
     }
   }
   if (!any) throw state_error("No inf checks were recorded prior to update.");
-  if (m_policy == ScalePolicy::automatic) {
+  if (scale_rule(m_rule.policy).reads_amax) {
     if (!m_amax_in.defined()) {
       throw state_error("policy auto: no grad_amax input (set_amax_input) to update from.");
     }
@@ -418,7 +389,7 @@ int64_t GradScaler::get_growth_tracker() const {
 }
 
 int32_t GradScaler::get_hysteresis_tracker() const {
-  if (!m_enabled) return m_hysteresis;
+  if (!m_enabled) return m_rule.hysteresis;
   if (!m_hysteresis_tracker.defined()) return m_init_hysteresis_tracker;
   return m_backend->read_scalar_i32(m_hysteresis_tracker);
 }
@@ -427,29 +398,26 @@ nlohmann::json GradScaler::state_dict() const {
   if (!m_enabled) return nlohmann::json::object();
   checkpoint::ScalerState s;
   s.scale = get_scale();
-  s.growth_factor = m_growth_factor;
-  s.backoff_factor = m_backoff_factor;
+  s.growth_factor = m_rule.growth_factor;
+  s.backoff_factor = m_rule.backoff_factor;
   s.growth_interval = m_growth_interval;
   s.growth_tracker = get_growth_tracker();
-  s.policy = policy_name(m_policy);
-  if (m_policy != ScalePolicy::fairseq && m_policy != ScalePolicy::automatic) {
-    s.hysteresis_tracker = get_hysteresis_tracker();
-  }
-  if (m_policy == ScalePolicy::automatic) {
+  // What the rule keeps (its row in scale_rules.h); scaler_state_json writes those keys alone.
+  const ScaleRule& rule = scale_rule(m_rule.policy);
+  s.policy = rule.name;
+  if (*rule.keys.hysteresis_tracker) s.hysteresis_tracker = get_hysteresis_tracker();
+  if (rule.keys.amax_history) {
     std::vector<float> ring = m_init_history;
     if (m_history.defined()) m_backend->download(ring.data(), m_history);
     s.amax_history.assign(ring.begin(), ring.end());
   }
-  if (m_policy == ScalePolicy::deepspeed || m_policy == ScalePolicy::fairseq ||
-      m_policy == ScalePolicy::automatic) {
+  if (counts_iterations(rule)) {
     std::array<int32_t, kTrackerCount> t = m_init_trackers;
     if (m_trackers.defined()) m_backend->download(t.data(), m_trackers);
     s.iter = t[kIter];
     s.last_overflow_iter = t[kLastOverflowIter];
-    if (m_policy == ScalePolicy::fairseq) {
-      s.last_rescale_iter = t[kLastRescaleIter];
-      s.overflows_since_rescale = t[kOverflowsSinceRescale];
-    }
+    s.last_rescale_iter = t[kLastRescaleIter];
+    s.overflows_since_rescale = t[kOverflowsSinceRescale];
   }
   return checkpoint::scaler_state_json(s);
 }
@@ -474,19 +442,19 @@ void GradScaler::load_state(const nlohmann::json& state, bool take_settings) {
                 "instance of GradScaler."};
   }
   const checkpoint::ScalerState s = checkpoint::parse_scaler_state(state);
-  const bool same_rule = s.policy == policy_name(m_policy);
+  const bool same_rule = s.policy == scale_rule(m_rule.policy).name;
   // The one check that depends on this scaler's settings (parse_scaler_state does the rest).
   // load_progress keeps a lowered hysteresis: the counter then starts at the new one.
-  if (same_rule && s.hysteresis_tracker && *s.hysteresis_tracker > m_hysteresis && take_settings) {
+  const int32_t hysteresis = m_rule.hysteresis;
+  if (same_rule && s.hysteresis_tracker && *s.hysteresis_tracker > hysteresis && take_settings) {
     throw Error{ErrorKind::input,
                 "scaler state_dict: the hysteresis counter must be in [0, "
                 "hysteresis = " +
-                    std::to_string(m_hysteresis) + "], got " +
-                    std::to_string(*s.hysteresis_tracker)};
+                    std::to_string(hysteresis) + "], got " + std::to_string(*s.hysteresis_tracker)};
   }
   if (take_settings) {
-    m_growth_factor = s.growth_factor;
-    m_backoff_factor = s.backoff_factor;
+    m_rule.growth_factor = s.growth_factor;
+    m_rule.backoff_factor = s.backoff_factor;
     m_growth_interval = s.growth_interval;
   }
   m_init_scale = s.scale;
@@ -494,8 +462,8 @@ void GradScaler::load_state(const nlohmann::json& state, bool take_settings) {
   m_init_growth_tracker = same_rule ? s.growth_tracker : 0;
   m_init_hysteresis_tracker =
       same_rule && s.hysteresis_tracker
-          ? static_cast<int32_t>(std::min<int64_t>(*s.hysteresis_tracker, m_hysteresis))
-          : m_hysteresis;
+          ? static_cast<int32_t>(std::min<int64_t>(*s.hysteresis_tracker, hysteresis))
+          : hysteresis;
   m_init_trackers = kInitialTrackers;
   if (same_rule) {
     if (s.iter) m_init_trackers[kIter] = static_cast<int32_t>(*s.iter);
@@ -509,7 +477,7 @@ void GradScaler::load_state(const nlohmann::json& state, bool take_settings) {
       m_init_trackers[kOverflowsSinceRescale] = static_cast<int32_t>(*s.overflows_since_rescale);
     }
   }
-  if (m_policy == ScalePolicy::automatic) {
+  if (scale_rule(m_rule.policy).keys.amax_history) {
     // The ring, slot (iter - 1 - j) % length for the j-th most recent update. A checkpoint
     // written with another amax_history (resume --set scaler.amax_history=N) keeps its most
     // recent min(old, new) values, each in the slot the new length gives it.

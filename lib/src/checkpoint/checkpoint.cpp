@@ -200,11 +200,6 @@ double element(const NamedTensor& t, size_t i) {
   return 0.0;
 }
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
-}
-
 std::string number_text(double v) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.9g", v);
@@ -217,15 +212,15 @@ std::string number_text(double v) {
 // moment, a step counter below 0 or above the checkpoint's step, a negative BatchNorm count.
 std::optional<std::string> domain_problem(const NamedTensor& t, int64_t step) {
   const bool floating = t.dtype != DType::i32;
-  const bool variance = ends_with(t.name, "running_var") || ends_with(t.name, "exp_avg_sq");
-  const bool counter = ends_with(t.name, ".step") || ends_with(t.name, "num_batches_tracked");
+  const bool variance = t.name.ends_with("running_var") || t.name.ends_with("exp_avg_sq");
+  const bool counter = t.name.ends_with(".step") || t.name.ends_with("num_batches_tracked");
   const auto n = static_cast<size_t>(t.numel());
   // The text is made only for the element refused: writers check every checkpoint's hundreds
   // of millions of values (state_problems).
   const auto at = [&](size_t i, double v) {
     return "element " + std::to_string(i) + " is " + number_text(v);
   };
-  const bool steps = counter && ends_with(t.name, ".step");
+  const bool steps = counter && t.name.ends_with(".step");
   for (size_t i = 0; i < n; ++i) {
     const double v = element(t, i);
     if (floating && !std::isfinite(v)) return at(i, v) + ": not finite";

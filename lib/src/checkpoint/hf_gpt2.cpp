@@ -10,11 +10,6 @@ namespace ampctl::checkpoint {
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 const nlohmann::json& gpt_section(const CheckpointData& data) {
   static const nlohmann::json none;
   if (!data.config.is_object() || !data.config.contains("model")) return none;
@@ -31,12 +26,12 @@ int64_t model_int(const nlohmann::json& m, const char* key) {
 }  // namespace
 
 bool hf_conv1d_weight(const std::string& name) {
-  return ends_with(name, ".attn.c_attn.weight") || ends_with(name, ".attn.c_proj.weight") ||
-         ends_with(name, ".mlp.c_fc.weight") || ends_with(name, ".mlp.c_proj.weight");
+  return name.ends_with(".attn.c_attn.weight") || name.ends_with(".attn.c_proj.weight") ||
+         name.ends_with(".mlp.c_fc.weight") || name.ends_with(".mlp.c_proj.weight");
 }
 
 bool hf_ignored_buffer(const std::string& name) {
-  return ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias");
+  return name.ends_with(".attn.bias") || name.ends_with(".attn.masked_bias");
 }
 
 std::string hf_to_ampctl_name(const std::string& name) {

@@ -12,21 +12,19 @@ namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-// The rule's keys: field, the name each policy gives it ("" = the policy does not keep it).
+// The rule's counters: the field, and where a rule's row (amp::ScaleStateKeys) names its key
+// ("" = the rule does not keep it).
 struct RuleKey {
   std::optional<int64_t> ScalerState::*field;
-  std::array<const char*, 5> names;  // pytorch, deepspeed, megatron, fairseq, auto
+  const char* amp::ScaleStateKeys::*name;
 };
 constexpr std::array<RuleKey, 5> kRuleKeys = {{
-    {&ScalerState::hysteresis_tracker,
-     {"_hysteresis_tracker", "cur_hysteresis", "hysteresis_tracker", "", ""}},
-    {&ScalerState::iter, {"", "cur_iter", "", "_iter", "_iter"}},
-    {&ScalerState::last_overflow_iter,
-     {"", "last_overflow_iter", "", "_last_overflow_iter", "_last_overflow_iter"}},
-    {&ScalerState::last_rescale_iter, {"", "", "", "_last_rescale_iter", ""}},
-    {&ScalerState::overflows_since_rescale, {"", "", "", "_overflows_since_rescale", ""}},
+    {&ScalerState::hysteresis_tracker, &amp::ScaleStateKeys::hysteresis_tracker},
+    {&ScalerState::iter, &amp::ScaleStateKeys::iter},
+    {&ScalerState::last_overflow_iter, &amp::ScaleStateKeys::last_overflow_iter},
+    {&ScalerState::last_rescale_iter, &amp::ScaleStateKeys::last_rescale_iter},
+    {&ScalerState::overflows_since_rescale, &amp::ScaleStateKeys::overflows_since_rescale},
 }};
-constexpr size_t kAuto = 4;  // kScalePolicies' index of auto
 constexpr std::array<const char*, 3> kFloatKeys = {"scale", "growth_factor", "backoff_factor"};
 constexpr std::array<const char*, 2> kIntKeys = {"growth_interval", "_growth_tracker"};
 
@@ -64,28 +62,30 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
              short_dump(v);
     }
   }
-  size_t policy = 0;
+  const amp::ScaleRule* rule = &amp::kScaleRules[0];
   if (state.contains("policy")) {
     const nlohmann::json& v = state.at("policy");
-    policy = kScalePolicies.size();
-    for (size_t i = 0; v.is_string() && i < kScalePolicies.size(); ++i) {
-      if (v.get<std::string>() == kScalePolicies[i]) policy = i;
-    }
-    if (policy == kScalePolicies.size()) {
-      return "scaler.policy: expected one of pytorch, deepspeed, megatron, fairseq, auto, got " +
-             short_dump(v);
+    rule = v.is_string() ? amp::find_scale_rule(v.get<std::string>()) : nullptr;
+    if (!rule) {
+      std::string names;
+      for (const amp::ScaleRule& r : amp::kScaleRules) {
+        names += (names.empty() ? "" : ", ") + std::string(r.name);
+      }
+      return "scaler.policy: expected one of " + names + ", got " + short_dump(v);
     }
   }
-  out.policy = std::string(kScalePolicies[policy]);
+  // The first rule's state is PyTorch's own state dict: no "policy", no hysteresis counter.
+  const bool pytorch = rule == &amp::kScaleRules[0];
+  out.policy = rule->name;
   std::set<std::string> known = {"policy"};
   for (const char* k : kFloatKeys) known.insert(k);
   for (const char* k : kIntKeys) known.insert(k);
   for (const RuleKey& rk : kRuleKeys) {
-    const std::string name = rk.names[policy];
+    const std::string name = rule->keys.*rk.name;
     if (name.empty()) continue;
     known.insert(name);
     if (!state.contains(name)) {
-      if (policy == 0) continue;  // PyTorch's own state dict has no hysteresis counter
+      if (pytorch) continue;  // PyTorch's own state dict has no hysteresis counter
       return "scaler: missing key '" + name + "' (policy " + out.policy + ")";
     }
     const nlohmann::json& v = state.at(name);
@@ -94,13 +94,15 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
     }
     out.*rk.field = v.get<int64_t>();
   }
-  if (policy == kAuto) {
+  if (rule->keys.amax_history) {
     known.insert("amax_history");
-    if (!state.contains("amax_history")) return "scaler: missing key 'amax_history' (policy auto)";
+    if (!state.contains("amax_history")) {
+      return "scaler: missing key 'amax_history' (policy " + out.policy + ")";
+    }
     const nlohmann::json& v = state.at("amax_history");
-    if (!v.is_array() || v.empty() || v.size() > static_cast<size_t>(kMaxAmaxHistory)) {
-      return "scaler.amax_history: expected a list of 1 to " + std::to_string(kMaxAmaxHistory) +
-             " numbers, got " + short_dump(v);
+    if (!v.is_array() || v.empty() || v.size() > static_cast<size_t>(amp::kMaxAmaxHistory)) {
+      return "scaler.amax_history: expected a list of 1 to " +
+             std::to_string(amp::kMaxAmaxHistory) + " numbers, got " + short_dump(v);
     }
     out.amax_history.clear();
     for (size_t i = 0; i < v.size(); ++i) {
@@ -116,7 +118,7 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
   for (const auto& [key, v] : state.items()) {
     if (!known.count(key)) {
       return "scaler: unknown key '" + key + "'" +
-             (policy == 0 ? std::string() : " (policy " + out.policy + ")");
+             (pytorch ? std::string() : " (policy " + out.policy + ")");
     }
   }
   out.scale = state.at("scale").get<double>();
@@ -130,7 +132,7 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
   };
   auto name_of = [&](std::optional<int64_t> ScalerState::*field) {
     for (const RuleKey& rk : kRuleKeys) {
-      if (rk.field == field) return std::string(rk.names[policy]);
+      if (rk.field == field) return std::string(rule->keys.*rk.name);
     }
     return std::string();
   };
@@ -202,16 +204,15 @@ nlohmann::json scaler_state_json(const ScalerState& s) {
   j["backoff_factor"] = s.backoff_factor;
   j["growth_interval"] = s.growth_interval;
   j["_growth_tracker"] = s.growth_tracker;
-  size_t policy = 0;
-  for (size_t i = 0; i < kScalePolicies.size(); ++i) {
-    if (s.policy == kScalePolicies[i]) policy = i;
-  }
-  if (policy != 0) j["policy"] = s.policy;
+  const amp::ScaleRule* found = amp::find_scale_rule(s.policy);
+  const amp::ScaleRule& rule = found ? *found : amp::kScaleRules[0];
+  if (&rule != &amp::kScaleRules[0]) j["policy"] = s.policy;
   for (const RuleKey& rk : kRuleKeys) {
     const std::optional<int64_t>& v = s.*rk.field;
-    if (v && rk.names[policy][0] != '\0') j[rk.names[policy]] = *v;
+    const char* name = rule.keys.*rk.name;
+    if (v && name[0] != '\0') j[name] = *v;
   }
-  if (policy == kAuto) j["amax_history"] = s.amax_history;
+  if (rule.keys.amax_history) j["amax_history"] = s.amax_history;
   return j;
 }
 

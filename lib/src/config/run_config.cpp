@@ -61,17 +61,37 @@ constexpr Names<AnnealStrategy> kAnneal[] = {{AnnealStrategy::cos, "cos"},
 constexpr Names<Toggle> kToggle[] = {
     {Toggle::automatic, "auto"}, {Toggle::on, "true"}, {Toggle::off, "false"}};
 constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValue::nan, "nan"}};
-constexpr Names<ScalePolicy> kScalePolicy[] = {{ScalePolicy::pytorch, "pytorch"},
-                                               {ScalePolicy::deepspeed, "deepspeed"},
-                                               {ScalePolicy::megatron, "megatron"},
-                                               {ScalePolicy::fairseq, "fairseq"},
-                                               {ScalePolicy::automatic, "auto"}};
+// scaler.policy's names, from the table of scale rules.
+constexpr auto kScalePolicy = [] {
+  std::array<Names<amp::ScalePolicy>, amp::kScaleRules.size()> names{};
+  for (size_t i = 0; i < names.size(); ++i) {
+    names[i] = {amp::kScaleRules[i].policy, amp::kScaleRules[i].name};
+  }
+  return names;
+}();
 constexpr Names<DistBackend> kDistBackend[] = {
     {DistBackend::automatic, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::mpi, "mpi"}};
 constexpr Names<OnOverflow> kOnOverflow[] = {{OnOverflow::skip, "skip"},
                                              {OnOverflow::retry, "retry"}};
 constexpr Names<OnMinScale> kOnMinScale[] = {{OnMinScale::keep_going, "continue"},
                                              {OnMinScale::stop, "stop"}};
+
+// The rules' names joined by `sep` ("pytorch | deepspeed | ...").
+std::string scale_rule_names(const char* sep) {
+  std::string s;
+  for (const amp::ScaleRule& r : amp::kScaleRules)
+    s += (s.empty() ? "" : sep) + std::string(r.name);
+  return s;
+}
+
+// The rules that read a scaler.* key (amp::ScaleSetting): the key's .when("scaler.policy", ...).
+std::vector<std::string> rules_reading(uint32_t setting) {
+  std::vector<std::string> names;
+  for (const amp::ScaleRule& r : amp::kScaleRules) {
+    if (r.settings & setting) names.emplace_back(r.name);
+  }
+  return names;
+}
 
 template <class E, size_t N>
 const char* name_in(const Names<E> (&names)[N], E v) {
@@ -128,9 +148,6 @@ const char* to_string(Toggle v) {
 const char* to_string(InjectValue v) {
   return name_in(kInject, v);
 }
-const char* to_string(ScalePolicy v) {
-  return name_in(kScalePolicy, v);
-}
 const char* to_string(DistBackend v) {
   return name_in(kDistBackend, v);
 }
@@ -169,7 +186,31 @@ bool scaler_enabled(const RunConfig& config) {
 
 bool measures_grad_amax(const RunConfig& config) {
   return config.logging.grad_amax ||
-         (config.scaler.policy == ScalePolicy::automatic && scaler_enabled(config));
+         (amp::scale_rule(config.scaler.policy).reads_amax && scaler_enabled(config));
+}
+
+DType half_dtype(Precision precision) {
+  return precision == Precision::bf16 ? DType::bf16 : DType::f16;
+}
+
+amp::ScaleUpdateParams scale_settings(const RunConfig& config) {
+  const ScalerConfig& s = config.scaler;
+  amp::ScaleUpdateParams p;
+  p.policy = s.policy;
+  p.growth_factor = s.growth_factor;
+  p.backoff_factor = s.backoff_factor;
+  // The field table bounds the integers: growth_interval and hysteresis to int32, margin to
+  // [0, 64], amax_history to [1, amp::kMaxAmaxHistory].
+  p.growth_interval = static_cast<int32_t>(s.growth_interval);
+  p.hysteresis = static_cast<int32_t>(s.hysteresis);
+  p.min_scale = static_cast<float>(s.min_scale);
+  p.max_scale = static_cast<float>(s.max_scale);
+  p.consecutive_hysteresis = s.consecutive_hysteresis;
+  p.tolerance = s.tolerance;
+  p.margin = static_cast<int32_t>(s.margin);
+  p.amax_history = static_cast<int32_t>(s.amax_history);
+  p.max_finite = static_cast<float>(max_finite(half_dtype(config.precision)));
+  return p;
 }
 
 namespace {
@@ -655,10 +696,10 @@ Schema<RunConfig> make_run_schema() {
 
       toggle_field<C>(AMPCTL_KEY(scaler.enabled), Toggle::automatic,
                       "auto | true | false (auto: on for fp16, off for bf16/fp32)"),
-      enum_field<C>(AMPCTL_KEY(scaler.policy), ScalePolicy::pytorch, kScalePolicy,
-                    "pytorch | deepspeed | megatron | fairseq | auto: whose loss-scale update "
-                    "rule; auto sets it from the measured grad_amax (docs/reference.md, \"Scale "
-                    "rules\")"),
+      enum_field<C>(AMPCTL_KEY(scaler.policy), amp::ScalePolicy::pytorch, kScalePolicy,
+                    scale_rule_names(" | ") +
+                        ": whose loss-scale update rule; auto sets it from the measured grad_amax "
+                        "(docs/reference.md, \"Scale rules\")"),
       float_field<C>(AMPCTL_KEY(scaler.init_scale), 65536.0, FloatRange::above(0.0).in_f32(),
                      "> 0 and a normal float32 (its reciprocal finite)"),
       float_field<C>(AMPCTL_KEY(scaler.growth_factor), 2.0, FloatRange::above(1.0).in_f32(), "> 1"),
@@ -668,30 +709,30 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(scaler.hysteresis), 1, {1, kInt32Max},
                    ">= 1; overflows absorbed before a backoff (1 = PyTorch; DeepSpeed's "
                    "delayed_shift)")
-          .when("scaler.policy", {"pytorch", "deepspeed", "megatron"}),
+          .when("scaler.policy", rules_reading(amp::kSetsHysteresis)),
       bool_field<C>(AMPCTL_KEY(scaler.consecutive_hysteresis), false,
                     "DeepSpeed: every overflow-free step refills the hysteresis (not only a "
                     "growth)")
-          .when("scaler.policy", {"deepspeed"}),
+          .when("scaler.policy", rules_reading(amp::kSetsConsecutiveHysteresis)),
       float_field<C>(AMPCTL_KEY(scaler.tolerance), 0.0, FloatRange::closed(0.0, 1.0),
                      "fairseq: the fraction of steps since the last rescale that may overflow "
                      "before a backoff, in [0, 1]")
-          .when("scaler.policy", {"fairseq"}),
+          .when("scaler.policy", rules_reading(amp::kSetsTolerance)),
       int_field<C>(AMPCTL_KEY(scaler.margin), 1, {0, 64},
                    "auto: headroom kept above the measured grad_amax, as a power of two: the scale "
                    "is the largest power of two with grad_amax x scale x 2^margin within the "
                    "half type's range, in [0, 64]")
-          .when("scaler.policy", {"auto"}),
-      int_field<C>(AMPCTL_KEY(scaler.amax_history), 16, {1, 4096},
+          .when("scaler.policy", rules_reading(amp::kSetsMargin)),
+      int_field<C>(AMPCTL_KEY(scaler.amax_history), 16, {1, amp::kMaxAmaxHistory},
                    "auto: how many updates' grad_amax the scale is set from (their max), in "
                    "[1, 4096]")
-          .when("scaler.policy", {"auto"}),
+          .when("scaler.policy", rules_reading(amp::kSetsAmaxHistory)),
       float_field<C>(AMPCTL_KEY(scaler.min_scale), 0.0, FloatRange::at_least(0.0).in_f32(),
                      "backoff never goes below this (0 = no floor)"),
       float_field<C>(AMPCTL_KEY(scaler.max_scale), std::numeric_limits<double>::infinity(),
                      FloatRange::above(0.0).with_inf().in_f32(),
                      "growth never goes above this (>= min_scale; .inf = no cap)")
-          .when("scaler.policy", {"pytorch", "auto"}),
+          .when("scaler.policy", rules_reading(amp::kSetsMaxScale)),
       enum_field<C>(AMPCTL_KEY(scaler.on_overflow), OnOverflow::skip, kOnOverflow,
                     "skip | retry: an overflowing step is skipped, or its micro-batches run again "
                     "(the same batch and dropout masks) at the backed-off scale"),
@@ -948,13 +989,9 @@ Schema<RunConfig> make_run_schema() {
       {{"scaler.policy", "training.max_steps"},
        [](const C& c) -> std::string {
          // The rules' iteration counters are int32 on the device (amp_math.h).
-         const ScalePolicy p = c.scaler.policy;
-         if ((p != ScalePolicy::deepspeed && p != ScalePolicy::fairseq &&
-              p != ScalePolicy::automatic) ||
-             c.training.max_steps <= kInt32Max) {
-           return {};
-         }
-         return std::string("counts iterations in int32: ") + to_string(p) +
+         const amp::ScaleRule& rule = amp::scale_rule(c.scaler.policy);
+         if (!amp::counts_iterations(rule) || c.training.max_steps <= kInt32Max) return {};
+         return std::string("counts iterations in int32: ") + rule.name +
                 " runs at most 2147483647 steps, training.max_steps is " +
                 std::to_string(c.training.max_steps);
        }},
@@ -980,11 +1017,10 @@ Schema<RunConfig> make_run_schema() {
        }},
       {{"scaler.policy", "scaler.enabled", "precision"},
        [](const C& c) -> std::string {
-         if (c.scaler.policy != ScalePolicy::automatic || !scaler_enabled(c) ||
-             c.precision != Precision::fp32) {
-           return {};
-         }
-         return "auto sets the scale from grad_amax, the roundings of the backward to fp16 or "
+         const amp::ScaleRule& rule = amp::scale_rule(c.scaler.policy);
+         if (!rule.reads_amax || !scaler_enabled(c) || c.precision != Precision::fp32) return {};
+         return std::string(rule.name) +
+                " sets the scale from grad_amax, the roundings of the backward to fp16 or "
                 "bf16, but precision fp32 rounds nothing: use fp16 (or bf16), or another policy";
        }},
       {{"scaler.on_overflow", "scaler.enabled", "precision"},

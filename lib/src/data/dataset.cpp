@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <sstream>
 #include <string>
 #include <utility>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/core/interrupt.h"
 #include "ampctl/data/csv.h"
 #include "ampctl/data/idx.h"
@@ -21,12 +21,6 @@ const char* to_string(Task task) {
 }
 
 namespace {
-
-std::string fmt(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
 // The rows `rows` of `all`, in that order.
 Dataset subset(const Dataset& all, const std::vector<int64_t>& rows, std::string origin) {

@@ -4,12 +4,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/core/interrupt.h"
 #include "ampctl/data/random.h"
@@ -20,12 +20,6 @@ namespace {
 
 // Long loops poll the stop request about every million elements.
 constexpr size_t kStopPoll = size_t{1} << 20;
-
-std::string fmt(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 
 int32_t le_i32(const uint8_t* p) {
   uint32_t v = 0;

@@ -1,15 +1,9 @@
 #include "ampctl/optim/adam.h"
 
-#include <sstream>
+#include "ampctl/core/format.h"
 
 namespace ampctl::optim {
 namespace {
-
-std::string fmt(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 const char* type_name(const AdamOptions& o) {
   return o.decoupled ? "adamw" : "adam";

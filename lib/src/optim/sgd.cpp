@@ -1,18 +1,10 @@
 #include "ampctl/optim/sgd.h"
 
 #include <cmath>
-#include <sstream>
+
+#include "ampctl/core/format.h"
 
 namespace ampctl::optim {
-namespace {
-
-std::string fmt(float v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
-}  // namespace
 
 Sgd::Sgd(Backend& backend, std::vector<ParamGroup> groups, SgdOptions options)
     : Optimizer(backend, std::move(groups)), m_options(options) {

@@ -14,6 +14,7 @@
 #include "ampctl/config/config_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/math/amp_math.h"
 #include "ampctl/run/metrics_line.h"
@@ -24,27 +25,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// bf16's largest finite value, (2 - 2^-7) x 2^127.
-constexpr double kBf16MaxFinite = 3.3895313892515355e38;
-
 Error input_error(const fs::path& file, const std::string& why) {
   return Error{ErrorKind::input, file.string() + ": " + why};
-}
-
-amp::ScalePolicy policy_of(config::ScalePolicy p) {
-  switch (p) {
-    case config::ScalePolicy::deepspeed:
-      return amp::ScalePolicy::deepspeed;
-    case config::ScalePolicy::megatron:
-      return amp::ScalePolicy::megatron;
-    case config::ScalePolicy::fairseq:
-      return amp::ScalePolicy::fairseq;
-    case config::ScalePolicy::automatic:
-      return amp::ScalePolicy::automatic;
-    case config::ScalePolicy::pytorch:
-    default:
-      return amp::ScalePolicy::pytorch;
-  }
 }
 
 // A SAX pass over one line that finds a key written twice in one object (nlohmann's parser
@@ -117,7 +99,7 @@ Recording load_recording(const fs::path& dir) {
   const config::RunConfig cfg = rec.config_template->resolve({});
   rec.config = cfg;
   rec.precision = config::to_string(cfg.precision);
-  rec.max_finite = cfg.precision == config::Precision::bf16 ? kBf16MaxFinite : 65504.0;
+  rec.max_finite = max_finite(config::half_dtype(cfg.precision));
   if (cfg.training.global_batch != 0) {
     // The micro-batches per rank are global_batch / (batch_size x ranks), and the run directory
     // does not record the rank count.
@@ -231,28 +213,16 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
   const config::ScalerConfig& sc = cfg.scaler;
   const bool scaling = config::scaler_enabled(cfg);
 
-  amp::ScaleUpdateParams p;
-  p.growth_factor = sc.growth_factor;
-  p.backoff_factor = sc.backoff_factor;
-  p.growth_interval = static_cast<int32_t>(
-      std::min<int64_t>(sc.growth_interval, std::numeric_limits<int32_t>::max()));
-  p.hysteresis = static_cast<int32_t>(sc.hysteresis);
-  p.min_scale = static_cast<float>(sc.min_scale);
-  p.max_scale = static_cast<float>(sc.max_scale);
-  p.policy = policy_of(sc.policy);
-  p.consecutive_hysteresis = sc.consecutive_hysteresis;
-  p.tolerance = sc.tolerance;
-  p.margin = static_cast<int32_t>(sc.margin);
-  p.amax_history = static_cast<int32_t>(std::max<int64_t>(sc.amax_history, 1));
-  p.max_finite = static_cast<float>(rec.max_finite);
-  const bool automatic = p.policy == amp::ScalePolicy::automatic;
+  // The settings the trainer's GradScaler gets, for RUN's precision.
+  const amp::ScaleUpdateParams p = config::scale_settings(cfg);
+  const bool automatic = amp::scale_rule(p.policy).reads_amax;
   // auto's ring (amp_math.h), as the device keeps it.
   std::vector<float> ring(automatic ? static_cast<size_t>(p.amax_history) : 0, 0.0f);
   // The scaler's initial state (amp/grad_scaler.cpp: lazy_init).
   float scale = scaling ? static_cast<float>(sc.init_scale) : 1.0f;
   int32_t growth_tracker = 0;
   int32_t hysteresis_tracker = p.hysteresis;
-  int32_t trackers[amp::kTrackerCount] = {0, -1, -1, 0};
+  std::array<int32_t, amp::kTrackerCount> trackers = amp::kInitialTrackers;
   const bool retry = scaling && sc.on_overflow == config::OnOverflow::retry;
   const int64_t max_retries = retry ? sc.max_retries : 0;
 
@@ -281,12 +251,10 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
         // The accumulator the device would hold at this scale: the recorded max per unit of
         // scale times this one (exact for power-of-two scales).
         const auto raw = static_cast<float>(amax * sd / accum);
-        ring[static_cast<size_t>(amp::auto_history_slot(trackers, p))] =
-            amp::auto_history_entry(raw, scale, overflowed, p);
-        const float hist_max = *std::max_element(ring.begin(), ring.end());
-        amp::update_scale_auto(&scale, &growth_tracker, trackers, overflowed, hist_max, p);
+        amp::update_scale_auto_ring(&scale, &growth_tracker, trackers.data(), ring.data(), raw,
+                                    overflowed, p);
       } else if (scaling) {
-        amp::update_scale_policy(&scale, &growth_tracker, &hysteresis_tracker, trackers,
+        amp::update_scale_policy(&scale, &growth_tracker, &hysteresis_tracker, trackers.data(),
                                  overflowed ? 1.0f : 0.0f, p);
       }
       // An attempt that overflowed at the floor is not retried (train/step.cpp: the retry would
@@ -294,7 +262,7 @@ Outcome replay(const Recording& rec, const config::RunConfig& cfg,
       const bool at_floor = p.min_scale > 0.0f && static_cast<float>(sd) <= p.min_scale;
       if (!overflowed || a == max_retries || at_floor) {
         if (amax > 0.0) {
-          const double h = std::log2(rec.max_finite / (amax * sd / accum));
+          const double h = headroom_log2(rec.max_finite, amax * sd / accum);
           headroom_sum += h;
           ++headroom_n;
           out.min_headroom_log2 = out.min_headroom_log2 ? std::min(*out.min_headroom_log2, h) : h;
@@ -358,12 +326,6 @@ std::string first_difference(const nlohmann::json& a, const nlohmann::json& b,
     if (!a.contains(k) && !ignored_key(path)) return path;
   }
   return "";
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 // A YAML value as JSON: a number, bool or null when it reads as one, else its text.

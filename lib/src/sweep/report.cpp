@@ -17,6 +17,7 @@
 #include "ampctl/checkpoint/output_file.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/format.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/run/metrics_line.h"
 #include "ampctl/run/numerics.h"
@@ -59,12 +60,6 @@ struct RunData {
   bool reference = false;            // drawn dashed, over the others (ScaleTrajectory::reference)
   fs::path dir;                      // the run directory (empty: a replayed trajectory)
 };
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string coord(double v) {
   return fmt("%.1f", v);
@@ -197,12 +192,10 @@ void amax_headroom(const fs::path& run_dir, RunData& run) {
   if (run.amax_at_scale.empty() || !path_exists(config_file)) return;
   const config::RunConfig cfg = config::load_config(config_file);
   if (cfg.training.global_batch != 0) return;
-  // bf16's largest finite value is (2 - 2^-7) x 2^127, fp16's 65504.
-  const double max_finite =
-      cfg.precision == config::Precision::bf16 ? 3.3895313892515355e38 : 65504.0;
+  const double max_finite = ampctl::max_finite(config::half_dtype(cfg.precision));
   const double accum = static_cast<double>(std::max<int64_t>(1, cfg.training.grad_accum_steps));
   for (const Point& p : run.amax_at_scale) {
-    run.amax_headroom.push_back({p.step, std::log2(max_finite / (p.value / accum))});
+    run.amax_headroom.push_back({p.step, headroom_log2(max_finite, p.value / accum)});
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "ampctl/core/format.h"
 #include "ampctl/sweep/report.h"
 #include "ampctl/sweep/stats.h"
 
@@ -21,12 +22,6 @@ constexpr std::pair<const char*, const char*> kMetrics[] = {
     {"skipped_steps", "skipped steps"},
     {"mean_underflow_frac", "mean underflow"},
 };
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 // "mean ± sd" (3 significant digits past the mean's own, enough to compare seeds), or the value
 // alone for one run.

@@ -174,35 +174,7 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   amp::GradScalerOptions o;
   o.enabled = config::scaler_enabled(c);
   o.init_scale = c.scaler.init_scale;
-  o.growth_factor = c.scaler.growth_factor;
-  o.backoff_factor = c.scaler.backoff_factor;
-  o.growth_interval = c.scaler.growth_interval;
-  o.hysteresis = static_cast<int32_t>(c.scaler.hysteresis);
-  o.min_scale = c.scaler.min_scale;
-  o.max_scale = c.scaler.max_scale;
-  switch (c.scaler.policy) {
-    case config::ScalePolicy::pytorch:
-      o.policy = amp::ScalePolicy::pytorch;
-      break;
-    case config::ScalePolicy::deepspeed:
-      o.policy = amp::ScalePolicy::deepspeed;
-      break;
-    case config::ScalePolicy::megatron:
-      o.policy = amp::ScalePolicy::megatron;
-      break;
-    case config::ScalePolicy::fairseq:
-      o.policy = amp::ScalePolicy::fairseq;
-      break;
-    case config::ScalePolicy::automatic:
-      o.policy = amp::ScalePolicy::automatic;
-      break;
-  }
-  o.consecutive_hysteresis = c.scaler.consecutive_hysteresis;
-  o.tolerance = c.scaler.tolerance;
-  o.margin = static_cast<int32_t>(c.scaler.margin);
-  o.amax_history = static_cast<int32_t>(c.scaler.amax_history);
-  // auto: the range of the half type the backward rounds to.
-  o.max_finite = max_finite(c.precision == config::Precision::bf16 ? DType::bf16 : DType::f16);
+  o.rule = config::scale_settings(c);
   return o;
 }
 

@@ -217,7 +217,7 @@ void Monitor::flush() {
       amax_exact = m_ring.host_f[r * StepRing::kF + 5] == 0.0f;
       grad_amax = static_cast<double>(raw) * static_cast<double>(m_opts.grad_accum) /
                   static_cast<double>(scale);
-      if (raw > 0.0f) headroom = std::log2(max_finite(*m_opts.grad_amax) / raw);
+      if (raw > 0.0f) headroom = headroom_log2(max_finite(*m_opts.grad_amax), raw);
       if (std::isfinite(*grad_amax)) m_int_amax = std::max(m_int_amax, *grad_amax);
     }
     const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];

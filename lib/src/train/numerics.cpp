@@ -35,10 +35,6 @@ int zero_limit_log2(DType lowp) {
   return lowp == DType::bf16 ? numerics::kBf16ZeroLimit : numerics::kHalfZeroLimit;
 }
 
-double max_finite(DType lowp) {
-  return lowp == DType::bf16 ? 3.3895313892515355e38 : 65504.0;
-}
-
 int64_t NumericsSample::total(numerics::Counter c) const {
   int64_t sum = 0;
   for (size_t t = 0; t < names.size(); ++t) sum += row(t)[c];
@@ -67,7 +63,7 @@ std::optional<double> NumericsSample::headroom_log2(size_t t) const {
   float m;
   static_assert(sizeof m == sizeof bits);
   std::memcpy(&m, &bits, sizeof m);
-  return std::log2(max_finite(lowp) / static_cast<double>(m));
+  return ampctl::headroom_log2(max_finite(lowp), static_cast<double>(m));
 }
 
 std::optional<double> NumericsSample::min_headroom_log2() const {

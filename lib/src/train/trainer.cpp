@@ -82,11 +82,13 @@ void Trainer::setup() {
     monitor.grad_amax = r.model->numerics()->lowp();
     monitor.grad_accum = m_accum;
   }
-  // scaler.policy auto reads the step's grad_amax (every rank's max) at each update.
-  if (m_cfg.scaler.policy == config::ScalePolicy::automatic && r.scaler->is_enabled()) {
+  // A scale rule that reads grad_amax (auto) takes the step's (every rank's max) at each update.
+  const amp::ScaleRule& rule = amp::scale_rule(m_cfg.scaler.policy);
+  if (rule.reads_amax && r.scaler->is_enabled()) {
     if (!measured) {
       throw Error{ErrorKind::config,
-                  "scaler.policy: auto sets the scale from grad_amax, but the " + r.model->type() +
+                  "scaler.policy: " + std::string(rule.name) +
+                      " sets the scale from grad_amax, but the " + r.model->type() +
                       " model's backward roundings are not measured",
                   "use another scaler.policy, or, on CUDA (fused attention and Linear + GELU), "
                   "run with AMPCTL_ATTENTION=materialised AMPCTL_GELU=composed: the composed ops, "

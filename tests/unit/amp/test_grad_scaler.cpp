@@ -95,9 +95,9 @@ class GradScalerTest : public ::testing::TestWithParam<bool> {
 TEST_P(GradScalerTest, PyTorchNumbersThroughTheScaler) {
   GradScalerOptions o;
   o.init_scale = 4.0;
-  o.growth_factor = 2.0;
-  o.backoff_factor = 0.25;
-  o.growth_interval = 2;
+  o.rule.growth_factor = 2.0;
+  o.rule.backoff_factor = 0.25;
+  o.rule.growth_interval = 2;
   GradScaler s(*b, o);
   Model m(*b, fused(), {1.0f, 2.0f});
   iterate(s, m, {0.5f, 0.5f});
@@ -349,7 +349,7 @@ TEST_F(GradScalerApi, UpdateWithANewScaleLeavesTheTrackerAlone) {
 TEST_F(GradScalerApi, StateDictHasPyTorchsKeysAndTypesAndRoundTrips) {
   GradScalerOptions o;
   o.init_scale = 8.0;
-  o.growth_interval = 3;
+  o.rule.growth_interval = 3;
   GradScaler s(*b, o);
   Model m(*b, true, {1.0f});
   for (int i = 0; i < 2; ++i) {
@@ -436,7 +436,7 @@ TEST_F(GradScalerApi, LoadStateDictValidates) {
 TEST_F(GradScalerApi, DisabledScalerIsTransparent) {
   GradScalerOptions o;
   o.enabled = false;
-  o.growth_factor = 0.5;  // not validated when disabled, as in PyTorch
+  o.rule.growth_factor = 0.5;  // not validated when disabled, as in PyTorch
   GradScaler s(*b, o);
   EXPECT_FALSE(s.is_enabled());
   EXPECT_EQ(s.get_scale(), 1.0);
@@ -469,10 +469,10 @@ TEST_F(GradScalerApi, ConstructorValidation) {
     return "";
   };
   GradScalerOptions o;
-  o.growth_factor = 1.0;
+  o.rule.growth_factor = 1.0;
   EXPECT_EQ(message(o), "The growth factor must be > 1.0.");
   o = {};
-  o.backoff_factor = 1.0;
+  o.rule.backoff_factor = 1.0;
   EXPECT_EQ(message(o), "The backoff factor must be < 1.0.");
   o = {};
   o.init_scale = 0.0;
@@ -480,14 +480,14 @@ TEST_F(GradScalerApi, ConstructorValidation) {
   o.init_scale = std::numeric_limits<double>::infinity();
   EXPECT_NE(message(o), "");
   o = {};
-  o.growth_interval = 0;
+  o.rule.growth_interval = 0;
   EXPECT_NE(message(o), "");
   o = {};
-  o.hysteresis = 0;
+  o.rule.hysteresis = 0;
   EXPECT_NE(message(o), "");
   o = {};
-  o.min_scale = 10.0;
-  o.max_scale = 1.0;
+  o.rule.min_scale = 10.0;
+  o.rule.max_scale = 1.0;
   EXPECT_NE(message(o), "");
   o = {};
   o.device = "cuda";  // the backend is the CPU one
@@ -565,8 +565,8 @@ TEST_F(GradScalerApi, GradSegmentsAreValidated) {
 TEST_F(GradScalerApi, HysteresisThroughTheScaler) {
   GradScalerOptions o;
   o.init_scale = 1024.0;
-  o.hysteresis = 2;
-  o.min_scale = 512.0;
+  o.rule.hysteresis = 2;
+  o.rule.min_scale = 512.0;
   GradScaler s(*b, o);
   Model m(*b, true, {1.0f});
   const float expected[] = {1024.0f, 512.0f, 512.0f};  // absorbed, backed off, floored

@@ -135,19 +135,19 @@ Measure measure(double per_unit, float scale, double max_finite, bool nonfinite)
 
 GradScalerOptions auto_options(double init, int margin, int history, double max_finite) {
   GradScalerOptions o;
-  o.policy = ScalePolicy::automatic;
+  o.rule.policy = ScalePolicy::automatic;
   o.init_scale = init;
-  o.margin = margin;
-  o.amax_history = history;
-  o.max_finite = max_finite;
+  o.rule.margin = margin;
+  o.rule.amax_history = history;
+  o.rule.max_finite = max_finite;
   return o;
 }
 
 ScaleUpdateParams params_of(const GradScalerOptions& o) {
-  ScaleUpdateParams p = auto_params(o.margin, o.amax_history, o.max_finite);
-  p.backoff_factor = o.backoff_factor;
-  p.min_scale = static_cast<float>(o.min_scale);
-  p.max_scale = static_cast<float>(o.max_scale);
+  ScaleUpdateParams p = auto_params(o.rule.margin, o.rule.amax_history, o.rule.max_finite);
+  p.backoff_factor = o.rule.backoff_factor;
+  p.min_scale = static_cast<float>(o.rule.min_scale);
+  p.max_scale = static_cast<float>(o.rule.max_scale);
   return p;
 }
 

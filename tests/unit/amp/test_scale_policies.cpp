@@ -44,31 +44,21 @@ GradScalerOptions options_of(const nlohmann::json& c) {
   const nlohmann::json& p = c.at("params");
   GradScalerOptions o;
   o.init_scale = number(p.at("init_scale"));
-  o.growth_factor = number(p.at("growth_factor"));
-  o.backoff_factor = number(p.at("backoff_factor"));
-  o.growth_interval = p.at("growth_interval").get<int64_t>();
-  o.hysteresis = p.at("hysteresis").get<int32_t>();
-  o.min_scale = number(p.at("min_scale"));
-  o.max_scale = number(p.at("max_scale"));
-  o.policy = policy_of(c.at("policy").get<std::string>());
-  o.consecutive_hysteresis = p.at("consecutive_hysteresis").get<bool>();
-  o.tolerance = number(p.at("tolerance"));
+  o.rule.growth_factor = number(p.at("growth_factor"));
+  o.rule.backoff_factor = number(p.at("backoff_factor"));
+  o.rule.growth_interval = p.at("growth_interval").get<int64_t>();
+  o.rule.hysteresis = p.at("hysteresis").get<int32_t>();
+  o.rule.min_scale = number(p.at("min_scale"));
+  o.rule.max_scale = number(p.at("max_scale"));
+  o.rule.policy = policy_of(c.at("policy").get<std::string>());
+  o.rule.consecutive_hysteresis = p.at("consecutive_hysteresis").get<bool>();
+  o.rule.tolerance = number(p.at("tolerance"));
   return o;
 }
 
-// What GradScaler::update hands the backend for these options (its update_params).
+// What GradScaler::update hands the backend for these options: its settings as they are.
 ScaleUpdateParams params_of(const GradScalerOptions& o) {
-  ScaleUpdateParams p;
-  p.growth_factor = o.growth_factor;
-  p.backoff_factor = o.backoff_factor;
-  p.growth_interval = static_cast<int32_t>(o.growth_interval);
-  p.hysteresis = o.hysteresis;
-  p.min_scale = static_cast<float>(o.min_scale);
-  p.max_scale = static_cast<float>(o.max_scale);
-  p.policy = o.policy;
-  p.consecutive_hysteresis = o.consecutive_hysteresis;
-  p.tolerance = o.tolerance;
-  return p;
+  return o.rule;
 }
 
 // The state the scaler's tensors hold, as one row of the golden file names it.
@@ -96,9 +86,12 @@ Row read_row(Backend& b, const GradScaler& s) {
   auto field = [&](const char* key, int32_t initial) {
     return want.contains(key) ? want.at(key).get<int32_t>() : initial;
   };
-  const Row w{want.at("scale_bits").get<uint32_t>(),     field("growth_tracker", 0),
-              field("hysteresis_tracker", o.hysteresis), field("iter", 0),
-              field("last_overflow_iter", -1),           field("last_rescale_iter", -1),
+  const Row w{want.at("scale_bits").get<uint32_t>(),
+              field("growth_tracker", 0),
+              field("hysteresis_tracker", o.rule.hysteresis),
+              field("iter", 0),
+              field("last_overflow_iter", -1),
+              field("last_rescale_iter", -1),
               field("overflows_since_rescale", 0)};
   if (got.scale_bits == w.scale_bits && got.growth == w.growth && got.hysteresis == w.hysteresis &&
       got.iter == w.iter && got.last_overflow == w.last_overflow &&
@@ -131,7 +124,7 @@ TEST(ScalePolicies, EveryStepEqualsTheUpstreamReferenceBitForBit) {
   for (const nlohmann::json& c : g.at("cases")) {
     const std::string name = c.at("name").get<std::string>();
     const GradScalerOptions o = options_of(c);
-    ++policies_seen[static_cast<int>(o.policy)];
+    ++policies_seen[static_cast<int>(o.rule.policy)];
     GradScaler s(*b, o);
     s.init_state();
     const ScaleUpdateParams p = params_of(o);
@@ -181,7 +174,7 @@ TEST(ScalePolicies, StateDictNamesTheRulesState) {
   auto b = make_cpu_backend(1);
   auto keys_of = [&](ScalePolicy policy) {
     GradScalerOptions o;
-    o.policy = policy;
+    o.rule.policy = policy;
     GradScaler s(*b, o);
     const nlohmann::json sd = s.state_dict();
     std::vector<std::string> keys;
@@ -209,9 +202,9 @@ TEST(ScalePolicies, StateDictNamesTheRulesState) {
 TEST(ScalePolicies, AnotherRulesStateKeepsOnlyTheScale) {
   auto b = make_cpu_backend(1);
   GradScalerOptions ds;
-  ds.policy = ScalePolicy::deepspeed;
-  ds.hysteresis = 3;
-  ds.growth_interval = 5;
+  ds.rule.policy = ScalePolicy::deepspeed;
+  ds.rule.hysteresis = 3;
+  ds.rule.growth_interval = 5;
   GradScaler a(*b, ds);
   a.init_state();
   Tensor found_inf = b->zeros({1}, DType::f32);
@@ -221,8 +214,8 @@ TEST(ScalePolicies, AnotherRulesStateKeepsOnlyTheScale) {
   const nlohmann::json saved = a.state_dict();
   ASSERT_EQ(saved.at("cur_iter").get<int>(), 8);
   GradScalerOptions fs;
-  fs.policy = ScalePolicy::fairseq;
-  fs.growth_interval = 5;
+  fs.rule.policy = ScalePolicy::fairseq;
+  fs.rule.growth_interval = 5;
   GradScaler f(*b, fs);
   f.load_state_dict(saved);
   f.init_state();
@@ -240,7 +233,7 @@ TEST(ScalePolicies, AnotherRulesStateKeepsOnlyTheScale) {
 TEST(ScalePolicies, LoadRefusesABadRuleState) {
   auto b = make_cpu_backend(1);
   GradScalerOptions o;
-  o.policy = ScalePolicy::fairseq;
+  o.rule.policy = ScalePolicy::fairseq;
   GradScaler s(*b, o);
   const nlohmann::json good = s.state_dict();
   auto refused = [&](nlohmann::json state, const std::string& words) {

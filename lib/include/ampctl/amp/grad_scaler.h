@@ -35,24 +35,11 @@ struct GradScalerOptions {
   // Naming a device other than the backend's is an error.
   std::string device;
   double init_scale = 65536.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
   bool enabled = true;
-  // Extensions (defaults reproduce PyTorch exactly).
-  int32_t hysteresis = 1;
-  double min_scale = 0.0;
-  double max_scale = std::numeric_limits<double>::infinity();
-  // The update rule (amp_math.h, update_scale_policy) and its settings.
-  ScalePolicy policy = ScalePolicy::pytorch;
-  bool consecutive_hysteresis = false;  // deepspeed
-  double tolerance = 0.0;               // fairseq
-  // auto (docs/reference.md, "Scale rules"): the scale keeps grad_amax x scale x 2^margin within
-  // max_finite (the half type's largest finite value) over the last amax_history updates. The
-  // measurement comes from set_amax_input.
-  int32_t margin = 1;
-  int32_t amax_history = 16;
-  double max_finite = 65504.0;
+  // The update rule and its settings (math/scale_rules.h; a run's: config::scale_settings). The
+  // defaults reproduce PyTorch exactly. auto (docs/reference.md, "Scale rules") takes its
+  // measurement from set_amax_input.
+  ScaleUpdateParams rule;
 };
 
 enum class OptState { ready, unscaled, stepped };
@@ -89,10 +76,10 @@ class GradScaler {
   double get_scale() const;  // 1.0 when disabled; reads the device
   int64_t get_growth_tracker() const;
   int32_t get_hysteresis_tracker() const;
-  double get_growth_factor() const { return m_growth_factor; }
-  void set_growth_factor(double f) { m_growth_factor = f; }
-  double get_backoff_factor() const { return m_backoff_factor; }
-  void set_backoff_factor(double f) { m_backoff_factor = f; }
+  double get_growth_factor() const { return m_rule.growth_factor; }
+  void set_growth_factor(double f) { m_rule.growth_factor = f; }
+  double get_backoff_factor() const { return m_rule.backoff_factor; }
+  void set_backoff_factor(double f) { m_rule.backoff_factor = f; }
   int64_t get_growth_interval() const { return m_growth_interval; }
   void set_growth_interval(int64_t n) { m_growth_interval = n; }
   bool is_enabled() const { return m_enabled; }
@@ -110,7 +97,7 @@ class GradScaler {
   // As load_state_dict, but keeps this scaler's growth_factor, backoff_factor and
   // growth_interval (its options): what `ampctl resume --set scaler.*` continues with.
   void load_progress(const nlohmann::json& state);
-  ScalePolicy policy() const { return m_policy; }
+  ScalePolicy policy() const { return m_rule.policy; }
 
   // The device-side state, for fused consumers and metrics (undefined before the first scale()).
   const Tensor& scale_tensor() const { return m_scale; }
@@ -206,21 +193,13 @@ class GradScaler {
   Backend* m_backend;
   bool m_enabled;
   double m_init_scale;
-  double m_growth_factor;
-  double m_backoff_factor;
+  // The rule's settings; update() sends them with m_growth_interval, which set_growth_interval
+  // may take out of int32's range (PyTorch's API: refused at the next update()).
+  ScaleUpdateParams m_rule;
   int64_t m_growth_interval;
-  int32_t m_hysteresis;
-  double m_min_scale;
-  double m_max_scale;
-  ScalePolicy m_policy;
-  bool m_consecutive_hysteresis;
-  double m_tolerance;
   int64_t m_init_growth_tracker = 0;
   int32_t m_init_hysteresis_tracker;
   std::array<int32_t, kTrackerCount> m_init_trackers;
-  int32_t m_margin;
-  int32_t m_amax_history;
-  double m_max_finite;
   std::vector<float> m_init_history;  // auto: the ring's initial values (zeros, or a checkpoint's)
 
   Tensor m_scale;               // f32[1]

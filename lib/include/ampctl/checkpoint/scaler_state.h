@@ -3,16 +3,12 @@
 // GradScaler::load_state_dict, so a scaler state is judged the same way wherever it arrives.
 //
 // The format: PyTorch's five keys with PyTorch's types ("scale", "growth_factor" and
-// "backoff_factor" floats; "growth_interval" and "_growth_tracker" integers), then the state of
-// the scale rule that wrote it, named as that framework names it:
-//   pytorch    "_hysteresis_tracker" (optional: a PyTorch state dict has none); no "policy" key
-//   megatron   "policy", "hysteresis_tracker"
-//   deepspeed  "policy", "cur_hysteresis", "cur_iter", "last_overflow_iter"
-//   fairseq    "policy", "_iter", "_last_overflow_iter", "_last_rescale_iter",
-//              "_overflows_since_rescale"
-//   auto       "policy", "_iter", "_last_overflow_iter", "amax_history" (ampctl's own rule: a
-//              list of 1 to 4096 finite floats >= 0, the ring of amp_math.h's update_scale_auto)
-// A key of another rule, or any other key, is refused. {} is a disabled scaler's state.
+// "backoff_factor" floats; "growth_interval" and "_growth_tracker" integers), then "policy" (the
+// rule's name; absent for PyTorch's own, the first rule, whose hysteresis counter is optional)
+// and the state of the scale rule that wrote it, under the keys its row of amp::kScaleRules
+// (math/scale_rules.h) names, as that framework names them; "amax_history", for a rule that keeps
+// the amax ring, is a list of 1 to amp::kMaxAmaxHistory finite floats >= 0. A key of another
+// rule, or any other key, is refused. {} is a disabled scaler's state.
 #pragma once
 
 #include <array>
@@ -23,13 +19,9 @@
 #include <string_view>
 #include <vector>
 
-namespace ampctl::checkpoint {
+#include "ampctl/math/scale_rules.h"
 
-// scaler.policy's values, in amp::ScalePolicy's order.
-inline constexpr std::array<std::string_view, 5> kScalePolicies = {"pytorch", "deepspeed",
-                                                                   "megatron", "fairseq", "auto"};
-// scaler.amax_history's bound (the auto rule's ring).
-inline constexpr int64_t kMaxAmaxHistory = 4096;
+namespace ampctl::checkpoint {
 
 struct ScalerState {
   double scale = 0.0;
@@ -37,7 +29,7 @@ struct ScalerState {
   double backoff_factor = 0.0;
   int64_t growth_interval = 0;
   int64_t growth_tracker = 0;
-  std::string policy = "pytorch";
+  std::string policy = amp::kScaleRules[0].name;
   // The rule's counters; each is set when the rule that wrote the state keeps it.
   std::optional<int64_t> hysteresis_tracker;       // _hysteresis_tracker, hysteresis_tracker,
                                                    // cur_hysteresis
@@ -45,7 +37,7 @@ struct ScalerState {
   std::optional<int64_t> last_overflow_iter;       // last_overflow_iter, _last_overflow_iter
   std::optional<int64_t> last_rescale_iter;        // _last_rescale_iter
   std::optional<int64_t> overflows_since_rescale;  // _overflows_since_rescale
-  std::vector<double> amax_history;                // auto: the ring (empty for the others)
+  std::vector<double> amax_history;  // the amax ring (empty for a rule that keeps none)
 };
 
 // nullopt when `state` is {} or a valid state_dict, else the problem, "scaler[.KEY]: WHAT".

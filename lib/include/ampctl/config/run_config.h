@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "ampctl/config/problems.h"
+#include "ampctl/core/tensor.h"
+#include "ampctl/math/scale_rules.h"
 
 namespace ampctl::config {
 
@@ -48,7 +50,8 @@ enum class InjectValue { inf, nan };
 enum class DistBackend { automatic, nccl, mpi };
 enum class OnOverflow { skip, retry };       // scaler.on_overflow
 enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: continue | stop
-enum class ScalePolicy { pytorch, deepspeed, megatron, fairseq, automatic };  // scaler.policy
+// scaler.policy is an amp::ScalePolicy: its names and what each rule reads are amp::kScaleRules'
+// (math/scale_rules.h).
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -64,7 +67,6 @@ const char* to_string(DatasetSplit v);
 const char* to_string(OptimizerType v);
 const char* to_string(SchedulerType v);
 const char* to_string(AnnealStrategy v);
-const char* to_string(ScalePolicy v);
 const char* to_string(Toggle v);
 const char* to_string(InjectValue v);
 const char* to_string(DistBackend v);
@@ -179,7 +181,7 @@ struct ScalerConfig {
   OnOverflow on_overflow{};
   int64_t max_retries = 0;  // with on_overflow: retry
   OnMinScale on_min_scale{};
-  ScalePolicy policy{};
+  amp::ScalePolicy policy{};
   bool consecutive_hysteresis = false;  // deepspeed
   double tolerance = 0.0;               // fairseq
   int64_t margin = 0;                   // auto
@@ -265,9 +267,15 @@ bool scaler_enabled(const RunConfig& config);
 // scaler is off: nothing reads them. With scaler.enabled: false they are refused when parsed;
 // with auto (bf16, fp32) train warns, since the same file turns the scaler on in fp16.
 std::vector<std::string> unused_scaler_keys(const RunConfig& config);
-// Whether every step measures grad_amax: logging.grad_amax, or scaler.policy auto with the
-// scaler on (the rule reads it).
+// Whether every step measures grad_amax: logging.grad_amax, or a scaler.policy that reads it
+// (auto) with the scaler on.
 bool measures_grad_amax(const RunConfig& config);
+// The half type the backward rounds to: bf16 for precision bf16, else fp16 (whose range fp32
+// runs report against).
+DType half_dtype(Precision precision);
+// The scale rule's settings of a run (scaler.*, and the range of its half type): what the
+// GradScaler, both backends and replay update with. The one conversion of those keys.
+amp::ScaleUpdateParams scale_settings(const RunConfig& config);
 
 // Reads, overrides and validates a configuration file. `overrides` are `--set` arguments
 // ("KEY=VALUE"), applied in order before validation. Throws Error{usage} for an override

@@ -6,6 +6,7 @@
 // "undefined" and stands for "absent" in op arguments.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,7 @@
 
 #include "ampctl/core/error.h"
 #include "ampctl/core/half.h"
+#include "ampctl/core/limits.h"
 
 namespace ampctl {
 
@@ -26,6 +28,16 @@ const char* dtype_name(DType dtype);  // "f32", "f16", "bf16", "i32"
 bool is_floating(DType dtype);
 // Parses a dtype name; throws Error{input} naming `what` for anything else.
 DType parse_dtype(const std::string& name, const std::string& what);
+
+// The largest finite value of the half type `lowp` rounds to: bf16's for bf16, else fp16's.
+constexpr double max_finite(DType lowp) {
+  return lowp == DType::bf16 ? kBf16MaxFinite : kHalfMaxFinite;
+}
+// The headroom of a magnitude x > 0 below the largest finite value, in binades:
+// log2(max_finite / x) (the grad_amax and numerics headroom of the metrics, replay and report).
+inline double headroom_log2(double max_finite, double x) {
+  return std::log2(max_finite / x);
+}
 
 template <typename T>
 struct DTypeOf;

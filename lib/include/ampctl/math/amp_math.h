@@ -11,7 +11,8 @@
 //     DynamicGradScaler): a hysteresis counter absorbs overflows before a backoff, min_scale
 //     floors a backoff and max_scale caps a growth. With hysteresis 1, min 0, max inf this is
 //     exactly PyTorch's rule.
-//   * update_scale_policy: the same update under one of four rules (scaler.policy). `pytorch` is
+//   * update_scale_policy: the same update under one of four rules (scaler.policy; the fifth,
+//     auto, is update_scale_auto_ring below). `pytorch` is
 //     update_scale_state above, unchanged. `megatron`, `deepspeed` and `fairseq` restate the
 //     upstream update functions (Megatron-LM DynamicGradScaler.update, DeepSpeed
 //     DynamicLossScaler.update_scale, fairseq DynamicLossScaler.update + check_overflow); the
@@ -30,6 +31,7 @@
 
 #include "ampctl/core/half.h"
 #include "ampctl/core/hd.h"
+#include "ampctl/math/scale_rules.h"
 
 namespace ampctl::amp {
 
@@ -48,42 +50,8 @@ AMPCTL_HD float unscale_value(float v, float inv_scale, float* found_inf) {
   return inv_scale == 1.0f ? v : v * inv_scale;
 }
 
-// scaler.policy. The values are stable: kernels receive them in ScaleUpdateParams.
-enum class ScalePolicy : int32_t {
-  pytorch = 0,
-  deepspeed = 1,
-  megatron = 2,
-  fairseq = 3,
-  automatic = 4,  // "auto": set from the measured grad_amax (update_scale_auto below)
-};
-
-// The rule's counters beyond the growth and hysteresis trackers: one i32[4] beside the scale.
-// Initial values are the upstream constructors': iter 0, last overflow -1, last rescale -1,
-// overflows 0. `pytorch` and `megatron` leave them alone.
-enum ScaleTracker : int32_t {
-  kIter = 0,                   // DeepSpeed cur_iter, fairseq _iter: updates so far
-  kLastOverflowIter = 1,       // DeepSpeed last_overflow_iter, fairseq _last_overflow_iter
-  kLastRescaleIter = 2,        // fairseq _last_rescale_iter
-  kOverflowsSinceRescale = 3,  // fairseq _overflows_since_rescale
-  kTrackerCount = 4,
-};
-
-struct ScaleUpdateParams {
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int32_t growth_interval = 2000;
-  int32_t hysteresis = 1;  // overflows absorbed before a backoff (1 = PyTorch)
-  float min_scale = 0.0f;  // a backoff never goes below this (0 = PyTorch)
-  float max_scale = 0.0f;  // a growth never goes above this; set to +inf for PyTorch
-  ScalePolicy policy = ScalePolicy::pytorch;
-  bool consecutive_hysteresis = false;  // deepspeed: every clean step refills the hysteresis
-  double tolerance = 0.0;               // fairseq: overflow fraction tolerated before a backoff
-  // auto: the scale keeps grad_amax x scale x 2^margin within max_finite (the half type's
-  // largest finite value), over the last amax_history updates.
-  int32_t margin = 1;
-  int32_t amax_history = 16;
-  float max_finite = 65504.0f;
-};
+// The rules (ScalePolicy), their settings (ScaleUpdateParams) and counters (ScaleTracker) are
+// declared in scale_rules.h, with the table of what each keeps and reads.
 
 // One update of (scale, growth_tracker, hysteresis_tracker) given whether any inf/NaN was found
 // (found_inf != 0, as PyTorch tests `if (*found_inf)`).
@@ -233,7 +201,7 @@ AMPCTL_HD void update_scale_policy(float* scale, int32_t* growth_tracker,
       detail::update_fairseq(scale, growth_tracker, trackers, found, p);
       break;
     case ScalePolicy::pytorch:
-    default:
+    default:  // auto updates through update_scale_auto (its ring), not here
       update_scale_state(scale, growth_tracker, hysteresis_tracker, found_inf, p);
       break;
   }
@@ -299,6 +267,30 @@ AMPCTL_HD void update_scale_auto(float* scale, int32_t* growth_tracker, int32_t*
 // The ring slot of the update that trackers[kIter] numbers.
 AMPCTL_HD int32_t auto_history_slot(const int32_t* t, const ScaleUpdateParams& p) {
   return t[kIter] % p.amax_history;
+}
+
+// Writes this update's entry into the ring (f32[amax_history]): auto_history_entry of the step's
+// grad_amax accumulator `raw` at the scale the step ran with, in auto_history_slot.
+AMPCTL_HD void auto_history_push(float* ring, const int32_t* t, float raw, float scale, bool found,
+                                 const ScaleUpdateParams& p) {
+  ring[auto_history_slot(t, p)] = auto_history_entry(raw, scale, found, p);
+}
+
+// The ring's max. Every entry is a float >= 0 (never NaN), so the max is the same in any order:
+// the CUDA kernel takes it over a block instead.
+AMPCTL_HD float auto_history_max(const float* ring, const ScaleUpdateParams& p) {
+  float m = 0.0f;
+  for (int32_t i = 0; i < p.amax_history; ++i) m = ring[i] > m ? ring[i] : m;
+  return m;
+}
+
+// One whole update under auto on one thread (the CPU backend, replay): the ring's new entry, its
+// max, update_scale_auto. trackers: int32[kTrackerCount]; ring: f32[p.amax_history].
+AMPCTL_HD void update_scale_auto_ring(float* scale, int32_t* growth_tracker, int32_t* trackers,
+                                      float* ring, float raw, bool found,
+                                      const ScaleUpdateParams& p) {
+  auto_history_push(ring, trackers, raw, *scale, found, p);
+  update_scale_auto(scale, growth_tracker, trackers, found, auto_history_max(ring, p), p);
 }
 
 }  // namespace ampctl::amp

@@ -41,9 +41,9 @@ struct RecordedStep {
 
 struct Recording {
   std::filesystem::path dir;
-  std::vector<RecordedStep> steps;  // ascending step numbers, one per step
-  double max_finite = 65504.0;      // the half type's largest finite value
-  int64_t accum = 1;                // micro-batches per rank: grad_amax's seed is scale / accum
+  std::vector<RecordedStep> steps;     // ascending step numbers one per step
+  double max_finite = kHalfMaxFinite;  // the half type's largest finite value
+  int64_t accum = 1;                   // micro-batches per rank: grad_amax's seed is scale / accum
   std::string precision;
   config::RunConfig config;  // RUN's config.yaml
   // Its text, read once: every setting is resolved from it (a resume that rewrites config.yaml

@@ -40,9 +40,9 @@ namespace ampctl::train {
 inline constexpr double kAdviceUnderflowFrac = 0.01;  // "< 1 % underflow"
 inline constexpr double kWarnUnderflowFrac = 0.01;    // the console warning's threshold
 
-// Half the smallest subnormal (log2) and the largest finite value of a lowp dtype.
+// Half the smallest subnormal (log2) of a lowp dtype (its largest finite value: core/tensor.h,
+// max_finite).
 int zero_limit_log2(DType lowp);
-double max_finite(DType lowp);
 
 // One sampled step, summed per parameter tensor (numerics::kWidth counters each).
 struct NumericsSample {

@@ -309,15 +309,10 @@ void CpuBackend::update_scale_auto_(const Tensor& scale, const Tensor& growth_tr
                                     const amp::ScaleUpdateParams& params) {
   check_update_scale_auto(scale, growth_tracker, trackers, found_inf, amax, history, params,
                           device());
-  float* s = scale.data_as<float>();
-  int32_t* t = trackers.data_as<int32_t>();
-  float* ring = history.data_as<float>();
-  const bool found = *found_inf.data_as<float>() != 0.0f;
-  ring[amp::auto_history_slot(t, params)] =
-      amp::auto_history_entry(amax.data_as<float>()[0], *s, found, params);
-  float hist_max = 0.0f;
-  for (int32_t i = 0; i < params.amax_history; ++i) hist_max = std::max(hist_max, ring[i]);
-  amp::update_scale_auto(s, growth_tracker.data_as<int32_t>(), t, found, hist_max, params);
+  amp::update_scale_auto_ring(scale.data_as<float>(), growth_tracker.data_as<int32_t>(),
+                              trackers.data_as<int32_t>(), history.data_as<float>(),
+                              amax.data_as<float>()[0], *found_inf.data_as<float>() != 0.0f,
+                              params);
 }
 
 }  // namespace ampctl::cpu

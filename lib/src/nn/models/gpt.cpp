@@ -354,18 +354,13 @@ void Gpt::init_params(std::span<float> host, uint64_t seed) const {
   for (size_t i = 0; i < entries.size(); ++i) {
     const FlatLayout::Entry& e = entries[i];
     float* out = host.data() + e.offset;
-    const auto ends_with = [&](const char* suffix) {
-      const std::string s(suffix);
-      return e.name.size() >= s.size() &&
-             e.name.compare(e.name.size() - s.size(), s.size(), s) == 0;
-    };
     const bool norm = e.name.find(".ln_") != std::string::npos;
-    if (ends_with(".bias")) continue;
-    if (norm && ends_with(".weight")) {
+    if (e.name.ends_with(".bias")) continue;
+    if (norm && e.name.ends_with(".weight")) {
       std::fill_n(out, e.numel, 1.0f);
       continue;
     }
-    const double std = ends_with("c_proj.weight") ? proj_std : kInitStd;
+    const double std = e.name.ends_with("c_proj.weight") ? proj_std : kInitStd;
     for (size_t j = 0; j < e.numel; ++j) {
       out[j] = static_cast<float>(std * gpt_normal(seed, init_stream(i), j));
     }
