@@ -508,10 +508,12 @@ inject_rank_beyond)
   [ ! -e "$DIR/run" ] || fail "a run directory was left"
   ;;
 sigterm)
-  # SIGTERM to mpirun: Open MPI sends SIGTERM to the ranks, which agree on the step, write one
-  # checkpoint (rank 0), print one stop message and exit 143 each; Open MPI 4.1's mpirun then
-  # exits 1 itself when it was signalled (its own status, not the ranks'), so any non-zero
-  # status is accepted here (docs/distributed.md).
+  # SIGTERM to every rank, once, as a batch scheduler's cancel delivers it (Slurm signals every
+  # process of the step): the ranks agree on the step, write one checkpoint (rank 0), print one
+  # stop message and exit 143 each; mpirun then exits non-zero itself, so any non-zero status is
+  # accepted here. A SIGTERM to mpirun alone starts Open MPI's own termination instead (SIGTERM,
+  # then SIGKILL after odls_base_sigkill_timeout, 1 s), which on Open MPI 4.1.4 was seen to kill
+  # the ranks before they stopped (docs/distributed.md).
   "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
     --set training.max_steps=1000000 --set logging.every_steps=1000 >out 2>err &
   launcher=$!
@@ -520,11 +522,9 @@ sigterm)
     sleep 0.05
   done
   sleep 0.5
-  # SIGTERM to mpirun itself, once. Not to the timeout process above it: timeout forwards a
-  # signal to its child and then to its whole process group, so mpirun would get two, and Open
-  # MPI's mpirun takes a second SIGTERM (or Ctrl-C) within 5 s as "terminate forcibly": it
-  # SIGKILLs the ranks at once and no checkpoint is written (docs/distributed.md).
-  kill -TERM "$(pgrep -P "$launcher" | head -1)"
+  # The ranks, not the timeout process above mpirun: timeout forwards a signal to its child and
+  # then to its whole process group.
+  kill -TERM "$(rank_pid "$launcher" 0)" "$(rank_pid "$launcher" 1)"
   wait "$launcher"
   rc=$?
   [ "$rc" != 0 ] || fail "exit 0 after SIGTERM: $(cat err)"
@@ -620,7 +620,7 @@ usr1_zero0 | usr1_zero1)
   # ranks see it at different step boundaries): 20 times to rank 1 and 20 times to mpirun,
   # interleaved, and 5 times to rank 0. Every request is agreed by both ranks at one step
   # boundary, so each gives a checkpoint and none hangs (before the agreement, ZeRO-1 deadlocked
-  # in the checkpoint's gather and ZeRO-0 ignored rank 1's request). Then SIGTERM to mpirun stops
+  # in the checkpoint's gather and ZeRO-0 ignored rank 1's request). Then SIGTERM to the ranks stops
   # the job with one checkpoint, which inspect reads and resume continues from.
   zero=${CASE#usr1_zero}
   "${MPI[@]}" -np 2 "$AMPCTL" train --config base.yaml --run-dir "$DIR/run" \
@@ -658,7 +658,7 @@ usr1_zero0 | usr1_zero1)
       fail "SIGUSR1 number $i (to pid $target) gave no checkpoint within 20 s: $(tail -3 err)"
     fi
   done
-  kill -TERM "$mpirun"  # once, to mpirun itself (see the sigterm case)
+  kill -TERM "$rank0" "$rank1"  # once, to every rank (see the sigterm case)
   wait "$launcher"
   rc=$?
   [ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "the job hung (killed by timeout): $(tail -5 err)"

@@ -2,7 +2,8 @@
 # scripts/gpu-check.sh's own bookkeeping, on a fake bundle (no GPU needed): the budget
 # (GPU_CHECK_BUDGET_S) ends the script in time, with the steps past it SKIPPED(budget) and the
 # summary written; a run killed from outside leaves summary.txt and gpu-check.log with the steps
-# done so far. The fake bundle's test binary passes after 2 s; its ampctl only prints --version.
+# done so far. The fake bundle's test binary passes after 2 s; its ampctl only prints --version
+# (anything else fails after 1 s).
 # Usage: gpu_check_budget.sh WORK_DIR   (run from anywhere)
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,6 +17,9 @@ if [[ ${1:-} == --version ]]; then
   echo "backends: cpu, cuda (sm_75, sm_80, sm_90; PTX compute_90)"
   exit 0
 fi
+# Any other command takes a second, as a real one would: the steps then outlast a short budget
+# whatever else the machine has (the fake test binary's steps alone take only 10 s).
+sleep 1
 exit 1
 SH
 cat >"$work/bundle/ampctl_test_cuda" <<'SH'

@@ -464,6 +464,9 @@ void Trainer::stop(int signo) {
   } else {
     path = write_checkpoint();
   }
+  // No rank leaves before rank 0's checkpoint is written: a rank that exits first is taken by
+  // mpirun for a failed job, and it kills the others, rank 0 in the middle of its write.
+  if (m_run->comm->world_size() > 1) m_run->comm->barrier();
   const std::string where =
       m_stopped_in_step ? " between micro-batches of step " + std::to_string(*m_stopped_in_step) +
                               " (its partial gradients dropped), the state after step "
