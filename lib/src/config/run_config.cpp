@@ -165,6 +165,18 @@ bool scaler_enabled(const RunConfig& config) {
   return config.precision == Precision::fp16;
 }
 
+bool schedule_decays(const RunConfig& config) {
+  const SchedulerType t = config.scheduler.type;
+  return t == SchedulerType::linear || t == SchedulerType::cosine || t == SchedulerType::onecycle;
+}
+
+int64_t schedule_steps(const RunConfig& config) {
+  if (schedule_decays(config) && config.scheduler.decay_steps > 0) {
+    return config.scheduler.decay_steps;
+  }
+  return config.training.max_steps;
+}
+
 bool measures_grad_amax(const RunConfig& config) {
   return config.logging.grad_amax ||
          (config.scaler.policy == ScalePolicy::automatic && scaler_enabled(config));
@@ -592,6 +604,11 @@ Schema<RunConfig> make_run_schema() {
       float_field<C>(AMPCTL_KEY(scheduler.min_lr), 0.0, FloatRange::at_least(0.0),
                      "lr at the last step after warm-up (PyTorch's eta_min)")
           .when("scheduler.type", {"linear", "cosine"}),
+      int_field<C>(AMPCTL_KEY(scheduler.decay_steps), 0, {0, kMaxSteps},
+                   "steps the schedule decays over (nanoGPT's lr_decay_iters), then holds its "
+                   "last lr; 0 = training.max_steps. Set it to keep the decay when a resume "
+                   "extends training.max_steps")
+          .when("scheduler.type", {"linear", "cosine", "onecycle"}),
       int_field<C>(AMPCTL_KEY(scheduler.step_size), 100, {1, INT64_MAX},
                    "StepLR: multiply lr by gamma every step_size steps after warm-up")
           .when("scheduler.type", {"step"}),
@@ -719,9 +736,10 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(logging.numerics_every), 0, {0, INT64_MAX},
                    "count gradient underflow, subnormals and headroom per tensor every N steps "
                    "(metrics.jsonl numerics lines, summary scale_advice; fp16/bf16); 0 = off"),
-      bool_field<C>(AMPCTL_KEY(logging.grad_amax), false,
-                    "grad_amax on every train line: the largest |x| any rounding of the "
-                    "backward to fp16/bf16 saw (fp16/bf16; MLP, CNN, GPT)"),
+      bool_field<C>(AMPCTL_KEY(logging.grad_amax), true,
+                    "grad_amax on every train line, wherever it is measured (fp16/bf16; MLP, "
+                    "CNN, GPT): the largest |x| any rounding of the backward to fp16/bf16 saw, "
+                    "which `ampctl replay` replays"),
       bool_field<C>(AMPCTL_KEY(logging.tensorboard), false,
                     "also write TensorBoard scalars (events.out.tfevents.* in the run directory)"),
 
@@ -908,16 +926,18 @@ Schema<RunConfig> make_run_schema() {
          return "must be <= optimizer.lr (" + format_float(c.optimizer.lr) + "), got " +
                 format_float(c.scheduler.min_lr);
        }},
-      {{"scheduler.warmup_steps", "training.max_steps"},
+      {{"scheduler.warmup_steps", "training.max_steps", "scheduler.decay_steps"},
        [](const C& c) -> std::string {
          const SchedulerType t = c.scheduler.type;
+         const int64_t steps = schedule_steps(c);
          if ((t != SchedulerType::linear && t != SchedulerType::cosine) ||
-             c.scheduler.warmup_steps < c.training.max_steps) {
+             c.scheduler.warmup_steps < steps) {
            return {};
          }
-         return "must be < training.max_steps (" + std::to_string(c.training.max_steps) +
-                ") for a " + to_string(t) + " schedule, got " +
-                std::to_string(c.scheduler.warmup_steps);
+         const std::string of =
+             c.scheduler.decay_steps > 0 ? "scheduler.decay_steps" : "training.max_steps";
+         return "must be < " + of + " (" + std::to_string(steps) + ") for a " + to_string(t) +
+                " schedule, got " + std::to_string(c.scheduler.warmup_steps);
        }},
       {{"scaler.policy", "training.max_steps"},
        [](const C& c) -> std::string {

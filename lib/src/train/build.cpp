@@ -168,6 +168,15 @@ optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
   return o;
 }
 
+}  // namespace
+
+optim::LrSchedule make_schedule(const config::RunConfig& c) {
+  return optim::LrSchedule(schedule_options(c.scheduler), c.optimizer.lr,
+                           config::schedule_steps(c));
+}
+
+namespace {
+
 amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   amp::GradScalerOptions o;
   o.enabled = config::scaler_enabled(c);
@@ -517,8 +526,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     r.lm_block_size = lm_block_size(*r.model);
     data::check_lm_windows(r.lm, r.lm_block_size);
   }
-  r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
-                                                   cfg.optimizer.lr, cfg.training.max_steps);
+  r.schedule = std::make_unique<optim::LrSchedule>(make_schedule(cfg));
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
   std::vector<optim::ParamGroup> groups = param_groups(*r.model, cfg.optimizer.lr);
   std::optional<dist::Communicator::Range> shard;

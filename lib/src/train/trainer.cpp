@@ -19,6 +19,7 @@
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/optim/scheduler.h"
+#include "ampctl/run/numbers.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/build.h"
@@ -76,6 +77,10 @@ void Trainer::setup() {
   m_accum = grad_accum_steps_for(m_cfg, r.comm->world_size());
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
   monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
+  monitor.epoch_samples = r.language_model ? static_cast<double>(r.lm.train.size()) /
+                                                 static_cast<double>(r.lm_block_size)
+                                           : static_cast<double>(r.data.train.size());
+  monitor.json_console = m_json_console;
   // grad_amax (docs/reference.md): a model whose backward rounds through the hook, in fp16/bf16.
   const bool measured = r.model->numerics() != nullptr && r.model->roundings_instrumented();
   if (config::measures_grad_amax(m_cfg) && measured) {
@@ -296,9 +301,36 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
                  history.rewind.empty() ? "" : "rewind: ", dropped, dropped == 1 ? "" : "s",
                  ck.step, removed.empty() ? "" : " and removed ", removed);
   }
-  spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})",
+  spdlog::info("backend {}, precision {}, loss scaling {} (scale {})",
                m_run->backend->description(), config::to_string(m_cfg.precision),
-               m_run->scaler->is_enabled() ? "on" : "off", m_run->scaler->get_scale());
+               m_run->scaler->is_enabled() ? "on" : "off",
+               files::short_scale(m_run->scaler->get_scale()));
+  log_schedule_change(ck);
+}
+
+void Trainer::log_schedule_change(const checkpoint::CheckpointData& ck) const {
+  const config::RunConfig before = config::from_json(ck.config, "the checkpoint's configuration");
+  const int64_t old_max = before.training.max_steps, new_max = m_cfg.training.max_steps;
+  if (old_max == new_max || !config::schedule_decays(m_cfg) || ck.step >= new_max) return;
+  // Iteration ck.step is the next step's (lr_at is 0-based).
+  const double was = make_schedule(before).lr_at(ck.step);
+  const double now = m_run->schedule->lr_at(ck.step);
+  const int64_t old_len = config::schedule_steps(before), new_len = config::schedule_steps(m_cfg);
+  const char* type = config::to_string(m_cfg.scheduler.type);
+  if (old_len == new_len) {
+    spdlog::info(
+        "schedule: training.max_steps {} -> {}; the {} schedule keeps its {} steps "
+        "(scheduler.decay_steps): lr at step {} {} (was {})",
+        old_max, new_max, type, new_len, ck.step + 1, files::short_number(now),
+        files::short_number(was));
+    return;
+  }
+  spdlog::warn(
+      "schedule: training.max_steps {} -> {} stretches the {} schedule from {} to {} steps: lr at "
+      "step {} {} -> {}; to keep the old decay (the lr then holds its end value), resume with "
+      "--set scheduler.decay_steps={}",
+      old_max, new_max, type, old_len, new_len, ck.step + 1, files::short_number(was),
+      files::short_number(now), old_len);
 }
 
 bool Trainer::done() const {
@@ -459,8 +491,9 @@ TrainOutcome Trainer::finish() {
   const nlohmann::json summary = files::to_json(summary_of(files::kStatusOk));
   write_summary(summary);
   if (is_root()) {
-    spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
-                 t.steps_done, t.skipped, t.final_loss, t.final_scale, m_monitor->elapsed());
+    spdlog::info("done: {} steps, {} skipped, final loss {}, final scale {}, {} s", t.steps_done,
+                 t.skipped, files::short_number(t.final_loss), files::short_scale(t.final_scale),
+                 files::short_number(m_monitor->elapsed()));
   }
   m_monitor->log_phases();
   m_monitor->log_most_overflowing();

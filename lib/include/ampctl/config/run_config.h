@@ -151,6 +151,7 @@ struct SchedulerConfig {
   SchedulerType type{};
   int64_t warmup_steps = 0;          // all but onecycle
   double min_lr = 0.0;               // linear, cosine
+  int64_t decay_steps = 0;           // linear, cosine, onecycle: 0 = training.max_steps
   int64_t step_size = 0;             // step
   double gamma = 0.0;                // step
   double max_lr = 0.0;               // onecycle
@@ -259,6 +260,13 @@ struct RunConfig {
 
 // scaler.enabled with `auto` resolved: on for fp16, off for bf16 and fp32.
 bool scaler_enabled(const RunConfig& config);
+// The steps a linear, cosine or onecycle schedule decays over: scheduler.decay_steps, or
+// training.max_steps when it is 0 (nanoGPT's lr_decay_iters; the lr stays at the schedule's end
+// after them). Other schedules: training.max_steps.
+int64_t schedule_steps(const RunConfig& config);
+// Whether the schedule's lr depends on its length (linear, cosine, onecycle): a change of
+// training.max_steps re-stretches it unless scheduler.decay_steps fixes the length.
+bool schedule_decays(const RunConfig& config);
 // Whether every step measures grad_amax: logging.grad_amax, or scaler.policy auto with the
 // scaler on (the rule reads it).
 bool measures_grad_amax(const RunConfig& config);

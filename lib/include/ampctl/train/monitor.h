@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -76,6 +77,13 @@ struct MonitorOptions {
   std::optional<DType> grad_amax;
   int64_t grad_accum = 1;
   Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
+  // Examples in one pass over the training data (a language model's: its tokens /
+  // tokens_per_sample): the console's epoch, the passes so far. 0: no epoch shown.
+  double epoch_samples = 0;
+  // `--log-format json`: each console line becomes its step's metrics line (the same JSON
+  // object metrics.jsonl holds), written to this stream, and each evaluation's line too; null:
+  // the text lines (spdlog).
+  std::FILE* json_console = nullptr;
 };
 
 // The running outcome of a run (summary.json and the checkpoint carry it: run/totals.h).
@@ -213,6 +221,11 @@ class Monitor {
     std::vector<HostInfo> info;  // reserved to capacity: no allocation per step
   };
   void check_metrics_stream();
+  // Whether `step` gets a console line: logging.every_steps' multiples and the last step.
+  bool is_console_step(int64_t step) const;
+  // The compact console line of the interval that ends at `step` (docs/reference.md, "Console").
+  void log_console_line(int64_t step, double scale) const;
+  void write_json_console(const std::string& line) const;
 
   Backend* m_backend;
   amp::GradScaler* m_scaler;
@@ -237,8 +250,10 @@ class Monitor {
   // The console interval so far (it may span several read-backs): finite losses and grad_norms
   // summed, steps, and overflows per tensor.
   double m_int_loss_sum = 0, m_int_norm_sum = 0;
-  double m_int_amax = 0;  // the interval's largest grad_amax
   int64_t m_int_loss_n = 0, m_int_norm_n = 0, m_int_steps = 0;
+  // The interval's time in steps and the examples they took (ms/step, samples/s).
+  double m_int_seconds = 0;
+  int64_t m_int_samples = 0;
   std::vector<int64_t> m_int_counts;
 
   // The step being timed.
