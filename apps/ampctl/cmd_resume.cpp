@@ -209,15 +209,24 @@ Prepared prepare(const ResumeOptions& options) {
 // A run that finished at the checkpoint: its step is training.max_steps, no evaluation is
 // pending and its summary.json says ok (a run stopped or diverged at its last step still has
 // its outcome to write).
-bool is_finished(const Prepared& p) {
+// A run stopped early (training.early_stop) at the checkpoint's step is finished too, unless the
+// resume turns the early stop off. Returns the key that ended it, or "" when it is not finished.
+std::string finished_by(const Prepared& p) {
   const checkpoint::CheckpointData& ck = p.loaded.data;
-  if (ck.step != p.cfg.training.max_steps) return false;
   const auto pending = ck.metrics.find("pending_eval");
-  if (pending != ck.metrics.end() && pending->is_boolean() && pending->get<bool>()) return false;
+  if (pending != ck.metrics.end() && pending->is_boolean() && pending->get<bool>()) return {};
   std::ifstream in(p.run_dir / run::kSummaryFile);
-  if (!in) return false;
+  if (!in) return {};
   const nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  return summary.is_object() && run::summary_status(summary) == run::kStatusOk;
+  if (!summary.is_object() || run::summary_status(summary) != run::kStatusOk) return {};
+  if (ck.step == p.cfg.training.max_steps) return "training.max_steps";
+  const auto early = summary.find("early_stop");
+  if (early != summary.end() && early->is_object() &&
+      early->value("step", int64_t{-1}) == ck.step &&
+      p.cfg.training.early_stop.metric != config::EvalMetric::none) {
+    return "training.early_stop";
+  }
+  return {};
 }
 
 int run_resume(const ResumeOptions& options) {
@@ -238,7 +247,22 @@ int run_resume(const ResumeOptions& options) {
   const config::RunConfig& cfg = prepared.cfg;
   const train::ResumeHistory& history = prepared.history;
   const fs::path& run_dir = prepared.run_dir;
-  if (options.run_dir.empty() && !options.rewind && is_finished(prepared)) {
+  const std::string finished =
+      options.run_dir.empty() && !options.rewind ? finished_by(prepared) : std::string();
+  if (finished == "training.early_stop") {
+    if (root) {
+      spdlog::info(
+          "run '{}' in {} stopped early at step {} (training.early_stop): nothing to "
+          "resume",
+          cfg.name, run_dir.string(), loaded.data.step);
+      spdlog::info(
+          "to train it on: ampctl resume --checkpoint {} --set "
+          "training.early_stop.metric=none",
+          run_dir.string());
+    }
+    return 0;
+  }
+  if (!finished.empty()) {
     // Nothing to run: said without loading the data (every rank sees the same files).
     if (root) {
       const int64_t k = loaded.data.step;

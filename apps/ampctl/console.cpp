@@ -9,8 +9,6 @@
 #include <memory>
 #include <string_view>
 
-#include "ampctl/core/error.h"
-
 namespace ampctl::app {
 namespace {
 

@@ -615,6 +615,12 @@ MonitorOptions monitor_options(const config::RunConfig& cfg, Clock::time_point s
   o.profile = cfg.logging.profile;
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.start = start;
+  const auto metric = [](config::EvalMetric m) {
+    return m == config::EvalMetric::none ? std::string() : std::string(config::to_string(m));
+  };
+  o.keep_best = metric(cfg.checkpoint.keep_best);
+  o.early_stop = metric(cfg.training.early_stop.metric);
+  o.early_stop_min_delta = cfg.training.early_stop.min_delta;
   return o;
 }
 

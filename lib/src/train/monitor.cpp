@@ -59,6 +59,37 @@ void Streak::reset() {
   std::fill(counts.begin(), counts.end(), 0);
 }
 
+bool MetricTracker::update(int64_t step, double loss, std::optional<double> accuracy) {
+  if (!active()) return false;
+  const bool lower = metric == "eval_loss";
+  const std::optional<double> v =
+      lower ? (std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt) : accuracy;
+  const bool improved = v && (!best || (lower ? *v < *best - min_delta : *v > *best + min_delta));
+  if (improved) {
+    best = v;
+    best_step = step;
+    since = 0;
+  } else {
+    ++since;
+  }
+  return improved;
+}
+
+nlohmann::json MetricTracker::to_json() const {
+  return {{"metric", metric},
+          {"best", best ? nlohmann::json(*best) : nlohmann::json()},
+          {"best_step", best_step},
+          {"since", since}};
+}
+
+void MetricTracker::restore(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("metric", std::string()) != metric) return;
+  const auto b = j.find("best");
+  best = b != j.end() && b->is_number() ? std::optional<double>(b->get<double>()) : std::nullopt;
+  best_step = j.value("best_step", int64_t{0});
+  since = j.value("since", int64_t{0});
+}
+
 Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& optimizer,
                  const FlatLayout& layout, const MonitorOptions& options)
     : m_backend(&backend),
@@ -95,6 +126,21 @@ Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& op
   m_ring.host_seg.assign(static_cast<size_t>(m_ring.capacity * m_ring.segments), 0);
   m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
   m_int_counts.assign(static_cast<size_t>(m_ring.segments), 0);
+  m_keep_best.metric = options.keep_best;
+  m_early_stop.metric = options.early_stop;
+  m_early_stop.min_delta = options.early_stop_min_delta;
+}
+
+nlohmann::json Monitor::trackers_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (m_keep_best.active()) j["keep_best"] = m_keep_best.to_json();
+  if (m_early_stop.active()) j["early_stop"] = m_early_stop.to_json();
+  return j;
+}
+
+void Monitor::restore_trackers(const nlohmann::json& j) {
+  if (j.contains("keep_best")) m_keep_best.restore(j.at("keep_best"));
+  if (j.contains("early_stop")) m_early_stop.restore(j.at("early_stop"));
 }
 
 void Monitor::open_metrics(const std::filesystem::path& path, bool append) {
@@ -471,6 +517,8 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
   line.accuracy = accuracy;
   if (m_opts.tokens_per_sample > 0) line.perplexity = std::exp(loss);
   line.time_s = seconds_since(m_t0);
+  m_last_eval_best = m_keep_best.update(step, loss, accuracy);
+  m_early_stop.update(step, loss, accuracy);
   const nlohmann::json j = run::to_json(line);
   if (m_writer) {
     m_metrics << j.dump() << '\n';

@@ -334,7 +334,7 @@ void Trainer::log_schedule_change(const checkpoint::CheckpointData& ck) const {
 }
 
 bool Trainer::done() const {
-  return m_next_step > m_cfg.training.max_steps;
+  return m_next_step > m_cfg.training.max_steps || m_stopped_early;
 }
 
 void Trainer::flush_and_check() {
@@ -356,12 +356,33 @@ void Trainer::step() {
   if (m_monitor->diverged() && !m_diverging) diverge();
   m_monitor->step_closed();
   const int64_t eval_every = m_cfg.training.eval_every;
-  if (eval_every > 0 && step % eval_every == 0 && step != max_steps) {
+  const bool eval_step = eval_every > 0 && step % eval_every == 0 && step != max_steps;
+  bool evaluated = false;
+  if (eval_step) {
     flush_and_check();
     m_monitor->totals().last_eval = evaluate(step);
+    evaluated = !m_eval_pending;
   }
+  // Periodic checkpoints: every checkpoint.every_steps, at every evaluation step
+  // (checkpoint.at_eval), and at each evaluation that is keep_best's new best.
   const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
-  if (ckpt_every > 0 && step % ckpt_every == 0 && step != max_steps) write_checkpoint();
+  const bool periodic = (ckpt_every > 0 && step % ckpt_every == 0) ||
+                        (m_cfg.checkpoint.at_eval && eval_step) ||
+                        (evaluated && m_monitor->last_eval_was_best());
+  if (periodic && step != max_steps) write_checkpoint();
+  // training.early_stop: finish() comes next (the evaluation and the checkpoint are this step's).
+  const MetricTracker& early = m_monitor->early_stop();
+  if (evaluated && early.active() && early.since >= m_cfg.training.early_stop.patience) {
+    m_stopped_early = true;
+    if (is_root()) {
+      spdlog::info(
+          "early stop at step {}: {} has not improved by more than {} in {} evaluations (best {} "
+          "at step {}; training.early_stop)",
+          step, early.metric, files::short_number(m_cfg.training.early_stop.min_delta), early.since,
+          early.best ? files::short_number(*early.best) : std::string("-"), early.best_step);
+    }
+    return;
+  }
   // After the last step finish() comes next: it honours a stop request in its evaluation and
   // writes a checkpoint anyway.
   if (step == max_steps) return;
@@ -479,7 +500,8 @@ TrainOutcome Trainer::finish() {
   flush_and_check();
   RunTotals& t = m_monitor->totals();
   // A resume with nothing left to run (the checkpoint is the end) evaluates nothing twice.
-  const bool ran = !m_resumed_at || m_next_step - 1 > *m_resumed_at;
+  // An early stop evaluated its step already.
+  const bool ran = (!m_resumed_at || m_next_step - 1 > *m_resumed_at) && !m_stopped_early;
   if (ran) t.last_eval = evaluate(t.steps_done);
   m_run->backend->synchronize();
   // A stop request cut the final evaluation short: checkpoint (the resumed run evaluates). One
@@ -525,6 +547,23 @@ files::Summary Trainer::summary_of(const std::string& status) const {
     s.scale_advice = m_numerics->summary().advice_json();
   }
   s.version = AMPCTL_VERSION;
+  const MetricTracker& best = m_monitor->keep_best();
+  if (best.active() && best.best) {
+    s.best_checkpoint = {
+        {"metric", best.metric},
+        {"value", *best.best},
+        {"step", best.best_step},
+        {"checkpoint",
+         (m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(best.best_step)).string()}};
+  }
+  const MetricTracker& early = m_monitor->early_stop();
+  if (m_stopped_early) {
+    s.early_stop = {{"step", t.steps_done},
+                    {"metric", early.metric},
+                    {"best", early.best ? nlohmann::json(*early.best) : nlohmann::json()},
+                    {"best_step", early.best_step},
+                    {"patience", m_cfg.training.early_stop.patience}};
+  }
   return s;
 }
 
@@ -599,11 +638,30 @@ fs::path Trainer::write_checkpoint() {
   }
   const checkpoint::CheckpointData d = checkpoint_data();
   fs::path path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(d.step);
-  if (is_root()) {
-    path = checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last);
-    spdlog::info("checkpoint: {}", path.string());
-  }
+  if (is_root()) path = write_checkpoint_file(d);
   m_last_checkpoint = d.step;
+  return path;
+}
+
+fs::path Trainer::write_checkpoint_file(const checkpoint::CheckpointData& d) {
+  const MetricTracker& best = m_monitor->keep_best();
+  std::vector<std::string> keep;
+  if (best.active() && best.best) keep.push_back(checkpoint::checkpoint_file_name(best.best_step));
+  std::vector<fs::path> removed;
+  const fs::path path =
+      checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last, keep, &removed);
+  const bool is_best = best.active() && best.best && best.best_step == d.step;
+  spdlog::info("checkpoint: {}{}", path.string(),
+               is_best ? fmt::format(" (best {} {}, checkpoint.keep_best)", best.metric,
+                                     files::short_number(*best.best))
+                       : std::string());
+  if (!removed.empty()) {
+    std::string names;
+    for (const fs::path& f : removed) names += (names.empty() ? "" : ", ") + f.filename().string();
+    spdlog::info("checkpoint: removed {} (checkpoint.keep_last {}{})", names,
+                 m_cfg.checkpoint.keep_last,
+                 best.active() ? "; the best by " + best.metric + " is kept besides" : "");
+  }
   return path;
 }
 
@@ -642,8 +700,7 @@ void Trainer::diverge() {
     } else {
       const checkpoint::CheckpointData data = checkpoint_data();
       ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(data.step);
-      if (is_root())
-        ckpt = checkpoint::write_checkpoint(m_run_dir, data, m_cfg.checkpoint.keep_last);
+      if (is_root()) ckpt = write_checkpoint_file(data);
       m_last_checkpoint = data.step;
     }
     ckpt_step = last;

@@ -190,6 +190,9 @@ class Trainer {
   // Several ranks: Error{runtime} unless every rank's parameters have the same bits.
   void check_replicas() const;
   void log_start() const;
+  // checkpoint::write_checkpoint with keep_last and keep_best's file kept, the prune named on
+  // the console.
+  std::filesystem::path write_checkpoint_file(const checkpoint::CheckpointData& d);
   // A resume that changes training.max_steps on a decaying schedule: the lr of the next step
   // under the checkpoint's schedule and under this one, and the key that keeps the old decay.
   void log_schedule_change(const checkpoint::CheckpointData& ck) const;
@@ -207,6 +210,7 @@ class Trainer {
   int64_t m_next_step = 1;
   std::optional<int64_t> m_resumed_at;  // the checkpoint's step, when resumed
   std::FILE* m_json_console = nullptr;  // set_json_console
+  bool m_stopped_early = false;         // training.early_stop ended the run at m_next_step - 1
   int64_t m_last_checkpoint = -1;       // the step of the last checkpoint written
   // A signal cut the evaluation of the last step short: the checkpoint says so and resume runs
   // that evaluation first.
