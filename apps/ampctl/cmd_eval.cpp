@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ampctl/core/error.h"
+#include "ampctl/run/numbers.h"
 #include "ampctl/train/evaluate.h"
 #include "commands.h"
 
@@ -50,9 +51,13 @@ int run_eval(const EvalOptions& options) {
   if (options.json) {
     std::printf("%s\n", r.dump().c_str());
   } else {
-    std::string line = "eval loss " + nlohmann::json(r["loss"].get<double>()).dump();
-    if (r.contains("accuracy")) line += " accuracy " + r["accuracy"].dump();
-    if (r.contains("perplexity")) line += " perplexity " + r["perplexity"].dump();
+    // The console's short format (4 significant digits); --json has every digit.
+    const auto number = [](const nlohmann::ordered_json& v) {
+      return v.is_number() ? run::short_number(v.get<double>()) : std::string("-");
+    };
+    std::string line = "eval loss " + number(r["loss"]);
+    if (r.contains("accuracy")) line += " accuracy " + number(r["accuracy"]);
+    if (r.contains("perplexity")) line += " perplexity " + number(r["perplexity"]);
     line += " (" + r["rows"].dump() + " rows; " + r["source"].get<std::string>();
     if (!r["step"].is_null()) line += ", step " + r["step"].dump();
     line += ")";

@@ -7,8 +7,11 @@
 // same for every setting), device, optimizer.lr, scheduler.* (the schedule continues from the
 // checkpoint's step with the new values) and scaler.* but scaler.enabled and scaler.init_scale
 // (the scale continues from the checkpoint's, under the new rule and settings).
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,10 +27,12 @@
 #include "ampctl/core/run_lock.h"
 #include "ampctl/dist/process_group.h"
 #include "ampctl/run/layout.h"
+#include "ampctl/run/summary.h"
 #include "ampctl/train/agreement.h"
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
+#include "console.h"
 
 namespace ampctl::app {
 
@@ -40,6 +45,7 @@ struct ResumeOptions {
   std::vector<std::string> sets;
   std::string run_dir;  // a branch: continue in this new directory
   bool rewind = false;  // drop the run's history after the checkpoint and continue in place
+  ConsoleFlags console;
 };
 
 // Refuses overrides that change a key whose state the checkpoint holds (config/resume_rules.h):
@@ -122,10 +128,16 @@ void check_branch_dir(const fs::path& target, const fs::path& source) {
 
 [[noreturn]] void refuse_replacing_history(const std::string& given, int64_t step,
                                            const std::vector<fs::path>& later) {
+  // A few by name; more as the first, the last and the count (a long run keeps many).
   std::string names;
-  for (const fs::path& f : later) {
-    if (!names.empty()) names += ", ";
-    names += f.filename().string();
+  if (later.size() <= 3) {
+    for (const fs::path& f : later) {
+      if (!names.empty()) names += ", ";
+      names += f.filename().string();
+    }
+  } else {
+    names = std::to_string(later.size()) + ": " + later.front().filename().string() + " to " +
+            later.back().filename().string();
   }
   const std::string k = std::to_string(step);
   throw Error{ErrorKind::usage,
@@ -189,7 +201,31 @@ Prepared prepare(const ResumeOptions& options) {
   return p;
 }
 
+// A run that finished at the checkpoint: its step is training.max_steps, no evaluation is
+// pending and its summary.json says ok (a run stopped or diverged at its last step still has
+// its outcome to write).
+// A run stopped early (training.early_stop) at the checkpoint's step is finished too, unless the
+// resume turns the early stop off. Returns the key that ended it, or "" when it is not finished.
+std::string finished_by(const Prepared& p) {
+  const checkpoint::CheckpointData& ck = p.loaded.data;
+  const auto pending = ck.metrics.find("pending_eval");
+  if (pending != ck.metrics.end() && pending->is_boolean() && pending->get<bool>()) return {};
+  std::ifstream in(p.run_dir / run::kSummaryFile);
+  if (!in) return {};
+  const nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!summary.is_object() || run::summary_status(summary) != run::kStatusOk) return {};
+  if (ck.step == p.cfg.training.max_steps) return "training.max_steps";
+  const auto early = summary.find("early_stop");
+  if (early != summary.end() && early->is_object() &&
+      early->value("step", int64_t{-1}) == ck.step &&
+      p.cfg.training.early_stop.metric != config::EvalMetric::none) {
+    return "training.early_stop";
+  }
+  return {};
+}
+
 int run_resume(const ResumeOptions& options) {
+  std::FILE* json_console = apply_console(options.console);
   // Before any input is opened (signals.h).
   train::install_stop_handlers();
   // Several ranks stop together, at the trainer's agreement: loading gives up on no rank alone.
@@ -206,6 +242,39 @@ int run_resume(const ResumeOptions& options) {
   const config::RunConfig& cfg = prepared.cfg;
   const train::ResumeHistory& history = prepared.history;
   const fs::path& run_dir = prepared.run_dir;
+  const std::string finished =
+      options.run_dir.empty() && !options.rewind ? finished_by(prepared) : std::string();
+  if (finished == "training.early_stop") {
+    if (root) {
+      spdlog::info(
+          "run '{}' in {} stopped early at step {} (training.early_stop): nothing to "
+          "resume",
+          cfg.name, run_dir.string(), loaded.data.step);
+      spdlog::info(
+          "to train it on: ampctl resume --checkpoint {} --set "
+          "training.early_stop.metric=none",
+          run_dir.string());
+    }
+    return 0;
+  }
+  if (!finished.empty()) {
+    // Nothing to run: said without loading the data (every rank sees the same files).
+    if (root) {
+      const int64_t k = loaded.data.step;
+      spdlog::info("run '{}' in {} finished at step {} (training.max_steps): nothing to resume",
+                   cfg.name, run_dir.string(), k);
+      spdlog::info(
+          "to train it further: ampctl resume --checkpoint {} --set training.max_steps=N, N > "
+          "{}{}",
+          run_dir.string(), k,
+          config::schedule_decays(cfg) && cfg.scheduler.decay_steps == 0
+              ? fmt::format(" (add --set scheduler.decay_steps={} to keep the {} schedule's "
+                            "length: the lr then holds its end value)",
+                            k, config::to_string(cfg.scheduler.type))
+              : std::string());
+    }
+    return 0;
+  }
   if (const int signo = dist::process_world_size() == 1 ? train::stop_signal() : 0) {
     std::fprintf(stderr, "stopped by %s before training resumed; nothing was written\n",
                  train::signal_name(signo));
@@ -213,6 +282,7 @@ int run_resume(const ResumeOptions& options) {
   }
   try {
     train::Trainer trainer(cfg, run_dir);
+    trainer.set_json_console(json_console);
     try {
       trainer.resume(loaded.data, history);
     } catch (const Error& e) {  // a state that does not restore: name the file it came from
@@ -247,6 +317,7 @@ void register_resume(CLI::App& app, Commands& commands) {
                 "continue in place from a checkpoint older than the run's newest: its later "
                 "checkpoints and metrics lines are dropped")
       ->excludes(run_dir);
+  add_console_options(*sub, options->console);
   commands.push_back({sub, [options] { return run_resume(*options); }});
 }
 

@@ -17,6 +17,7 @@
 #include "ampctl/train/signals.h"
 #include "ampctl/train/trainer.h"
 #include "commands.h"
+#include "console.h"
 
 namespace ampctl::app {
 
@@ -28,6 +29,7 @@ struct TrainOptions {
   std::string run_dir;
   std::string init_from;
   bool print_config = false;
+  ConsoleFlags console;
 };
 
 // --init-from PATH is init.from=PATH after the --set overrides (a YAML single-quoted scalar, so
@@ -61,6 +63,7 @@ void refuse_config_in_run_dir(const std::filesystem::path& config,
 }
 
 int run_train(const TrainOptions& options) {
+  std::FILE* json_console = apply_console(options.console);
   // Before any input is opened: a signal while the config or data is read is then recorded and
   // honoured, never the default action (signals.h).
   train::install_stop_handlers();
@@ -92,7 +95,9 @@ int run_train(const TrainOptions& options) {
     return train::stop_exit_code(signo);
   }
   try {
-    train::train(resolved, dir);
+    train::Trainer trainer(resolved, dir);
+    trainer.set_json_console(json_console);
+    trainer.run();
   } catch (const Error& e) {
     return interrupted_exit(e);
   }
@@ -118,6 +123,7 @@ void register_train(CLI::App& app, Commands& commands) {
       ->type_name("PATH");
   sub->add_flag("--print-config", options->print_config,
                 "print the resolved configuration before training");
+  add_console_options(*sub, options->console);
   commands.push_back({sub, [options] { return run_train(*options); }});
 }
 

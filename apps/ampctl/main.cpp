@@ -1,6 +1,10 @@
 // ampctl's entry point: parses the command line and maps every ampctl::Error to the exit codes of
 // docs/reference.md. This is the only place that catches errors and prints them.
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
@@ -21,6 +25,7 @@
 #include "ampctl/train/agreement.h"
 #include "ampctl/train/signals.h"
 #include "commands.h"
+#include "console.h"
 
 namespace ampctl::app {
 namespace {
@@ -159,14 +164,30 @@ int finish(int code) {
 
 }  // namespace
 
+namespace {
+
+// Whether stdout is a pipe whose reading end is closed (an earlier write failed with EPIPE, and
+// errno no longer says so): poll reports POLLERR on such a pipe.
+bool stdout_reader_gone() {
+  struct stat st {};
+  if (fstat(STDOUT_FILENO, &st) != 0 || !S_ISFIFO(st.st_mode)) return false;
+  pollfd p{STDOUT_FILENO, POLLOUT, 0};
+  return poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0;
+}
+
+}  // namespace
+
 // Every command's output reaches its destination or the command fails: text still buffered
-// for stdout is written now, and a write that failed (a full disk, /dev/full, a closed pipe)
-// turns an exit 0 into exit 1 with the reason (a failed command keeps its own code).
+// for stdout is written now, and a write that failed (a full disk, /dev/full) turns an exit 0
+// into exit 1 with the reason (a failed command keeps its own code); a closed pipe is no failure.
 int check_stdout(int code) {
   errno = 0;
   const bool flushed = std::fflush(stdout) == 0;
   const int err = errno;
   if (flushed && !std::ferror(stdout)) return code;
+  // A reader that stopped reading (`ampctl validate ... | head`) wanted no more: that is not a
+  // failure to report (SIGPIPE is ignored, so the write returned EPIPE instead of ending us).
+  if (err == EPIPE || stdout_reader_gone()) return code;
   std::fprintf(stderr, "error: cannot write the standard output: %s\n",
                err != 0 ? std::strerror(err) : "a write failed");
   return code != 0 ? code : 1;
@@ -188,6 +209,7 @@ int run_command(int argc, char** argv) {
   // the code reports, not as a signal that kills the run mid-checkpoint.
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
+  ampctl::app::apply_console({});  // plain lines, no timestamps (train and resume take flags)
   CLI::App app{"ampctl: fp16 mixed-precision training with dynamic loss scaling"};
   app.set_version_flag("--version", version_text());
   app.require_subcommand(0, 1);

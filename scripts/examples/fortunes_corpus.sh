@@ -47,6 +47,9 @@ mkdir -p "$(dirname "$out")"
 tmp=$(mktemp "$out.tmp.XXXXXX")
 trap 'rm -f "$tmp"' EXIT
 for f in "${files[@]}"; do cat "$src/$f"; done >"$tmp"
+# mktemp makes the file 0600; the corpus gets the mode any new file gets here (0666 less the
+# umask), as `cat > OUT` would give it.
+chmod "$(printf '%o' $((0666 & ~$(umask))))" "$tmp"
 mv "$tmp" "$out"
 trap - EXIT
 echo "fortunes_corpus: ${#files[@]} files of $packages, $(wc -c <"$out") bytes -> $out"

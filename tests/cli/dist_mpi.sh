@@ -266,7 +266,6 @@ EOF2
   amaxes two/metrics.jsonl >two.amax || fail "a 2-rank train line without a positive grad_amax"
   [ "$(wc -l <one.amax)" = 8 ] || fail "expected 8 train lines"
   diff two.amax one.amax || fail "grad_amax differs between 1 and 2 ranks"
-  grep -q "grad_amax" one.err one.out || fail "no grad_amax on the console line"
   ;;
 auto)
   # scaler.policy auto (docs/reference.md, "Set from measurement") decides the same on every rank

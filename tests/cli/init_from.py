@@ -118,7 +118,9 @@ ev = json.loads(p.stdout)
 if ev["loss"] != src_eval["loss"] or ev["step"] != 6:
     fail(f"eval --json {ev} != the run's last eval line {src_eval}")
 p = run("eval", "--checkpoint", SRC)
-if not p.stdout.startswith("eval loss " + json.dumps(src_eval["loss"])):
+# The text line has the console's short format (4 significant digits, as C's %.4g); --json every
+# digit.
+if not p.stdout.startswith("eval loss %.4g perplexity " % src_eval["loss"]):
     fail(f"eval printed {p.stdout!r}, the run's last eval loss is {src_eval['loss']!r}")
 
 # The safetensors export, the run directory and the hf export each start a run at that loss.

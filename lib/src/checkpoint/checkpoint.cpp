@@ -653,7 +653,8 @@ LoadedCheckpoint locate(const fs::path& path, bool load_file) {
   return {path, parse_checkpoint(read_file(path), path.string())};
 }
 
-void prune(const fs::path& dir, const std::string& keep_name, int64_t keep_last) {
+void prune(const fs::path& dir, const std::string& keep_name, int64_t keep_last,
+           const std::vector<std::string>& keep, std::vector<fs::path>* removed) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -670,6 +671,7 @@ void prune(const fs::path& dir, const std::string& keep_name, int64_t keep_last)
   int64_t kept = 0;
   for (const Candidate& c : all) {
     if (c.path.filename() == keep_name) continue;
+    if (std::find(keep.begin(), keep.end(), c.path.filename().string()) != keep.end()) continue;
     if (kept < keep_last - 1) {
       ++kept;
       continue;
@@ -677,6 +679,8 @@ void prune(const fs::path& dir, const std::string& keep_name, int64_t keep_last)
     std::error_code rm;
     if (!fs::remove(c.path, rm) && rm) {
       spdlog::warn("cannot remove old checkpoint {}: {}", c.path.string(), rm.message());
+    } else if (removed != nullptr) {
+      removed->push_back(c.path);
     }
   }
 }
@@ -813,7 +817,8 @@ std::string checkpoint_file_name(int64_t step) {
   return buf;
 }
 
-fs::path write_checkpoint(const fs::path& run_dir, const CheckpointData& data, int64_t keep_last) {
+fs::path write_checkpoint(const fs::path& run_dir, const CheckpointData& data, int64_t keep_last,
+                          const std::vector<std::string>& keep, std::vector<fs::path>* removed) {
   if (keep_last < 1) {
     throw Error{ErrorKind::invalid_argument,
                 "write_checkpoint: keep_last must be >= 1, got " + std::to_string(keep_last)};
@@ -828,7 +833,7 @@ fs::path write_checkpoint(const fs::path& run_dir, const CheckpointData& data, i
   write_file_atomic(dir / name, text);
   write_file_atomic(dir / kLatest, name + "\n");
   try {
-    prune(dir, name, keep_last);
+    prune(dir, name, keep_last, keep, removed);
   } catch (const Error& e) {
     // The checkpoint is safely written; old files left behind are only a nuisance.
     spdlog::warn("checkpoint {} written, but pruning old ones failed: {}", name, e.what());

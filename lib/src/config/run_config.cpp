@@ -75,6 +75,9 @@ constexpr Names<OnOverflow> kOnOverflow[] = {{OnOverflow::skip, "skip"},
                                              {OnOverflow::retry, "retry"}};
 constexpr Names<OnMinScale> kOnMinScale[] = {{OnMinScale::keep_going, "continue"},
                                              {OnMinScale::stop, "stop"}};
+constexpr Names<EvalMetric> kEvalMetric[] = {{EvalMetric::none, "none"},
+                                             {EvalMetric::eval_loss, "eval_loss"},
+                                             {EvalMetric::eval_accuracy, "eval_accuracy"}};
 
 // The rules' names joined by `sep` ("pytorch | deepspeed | ...").
 std::string scale_rule_names(const char* sep) {
@@ -157,6 +160,9 @@ const char* to_string(OnOverflow v) {
 const char* to_string(OnMinScale v) {
   return name_in(kOnMinScale, v);
 }
+const char* to_string(EvalMetric v) {
+  return name_in(kEvalMetric, v);
+}
 
 Task task_of(const DataSource& source) {
   switch (source.source) {
@@ -182,6 +188,23 @@ bool scaler_enabled(const RunConfig& config) {
       break;
   }
   return config.precision == Precision::fp16;
+}
+
+bool schedule_decays(const RunConfig& config) {
+  const SchedulerType t = config.scheduler.type;
+  return t == SchedulerType::linear || t == SchedulerType::cosine || t == SchedulerType::onecycle;
+}
+
+int64_t schedule_steps(const RunConfig& config) {
+  if (schedule_decays(config) && config.scheduler.decay_steps > 0) {
+    return config.scheduler.decay_steps;
+  }
+  return config.training.max_steps;
+}
+
+bool has_eval_data(const RunConfig& config) {
+  return config.data.eval.has_value() ||
+         (is_language_model(config.data.train) && config.data.train.split_fraction > 0);
 }
 
 bool measures_grad_amax(const RunConfig& config) {
@@ -546,6 +569,21 @@ bool is_scaler_setting(const std::string& path) {
          path != "scaler.on_overflow" && path != "scaler.on_min_scale";
 }
 
+// A metric the run's evaluations do not give ("" when they do).
+std::string eval_metric_problem(const RunConfig& c, EvalMetric m) {
+  if (m == EvalMetric::none) return {};
+  if (!has_eval_data(c)) {
+    return std::string(to_string(m)) +
+           " needs evaluations, and the run has no evaluation data: set data.eval";
+  }
+  if (m == EvalMetric::eval_accuracy &&
+      (is_language_model(c.data.train) || task_of(c.data.train) != Task::classification)) {
+    return "eval_accuracy needs a classification task (a language model or a regression has "
+           "no accuracy): use eval_loss";
+  }
+  return {};
+}
+
 // ---- the table, in the order of docs/reference.md's listing ("Configuration") ----
 
 Schema<RunConfig> make_run_schema() {
@@ -659,6 +697,11 @@ Schema<RunConfig> make_run_schema() {
       float_field<C>(AMPCTL_KEY(scheduler.min_lr), 0.0, FloatRange::at_least(0.0),
                      "lr at the last step after warm-up (PyTorch's eta_min)")
           .when("scheduler.type", {"linear", "cosine"}),
+      int_field<C>(AMPCTL_KEY(scheduler.decay_steps), 0, {0, kMaxSteps},
+                   "steps the schedule decays over (nanoGPT's lr_decay_iters), then holds its "
+                   "last lr; 0 = training.max_steps. Set it to keep the decay when a resume "
+                   "extends training.max_steps")
+          .when("scheduler.type", {"linear", "cosine", "onecycle"}),
       int_field<C>(AMPCTL_KEY(scheduler.step_size), 100, {1, INT64_MAX},
                    "StepLR: multiply lr by gamma every step_size steps after warm-up")
           .when("scheduler.type", {"step"}),
@@ -762,10 +805,28 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(training.divergence_patience), 100, {0, INT64_MAX},
                    "stop (exit 1) after this many consecutive steps with a non-finite loss, or "
                    "overflowing at the scale floor; 0 = never"),
+      enum_field<C>(AMPCTL_KEY(training.early_stop.metric), EvalMetric::none, kEvalMetric,
+                    "none | eval_loss | eval_accuracy: stop the run (status ok, with a "
+                    "checkpoint) when this has not improved in `patience` evaluations"),
+      int_field<C>(AMPCTL_KEY(training.early_stop.patience), 5, {1, INT64_MAX},
+                   "evaluations in a row without an improvement before the run stops, >= 1")
+          .when("training.early_stop.metric", {"eval_loss", "eval_accuracy"}),
+      float_field<C>(AMPCTL_KEY(training.early_stop.min_delta), 0.0, FloatRange::at_least(0.0),
+                     "the least change that counts as an improvement, >= 0")
+          .when("training.early_stop.metric", {"eval_loss", "eval_accuracy"}),
 
       int_field<C>(AMPCTL_KEY(checkpoint.every_steps), 0, {0, INT64_MAX},
-                   "0 = only at the end (and on SIGINT/SIGTERM)"),
-      int_field<C>(AMPCTL_KEY(checkpoint.keep_last), 3, {1, INT64_MAX}, "checkpoints kept, >= 1"),
+                   "a checkpoint every N steps; 0 = none but at_eval's, the end's (and on "
+                   "SIGINT/SIGTERM)"),
+      bool_field<C>(AMPCTL_KEY(checkpoint.at_eval), true,
+                    "a checkpoint at every training.eval_every step too, after its evaluation"),
+      int_field<C>(AMPCTL_KEY(checkpoint.keep_last), 3, {1, INT64_MAX},
+                   "the newest checkpoints kept, >= 1 (older ones are removed, and the console "
+                   "names them)"),
+      enum_field<C>(AMPCTL_KEY(checkpoint.keep_best), EvalMetric::none, kEvalMetric,
+                    "none | eval_loss | eval_accuracy: also keep the checkpoint of the best "
+                    "evaluation by this metric, never pruned (a checkpoint is written at every "
+                    "evaluation that improves it)"),
 
       string_field<C>(AMPCTL_KEY(init.from), "", nullptr,
                       "start from these weights: an ampctl checkpoint or run directory, a "
@@ -786,9 +847,10 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(logging.numerics_every), 0, {0, INT64_MAX},
                    "count gradient underflow, subnormals and headroom per tensor every N steps "
                    "(metrics.jsonl numerics lines, summary scale_advice; fp16/bf16); 0 = off"),
-      bool_field<C>(AMPCTL_KEY(logging.grad_amax), false,
-                    "grad_amax on every train line: the largest |x| any rounding of the "
-                    "backward to fp16/bf16 saw (fp16/bf16; MLP, CNN, GPT)"),
+      bool_field<C>(AMPCTL_KEY(logging.grad_amax), true,
+                    "grad_amax on every train line, wherever it is measured (fp16/bf16; MLP, "
+                    "CNN, GPT): the largest |x| any rounding of the backward to fp16/bf16 saw, "
+                    "which `ampctl replay` replays"),
       bool_field<C>(AMPCTL_KEY(logging.tensorboard), false,
                     "also write TensorBoard scalars (events.out.tfevents.* in the run directory)"),
 
@@ -975,16 +1037,32 @@ Schema<RunConfig> make_run_schema() {
          return "must be <= optimizer.lr (" + format_float(c.optimizer.lr) + "), got " +
                 format_float(c.scheduler.min_lr);
        }},
-      {{"scheduler.warmup_steps", "training.max_steps"},
+      {{"scheduler.warmup_steps", "training.max_steps", "scheduler.decay_steps"},
        [](const C& c) -> std::string {
          const SchedulerType t = c.scheduler.type;
+         const int64_t steps = schedule_steps(c);
          if ((t != SchedulerType::linear && t != SchedulerType::cosine) ||
-             c.scheduler.warmup_steps < c.training.max_steps) {
+             c.scheduler.warmup_steps < steps) {
            return {};
          }
-         return "must be < training.max_steps (" + std::to_string(c.training.max_steps) +
-                ") for a " + to_string(t) + " schedule, got " +
-                std::to_string(c.scheduler.warmup_steps);
+         const std::string of =
+             c.scheduler.decay_steps > 0 ? "scheduler.decay_steps" : "training.max_steps";
+         return "must be < " + of + " (" + std::to_string(steps) + ") for a " + to_string(t) +
+                " schedule, got " + std::to_string(c.scheduler.warmup_steps);
+       }},
+      {{"checkpoint.keep_best", "data.eval"},
+       [](const C& c) -> std::string { return eval_metric_problem(c, c.checkpoint.keep_best); }},
+      {{"training.early_stop.metric", "data.eval"},
+       [](const C& c) -> std::string {
+         return eval_metric_problem(c, c.training.early_stop.metric);
+       }},
+      {{"training.early_stop.metric", "training.eval_every"},
+       [](const C& c) -> std::string {
+         if (c.training.early_stop.metric == EvalMetric::none || c.training.eval_every > 0) {
+           return {};
+         }
+         return "counts evaluations, and training.eval_every is 0 (one evaluation, at the end): "
+                "set training.eval_every";
        }},
       {{"scaler.policy", "training.max_steps"},
        [](const C& c) -> std::string {

@@ -82,7 +82,12 @@ LrSchedule::LrSchedule(const ScheduleOptions& options, double base_lr, int64_t t
 
 double LrSchedule::lr_at(int64_t t) const {
   const auto& c = m_options;
-  t = std::clamp<int64_t>(t, 0, m_total - 1);
+  // Past the schedule's length the lr holds where the decay ends (nanoGPT's lr_decay_iters):
+  // linear and cosine reach min_lr at t = T exactly, onecycle its final lr at T - 1. Inside a
+  // run of T steps t never exceeds T - 1, so this bound only matters to a schedule shorter than
+  // the run (scheduler.decay_steps).
+  const bool decays_to_t = c.type == ScheduleType::linear || c.type == ScheduleType::cosine;
+  t = std::clamp<int64_t>(t, 0, decays_to_t ? m_total : m_total - 1);
   if (c.type == ScheduleType::onecycle) {
     const PhasePoint at = onecycle_point(c, m_total, t);
     return anneal(c.anneal, at.phase.start_lr, at.phase.end_lr, at.pct);
@@ -136,6 +141,8 @@ std::string LrSchedule::describe() const {
     os << ", " << m_total << " steps)";
   } else if (m_options.warmup_steps > 0) {
     os << " (warm-up " << m_options.warmup_steps << ", " << m_total << " steps)";
+  } else if (m_options.type == ScheduleType::linear || m_options.type == ScheduleType::cosine) {
+    os << " (" << m_total << " steps)";
   }
   return os.str();
 }

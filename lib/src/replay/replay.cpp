@@ -74,6 +74,21 @@ bool same_reading(const RecordedStep& a, const RecordedStep& b) {
          a.amax_exact == b.amax_exact;
 }
 
+// Why a run recorded no grad_amax, and how the next one will.
+std::string missing_amax_hint(const config::RunConfig& cfg) {
+  if (cfg.precision == config::Precision::fp32) {
+    return "precision fp32 rounds no gradient to 16 bits, so there is nothing to replay; a run "
+           "in fp16 or bf16 records grad_amax";
+  }
+  if (!cfg.logging.grad_amax) {
+    return "this run was trained with logging.grad_amax: false; train it again without that "
+           "setting (grad_amax is on by default) or with --set logging.grad_amax=true";
+  }
+  return "the model's backward roundings were not measured on its backend (a GPT on CUDA fuses "
+         "them); train it again on the CPU, or on CUDA with AMPCTL_ATTENTION=materialised "
+         "AMPCTL_GELU=composed (docs/reference.md, \"Precision\")";
+}
+
 }  // namespace
 
 Recording load_recording(const fs::path& dir) {
@@ -135,11 +150,11 @@ Recording load_recording(const fs::path& dir) {
                                           "unknown");
     }
     if (!r->has_grad_amax) {
-      throw input_error(metrics_file,
-                        where +
-                            " has no grad_amax: replay needs a run recorded with "
-                            "logging.grad_amax: true (fp16 or bf16, an instrumented model); train "
-                            "it again with --set logging.grad_amax=true");
+      throw Error{ErrorKind::input,
+                  metrics_file.string() + ": " + where +
+                      " has no grad_amax: replay needs the largest gradient every step's "
+                      "backward rounded (logging.grad_amax, on by default in fp16 and bf16)",
+                  missing_amax_hint(cfg)};
     }
     RecordedStep s;
     s.step = *r->step;

@@ -135,6 +135,7 @@ nlohmann::json to_json(const CheckpointMetrics& m, const std::vector<std::string
                       {kBestEvalLoss, optional_json(t.best_eval_loss)},
                       {kBestEvalAccuracy, optional_json(t.best_eval_accuracy)}};
   if (m.pending_eval) j[kPendingEval] = true;
+  if (!m.trackers.empty()) j["trackers"] = m.trackers;
   if (std::isfinite(t.final_loss)) j[kLastLoss] = t.final_loss;
   j[kOverflowCounts] = counts_json(names, m.overflow_counts);
   for (const auto& [key, streak] :
@@ -189,6 +190,12 @@ CheckpointMetrics read_checkpoint_metrics(const nlohmann::json& m,
     streak->counts = counts_from_json(member(j, key, kOverflowCounts), names, key);
   }
   if (m.contains(kPendingEval)) out.pending_eval = member_bool(m, kPendingEval);
+  if (m.contains("trackers")) {
+    out.trackers = m.at("trackers");
+    if (!out.trackers.is_object()) {
+      throw Error{ErrorKind::input, "checkpoint metrics.trackers: expected an object"};
+    }
+  }
   return out;
 }
 

@@ -170,6 +170,15 @@ optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
   return o;
 }
 
+}  // namespace
+
+optim::LrSchedule make_schedule(const config::RunConfig& c) {
+  return optim::LrSchedule(schedule_options(c.scheduler), c.optimizer.lr,
+                           config::schedule_steps(c));
+}
+
+namespace {
+
 amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
   amp::GradScalerOptions o;
   o.enabled = config::scaler_enabled(c);
@@ -501,8 +510,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     r.lm_block_size = lm_block_size(*r.model);
     data::check_lm_windows(r.lm, r.lm_block_size);
   }
-  r.schedule = std::make_unique<optim::LrSchedule>(schedule_options(cfg.scheduler),
-                                                   cfg.optimizer.lr, cfg.training.max_steps);
+  r.schedule = std::make_unique<optim::LrSchedule>(make_schedule(cfg));
   // The groups start with iteration 0's lr and momentum (a cycled momentum keeps SGD's buffer).
   std::vector<optim::ParamGroup> groups = param_groups(*r.model, cfg.optimizer.lr);
   std::optional<dist::Communicator::Range> shard;
@@ -592,6 +600,12 @@ MonitorOptions monitor_options(const config::RunConfig& cfg, Clock::time_point s
   o.profile = cfg.logging.profile;
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.start = start;
+  const auto metric = [](config::EvalMetric m) {
+    return m == config::EvalMetric::none ? std::string() : std::string(config::to_string(m));
+  };
+  o.keep_best = metric(cfg.checkpoint.keep_best);
+  o.early_stop = metric(cfg.training.early_stop.metric);
+  o.early_stop_min_delta = cfg.training.early_stop.min_delta;
   return o;
 }
 

@@ -130,6 +130,7 @@ checkpoint::CheckpointData assemble_checkpoint(int64_t step, const config::RunCo
   m.overflow_counts = mon.overflow_counts();
   m.floor_streak = mon.floor_streak();
   m.loss_streak = mon.loss_streak();
+  m.trackers = mon.trackers_json();
   d.metrics = run::to_json(m, mon.param_names());
   return d;
 }
@@ -171,6 +172,7 @@ void restore_checkpoint(const checkpoint::CheckpointData& ck, RunObjects& object
   mon.overflow_counts() = m.overflow_counts;
   static_cast<run::StreakRecord&>(mon.floor_streak()) = m.floor_streak;
   static_cast<run::StreakRecord&>(mon.loss_streak()) = m.loss_streak;
+  mon.restore_trackers(m.trackers);
   eval_pending = m.pending_eval;
 }
 

@@ -371,6 +371,7 @@ InitReport load_init_weights(const InitSource& source, nn::Model& model, bool st
 
   const NamedTensor* wte = nullptr;
   if (const auto it = by_name.find("transformer.wte.weight"); it != by_name.end()) wte = it->second;
+  std::vector<std::string> zero_biases;
   for (const NamedTensor& s : source.tensors) {
     if (used.count(s.name) != 0) continue;
     // A tied model: the file's head is the embedding (ampctl's export writes both).
@@ -381,10 +382,20 @@ InitReport load_init_weights(const InitSource& source, nn::Model& model, bool st
     // A bias the model does not have, all zero: a bias-free GPT's hf export.
     if (s.name.size() > 5 && s.name.compare(s.name.size() - 5, 5, ".bias") == 0 &&
         target_names.count(s.name) == 0 && all_zero(s)) {
-      report.adapted.push_back(s.name + ": zero bias (the model has none)");
+      zero_biases.push_back(s.name);
       continue;
     }
     report.unexpected.push_back(describe(s));
+  }
+  // One line for all of them (a bias-free GPT's hf export holds one per Linear and LayerNorm:
+  // 25 for 4 layers): the count and the first and last names.
+  if (!zero_biases.empty()) {
+    std::string names = zero_biases.front();
+    if (zero_biases.size() == 2) names += ", " + zero_biases.back();
+    if (zero_biases.size() > 2) names += " ... " + zero_biases.back();
+    report.adapted.push_back(std::to_string(zero_biases.size()) + " zero bias" +
+                             (zero_biases.size() == 1 ? "" : "es") +
+                             " the model has none of, ignored (" + names + ")");
   }
 
   const std::string origin = "init.from " + source.file.string() + " (" + source.format + ")";

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 #include "ampctl/amp/grad_scaler.h"
@@ -12,6 +13,7 @@
 #include "ampctl/math/nn_math.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/run/metrics_line.h"
+#include "ampctl/run/numbers.h"
 #include "ampctl/train/numerics.h"
 
 namespace ampctl::train {
@@ -19,10 +21,16 @@ namespace {
 
 std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
+  // Two units at most, as a person says it: "42s", "3m07s", "2h05m".
+  const auto s = static_cast<long long>(seconds + 0.5);
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", static_cast<long long>(s / 3600),
-                static_cast<long long>(s / 60 % 60), static_cast<long long>(s % 60));
+  if (s < 60) {
+    std::snprintf(buf, sizeof buf, "%llds", s);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  }
   return buf;
 }
 
@@ -49,6 +57,37 @@ void Streak::reset() {
   length = 0;
   first_step = 0;
   std::fill(counts.begin(), counts.end(), 0);
+}
+
+bool MetricTracker::update(int64_t step, double loss, std::optional<double> accuracy) {
+  if (!active()) return false;
+  const bool lower = metric == "eval_loss";
+  const std::optional<double> v =
+      lower ? (std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt) : accuracy;
+  const bool improved = v && (!best || (lower ? *v < *best - min_delta : *v > *best + min_delta));
+  if (improved) {
+    best = v;
+    best_step = step;
+    since = 0;
+  } else {
+    ++since;
+  }
+  return improved;
+}
+
+nlohmann::json MetricTracker::to_json() const {
+  return {{"metric", metric},
+          {"best", best ? nlohmann::json(*best) : nlohmann::json()},
+          {"best_step", best_step},
+          {"since", since}};
+}
+
+void MetricTracker::restore(const nlohmann::json& j) {
+  if (!j.is_object() || j.value("metric", std::string()) != metric) return;
+  const auto b = j.find("best");
+  best = b != j.end() && b->is_number() ? std::optional<double>(b->get<double>()) : std::nullopt;
+  best_step = j.value("best_step", int64_t{0});
+  since = j.value("since", int64_t{0});
 }
 
 Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& optimizer,
@@ -87,6 +126,21 @@ Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& op
   m_ring.host_seg.assign(static_cast<size_t>(m_ring.capacity * m_ring.segments), 0);
   m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
   m_int_counts.assign(static_cast<size_t>(m_ring.segments), 0);
+  m_keep_best.metric = options.keep_best;
+  m_early_stop.metric = options.early_stop;
+  m_early_stop.min_delta = options.early_stop_min_delta;
+}
+
+nlohmann::json Monitor::trackers_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  if (m_keep_best.active()) j["keep_best"] = m_keep_best.to_json();
+  if (m_early_stop.active()) j["early_stop"] = m_early_stop.to_json();
+  return j;
+}
+
+void Monitor::restore_trackers(const nlohmann::json& j) {
+  if (j.contains("keep_best")) m_keep_best.restore(j.at("keep_best"));
+  if (j.contains("early_stop")) m_early_stop.restore(j.at("early_stop"));
 }
 
 void Monitor::open_metrics(const std::filesystem::path& path, bool append) {
@@ -166,6 +220,8 @@ void Monitor::step_finished(int64_t step) {
     t.steady_seconds += dt;
     t.steady_samples += t.samples - m_samples_before;
   }
+  m_int_seconds += dt;
+  m_int_samples += t.samples - m_samples_before;
   if (flush_now) {
     // Steady state starts after the first logging interval: first-use costs (cuBLASLt
     // heuristics, workspaces, page faults) are behind, and the device has just been drained.
@@ -218,7 +274,6 @@ void Monitor::flush() {
       grad_amax = static_cast<double>(raw) * static_cast<double>(m_opts.grad_accum) /
                   static_cast<double>(scale);
       if (raw > 0.0f) headroom = headroom_log2(max_finite(*m_opts.grad_amax), raw);
-      if (std::isfinite(*grad_amax)) m_int_amax = std::max(m_int_amax, *grad_amax);
     }
     const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
     const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
@@ -316,7 +371,12 @@ void Monitor::flush() {
       }
     }
 
-    if (info.step % m_opts.metrics_every == 0 || info.step == m_opts.max_steps) {
+    const bool metrics_line =
+        info.step % m_opts.metrics_every == 0 || info.step == m_opts.max_steps;
+    // --log-format json: the console line of this step is its metrics line.
+    const bool json_line =
+        m_opts.json_console != nullptr && r + 1 == m_ring.info.size() && is_console_step(info.step);
+    if (metrics_line || json_line) {
       run::TrainLine line;
       line.step = info.step;
       line.loss = loss;
@@ -333,8 +393,10 @@ void Monitor::flush() {
         line.grad_amax = *grad_amax;
         line.grad_amax_exact = amax_exact;
       }
-      if (m_writer) m_metrics << run::to_json(line).dump() << '\n';
-      if (m_tb && m_writer) {
+      const std::string text = run::to_json(line).dump();
+      if (m_writer && metrics_line) m_metrics << text << '\n';
+      if (m_writer && json_line) write_json_console(text);
+      if (m_tb && m_writer && metrics_line) {
         m_tb->scalar(info.step, "train/loss", loss);
         m_tb->scalar(info.step, "train/lr", info.lr);
         if (std::isfinite(grad_norm)) m_tb->scalar(info.step, "train/grad_norm", grad_norm);
@@ -363,51 +425,19 @@ void Monitor::flush() {
   }
   m_queued.clear();
   const auto& last = m_ring.info.back();
-  const double elapsed = seconds_since(m_t0);
   const double rate = t.train_seconds > 0 ? t.samples / t.train_seconds : 0.0;
-  const double eta =
-      t.steps_done > 0 ? (t.train_seconds / t.steps_done) * (m_opts.max_steps - t.steps_done) : 0.0;
-  std::string overflowed;
-  if (const std::vector<std::string> names = ranked(interval_counts); !names.empty()) {
-    overflowed = " overflow in " + join_names(names, 3);
-  }
   // The console line at logging.every_steps' multiples and at the last step only: a read-back
   // before an evaluation or a checkpoint keeps the interval open, so the cadence does not drift.
-  const bool console =
-      last.step % std::max<int64_t>(1, m_opts.console_every) == 0 || last.step == m_opts.max_steps;
-  if (m_writer && console) {
-    const std::string tokens =
-        m_opts.tokens_per_sample > 0
-            ? fmt::format(" {:.0f} tokens/s", rate * static_cast<double>(m_opts.tokens_per_sample))
-            : std::string();
-    // loss and grad_norm: means over the interval's steps (their finite values); scale: the last
-    // step's, as its metrics line records it (the one its backward used); skipped: since the run
-    // began.
+  const bool console = is_console_step(last.step);
+  if (m_writer && console && m_opts.json_console == nullptr) {
     const size_t steps = m_ring.info.size();
-    const std::string mean_of =
-        m_int_steps > 1 ? fmt::format(" (mean of {} steps)", m_int_steps) : "";
-    // grad_amax: the interval's largest.
-    const std::string amax =
-        m_opts.grad_amax ? fmt::format(" grad_amax {:.4g}", m_int_amax) : std::string();
-    // retries: failed attempts run again since the run began (scaler.on_overflow: retry).
-    const std::string retries =
-        m_opts.retry ? fmt::format(" retries {}", t.retries) : std::string();
-    spdlog::info(
-        "step {:>6}/{} loss {:.5g}{} grad_norm {:.4g}{} scale {:g} skipped {}{} in total{} lr "
-        "{:.3g} {:.0f} samples/s{} ETA {} ({:.1f}s)",
-        last.step, m_opts.max_steps,
-        loss_n > 0 ? loss_sum / static_cast<double>(loss_n)
-                   : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 0]),
-        mean_of,
-        norm_n > 0 ? norm_sum / static_cast<double>(norm_n)
-                   : static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 3]),
-        amax, static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 1]), t.skipped,
-        retries, overflowed, last.lr, rate, tokens, format_eta(eta), elapsed);
+    log_console_line(last.step, static_cast<double>(m_ring.host_f[(steps - 1) * StepRing::kF + 1]));
   }
   if (console) {
     m_int_loss_sum = m_int_norm_sum = 0;
-    m_int_amax = 0;
     m_int_loss_n = m_int_norm_n = m_int_steps = 0;
+    m_int_seconds = 0;
+    m_int_samples = 0;
     std::fill(m_int_counts.begin(), m_int_counts.end(), 0);
   }
   t.final_scale = scaling ? m_scaler->get_scale() : 1.0;
@@ -419,6 +449,59 @@ void Monitor::flush() {
     m_tb->flush();
   }
   m_ring.info.clear();
+}
+
+bool Monitor::is_console_step(int64_t step) const {
+  return step % std::max<int64_t>(1, m_opts.console_every) == 0 || step == m_opts.max_steps;
+}
+
+void Monitor::write_json_console(const std::string& line) const {
+  std::fputs(line.c_str(), m_opts.json_console);
+  std::fputc('\n', m_opts.json_console);
+  std::fflush(m_opts.json_console);  // a reader of the pipe sees each line as its step ends
+}
+
+void Monitor::log_console_line(int64_t step, double scale) const {
+  const RunTotals& t = m_totals;
+  // Every number in run/numbers.h's one short format. loss and grad_norm: means over the
+  // interval's steps, of their finite values ("-" when none was finite); scale: the last step's,
+  // as its metrics line records it (the one its backward used); skipped: since the run began;
+  // ms/step and the rate: the interval's steps alone.
+  const auto mean = [](double sum, int64_t n) {
+    return n > 0 ? std::optional<double>(sum / static_cast<double>(n)) : std::nullopt;
+  };
+  const int width = static_cast<int>(std::to_string(m_opts.max_steps).size());
+  std::string text = fmt::format("step {:>{}}/{}", step, width, m_opts.max_steps);
+  if (m_opts.epoch_samples > 0) {
+    text += " ep " + run::short_number(static_cast<double>(t.samples) / m_opts.epoch_samples);
+  }
+  text += " loss " + run::short_mean(mean(m_int_loss_sum, m_int_loss_n));
+  text += " gnorm " + run::short_mean(mean(m_int_norm_sum, m_int_norm_n));
+  if (m_scaler->is_enabled()) text += " scale " + run::short_scale(scale);
+  text += fmt::format(" skip {}", t.skipped);
+  // retries: failed attempts run again since the run began (scaler.on_overflow: retry).
+  if (m_opts.retry) text += fmt::format(" retries {}", t.retries);
+  text += " lr " + run::short_number(m_ring.info.back().lr);
+  if (m_int_steps > 0 && m_int_seconds > 0) {
+    const double per_second = static_cast<double>(m_int_samples) / m_int_seconds;
+    text += " " + run::short_number(m_int_seconds * 1e3 / static_cast<double>(m_int_steps)) +
+            " ms/step";
+    text +=
+        m_opts.tokens_per_sample > 0
+            ? " " + run::short_number(per_second * static_cast<double>(m_opts.tokens_per_sample)) +
+                  " tokens/s"
+            : " " + run::short_number(per_second) + " samples/s";
+  }
+  const double eta = t.steps_done > 0 ? (t.train_seconds / static_cast<double>(t.steps_done)) *
+                                            static_cast<double>(m_opts.max_steps - t.steps_done)
+                                      : 0.0;
+  text += " ETA " + format_eta(eta);
+  spdlog::info("{}", text);
+  // The tensors that overflowed in the interval, most first, on a line of their own (the names
+  // are long: a GPT's run to 40 characters).
+  if (const std::vector<std::string> names = ranked(m_int_counts); !names.empty()) {
+    spdlog::info("  overflow in {}", join_names(names, 2));
+  }
 }
 
 void Monitor::queue_line(nlohmann::json line) {
@@ -443,14 +526,21 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
   line.accuracy = accuracy;
   if (m_opts.tokens_per_sample > 0) line.perplexity = std::exp(loss);
   line.time_s = seconds_since(m_t0);
+  m_last_eval_best = m_keep_best.update(step, loss, accuracy);
+  m_early_stop.update(step, loss, accuracy);
   const nlohmann::json j = run::to_json(line);
   if (m_writer) {
     m_metrics << j.dump() << '\n';
     m_metrics.flush();
-    spdlog::info(
-        "eval  step {:>6} loss {:.5g}{}{}", step, loss,
-        accuracy ? fmt::format(" accuracy {:.4f}", *accuracy) : std::string(),
-        line.perplexity ? fmt::format(" perplexity {:.4g}", *line.perplexity) : std::string());
+    if (m_opts.json_console != nullptr) {
+      write_json_console(j.dump());
+    } else {
+      const int width = static_cast<int>(std::to_string(m_opts.max_steps).size());
+      spdlog::info(
+          "eval {:>{}}/{} loss {}{}{}", step, width, m_opts.max_steps, run::short_number(loss),
+          accuracy ? " accuracy " + run::short_number(*accuracy) : std::string(),
+          line.perplexity ? " perplexity " + run::short_number(*line.perplexity) : std::string());
+    }
     if (m_tb) {
       m_tb->scalar(step, "eval/loss", loss);
       if (accuracy) m_tb->scalar(step, "eval/accuracy", *accuracy);

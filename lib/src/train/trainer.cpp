@@ -19,6 +19,7 @@
 #include "ampctl/nn/model.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/optim/scheduler.h"
+#include "ampctl/run/numbers.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/train/batcher.h"
 #include "ampctl/train/build.h"
@@ -76,6 +77,10 @@ void Trainer::setup() {
   m_accum = grad_accum_steps_for(m_cfg, r.comm->world_size());
   MonitorOptions monitor = monitor_options(m_cfg, m_t0);
   monitor.tokens_per_sample = r.lm_block_size;  // 0 unless a language model
+  monitor.epoch_samples = r.language_model ? static_cast<double>(r.lm.train.size()) /
+                                                 static_cast<double>(r.lm_block_size)
+                                           : static_cast<double>(r.data.train.size());
+  monitor.json_console = m_json_console;
   // grad_amax (docs/reference.md): a model whose backward rounds through the hook, in fp16/bf16.
   const bool measured = r.model->numerics() != nullptr && r.model->roundings_instrumented();
   if (config::measures_grad_amax(m_cfg) && measured) {
@@ -326,14 +331,41 @@ void Trainer::resume(const checkpoint::CheckpointData& ck, const ResumeHistory& 
                  history.rewind.empty() ? "" : "rewind: ", dropped, dropped == 1 ? "" : "s",
                  ck.step, removed.empty() ? "" : " and removed ", removed);
   }
-  spdlog::info("backend {}, precision {}, loss scaling {} (scale {:g})",
+  spdlog::info("backend {}, precision {}, loss scaling {} (scale {})",
                m_run->backend->description(), config::to_string(m_cfg.precision),
-               m_run->scaler->is_enabled() ? "on" : "off", m_run->scaler->get_scale());
+               m_run->scaler->is_enabled() ? "on" : "off",
+               files::short_scale(m_run->scaler->get_scale()));
   warn_unused_scaler_keys(m_cfg);
+  log_schedule_change(ck);
+}
+
+void Trainer::log_schedule_change(const checkpoint::CheckpointData& ck) const {
+  const config::RunConfig before = config::from_json(ck.config, "the checkpoint's configuration");
+  const int64_t old_max = before.training.max_steps, new_max = m_cfg.training.max_steps;
+  if (old_max == new_max || !config::schedule_decays(m_cfg) || ck.step >= new_max) return;
+  // Iteration ck.step is the next step's (lr_at is 0-based).
+  const double was = make_schedule(before).lr_at(ck.step);
+  const double now = m_run->schedule->lr_at(ck.step);
+  const int64_t old_len = config::schedule_steps(before), new_len = config::schedule_steps(m_cfg);
+  const char* type = config::to_string(m_cfg.scheduler.type);
+  if (old_len == new_len) {
+    spdlog::info(
+        "schedule: training.max_steps {} -> {}; the {} schedule keeps its {} steps "
+        "(scheduler.decay_steps): lr at step {} {} (was {})",
+        old_max, new_max, type, new_len, ck.step + 1, files::short_number(now),
+        files::short_number(was));
+    return;
+  }
+  spdlog::warn(
+      "schedule: training.max_steps {} -> {} stretches the {} schedule from {} to {} steps: lr at "
+      "step {} {} -> {}; to keep the old decay (the lr then holds its end value), resume with "
+      "--set scheduler.decay_steps={}",
+      old_max, new_max, type, old_len, new_len, ck.step + 1, files::short_number(was),
+      files::short_number(now), old_len);
 }
 
 bool Trainer::done() const {
-  return m_next_step > m_cfg.training.max_steps;
+  return m_next_step > m_cfg.training.max_steps || m_stopped_early;
 }
 
 void Trainer::flush_and_check() {
@@ -355,12 +387,33 @@ void Trainer::step() {
   if (m_monitor->diverged() && !m_diverging) diverge();
   m_monitor->step_closed();
   const int64_t eval_every = m_cfg.training.eval_every;
-  if (eval_every > 0 && step % eval_every == 0 && step != max_steps) {
+  const bool eval_step = eval_every > 0 && step % eval_every == 0 && step != max_steps;
+  bool evaluated = false;
+  if (eval_step) {
     flush_and_check();
     m_monitor->totals().last_eval = evaluate(step);
+    evaluated = !m_eval_pending;
   }
+  // Periodic checkpoints: every checkpoint.every_steps, at every evaluation step
+  // (checkpoint.at_eval), and at each evaluation that is keep_best's new best.
   const int64_t ckpt_every = m_cfg.checkpoint.every_steps;
-  if (ckpt_every > 0 && step % ckpt_every == 0 && step != max_steps) write_checkpoint();
+  const bool periodic = (ckpt_every > 0 && step % ckpt_every == 0) ||
+                        (m_cfg.checkpoint.at_eval && eval_step) ||
+                        (evaluated && m_monitor->last_eval_was_best());
+  if (periodic && step != max_steps) write_checkpoint();
+  // training.early_stop: finish() comes next (the evaluation and the checkpoint are this step's).
+  const MetricTracker& early = m_monitor->early_stop();
+  if (evaluated && early.active() && early.since >= m_cfg.training.early_stop.patience) {
+    m_stopped_early = true;
+    if (is_root()) {
+      spdlog::info(
+          "early stop at step {}: {} has not improved by more than {} in {} evaluations (best {} "
+          "at step {}; training.early_stop)",
+          step, early.metric, files::short_number(m_cfg.training.early_stop.min_delta), early.since,
+          early.best ? files::short_number(*early.best) : std::string("-"), early.best_step);
+    }
+    return;
+  }
   // After the last step finish() comes next: it honours a stop request in its evaluation and
   // writes a checkpoint anyway.
   if (step == max_steps) return;
@@ -481,7 +534,8 @@ TrainOutcome Trainer::finish() {
   flush_and_check();
   RunTotals& t = m_monitor->totals();
   // A resume with nothing left to run (the checkpoint is the end) evaluates nothing twice.
-  const bool ran = !m_resumed_at || m_next_step - 1 > *m_resumed_at;
+  // An early stop evaluated its step already.
+  const bool ran = (!m_resumed_at || m_next_step - 1 > *m_resumed_at) && !m_stopped_early;
   if (ran) t.last_eval = evaluate(t.steps_done);
   m_run->backend->synchronize();
   // A stop request cut the final evaluation short: checkpoint (the resumed run evaluates). One
@@ -493,8 +547,9 @@ TrainOutcome Trainer::finish() {
   const nlohmann::json summary = files::to_json(summary_of(files::kStatusOk));
   write_summary(summary);
   if (is_root()) {
-    spdlog::info("done: {} steps, {} skipped, final loss {:.5g}, final scale {:g}, {:.1f}s",
-                 t.steps_done, t.skipped, t.final_loss, t.final_scale, m_monitor->elapsed());
+    spdlog::info("done: {} steps, {} skipped, final loss {}, final scale {}, {} s", t.steps_done,
+                 t.skipped, files::short_number(t.final_loss), files::short_scale(t.final_scale),
+                 files::short_number(m_monitor->elapsed()));
   }
   m_monitor->log_phases();
   m_monitor->log_most_overflowing();
@@ -526,6 +581,23 @@ files::Summary Trainer::summary_of(const std::string& status) const {
     s.scale_advice = m_numerics->summary().advice_json();
   }
   s.version = AMPCTL_VERSION;
+  const MetricTracker& best = m_monitor->keep_best();
+  if (best.active() && best.best) {
+    s.best_checkpoint = {
+        {"metric", best.metric},
+        {"value", *best.best},
+        {"step", best.best_step},
+        {"checkpoint",
+         (m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(best.best_step)).string()}};
+  }
+  const MetricTracker& early = m_monitor->early_stop();
+  if (m_stopped_early) {
+    s.early_stop = {{"step", t.steps_done},
+                    {"metric", early.metric},
+                    {"best", early.best ? nlohmann::json(*early.best) : nlohmann::json()},
+                    {"best_step", early.best_step},
+                    {"patience", m_cfg.training.early_stop.patience}};
+  }
   return s;
 }
 
@@ -615,11 +687,30 @@ fs::path Trainer::write_checkpoint() {
     diverge();
   }
   fs::path path = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(d.step);
-  if (is_root()) {
-    path = checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last);
-    spdlog::info("checkpoint: {}", path.string());
-  }
+  if (is_root()) path = write_checkpoint_file(d);
   m_last_checkpoint = d.step;
+  return path;
+}
+
+fs::path Trainer::write_checkpoint_file(const checkpoint::CheckpointData& d) {
+  const MetricTracker& best = m_monitor->keep_best();
+  std::vector<std::string> keep;
+  if (best.active() && best.best) keep.push_back(checkpoint::checkpoint_file_name(best.best_step));
+  std::vector<fs::path> removed;
+  const fs::path path =
+      checkpoint::write_checkpoint(m_run_dir, d, m_cfg.checkpoint.keep_last, keep, &removed);
+  const bool is_best = best.active() && best.best && best.best_step == d.step;
+  spdlog::info("checkpoint: {}{}", path.string(),
+               is_best ? fmt::format(" (best {} {}, checkpoint.keep_best)", best.metric,
+                                     files::short_number(*best.best))
+                       : std::string());
+  if (!removed.empty()) {
+    std::string names;
+    for (const fs::path& f : removed) names += (names.empty() ? "" : ", ") + f.filename().string();
+    spdlog::info("checkpoint: removed {} (checkpoint.keep_last {}{})", names,
+                 m_cfg.checkpoint.keep_last,
+                 best.active() ? "; the best by " + best.metric + " is kept besides" : "");
+  }
   return path;
 }
 
@@ -666,8 +757,7 @@ void Trainer::diverge() {
   if (bad_state.empty()) {
     ckpt = m_run_dir / "checkpoints" / checkpoint::checkpoint_file_name(last);
     if (data) {
-      if (is_root())
-        ckpt = checkpoint::write_checkpoint(m_run_dir, *data, m_cfg.checkpoint.keep_last);
+      if (is_root()) ckpt = write_checkpoint_file(*data);
       m_last_checkpoint = data->step;
     }
     ckpt_step = last;

@@ -160,5 +160,25 @@ TEST(Schedules, WarmupAndLinearDecayWorkedByHand) {
   EXPECT_DOUBLE_EQ(LrSchedule(sc, 1.0, 12).lr_at(7), 1.0);
 }
 
+// scheduler.decay_steps shorter than the run (nanoGPT's lr_decay_iters): past the schedule's T
+// steps linear and cosine hold min_lr exactly (their closed forms at t = T), onecycle its final
+// lr (t = T - 1, the last phase's end), and inside T nothing changes.
+TEST(Schedules, PastTheDecayTheLrHoldsItsEnd) {
+  for (const ScheduleType type : {ScheduleType::linear, ScheduleType::cosine}) {
+    ScheduleOptions sc;
+    sc.type = type;
+    sc.warmup_steps = 2;
+    sc.min_lr = 0.01;
+    const LrSchedule s(sc, 1.0, 10);
+    for (const int64_t t : {10, 11, 50, 1000000}) EXPECT_EQ(s.lr_at(t), 0.01) << "t=" << t;
+    EXPECT_GT(s.lr_at(9), 0.01);  // the last step inside still decays
+  }
+  ScheduleOptions sc;
+  sc.type = ScheduleType::onecycle;
+  const LrSchedule s(sc, 1.0, 10);
+  EXPECT_DOUBLE_EQ(s.lr_at(9), sc.max_lr / sc.div_factor / sc.final_div_factor);
+  for (const int64_t t : {10, 11, 500}) EXPECT_EQ(s.lr_at(t), s.lr_at(9)) << "t=" << t;
+}
+
 }  // namespace
 }  // namespace ampctl::optim

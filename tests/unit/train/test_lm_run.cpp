@@ -91,6 +91,8 @@ TEST(LmRun, GradientNumericsAndGradAmaxLeaveTheRunBitwiseIdentical) {
       if (on) {
         sets.push_back("logging.numerics_every=1");
         sets.push_back("logging.grad_amax=true");
+      } else {
+        sets.push_back("logging.grad_amax=false");  // on by default
       }
       const fs::path dir = fresh_dir(std::string("numerics_") + prec + (on ? "_on" : "_off"));
       Trainer t(make_config(text, sets), dir);

@@ -75,7 +75,9 @@ TEST(NumericsRun, SamplingEveryStepLeavesTrainingBitwiseIdentical) {
     const fs::path on = fresh_dir(std::string("on_") + prec);
     std::vector<std::string> sets = {std::string("precision=") + prec};
     if (std::string(prec) == "fp16") sets.push_back("debug.inject_nonfinite_at=[7]");
-    const TrainOutcome a = train::train(config::parse_config(kRun, "n.yaml", sets), off);
+    std::vector<std::string> off_sets = sets;
+    off_sets.push_back("logging.grad_amax=false");  // on by default
+    const TrainOutcome a = train::train(config::parse_config(kRun, "n.yaml", off_sets), off);
     sets.push_back("logging.numerics_every=1");
     sets.push_back("logging.grad_amax=true");  // nor does grad_amax
     const TrainOutcome b = train::train(config::parse_config(kRun, "n.yaml", sets), on);

@@ -109,8 +109,12 @@ std::string checkpoint_file_name(int64_t step);
 // gone: temporary_file_orphaned, never a live process's). Returns the
 // checkpoint's path. Throws Error{runtime} on I/O failure (the previous checkpoint and latest
 // are then intact) and Error{invalid_argument} for keep_last < 1 or data serialize refuses.
+// `keep`: file names never removed and not counted in keep_last (checkpoint.keep_best's);
+// `removed`, when given, receives the files pruned.
 std::filesystem::path write_checkpoint(const std::filesystem::path& run_dir,
-                                       const CheckpointData& data, int64_t keep_last);
+                                       const CheckpointData& data, int64_t keep_last,
+                                       const std::vector<std::string>& keep = {},
+                                       std::vector<std::filesystem::path>* removed = nullptr);
 
 // Copies the checkpoint `file` (its bytes, unchanged) into RUN_DIR/checkpoints under its step's
 // name, atomically, then RUN_DIR/checkpoints/latest naming it: a branch of another run

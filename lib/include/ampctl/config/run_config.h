@@ -52,6 +52,8 @@ enum class OnOverflow { skip, retry };       // scaler.on_overflow
 enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: continue | stop
 // scaler.policy is an amp::ScalePolicy: its names and what each rule reads are amp::kScaleRules'
 // (math/scale_rules.h).
+// checkpoint.keep_best, training.early_stop.metric: an evaluation line's value to watch.
+enum class EvalMetric { none, eval_loss, eval_accuracy };
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -72,6 +74,7 @@ const char* to_string(InjectValue v);
 const char* to_string(DistBackend v);
 const char* to_string(OnOverflow v);
 const char* to_string(OnMinScale v);
+const char* to_string(EvalMetric v);
 
 // A csv label column: a header name, or an index (negative counts from the end; -1 = last).
 struct LabelColumn {
@@ -155,6 +158,7 @@ struct SchedulerConfig {
   SchedulerType type{};
   int64_t warmup_steps = 0;          // all but onecycle
   double min_lr = 0.0;               // linear, cosine
+  int64_t decay_steps = 0;           // linear, cosine, onecycle: 0 = training.max_steps
   int64_t step_size = 0;             // step
   double gamma = 0.0;                // step
   double max_lr = 0.0;               // onecycle
@@ -189,6 +193,15 @@ struct ScalerConfig {
   bool operator==(const ScalerConfig&) const = default;
 };
 
+// training.early_stop: stop when `metric` has not improved by more than min_delta in `patience`
+// evaluations in a row (Keras's EarlyStopping; docs/reference.md, "Checkpoints").
+struct EarlyStopConfig {
+  EvalMetric metric{};  // none: never
+  int64_t patience = 0;
+  double min_delta = 0.0;
+  bool operator==(const EarlyStopConfig&) const = default;
+};
+
 struct TrainingConfig {
   int64_t max_steps = 0;
   int64_t grad_accum_steps = 0;
@@ -199,12 +212,15 @@ struct TrainingConfig {
   int64_t eval_every = 0;
   int64_t eval_batches = 0;         // language models: validation batches per evaluation
   int64_t divergence_patience = 0;  // 0 = never stop (see train/trainer.h)
+  EarlyStopConfig early_stop;
   bool operator==(const TrainingConfig&) const = default;
 };
 
 struct CheckpointConfig {
   int64_t every_steps = 0;
+  bool at_eval = false;  // a checkpoint at every training.eval_every step as well
   int64_t keep_last = 0;
+  EvalMetric keep_best{};  // the checkpoint best by this metric, kept beside keep_last
   bool operator==(const CheckpointConfig&) const = default;
 };
 
@@ -267,6 +283,16 @@ bool scaler_enabled(const RunConfig& config);
 // scaler is off: nothing reads them. With scaler.enabled: false they are refused when parsed;
 // with auto (bf16, fp32) train warns, since the same file turns the scaler on in fp16.
 std::vector<std::string> unused_scaler_keys(const RunConfig& config);
+// The steps a linear, cosine or onecycle schedule decays over: scheduler.decay_steps, or
+// training.max_steps when it is 0 (nanoGPT's lr_decay_iters; the lr stays at the schedule's end
+// after them). Other schedules: training.max_steps.
+int64_t schedule_steps(const RunConfig& config);
+// Whether the schedule's lr depends on its length (linear, cosine, onecycle): a change of
+// training.max_steps re-stretches it unless scheduler.decay_steps fixes the length.
+bool schedule_decays(const RunConfig& config);
+// Whether the run evaluates: data.eval is set, or a language model holds out part of its text
+// (data.train.split_fraction > 0).
+bool has_eval_data(const RunConfig& config);
 // Whether every step measures grad_amax: logging.grad_amax, or a scaler.policy that reads it
 // (auto) with the scaler on.
 bool measures_grad_amax(const RunConfig& config);

@@ -3,7 +3,8 @@
 // does when called every iteration.
 //
 // t is the 0-based optimizer iteration (skipped ones included); lr_at(t) is the lr that
-// iteration uses. With W = warmup_steps and T = training.max_steps:
+// iteration uses. With W = warmup_steps and T = the schedule's length (scheduler.decay_steps, or
+// training.max_steps; past T linear and cosine hold min_lr, the others their lr at T - 1):
 //   warm-up (constant, linear, cosine, step), t < W:  base * t / W
 //       (Hugging Face's get_*_schedule_with_warmup: the first iteration runs at lr 0)
 //   constant:  base

@@ -29,6 +29,9 @@ struct CheckpointMetrics {
   bool pending_eval = false;  // a stop request cut the evaluation of this step short
   std::vector<int64_t> overflow_counts;
   StreakRecord floor_streak, loss_streak;
+  // checkpoint.keep_best's and training.early_stop's best evaluation so far (the trainer's
+  // MetricTracker::to_json, by name); {} when neither is set (the key is then left out).
+  nlohmann::json trackers = nlohmann::json::object();
 };
 
 // {name: count} for the counts > 0 (the summary's overflow_counts too).

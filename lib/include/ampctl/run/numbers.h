@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
 
 namespace ampctl::run {
 
@@ -19,5 +20,15 @@ std::optional<double> finite_number(const nlohmann::json& j);
 nlohmann::json encode_double(double v);
 // What encode_double wrote (a number or one of the non-finite spellings); nullopt otherwise.
 std::optional<double> decode_double(const nlohmann::json& j);
+
+// The console's one short format for a number: 4 significant digits ("2.303", "0.001",
+// "3.7e-05", "1.049e+09"), whole from 10^4 to 10^9 ("69060"); "inf", "-inf", "nan" when not
+// finite.
+std::string short_number(double v);
+// A mean over values of which none was finite: "-" (no value), else short_number(v).
+std::string short_mean(std::optional<double> v);
+// A loss scale: "2^k" for a power of two (the scales the pytorch rule keeps), else
+// short_number.
+std::string short_scale(double scale);
 
 }  // namespace ampctl::run

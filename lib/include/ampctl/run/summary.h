@@ -79,6 +79,9 @@ struct Summary {
   nlohmann::json numerics, scale_advice;
   std::string version;
   std::optional<SummaryDivergence> divergence;
+  // checkpoint.keep_best: {"metric", "value", "step", "checkpoint"}; training.early_stop: the
+  // stop's {"step", "metric", "best", "best_step", "patience"}. Null when not set / not stopped.
+  nlohmann::json best_checkpoint, early_stop;
 };
 
 nlohmann::json to_json(const Summary& summary);

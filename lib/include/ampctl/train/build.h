@@ -90,6 +90,9 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& config,
                                       const std::optional<data::Normalization>& saved_input = {},
                                       const std::optional<data::Vocab>& saved_vocab = {});
 
+// The lr schedule of a configuration (scheduler.*, optimizer.lr, over config::schedule_steps).
+optim::LrSchedule make_schedule(const config::RunConfig& config);
+
 // The model options of a run's configuration: the architecture (model.*), the activation dtype
 // of the precision, the loss, the sizes the data set gives, the largest batch and the seed.
 nn::ModelOptions model_options(const config::ModelConfig& model, config::Precision precision,

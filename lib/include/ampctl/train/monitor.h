@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -49,6 +50,25 @@ std::string join_names(const std::vector<std::string>& names, size_t max = 8);
 // The phases logging.profile times, in step order.
 enum Phase { kData, kForward, kBackward, kUnscale, kOptimizer, kUpdate, kMetrics, kPhases };
 
+// The best evaluation so far by one metric (checkpoint.keep_best, training.early_stop): "eval_loss"
+// (lower is better; a non-finite loss never improves) or "eval_accuracy" (higher is better). An
+// evaluation improves on the best when it beats it by more than min_delta (Keras's
+// EarlyStopping); the first one always does.
+struct MetricTracker {
+  std::string metric;  // "" = off
+  double min_delta = 0;
+  std::optional<double> best;
+  int64_t best_step = 0;
+  int64_t since = 0;  // evaluations since the best
+
+  bool active() const { return !metric.empty(); }
+  // Records the evaluation at `step`; true when it is the new best.
+  bool update(int64_t step, double loss, std::optional<double> accuracy);
+  nlohmann::json to_json() const;
+  // A checkpoint's record of the same metric (another metric's, or none: starts afresh).
+  void restore(const nlohmann::json& j);
+};
+
 struct MonitorOptions {
   int64_t max_steps = 1;
   int64_t metrics_every = 1;  // logging.metrics_every
@@ -76,6 +96,17 @@ struct MonitorOptions {
   std::optional<DType> grad_amax;
   int64_t grad_accum = 1;
   Clock::time_point start = Clock::now();  // when the run started (time_s counts from it)
+  // Examples in one pass over the training data (a language model's: its tokens /
+  // tokens_per_sample): the console's epoch, the passes so far. 0: no epoch shown.
+  double epoch_samples = 0;
+  // `--log-format json`: each console line becomes its step's metrics line (the same JSON
+  // object metrics.jsonl holds), written to this stream, and each evaluation's line too; null:
+  // the text lines (spdlog).
+  std::FILE* json_console = nullptr;
+  // checkpoint.keep_best and training.early_stop (metric "" = off).
+  std::string keep_best;
+  std::string early_stop;
+  double early_stop_min_delta = 0;
 };
 
 // The running outcome of a run (summary.json and the checkpoint carry it: run/totals.h).
@@ -164,6 +195,15 @@ class Monitor {
   // The console line of phase_json(), when there is one.
   void log_phases() const;
 
+  // checkpoint.keep_best's and training.early_stop's trackers (record_eval updates them); whether
+  // the last evaluation was keep_best's new best.
+  MetricTracker& keep_best() { return m_keep_best; }
+  MetricTracker& early_stop() { return m_early_stop; }
+  bool last_eval_was_best() const { return m_last_eval_best; }
+  // The trackers as a checkpoint's metrics.trackers ({} when neither is on), and back.
+  nlohmann::json trackers_json() const;
+  void restore_trackers(const nlohmann::json& j);
+
   // ---- state ----
   const std::vector<std::string>& param_names() const { return m_param_names; }
   const std::vector<int64_t>& overflow_counts() const { return m_overflow_counts; }
@@ -214,6 +254,11 @@ class Monitor {
     std::vector<HostInfo> info;  // reserved to capacity: no allocation per step
   };
   void check_metrics_stream();
+  // Whether `step` gets a console line: logging.every_steps' multiples and the last step.
+  bool is_console_step(int64_t step) const;
+  // The compact console line of the interval that ends at `step` (docs/reference.md, "Console").
+  void log_console_line(int64_t step, double scale) const;
+  void write_json_console(const std::string& line) const;
 
   Backend* m_backend;
   amp::GradScaler* m_scaler;
@@ -238,9 +283,13 @@ class Monitor {
   // The console interval so far (it may span several read-backs): finite losses and grad_norms
   // summed, steps, and overflows per tensor.
   double m_int_loss_sum = 0, m_int_norm_sum = 0;
-  double m_int_amax = 0;  // the interval's largest grad_amax
   int64_t m_int_loss_n = 0, m_int_norm_n = 0, m_int_steps = 0;
+  // The interval's time in steps and the examples they took (ms/step, samples/s).
+  double m_int_seconds = 0;
+  int64_t m_int_samples = 0;
   std::vector<int64_t> m_int_counts;
+  MetricTracker m_keep_best, m_early_stop;
+  bool m_last_eval_best = false;
 
   // The step being timed.
   Clock::time_point m_step_t0;

@@ -41,6 +41,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -116,6 +117,10 @@ class Trainer {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
+  // `--log-format json` (before begin or resume): each console line is its step's metrics line,
+  // and each evaluation's, written to `out` (MonitorOptions::json_console).
+  void set_json_console(std::FILE* out) { m_json_console = out; }
+
   // Creates the run directory and config.yaml, loads the data, builds the model, optimizer,
   // scaler and every buffer a step needs, and opens metrics.jsonl.
   void begin();
@@ -188,6 +193,12 @@ class Trainer {
   // Several ranks: Error{runtime} unless every rank's parameters have the same bits.
   void check_replicas() const;
   void log_start() const;
+  // checkpoint::write_checkpoint with keep_last and keep_best's file kept, the prune named on
+  // the console.
+  std::filesystem::path write_checkpoint_file(const checkpoint::CheckpointData& d);
+  // A resume that changes training.max_steps on a decaying schedule: the lr of the next step
+  // under the checkpoint's schedule and under this one, and the key that keeps the old decay.
+  void log_schedule_change(const checkpoint::CheckpointData& ck) const;
   // Gradient numerics and TensorBoard (train/numerics.h, run/tensorboard.h): after a sampled
   // step, its line, scalars and warning; after metrics.jsonl is opened, the event file.
   void record_numerics(int64_t step);
@@ -201,6 +212,8 @@ class Trainer {
   std::chrono::steady_clock::time_point m_t0;
   int64_t m_next_step = 1;
   std::optional<int64_t> m_resumed_at;  // the checkpoint's step, when resumed
+  std::FILE* m_json_console = nullptr;  // set_json_console
+  bool m_stopped_early = false;         // training.early_stop ended the run at m_next_step - 1
   int64_t m_last_checkpoint = -1;       // the step of the last checkpoint written
   // A signal cut the evaluation of the last step short: the checkpoint says so and resume runs
   // that evaluation first.
