@@ -71,7 +71,7 @@ def main():
     # export --format hf carries the run's tokenizer.
     hf = os.path.join(work, "hf")
     run_ampctl(ampctl, ["export", "--checkpoint", run, "--format", "hf", "--out", hf])
-    check(sorted(os.listdir(hf)) == ["config.json", "model.safetensors", "tokenizer.json"],
+    check(sorted(os.listdir(hf)) == [".ampctl-export", "config.json", "model.safetensors", "tokenizer.json"],
           f"the hf export holds the tokenizer: {sorted(os.listdir(hf))}")
     if os.path.exists(os.path.join(hf, "tokenizer.json")):
         check(open(os.path.join(hf, "tokenizer.json"), "rb").read() == open(copy, "rb").read(),
