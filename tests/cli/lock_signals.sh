@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run-directory locks and signals through the real binary, with processes in the background (run
-# by hardening_outputs.cmake: lock_signals.sh AMPCTL WORK). Each case prints "ok: ..." or
+# by output_paths.cmake: lock_signals.sh AMPCTL WORK). Each case prints "ok: ..." or
 # "FAIL: ..."; the exit status is the number of failures (0: all passed). Every wait is bounded,
 # and an unfixed binary that never stops is killed, so the script always ends.
 set -u

@@ -5,7 +5,7 @@
 // than this machine's two cores (so workers are descheduled mid-claim). Before the pool closed
 // each finished job, a worker holding a job's last state could read the next job's larger part
 // count and claim a phantom part: a part ran twice, or after run() returned, or with a dead
-// context (a SIGSEGV in cli.hardening_outputs under load). The race is timing-dependent; with
+// context (a SIGSEGV in cli.output_paths under load). The race is timing-dependent; with
 // the closing store removed this test failed 4 runs out of 4 here (7 to 7700 bad jobs).
 #include <gtest/gtest.h>
 

@@ -85,7 +85,7 @@ TEST(RunLock, ASecondProcessIsRefusedNamingTheHolder) {
 // The window between a holder's flock and its record: a second process that is refused then
 // finds the file empty, and names the holder once the record appears (here 300 ms later; the
 // refusal waits up to two seconds for it). Before, it was refused without a name: the flaky
-// "the refusal does not name the holder" of cli.hardening_outputs on a loaded machine.
+// "the refusal does not name the holder" of cli.output_paths on a loaded machine.
 TEST(RunLock, ARefusalInTheHoldersFirstMomentStillNamesIt) {
   ScratchDir dir;
   const fs::path file = dir.path / kRunLockFile;

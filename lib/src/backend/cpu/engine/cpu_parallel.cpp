@@ -11,7 +11,7 @@
 // published) and could pass that test, but its compare-exchange then fails against the closed
 // counter, and a fresh load shows no part left (or another generation). Without the closing
 // store it could claim a phantom part of this generation with the next job's (or a dead)
-// context: a crash seen under load in the signal tests (cli.hardening_outputs).
+// context: a crash seen under load in the signal tests (cli.output_paths).
 #include "cpu_parallel.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Hardening round 3 (issue 30), single-process cases through the real binary; each checks the
 # exit code, the message and what is left on disk:
-#   hardening_round3.sh AMPCTL WORK CASE
-# CASE (ctest runs each as cli.hardening3_<case>):
+#   command_cases.sh AMPCTL WORK CASE
+# CASE (ctest runs each as cli.case_<case>):
 #   ckpt_domains     a checkpoint with a NaN parameter, a negative Adam second moment, an
 #                    optimizer step counter beyond the checkpoint's step, a negative BatchNorm
 #                    running variance: refused (exit 2) naming the tensor

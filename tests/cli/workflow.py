@@ -14,7 +14,7 @@
   global batch  training.global_batch = batch x accumulation gives the bits of grad_accum_steps;
                 one that data.batch_size does not divide is refused (exit 2, nothing created).
 
-Usage: friction.py AMPCTL QUICKSTART_YAML SWEEP_YAML WORKDIR
+Usage: workflow.py AMPCTL QUICKSTART_YAML SWEEP_YAML WORKDIR
 """
 import json
 import math
