@@ -23,6 +23,7 @@
 #include "ampctl/config/resume_rules.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/run_lock.h"
 #include "ampctl/dist/process_group.h"
@@ -210,9 +211,13 @@ std::string finished_by(const Prepared& p) {
   const checkpoint::CheckpointData& ck = p.loaded.data;
   const auto pending = ck.metrics.find("pending_eval");
   if (pending != ck.metrics.end() && pending->is_boolean() && pending->get<bool>()) return {};
-  std::ifstream in(p.run_dir / run::kSummaryFile);
-  if (!in) return {};
-  const nlohmann::json summary = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // Read as every run file is (a regular file, capped): a FIFO here must not block the resume.
+  const fs::path summary_file = p.run_dir / run::kSummaryFile;
+  std::error_code ec;
+  if (!fs::exists(fs::symlink_status(summary_file, ec))) return {};
+  const nlohmann::json summary =
+      nlohmann::json::parse(read_regular_file(summary_file, kMaxRecordBytes, "summary"), nullptr,
+                            /*allow_exceptions=*/false);
   if (!summary.is_object() || run::summary_status(summary) != run::kStatusOk) return {};
   if (ck.step == p.cfg.training.max_steps) return "training.max_steps";
   const auto early = summary.find("early_stop");

@@ -259,11 +259,12 @@ TEST(ReportBrowser, ChromiumRendersThePlotsWithEverySkippedStepMarked) {
             0)
       << read(log);
   const std::string dom = read(dom_file);
-  // What the browser parsed: five plots (loss, eval, scale, lr, throughput), the run's line in
-  // each (the loss raw and smoothed), an eval dot per evaluation, and a red marker per skipped
-  // step (metrics are logged every step).
-  EXPECT_EQ(count(dom, "<svg"), 5u) << dom.substr(0, 2000);
-  EXPECT_EQ(count(dom, "<polyline class=\"run run-0\""), 6u);
+  // What the browser parsed: seven plots (loss, eval, scale, lr, throughput, and the grad_amax
+  // and its headroom that every fp16 run records by default), the run's line in each (the loss
+  // raw and smoothed), an eval dot per evaluation, and a red marker per skipped step (metrics
+  // are logged every step).
+  EXPECT_EQ(count(dom, "<svg"), 7u) << dom.substr(0, 2000);
+  EXPECT_EQ(count(dom, "<polyline class=\"run run-0\""), 8u);
   EXPECT_EQ(count(dom, "<circle class=\"skip\""), static_cast<size_t>(skipped));
   EXPECT_EQ(count(dom, "<circle class=\"eval run-0\""), 3u);
   const int width = page_width(browser, dir / "report.html", dir);
