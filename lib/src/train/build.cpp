@@ -572,7 +572,10 @@ StepOptions step_options(const config::RunConfig& cfg, const nn::Model& model) {
   o.retry = cfg.scaler.on_overflow == config::OnOverflow::retry && config::scaler_enabled(cfg);
   o.max_retries = cfg.scaler.max_retries;
   o.min_scale = static_cast<float>(cfg.scaler.min_scale);
-  o.grad_amax = config::measures_grad_amax(cfg);
+  // Measured where the model's backward rounds through the hook (fp16/bf16 with an instrumented
+  // model): with grad_amax on by default, an fp32 run, which has no numerics, measures nothing.
+  o.grad_amax = config::measures_grad_amax(cfg) && model.numerics() != nullptr &&
+                model.roundings_instrumented();
   o.inject_value = cfg.debug.inject_value == config::InjectValue::inf
                        ? std::numeric_limits<double>::infinity()
                        : std::numeric_limits<double>::quiet_NaN();
