@@ -85,9 +85,10 @@ InitReport load_init_weights(const InitSource& source, nn::Model& model, bool st
 // (config::to_json's "model" object): every recorded key that changes the function while
 // leaving the tensors' shapes alone, or that the shapes show, must be equal: gpt: n_head,
 // n_layer, n_embd; mlp: hidden, activation, layer_norm; cnn: hidden, activation, conv, pool,
-// batch_norm (another model.type shares no tensor: load_init_weights refuses it). Not compared: dropout (training only) and what the matching above adapts
-// with the same function (block_size's crop, a tied head, zero biases) or refuses by its tensors
-// (bias, tie_embeddings). Error{input} (exit 2) naming the key and both values.
+// batch_norm (another model.type shares no tensor: load_init_weights refuses it). Not compared:
+// dropout (training only) and what the matching above adapts with the same function (block_size's
+// crop, a tied head, zero biases) or refuses by its tensors (bias, tie_embeddings). Error{input}
+// (exit 2) naming the key and both values.
 void check_init_structure(const InitSource& source, const nlohmann::json& model);
 
 // The same rule between two model sections (`recorded` said by `origin`); "" when they agree,
