@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Study (not a test): scaler.policy auto against PyTorch's rule from good and bad starting scales
-# (docs/design.md, "The auto scale rule"). Trains CONFIG five times, every run with
+# (docs/performance.md, "The auto rule's defaults, measured"). Trains CONFIG five times, every run with
 # grad_amax and gradient numerics on every N-th step:
 #   pytorch from its default init_scale (2^16), pytorch from 2^40, pytorch from 2^-20,
 #   auto from 2^40, auto from 2^-20
