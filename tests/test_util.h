@@ -2,7 +2,9 @@
 // fresh temporary folder.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -35,6 +37,33 @@ inline std::filesystem::path fresh_dir(const std::string& tag, const std::string
   fs::remove_all(d);
   return d;
 }
+
+// A fresh folder made by mkdtemp under the system's temporary folder, removed with everything in
+// it when the scope ends. `tag` names the folder (ampctl-TAG-XXXXXX) to tell tests' leftovers
+// apart.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag = "test") {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / ("ampctl-" + tag + "-XXXXXX")).string();
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      std::fprintf(stderr, "mkdtemp(%s): %s\n", pattern.c_str(), std::strerror(errno));
+      std::abort();
+    }
+    m_path = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(m_path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return m_path; }
+  std::filesystem::path operator/(const std::string& name) const { return m_path / name; }
+
+ private:
+  std::filesystem::path m_path;
+};
 
 inline Tensor make_f32(Backend& b, const std::vector<float>& v) {
   return b.from_host({static_cast<int64_t>(v.size())}, DType::f32, v.data());

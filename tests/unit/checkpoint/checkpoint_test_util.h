@@ -17,32 +17,13 @@
 
 #include "ampctl/checkpoint/checkpoint.h"
 #include "ampctl/core/half.h"
+#include "test_util.h"
 
 namespace ampctl::checkpoint::testing {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under GoogleTest's temp dir, removed with everything in it at scope exit.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (fs::path(::testing::TempDir()) / "ampctl-ckpt-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp(" << pattern << "): " << std::strerror(errno);
-    }
-    m_path = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
-};
+using ampctl::testing::ScratchDir;
 
 // Routes spdlog's default logger into a string for the scope's lifetime.
 class CaptureLog {

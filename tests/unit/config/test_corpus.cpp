@@ -15,6 +15,7 @@
 
 #include "ampctl/config/run_config.h"
 #include "config_test_util.h"
+#include "test_util.h"
 
 namespace ampctl::config {
 namespace {
@@ -114,17 +115,9 @@ TEST(ConfigCorpus, AllProblemsOfOneFileAreReported) {
   }
 }
 
-// A fresh folder, removed with everything in it when the test ends.
-struct TempDir {
-  std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("ampctl_config_test_" + std::to_string(::getpid()));
-  TempDir() { std::filesystem::create_directories(path); }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
-
 TEST(ConfigCorpus, MissingFileIsNamed) {
-  const TempDir dir;
-  const auto path = dir.path / "no-such-run.yaml";
+  const ampctl::testing::ScratchDir dir("config");
+  const auto path = dir.path() / "no-such-run.yaml";
   try {
     load_config(path);
     FAIL() << "accepted";
@@ -136,21 +129,21 @@ TEST(ConfigCorpus, MissingFileIsNamed) {
 }
 
 TEST(ConfigCorpus, DirectoryIsRefused) {
-  const TempDir dir;
+  const ampctl::testing::ScratchDir dir("config");
   try {
-    load_config(dir.path);
+    load_config(dir.path());
     FAIL() << "accepted";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              dir.path.string() +
+              dir.path().string() +
                   ": cannot read the configuration file: is a directory, not a regular file\n"
                   "hint: give the path of a regular file");
   }
 }
 
 TEST(ConfigCorpus, EmptyFileNeedsModelAndData) {
-  const TempDir dir;
-  const auto path = dir.path / "empty.yaml";
+  const ampctl::testing::ScratchDir dir("config");
+  const auto path = dir.path() / "empty.yaml";
   std::ofstream(path).close();
   try {
     load_config(path);

@@ -17,23 +17,12 @@
 #include <vector>
 
 #include "ampctl/core/error.h"
+#include "test_util.h"
 
 namespace ampctl {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/ampctl-input-file-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 void write(const fs::path& p, const std::string& text) {
   std::ofstream out(p, std::ios::binary);
@@ -58,7 +47,7 @@ std::vector<std::string> split(const std::string& text) {
 }
 
 TEST(LineReader, ReadsEveryLineOfRandomTextsToTheEnd) {
-  ScratchDir dir;
+  const testing::ScratchDir dir("input-file");
   std::mt19937 rng(47);
   for (int trial = 0; trial < 40; ++trial) {
     std::string text;
@@ -70,7 +59,7 @@ TEST(LineReader, ReadsEveryLineOfRandomTextsToTheEnd) {
       if (rng() % 5 == 0) text += '\r';
       if (i + 1 < lines || rng() % 2 == 0) text += '\n';
     }
-    const fs::path file = dir.path / "lines.txt";
+    const fs::path file = dir.path() / "lines.txt";
     write(file, text);
     const std::vector<std::string> want = split(text);
     LineReader in(file, size_t{1} << 20);
@@ -89,8 +78,8 @@ TEST(LineReader, ReadsEveryLineOfRandomTextsToTheEnd) {
 }
 
 TEST(LineReader, RefusesALineOverTheCapNamingTheFileAndTheLine) {
-  ScratchDir dir;
-  const fs::path file = dir.path / "metrics.jsonl";
+  const testing::ScratchDir dir("input-file");
+  const fs::path file = dir.path() / "metrics.jsonl";
   write(file, "{}\n{}\n" + std::string(5000, 'x') + "\n{}\n");
   LineReader in(file, 4096, "metrics file");
   std::string line;
@@ -113,8 +102,8 @@ TEST(LineReader, RefusesALineOverTheCapNamingTheFileAndTheLine) {
 }
 
 TEST(LineReader, RefusesAFifoAndADeviceAtOnce) {
-  ScratchDir dir;
-  const fs::path fifo = dir.path / "metrics.jsonl";
+  const testing::ScratchDir dir("input-file");
+  const fs::path fifo = dir.path() / "metrics.jsonl";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
   // With no writer, a blocking open would never return: the test would hang, not fail.
   for (const fs::path& p : {fifo, fs::path("/dev/zero")}) {
@@ -127,12 +116,12 @@ TEST(LineReader, RefusesAFifoAndADeviceAtOnce) {
     }
     EXPECT_THROW(read_regular_file(p, 1024), Error);
   }
-  EXPECT_THROW(LineReader(dir.path / "missing", 1024), Error);
+  EXPECT_THROW(LineReader(dir.path() / "missing", 1024), Error);
 }
 
 TEST(ReadRegularFile, ReadsTheWholeFileAndRefusesOneOverTheCap) {
-  ScratchDir dir;
-  const fs::path file = dir.path / "summary.json";
+  const testing::ScratchDir dir("input-file");
+  const fs::path file = dir.path() / "summary.json";
   std::string text(300000, 'z');
   text[123456] = '\n';
   write(file, text);

@@ -17,23 +17,12 @@
 #include <string>
 
 #include "ampctl/core/error.h"
+#include "test_util.h"
 
 namespace ampctl {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ScratchDir {
-  fs::path path;
-  ScratchDir() {
-    char tmpl[] = "/tmp/ampctl-run-lock-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // Runs `body` in a forked child and returns its exit status (the child never returns).
 int in_child(const std::function<int()>& body) {
@@ -67,19 +56,19 @@ int refused_naming(const fs::path& dir, pid_t holder_pid) {
 }
 
 TEST(RunLock, ASecondProcessIsRefusedNamingTheHolder) {
-  ScratchDir dir;
+  const testing::ScratchDir dir("run-lock");
   const pid_t me = ::getpid();
   {
-    RunLock lock(dir.path);
-    EXPECT_NE(run_lock_holder(dir.path).find("pid " + std::to_string(me)), std::string::npos)
-        << run_lock_holder(dir.path);
-    EXPECT_EQ(in_child([&] { return refused_naming(dir.path, me); }), 0);
-    EXPECT_EQ(in_child([&] { return run_lock_held(dir.path) ? 0 : 1; }), 0);
+    RunLock lock(dir.path());
+    EXPECT_NE(run_lock_holder(dir.path()).find("pid " + std::to_string(me)), std::string::npos)
+        << run_lock_holder(dir.path());
+    EXPECT_EQ(in_child([&] { return refused_naming(dir.path(), me); }), 0);
+    EXPECT_EQ(in_child([&] { return run_lock_held(dir.path()) ? 0 : 1; }), 0);
   }
   // Released: a child takes it, and the record is cleared again after.
-  EXPECT_EQ(in_child([&] { return refused_naming(dir.path, me); }), 1);
-  EXPECT_FALSE(run_lock_held(dir.path));
-  EXPECT_EQ(run_lock_holder(dir.path), "");
+  EXPECT_EQ(in_child([&] { return refused_naming(dir.path(), me); }), 1);
+  EXPECT_FALSE(run_lock_held(dir.path()));
+  EXPECT_EQ(run_lock_holder(dir.path()), "");
 }
 
 // The window between a holder's flock and its record: a second process that is refused then
@@ -87,8 +76,8 @@ TEST(RunLock, ASecondProcessIsRefusedNamingTheHolder) {
 // refusal waits up to two seconds for it). Before, it was refused without a name: the flaky
 // "the refusal does not name the holder" of cli.output_paths on a loaded machine.
 TEST(RunLock, ARefusalInTheHoldersFirstMomentStillNamesIt) {
-  ScratchDir dir;
-  const fs::path file = dir.path / kRunLockFile;
+  const testing::ScratchDir dir("run-lock");
+  const fs::path file = dir.path() / kRunLockFile;
   const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // held, with no record yet
@@ -102,7 +91,7 @@ TEST(RunLock, ARefusalInTheHoldersFirstMomentStillNamesIt) {
                 ? 0
                 : 1);
   }
-  EXPECT_EQ(in_child([&] { return refused_naming(dir.path, me); }), 0);
+  EXPECT_EQ(in_child([&] { return refused_naming(dir.path(), me); }), 0);
   int status = 0;
   ::waitpid(writer, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -110,34 +99,34 @@ TEST(RunLock, ARefusalInTheHoldersFirstMomentStillNamesIt) {
 }
 
 TEST(RunLock, TheKernelReleasesTheLockOfAProcessThatDies) {
-  ScratchDir dir;
+  const testing::ScratchDir dir("run-lock");
   // The child takes the lock and dies without any destructor running (_exit, as on SIGKILL).
   EXPECT_EQ(in_child([&] {
-              new RunLock(dir.path);  // never freed: only the process's death releases it
+              new RunLock(dir.path());  // never freed: only the process's death releases it
               ::_exit(7);
               return 0;
             }),
             7);
-  EXPECT_NO_THROW(RunLock lock(dir.path));
+  EXPECT_NO_THROW(RunLock lock(dir.path()));
 }
 
 TEST(RunLock, OneProcessSharesItsOwnLock) {
-  ScratchDir dir;
+  const testing::ScratchDir dir("run-lock");
   const pid_t me = ::getpid();
-  auto outer = std::make_unique<RunLock>(dir.path);
+  auto outer = std::make_unique<RunLock>(dir.path());
   {
-    RunLock inner(dir.path);  // the same process again: shared, not refused
+    RunLock inner(dir.path());  // the same process again: shared, not refused
     EXPECT_EQ(inner.fd(), outer->fd());
   }
   // The inner one going does not release it.
-  EXPECT_EQ(in_child([&] { return refused_naming(dir.path, me); }), 0);
+  EXPECT_EQ(in_child([&] { return refused_naming(dir.path(), me); }), 0);
   outer.reset();
-  EXPECT_FALSE(run_lock_held(dir.path));
+  EXPECT_FALSE(run_lock_held(dir.path()));
 }
 
 TEST(RunLock, AHandOverToAChildLeavesNoWindow) {
-  ScratchDir dir;
-  auto parent = std::make_unique<RunLock>(dir.path);
+  const testing::ScratchDir dir("run-lock");
+  auto parent = std::make_unique<RunLock>(dir.path());
   int to_child[2], from_child[2];
   ASSERT_EQ(::pipe(to_child), 0);
   ASSERT_EQ(::pipe(from_child), 0);
@@ -150,7 +139,7 @@ TEST(RunLock, AHandOverToAChildLeavesNoWindow) {
     ::setenv(kRunLockFdVariable, std::to_string(fd).c_str(), 1);
     int rc = 0;
     try {
-      RunLock adopted(dir.path);
+      RunLock adopted(dir.path());
       rc = adopted.fd() == fd && std::getenv(kRunLockFdVariable) == nullptr ? 0 : 3;
       char go = 0;
       [[maybe_unused]] ssize_t n = ::write(from_child[1], "r", 1);  // holding it
@@ -165,20 +154,20 @@ TEST(RunLock, AHandOverToAChildLeavesNoWindow) {
   parent->release_to_child();
   parent.reset();
   // The child holds it now, with its own record.
-  EXPECT_EQ(in_child([&] { return refused_naming(dir.path, child); }), 0);
+  EXPECT_EQ(in_child([&] { return refused_naming(dir.path(), child); }), 0);
   ASSERT_EQ(::write(to_child[1], "g", 1), 1);
   int status = 0;
   ::waitpid(child, &status, 0);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  EXPECT_NO_THROW(RunLock lock(dir.path));
+  EXPECT_NO_THROW(RunLock lock(dir.path()));
   for (int f : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(f);
 }
 
 TEST(RunLock, ALockFileThatIsNotARegularFileIsRefused) {
-  ScratchDir dir;
-  fs::create_directory(dir.path / kRunLockFile);
+  const testing::ScratchDir dir("run-lock");
+  fs::create_directory(dir.path() / kRunLockFile);
   try {
-    RunLock lock(dir.path);
+    RunLock lock(dir.path());
     FAIL() << "a directory named .lock was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::usage);

@@ -16,30 +16,11 @@
 #include <vector>
 
 #include "ampctl/core/error.h"
+#include "test_util.h"
 
 namespace ampctl::data::testing {
 
-// A fresh folder removed (with its contents) at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    m_path = std::filesystem::temp_directory_path() /
-             ("ampctl_data_" + std::to_string(::getpid()) + "_" +
-              (info ? std::string(info->test_suite_name()) + "." + info->name() : "x"));
-    std::filesystem::remove_all(m_path);
-    std::filesystem::create_directories(m_path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(m_path, ec);
-  }
-  std::filesystem::path operator/(const std::string& name) const { return m_path / name; }
-  const std::filesystem::path& path() const { return m_path; }
-
- private:
-  std::filesystem::path m_path;
-};
+using TempDir = ampctl::testing::ScratchDir;
 
 inline void put_be32(std::vector<uint8_t>& out, uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
