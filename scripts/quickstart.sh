@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The README's run command: installs what building needs (scripts/setup.sh build: not the test
-# data, clang, benchmarks or Chromium, which scripts/test.sh adds), builds ampctl (CUDA too when
-# nvcc is at /usr/local/cuda/bin) and trains configs/quickstart.yaml (on a GPU when one is usable,
-# else on the CPU). Extra arguments go to `ampctl train`, e.g. --set precision=bf16.
+# data, clang, benchmarks or Chromium, which scripts/test.sh adds), builds ampctl, and its CUDA
+# plugin only where a GPU is usable (nvcc at /usr/local/cuda/bin and `nvidia-smi -L` lists a GPU:
+# compiling the kernels for every supported GPU takes longer than the rest of ampctl), and trains
+# configs/quickstart.yaml (on that GPU, else on the CPU). Extra arguments go to `ampctl train`,
+# e.g. --set precision=bf16.
 #
 # It configures build/ exactly as scripts/test.sh does (the same options and ccache launcher), so
 # the test command that follows rebuilds nothing this one built.
@@ -19,5 +21,10 @@ fi
 BUILD_DIR=${BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAMPCTL_CUDA=AUTO "${launcher[@]}" \
   >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)" --target ampctl
+targets=(ampctl)
+if [[ -x /usr/local/cuda/bin/nvcc || -n "$(command -v nvcc)" ]] &&
+  nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+  targets+=(ampctl_cuda)
+fi
+cmake --build "$BUILD_DIR" -j "$(nproc)" --target "${targets[@]}"
 exec "$BUILD_DIR/ampctl" train --config configs/quickstart.yaml "$@"

@@ -77,7 +77,8 @@ Found find_plugin() {
   }
   return Found{{},
                std::string(kCudaPluginFile) + ", the CUDA plugin, was not found (looked for " +
-                   (looked.empty() ? std::string("nothing") : looked) + ")"};
+                   (looked.empty() ? std::string("nothing") : looked) +
+                   "); a build with nvcc makes it: cmake --build BUILD --target ampctl_cuda"};
 }
 
 const Found& plugin_file() {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "ampctl/core/philox.h"
+#include "ampctl/nn/layers.h"
 #include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
@@ -17,14 +18,6 @@ void check_image_shape(const ImageShape& s, const char* what) {
     throw Error{ErrorKind::invalid_argument,
                 std::string(what) + ": image shape [" + std::to_string(s.c) + ", " +
                     std::to_string(s.h) + ", " + std::to_string(s.w) + "] has an empty dimension"};
-  }
-}
-
-// U(-bound, bound) from stream `stream`, as Linear's init (linear.cpp).
-void fill_uniform(std::span<float> out, double bound, uint64_t seed, uint64_t stream) {
-  for (size_t j = 0; j < out.size(); ++j) {
-    const double u = philox_uniform(philox_u32(seed, stream, j));
-    out[j] = static_cast<float>((2.0 * u - 1.0) * bound);
   }
 }
 

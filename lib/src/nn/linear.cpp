@@ -10,18 +10,13 @@
 #include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
-namespace {
 
-// U(-bound, bound) from stream `stream`: (2u - 1) * bound in double, u in [0, 1) with 24 bits,
-// rounded once to float. |value| <= float(bound) since rounding is monotonic.
 void fill_uniform(std::span<float> out, double bound, uint64_t seed, uint64_t stream) {
   for (size_t j = 0; j < out.size(); ++j) {
     const double u = philox_uniform(philox_u32(seed, stream, j));
     out[j] = static_cast<float>((2.0 * u - 1.0) * bound);
   }
 }
-
-}  // namespace
 
 Linear::Linear(int64_t in_features, int64_t out_features) : m_in(in_features), m_out(out_features) {
   if (m_in < 1 || m_out < 1) {

@@ -5,13 +5,13 @@
 
 #include "ampctl/core/error.h"
 #include "ampctl/run/numbers.h"
+#include "field_names.h"
 
 namespace ampctl::run {
 namespace {
 
 constexpr const char* kSection = "metrics";
 constexpr const char* kStepsDone = "steps_done";
-constexpr const char* kSkipped = "skipped";
 constexpr const char* kSamples = "samples";
 constexpr const char* kFinalLoss = "final_loss";
 constexpr const char* kBestLoss = "best_loss";
@@ -23,7 +23,6 @@ constexpr const char* kEvalSeconds = "eval_seconds";
 constexpr const char* kSteady = "steady";
 constexpr const char* kSteadySeconds = "steady_seconds";
 constexpr const char* kSteadySamples = "steady_samples";
-constexpr const char* kRetries = "retries";        // absent in checkpoints before retry
 constexpr const char* kClipped = "clipped_steps";  // absent in checkpoints before grad_norm
 constexpr const char* kWallTimeS = "wall_time_s";
 constexpr const char* kLastEval = "last_eval";
@@ -79,10 +78,6 @@ std::optional<double> member_optional(const nlohmann::json& j, const char* key) 
   return as_double(v, key);
 }
 
-nlohmann::json optional_json(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
-}
-
 // Reads counts_json back (names it does not know are a damaged checkpoint).
 std::vector<int64_t> counts_from_json(const nlohmann::json& j,
                                       const std::vector<std::string>& names, const char* key) {
@@ -132,8 +127,8 @@ nlohmann::json to_json(const CheckpointMetrics& m, const std::vector<std::string
                       {kRetries, t.retries},
                       {kWallTimeS, m.wall_time_s},
                       {kLastEval, t.last_eval},
-                      {kBestEvalLoss, optional_json(t.best_eval_loss)},
-                      {kBestEvalAccuracy, optional_json(t.best_eval_accuracy)}};
+                      {kBestEvalLoss, json_or_null(t.best_eval_loss)},
+                      {kBestEvalAccuracy, json_or_null(t.best_eval_accuracy)}};
   if (m.pending_eval) j[kPendingEval] = true;
   if (!m.trackers.empty()) j["trackers"] = m.trackers;
   if (std::isfinite(t.final_loss)) j[kLastLoss] = t.final_loss;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "ampctl/run/numbers.h"
+#include "field_names.h"
 
 namespace ampctl::run {
 namespace {
@@ -12,14 +13,12 @@ constexpr const char* kStep = "step";
 constexpr const char* kLoss = "loss";
 constexpr const char* kScale = "scale";
 constexpr const char* kFoundInf = "found_inf";
-constexpr const char* kSkipped = "skipped";
 constexpr const char* kGradNorm = "grad_norm";
 constexpr const char* kGrowthTracker = "growth_tracker";
 constexpr const char* kHysteresisTracker = "hysteresis_tracker";
 constexpr const char* kLr = "lr";
 constexpr const char* kTimeS = "time_s";
 constexpr const char* kOverflowTensors = "overflow_tensors";
-constexpr const char* kRetries = "retries";
 constexpr const char* kGradAmax = "grad_amax";
 constexpr const char* kGradAmaxExact = "grad_amax_exact";
 constexpr const char* kAccuracy = "accuracy";

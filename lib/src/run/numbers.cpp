@@ -7,6 +7,10 @@
 
 namespace ampctl::run {
 
+nlohmann::json json_or_null(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
 nlohmann::json finite_or_null(double v) {
   if (!std::isfinite(v)) return nullptr;
   return v;

@@ -10,14 +10,6 @@ namespace ampctl::run {
 
 namespace k = summary_key;
 
-namespace {
-
-nlohmann::json optional_json(const std::optional<double>& v) {
-  return v ? nlohmann::json(*v) : nlohmann::json();
-}
-
-}  // namespace
-
 nlohmann::json to_json(const Summary& s) {
   const Totals& t = s.totals;
   nlohmann::json j = {{k::kName, s.name},
@@ -32,8 +24,8 @@ nlohmann::json to_json(const Summary& s) {
                       {k::kFinalLoss, finite_or_null(t.final_loss)},
                       {k::kBestLoss, finite_or_null(t.best_loss)},
                       {k::kEval, t.last_eval},
-                      {k::kBestEvalLoss, optional_json(t.best_eval_loss)},
-                      {k::kBestEvalAccuracy, optional_json(t.best_eval_accuracy)},
+                      {k::kBestEvalLoss, json_or_null(t.best_eval_loss)},
+                      {k::kBestEvalAccuracy, json_or_null(t.best_eval_accuracy)},
                       {k::kOverflowCounts, s.overflow_counts},
                       {k::kMostOverflowing, s.most_overflowing},
                       {k::kWallTimeS, s.wall_time_s},
@@ -42,7 +34,7 @@ nlohmann::json to_json(const Summary& s) {
                       {k::kSteadySamplesPerS,
                        t.steady_seconds > 0 ? nlohmann::json(t.steady_samples / t.steady_seconds)
                                             : nlohmann::json()},
-                      {k::kSteadyStepMs, optional_json(s.steady_step_ms)},
+                      {k::kSteadyStepMs, json_or_null(s.steady_step_ms)},
                       {k::kBackend, s.backend},
                       {k::kDevice, s.device},
                       {k::kPrecision, s.precision},

@@ -19,6 +19,15 @@
 
 namespace ampctl::tokenize {
 
+// Maps keyed by std::string and looked up by std::string_view. Outside the anonymous namespace:
+// Tokenizer::Impl, a member of a class with external linkage, holds them.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <typename V>
+using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
+
 namespace {
 
 using Json = nlohmann::json;
@@ -30,13 +39,6 @@ constexpr size_t kMaxTokenizerBytes = size_t{1} << 30;
 constexpr size_t kHeapMergeSymbols = 48;
 // A worker's word cache is emptied when it holds this many ids.
 constexpr size_t kCacheIds = size_t{1} << 24;
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-template <typename V>
-using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
 
 [[noreturn]] void fail(const std::string& origin, const std::string& what,
                        const std::string& hint = {}) {

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,11 @@
 #include "ampctl/nn/module.h"
 
 namespace ampctl::nn {
+
+// U(-bound, bound) from Philox stream `stream` of `seed`, the init of Linear's and the conv
+// layers' weights: (2u - 1) * bound in double, u in [0, 1) with 24 bits, rounded once to float.
+// |value| <= float(bound) since rounding is monotonic.
+void fill_uniform(std::span<float> out, double bound, uint64_t seed, uint64_t stream);
 
 class Linear final : public Module {
  public:

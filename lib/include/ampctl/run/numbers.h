@@ -13,6 +13,10 @@ namespace ampctl::run {
 
 // v, or null when v is not finite.
 nlohmann::json finite_or_null(double v);
+
+// The value, or null when there is none.
+nlohmann::json json_or_null(const std::optional<double>& v);
+
 // j as a finite number; nullopt when it is absent, not a number, or not finite.
 std::optional<double> finite_number(const nlohmann::json& j);
 

@@ -41,8 +41,6 @@ Tensor lead(const Tensor& flat, const Shape& shape) {
   return flat.view(0, shape);
 }
 
-constexpr ErrorKind kKind = ErrorKind::config;
-
 // The memory estimate (memory_estimate.h): the parameter count, and the bytes of the activation
 // buffers allocate_buffers makes for options.max_batch sequences of block_size positions.
 ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
@@ -52,10 +50,10 @@ ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
   const int64_t V = std::max<int64_t>(o.out_features, 1);  // the vocabulary
   const int64_t bias = m.bias ? 1 : 0;
   auto mul = [&](int64_t a, int64_t b, const std::string& key) {
-    return checked_mul(a, b, key, kKind);
+    return checked_mul(a, b, key, ErrorKind::config);
   };
   auto add = [&](int64_t a, int64_t b, const std::string& key) {
-    return checked_add(a, b, key, kKind);
+    return checked_add(a, b, key, ErrorKind::config);
   };
   ModelMemory e;
   int64_t params = 0;
