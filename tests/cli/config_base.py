@@ -15,6 +15,8 @@
                child's, a --set from the current directory.
   run          a run's config.yaml is the merged configuration (no base:), and the run resumes
                with the base file gone.
+  sweep        a sweep file on a base runs each run merged (a base's path from the base's folder,
+               a sweep section's from the sweep file's); --set base= is exit 2.
   shipped      configs/gpt_finetune.yaml and configs/sweep_policies.yaml (both on
                configs/gpt_fortunes.yaml) validate from another directory with the model's keys
                from gpt_fortunes.yaml.
@@ -217,8 +219,7 @@ run_dir = os.path.join(WORK, "run")
 run(["train", "--config", child, "--run-dir", run_dir, "--set", "training.max_steps=6"])
 with open(os.path.join(run_dir, "config.yaml")) as f:
     saved = f.read()
-check("base" not in saved.split("\n", 1)[0] and "\nbase:" not in saved,
-      "config.yaml holds no base:")
+check(re.search(r"^base:", saved, re.M) is None, "config.yaml holds no base:")
 v_saved = run(["validate", "--config", os.path.join(run_dir, "config.yaml")]).stdout
 v_run = run(["validate", "--config", child, "--set", "training.max_steps=6"]).stdout
 check(values(v_saved) == values(v_run), "config.yaml is the merged configuration")
@@ -228,6 +229,36 @@ run(["resume", "--checkpoint", run_dir, "--set", "training.max_steps=10"])
 last = train_lines(run_dir)[-1]
 check(last["step"] == 10, f"the resumed run reached step 10 without its base file: {last['step']}")
 os.rename(moved, os.path.join(WORK, "lib"))
+
+# ---- sweep ----
+# A sweep file on a base: every run is the base merged under the file, then the run's values;
+# a relative path in the sweep section is the sweep file's, the base's the base's.
+write("sw/data/rows.csv", "".join(f"{i % 7},{(i * 3) % 5},{i % 2}\n" for i in range(64)))
+write("sw/lib/base.yaml", BASE_TEXT.replace(
+    "  train: {source: synthetic, task: classification, samples: 256, features: 8, classes: 4}",
+    "  train: {source: csv, path: ../data/rows.csv, label_column: -1}"))
+write("sw/exp/other.csv", "".join(f"{i % 5},{(i * 7) % 3},{(i + 1) % 2}\n" for i in range(64)))
+sweep_file = write("sw/exp/sweep.yaml", """base: ../lib/base.yaml
+training: {max_steps: 4}
+sweep:
+  runs:
+    - {name: theirs, seed: 1}
+    - {name: mine, data.train.path: other.csv}
+""")
+out = os.path.join(WORK, "sw", "out")
+run(["sweep", "--config", sweep_file, "--out", out])
+for name, data in (("theirs", os.path.join(WORK, "sw", "data", "rows.csv")),
+                   ("mine", os.path.join(WORK, "sw", "exp", "other.csv"))):
+    with open(os.path.join(out, name, "config.yaml")) as f:
+        saved = f.read()
+    check(f"path: {data}\n" in saved and "max_steps: 4\n" in saved and
+          re.search(r"^base:", saved, re.M) is None,
+          f"sweep run {name}: merged, its data {data}:\n{saved[:600]}")
+    check(train_lines(os.path.join(out, name))[-1]["step"] == 4, f"sweep run {name} ran 4 steps")
+
+# --set cannot name a base: bases are merged before overrides.
+p = run(["validate", "--config", merged, "--set", "base=../lib/base.yaml"], expect=2)
+check("base: only a configuration file names its bases" in p.stderr, "--set base=: " + p.stderr)
 
 # ---- shipped ----
 elsewhere = os.path.join(WORK, "elsewhere")

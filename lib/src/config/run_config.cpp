@@ -1242,7 +1242,18 @@ bool read_document(std::string_view yaml, const std::string& origin, Value& doc,
   return problems.size() == before;
 }
 
-RunConfig validate(const Value& doc, const std::string& default_name, Problems& problems) {
+RunConfig validate(Value& doc, const std::string& default_name, Problems& problems) {
+  // A base: left after merge_bases came from an override: bases are merged before them.
+  for (auto it = doc.entries.begin(); it != doc.entries.end();) {
+    if (it->key != "base") {
+      ++it;
+      continue;
+    }
+    problems.add(it->key_where, "base",
+                 "only a configuration file names its bases (they are merged before --set)",
+                 "write base: in the file, or give the other file's keys with --set");
+    it = doc.entries.erase(it);
+  }
   ParseState state{problems, doc.where, default_name, {}, {}};
   RunConfig config;
   run_schema().parse(doc, "", config, state);

@@ -139,6 +139,27 @@ TEST_F(ConfigBaseFiles, CycleAndMissingNameTheFiles) {
   }
 }
 
+TEST_F(ConfigBaseFiles, ASecondBaseKeyAndOddValuesAreProblems) {
+  write("a/other.yaml", "seed: 3\n");
+  for (const char* text :
+       {"base: a/other.yaml\nbase: a/other.yaml\nmodel: {}\ndata: {}\n",
+        "base: {x: 1}\nmodel: {}\ndata: {}\n", "base: [a/other.yaml, [x]]\nmodel: {}\ndata: {}\n",
+        "base: ''\nmodel: {}\ndata: {}\n"}) {
+    const std::string file = write("odd.yaml", text);
+    try {
+      load_config(file);
+      FAIL() << "accepted: " << text;
+    } catch (const ConfigError& e) {
+      ASSERT_EQ(e.problems().size(), 1u) << e.what();
+      EXPECT_EQ(e.problems()[0].key, "base") << e.what();
+      EXPECT_EQ(e.problems()[0].where.origin, file) << e.what();
+    }
+  }
+  // null and [] name no base.
+  EXPECT_EQ(load_config(write("none.yaml", "base: null\nmodel: {}\ndata: {}\nseed: 5\n")).seed, 5);
+  EXPECT_EQ(load_config(write("none.yaml", "base: []\nmodel: {}\ndata: {}\nseed: 6\n")).seed, 6);
+}
+
 TEST_F(ConfigBaseFiles, ADeepChainIsRefusedNotRecursedForever) {
   // 40 files, each the base of the one before: past kMaxBaseDepth, a problem.
   for (int i = 0; i < 40; ++i) {
