@@ -92,7 +92,9 @@ void check_sweep_runs(sweep::Sweep& spec) {
 void register_validate(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<ValidateOptions>();
   CLI::App* sub = app.add_subcommand(
-      "validate", "check a configuration and print it resolved (every default filled in)");
+      "validate",
+      "check a configuration and print it resolved (bases merged, defaults filled in, each "
+      "key's origin)");
   sub->add_option("--config", options->config, "the run's YAML configuration")
       ->required()
       ->type_name("FILE");
