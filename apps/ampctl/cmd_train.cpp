@@ -119,7 +119,8 @@ void register_train(CLI::App& app, Commands& commands) {
   sub->add_option("--init-from", options->init_from,
                   "start from these weights (sets init.from): an ampctl checkpoint or run "
                   "directory, a safetensors file (ampctl export, or Hugging Face GPT-2), or an "
-                  "export --format hf directory")
+                  "export --format hf directory (a relative PATH is read from the current "
+                  "directory)")
       ->type_name("PATH");
   sub->add_flag("--print-config", options->print_config,
                 "print the resolved configuration before training");

@@ -1,5 +1,6 @@
 // `ampctl validate --config FILE [--set KEY=VALUE]...`: prints the resolved configuration (every
-// default filled in, each key with its help) and exits 0, or lets the ConfigError listing every
+// default filled in, its `base:` files merged, each key with where it was written, "[FILE:LINE]"
+// or "[--set KEY=VALUE]", and its help) and exits 0, or lets the ConfigError listing every
 // problem reach main, which prints them and exits 2. A file with a `sweep:` section is checked as
 // `ampctl sweep` would check it (the base and every run), and its runs are listed after the base.
 // Each run's memory is estimated too (train/memory_plan.h): sizes that overflow, or a CPU run
@@ -30,7 +31,8 @@ int run_validate(const ValidateOptions& options) {
   if (sweep::strip_sweep_section(text) == text) {
     const config::RunConfig resolved = config::parse_config(text, options.config, options.sets);
     train::check_config_memory(resolved);
-    std::fputs(config::to_yaml(resolved, config::YamlStyle::annotated).c_str(), stdout);
+    const auto origins = config::key_origins(text, options.config, options.sets);
+    std::fputs(config::to_yaml(resolved, config::YamlStyle::annotated, &origins).c_str(), stdout);
     // Valid, but read by nothing at this precision (train warns the same): a comment, so the
     // output stays the YAML it was.
     for (const std::string& key : config::unused_scaler_keys(resolved)) {
@@ -44,7 +46,8 @@ int run_validate(const ValidateOptions& options) {
   spec.base_overrides = options.sets;
   check_sweep_runs(spec);
   const config::RunConfig base = config::parse_config(spec.base_text, spec.origin, options.sets);
-  std::fputs(config::to_yaml(base, config::YamlStyle::annotated).c_str(), stdout);
+  const auto origins = config::key_origins(spec.base_text, spec.origin, options.sets);
+  std::fputs(config::to_yaml(base, config::YamlStyle::annotated, &origins).c_str(), stdout);
   std::printf("# sweep: %zu run(s), each valid (ampctl sweep --config %s)\n", spec.runs.size(),
               options.config.c_str());
   for (const sweep::Run& run : spec.runs) {
@@ -89,7 +92,9 @@ void check_sweep_runs(sweep::Sweep& spec) {
 void register_validate(CLI::App& app, Commands& commands) {
   auto options = std::make_shared<ValidateOptions>();
   CLI::App* sub = app.add_subcommand(
-      "validate", "check a configuration and print it resolved (every default filled in)");
+      "validate",
+      "check a configuration and print it resolved (bases merged, defaults filled in, each "
+      "key's origin)");
   sub->add_option("--config", options->config, "the run's YAML configuration")
       ->required()
       ->type_name("FILE");

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "ampctl/config/base.h"
 #include "ampctl/config/config_file.h"
 #include "ampctl/config/document.h"
 #include "ampctl/config/reference.h"
@@ -1182,12 +1183,18 @@ std::string default_name_for(const std::string& origin) {
   return check_name(stem).empty() && utf8_problem(stem).empty() ? stem : "run";
 }
 
-// Relative paths (docs/reference.md, "Data sources"): the data's files and folders and
-// init.from. Those written in the file (a sweep section's values too) are read from the file's
-// folder, those given on the command line (--set, --grid) from the current directory; both
-// become absolute here, so the resolved configuration (a run's config.yaml, a sweep run's copy, a
-// checkpoint) names the same files wherever it is read again.
-void resolve_path(Value::Entry* e, const std::filesystem::path& base) {
+std::filesystem::path absolute_or_empty(const std::filesystem::path& p) {
+  std::error_code ec;
+  std::filesystem::path a = std::filesystem::absolute(p, ec);
+  return ec ? std::filesystem::path{} : a;
+}
+
+// Relative paths (docs/reference.md, "Paths"): every key that names a file or folder, read from
+// the folder of the file that wrote it (a value with a position: the configuration file, one of
+// its bases, or a sweep section's line) or, without a position (--set, --grid), from the current
+// directory. Both become absolute here, so the resolved configuration (a run's config.yaml, a
+// sweep run's copy, a checkpoint) names the same files wherever it is read again.
+void resolve_path(Value::Entry* e, const std::filesystem::path& cwd) {
   if (e == nullptr || !e->value.is_scalar()) return;
   std::string& text = e->value.text;
   if (text.empty() ||
@@ -1196,17 +1203,20 @@ void resolve_path(Value::Entry* e, const std::filesystem::path& base) {
   }
   const std::filesystem::path p(text);
   if (p.is_absolute()) return;
-  text = (base / p).lexically_normal().string();
+  const Where& said = e->value.where;
+  std::filesystem::path folder = cwd;
+  if (said.has_position()) {  // a file's folder ("run.yaml": the current directory's)
+    const std::filesystem::path parent = std::filesystem::path(said.origin).parent_path();
+    folder = parent.empty() ? cwd : absolute_or_empty(parent).lexically_normal();
+  }
+  text = (folder / p).lexically_normal().string();
   e->value.plain = false;
 }
 
-// Each path from the folder of whoever said it: `file_dir` for a value whose where names the
-// file `origin` (the file's own, or a sweep section's), else (a command line's) `cwd`.
-void resolve_data_paths(Value& doc, const std::string& origin,
-                        const std::filesystem::path& file_dir, const std::filesystem::path& cwd) {
-  const auto resolve = [&](Value::Entry* e) {
-    if (e != nullptr) resolve_path(e, e->value.where.origin == origin ? file_dir : cwd);
-  };
+// The keys that name files and folders, each read by resolve_path from the folder of whoever
+// wrote it (its key's Where): init.from and each data source's files.
+void resolve_paths(Value& doc, const std::filesystem::path& cwd) {
+  const auto resolve = [&](Value::Entry* e) { resolve_path(e, cwd); };
   if (Value::Entry* init = doc.find("init"); init != nullptr && init->value.is_map()) {
     resolve(init->value.find("from"));
   }
@@ -1221,13 +1231,29 @@ void resolve_data_paths(Value& doc, const std::string& origin,
   }
 }
 
-std::filesystem::path absolute_or_empty(const std::filesystem::path& p) {
-  std::error_code ec;
-  std::filesystem::path a = std::filesystem::absolute(p, ec);
-  return ec ? std::filesystem::path{} : a;
+// A configuration file's text as one document: its YAML, its bases merged under it (base.h).
+// False, with the problem added, when the text is no usable mapping or a base cannot be merged
+// (a missing base, a cycle): the keys it would have given would only be reported missing.
+bool read_document(std::string_view yaml, const std::string& origin, Value& doc,
+                   Problems& problems) {
+  if (!parse_yaml(yaml, origin, doc, problems)) return false;
+  const size_t before = problems.size();
+  merge_bases(doc, origin, problems);
+  return problems.size() == before;
 }
 
-RunConfig validate(const Value& doc, const std::string& default_name, Problems& problems) {
+RunConfig validate(Value& doc, const std::string& default_name, Problems& problems) {
+  // A base: left after merge_bases came from an override: bases are merged before them.
+  for (auto it = doc.entries.begin(); it != doc.entries.end();) {
+    if (it->key != "base") {
+      ++it;
+      continue;
+    }
+    problems.add(it->key_where, "base",
+                 "only a configuration file names its bases (they are merged before --set)",
+                 "write base: in the file, or give the other file's keys with --set");
+    it = doc.entries.erase(it);
+  }
   ParseState state{problems, doc.where, default_name, {}, {}};
   RunConfig config;
   run_schema().parse(doc, "", config, state);
@@ -1245,10 +1271,9 @@ RunConfig parse_config_said(std::string_view yaml, const std::string& origin,
   }
   Problems problems;
   Value doc;
-  if (!parse_yaml(yaml, origin, doc, problems)) problems.throw_if_any(ErrorKind::config);
+  if (!read_document(yaml, origin, doc, problems)) problems.throw_if_any(ErrorKind::config);
   apply_overrides(doc, parsed, problems);
-  resolve_data_paths(doc, origin, absolute_or_empty(std::filesystem::path(origin).parent_path()),
-                     absolute_or_empty(".").lexically_normal());
+  resolve_paths(doc, absolute_or_empty(".").lexically_normal());
   RunConfig config = validate(doc, default_name_for(origin), problems);
   problems.throw_if_any(ErrorKind::config);
   return config;
@@ -1258,17 +1283,16 @@ struct ConfigTemplate::Impl {
   std::string origin;
   Value doc;
   Problems problems;  // what reading the text found in a usable document (every resolve's)
-  std::filesystem::path file_dir, cwd;
+  std::filesystem::path cwd;
   mutable OverrideValues values;
 };
 
 ConfigTemplate::ConfigTemplate(std::string_view yaml, const std::string& origin)
     : m_impl(std::make_unique<Impl>()) {
   m_impl->origin = origin;
-  if (!parse_yaml(yaml, origin, m_impl->doc, m_impl->problems)) {
+  if (!read_document(yaml, origin, m_impl->doc, m_impl->problems)) {
     m_impl->problems.throw_if_any(ErrorKind::config);
   }
-  m_impl->file_dir = absolute_or_empty(std::filesystem::path(origin).parent_path());
   m_impl->cwd = absolute_or_empty(".").lexically_normal();
 }
 
@@ -1283,7 +1307,7 @@ RunConfig ConfigTemplate::resolve(const std::vector<SaidOverride>& overrides) co
   Problems problems = m_impl->problems;
   Value doc = m_impl->doc;
   apply_overrides(doc, parsed, problems, &m_impl->values);
-  resolve_data_paths(doc, m_impl->origin, m_impl->file_dir, m_impl->cwd);
+  resolve_paths(doc, m_impl->cwd);
   RunConfig config = validate(doc, default_name_for(m_impl->origin), problems);
   problems.throw_if_any(ErrorKind::config);
   return config;
@@ -1323,10 +1347,35 @@ std::vector<KeyDoc> key_docs() {
   return docs;
 }
 
-std::string to_yaml(const RunConfig& config, YamlStyle style) {
+std::string to_yaml(const RunConfig& config, YamlStyle style,
+                    const std::map<std::string, Where>* origins) {
   std::vector<Leaf> leaves;
   run_schema().emit(config, "", leaves);
-  return leaves_to_yaml(leaves, style == YamlStyle::annotated);
+  return leaves_to_yaml(leaves, style == YamlStyle::annotated, origins);
+}
+
+namespace {
+
+void collect_origins(const Value& map, const std::string& prefix,
+                     std::map<std::string, Where>& out) {
+  for (const Value::Entry& e : map.entries) {  // a duplicate: the last one, as the schema reads
+    const std::string path = prefix.empty() ? e.key : prefix + "." + e.key;
+    out[path] = e.key_where;
+    if (e.value.is_map()) collect_origins(e.value, path, out);
+  }
+}
+
+}  // namespace
+
+std::map<std::string, Where> key_origins(std::string_view yaml, const std::string& origin,
+                                         const std::vector<std::string>& overrides) {
+  Problems problems;
+  Value doc;
+  read_document(yaml, origin, doc, problems);
+  apply_overrides(doc, parse_overrides(overrides), problems);
+  std::map<std::string, Where> out;
+  collect_origins(doc, "", out);
+  return out;
 }
 
 nlohmann::json to_json(const RunConfig& config) {

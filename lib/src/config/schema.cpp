@@ -261,7 +261,8 @@ nlohmann::json json_value(const nlohmann::ordered_json& v) {
 
 }  // namespace
 
-std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate) {
+std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate,
+                           const std::map<std::string, Where>* origins) {
   // The column the comments line up on: the listing in docs/reference.md, "Configuration", uses
   // about this.
   constexpr size_t kCommentColumn = 26;
@@ -284,9 +285,22 @@ std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate) {
     }
     std::string line =
         std::string(2 * (parts.size() - 1), ' ') + parts.back() + ": " + yaml_value(leaf.value);
+    std::string comment;
+    if (annotate && origins != nullptr) {
+      if (const auto it = origins->find(leaf.path); it != origins->end()) {
+        const Where& w = it->second;
+        comment.append("[").append(w.origin);
+        if (w.has_position()) comment.append(":").append(std::to_string(w.line));
+        comment.append("]");
+      }
+    }
     if (annotate && !leaf.help.empty()) {
+      if (!comment.empty()) comment.append(" ");
+      comment.append(leaf.help);
+    }
+    if (!comment.empty()) {
       line += std::string(line.size() + 2 > kCommentColumn ? 2 : kCommentColumn - line.size(), ' ');
-      line += "# " + leaf.help;
+      line += "# " + comment;
     }
     out += line + '\n';
     previous_top = parts[0];

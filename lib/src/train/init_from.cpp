@@ -231,9 +231,30 @@ bool all_zero(const NamedTensor& t) {
 
 }  // namespace
 
+namespace {
+
+// A missing source: config paths and command-line paths are read from different folders
+// (docs/reference.md, "Paths"), and a run trained in another directory is the usual cause; a
+// run of the same name under the current directory's runs/ is named.
+[[noreturn]] void missing_source(const fs::path& path) {
+  std::string hint =
+      "a relative init.from in a config file is read from that file's folder, --init-from and "
+      "--set paths from the current directory (docs/reference.md, \"Paths\")";
+  std::error_code ec;
+  const fs::path here = fs::path("runs") / path.filename();
+  if (!path.filename().empty() && fs::exists(here, ec)) {  // not `path`: that one is missing
+    hint = "the current directory's " + here.string() + " holds it: --init-from " + here.string() +
+           "; " + hint;
+  }
+  throw Error{ErrorKind::input, "init.from " + path.string() + ": no such file or directory", hint};
+}
+
+}  // namespace
+
 InitSource read_init_source(const fs::path& path) {
   std::error_code ec;
   InitSource s;
+  if (!fs::exists(fs::symlink_status(path, ec)) && !fs::exists(path, ec)) missing_source(path);
   if (fs::is_directory(path, ec)) {
     const fs::path st = path / "model.safetensors";
     if (fs::exists(st, ec)) {

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -311,8 +312,10 @@ RunConfig load_config(const std::filesystem::path& file,
                       const std::vector<std::string>& overrides = {});
 
 // The same from YAML text; `origin` names it in messages and its stem is the default name.
-// Relative data paths (data.*.path, images, labels, dir) become absolute: those in the text
-// against `origin`'s folder, those from `overrides` against the current directory.
+// `base:` files are merged under the text (config/base.h). Relative paths (init.from, data.*'s
+// path, images, labels, dir, tokenizer) become absolute (docs/reference.md, "Paths"): each one
+// written in a file against that file's folder (`origin`'s, or a base's), those from `overrides`
+// against the current directory.
 RunConfig parse_config(std::string_view yaml, const std::string& origin,
                        const std::vector<std::string>& overrides = {});
 
@@ -351,8 +354,17 @@ enum class YamlStyle {
 };
 
 // The resolved configuration as YAML, every applicable key in the order of docs/reference.md's key
-// table. parse_config(to_yaml(c), ...) == c.
-std::string to_yaml(const RunConfig& config, YamlStyle style = YamlStyle::plain);
+// table. parse_config(to_yaml(c), ...) == c. With `origins` (annotated style), each key written
+// somewhere says where first: "# [configs/gpt_fortunes.yaml:14] help" (`ampctl validate`).
+std::string to_yaml(const RunConfig& config, YamlStyle style = YamlStyle::plain,
+                    const std::map<std::string, Where>* origins = nullptr);
+
+// Where each key of the configuration file `origin` (text `yaml`, its bases merged, then
+// `overrides`) was written: dotted key path -> its key's Where (a file's line and column, or
+// the --set that wrote it). Keys written nowhere (defaults, derived values) are absent. What is
+// wrong with the text is parse_config's to report: this reads what it can.
+std::map<std::string, Where> key_origins(std::string_view yaml, const std::string& origin,
+                                         const std::vector<std::string>& overrides = {});
 
 // The same keys as JSON (for checkpoints). JSON has no infinity or NaN: such floats are written
 // as the strings ".inf", "-.inf", ".nan", which from_json reads back.

@@ -446,7 +446,9 @@ Field<T> float_pair_field(std::string path, Get get, std::array<double, 2> def, 
 
 // Leaves (in order) as block YAML: sections opened as their paths change, lists in flow style,
 // a blank line between top-level groups; `annotate` adds each leaf's help as a comment.
-std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate);
+// With `origins` (annotate only), a leaf found there says where it was written before its help.
+std::string leaves_to_yaml(const std::vector<Leaf>& leaves, bool annotate,
+                           const std::map<std::string, Where>* origins = nullptr);
 
 // The hint for a key its condition does not use: remove it, or give it its default (named, so
 // that a resume, which cannot remove a key of the checkpoint's config, can --set it; an empty
