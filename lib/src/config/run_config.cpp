@@ -26,8 +26,7 @@ using Names = std::pair<E, const char*>;
 
 constexpr Names<Precision> kPrecision[] = {
     {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}};
-constexpr Names<ModelType> kModelType[] = {
-    {ModelType::mlp, "mlp"}, {ModelType::gpt, "gpt"}, {ModelType::cnn, "cnn"}};
+constexpr const auto& kModelType = nn::kModelTypeNames;
 constexpr Names<DecayOn> kDecayOn[] = {{DecayOn::all, "all"}, {DecayOn::matrices, "matrices"}};
 constexpr Names<Activation> kActivation[] = {
     {Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::tanh, "tanh"}};

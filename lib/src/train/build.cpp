@@ -17,7 +17,7 @@
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/dist/process_group.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/optim/sgd.h"
@@ -260,7 +260,7 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
                                config::LossType loss, int64_t in_features, int64_t out_features,
                                int64_t max_batch, uint64_t seed) {
   nn::ModelOptions o;
-  o.type = config::to_string(model.type);
+  o.type = model.type;
   o.compute = compute_dtype(precision);
   o.precision = config::to_string(precision);
   o.loss =
@@ -437,7 +437,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
             (world == 1 ? " rank (rank 0)" : " ranks (0 to " + std::to_string(world - 1) + ")"),
         "give a rank of this run, or -1 for every rank"};
   }
-  // What the model is (model.type) comes from the registry; its input and output widths from
+  // What the model is (model.type) comes from nn::build_model; its input and output widths from
   // the data source: features and classes, or a language model's vocabulary size (both).
   int64_t inputs = 0, outputs = 0;
   r.language_model = config::is_language_model(cfg.data.train);

@@ -15,7 +15,7 @@
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/philox.h"
 #include "ampctl/data/vocab.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/train/build.h"
 
 namespace ampctl::train {

@@ -29,11 +29,12 @@
 #include "ampctl/config/problems.h"
 #include "ampctl/core/tensor.h"
 #include "ampctl/math/scale_rules.h"
+#include "ampctl/nn/model_type.h"
 
 namespace ampctl::config {
 
 enum class Precision { fp16, bf16, fp32 };
-enum class ModelType { mlp, gpt, cnn };
+using ModelType = nn::ModelType;  // its names: nn/model_type.h
 enum class DecayOn { all, matrices };  // optimizer.decay_on
 enum class Activation { relu, gelu, tanh };
 enum class LossType { cross_entropy, mse };
