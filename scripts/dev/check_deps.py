@@ -41,8 +41,10 @@ One header of a lower module is open to modules the table keeps from it (SHARED_
 math/scale_rules.h, the table of scale rules (plain data: names, checkpoint keys, settings), to
 config (scaler.policy's values and which keys apply to which rule) and checkpoint (the keys each
 rule's state keeps), so that no other file spells a rule; and the small enum-and-names headers
-of the lower modules' closed choices (nn/model_type.h: model.type), which the config holds as
-they are instead of mirroring them.
+of the lower modules' closed choices (nn/model_type.h: model.type; nn/loss_kind.h: loss;
+data/kinds.h: a source's kind, task, split, vocab and token format; optim/schedule_kinds.h:
+scheduler.type and anneal_strategy; dist/comm_backend.h: distributed.backend), which the config
+holds as they are instead of mirroring them.
 
 What is scanned: every `#include "ampctl/<module>/..."` (or <...>) in lib/include/ampctl/<module>/
 and lib/src/<module>/ (the folder names the module), in kernels/ (module `kernels`) and in apps/
@@ -96,6 +98,10 @@ ALLOWED = {
 SHARED_HEADERS = {
     "ampctl/math/scale_rules.h": {"config", "checkpoint"},
     "ampctl/nn/model_type.h": {"config"},
+    "ampctl/nn/loss_kind.h": {"config"},
+    "ampctl/data/kinds.h": {"config"},
+    "ampctl/optim/schedule_kinds.h": {"config"},
+    "ampctl/dist/comm_backend.h": {"config"},
 }
 
 # Edges that exist today in another helper's module and are being removed there (nn's Model

@@ -79,50 +79,23 @@ nn::ActivationKind activation_kind(config::Activation activation) {
 
 data::SourceOptions source_options(const config::DataSource& c) {
   data::SourceOptions o;
-  switch (c.source) {
-    case config::SourceKind::synthetic:
-      o.source = data::SourceKind::synthetic;
-      break;
-    case config::SourceKind::idx:
-      o.source = data::SourceKind::idx;
-      break;
-    case config::SourceKind::fashion_mnist:
-      o.source = data::SourceKind::fashion_mnist;
-      break;
-    case config::SourceKind::csv:
-      o.source = data::SourceKind::csv;
-      break;
-    case config::SourceKind::split:
-      o.source = data::SourceKind::split;
-      break;
-    case config::SourceKind::text:
-      o.source = data::SourceKind::text;
-      break;
-    case config::SourceKind::tokens:
-      o.source = data::SourceKind::tokens;
-      break;
-  }
-  o.task =
-      c.task == config::Task::classification ? data::Task::classification : data::Task::regression;
+  o.source = c.source;
+  o.task = c.task;
   o.samples = c.samples;
   o.features = c.features;
   o.classes = c.classes;
   o.images = c.images;
   o.labels = c.labels;
-  o.split =
-      c.split == config::DatasetSplit::train ? data::DatasetSplit::train : data::DatasetSplit::test;
+  o.split = c.split;
   o.dir = c.dir;
   o.path = c.path;
   o.label_column = {c.label_column.name, c.label_column.index};
   o.header = c.header;
   o.split_fraction = c.split_fraction;
-  o.vocab = c.vocab == config::VocabKind::byte ? data::VocabKind::byte : data::VocabKind::character;
+  o.vocab = c.vocab;
   o.vocab_size = c.vocab_size;
   o.tokenizer = c.tokenizer;
-  o.token_format = c.token_format == config::TokenFormat::raw    ? data::TokenFormat::raw
-                   : c.token_format == config::TokenFormat::llmc ? data::TokenFormat::llmc
-                   : c.token_format == config::TokenFormat::u32  ? data::TokenFormat::u32
-                                                                 : data::TokenFormat::automatic;
+  o.token_format = c.token_format;
   return o;
 }
 
@@ -134,25 +107,9 @@ data::DataOptions data_options(const config::DataConfig& c) {
   return o;
 }
 
-optim::ScheduleType schedule_type(config::SchedulerType t) {
-  switch (t) {
-    case config::SchedulerType::constant:
-      return optim::ScheduleType::constant;
-    case config::SchedulerType::linear:
-      return optim::ScheduleType::linear;
-    case config::SchedulerType::cosine:
-      return optim::ScheduleType::cosine;
-    case config::SchedulerType::step:
-      return optim::ScheduleType::step;
-    case config::SchedulerType::onecycle:
-      return optim::ScheduleType::onecycle;
-  }
-  return optim::ScheduleType::constant;
-}
-
 optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
   optim::ScheduleOptions o;
-  o.type = schedule_type(c.type);
+  o.type = c.type;
   o.warmup_steps = c.warmup_steps;
   o.min_lr = c.min_lr;
   o.step_size = c.step_size;
@@ -161,8 +118,7 @@ optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
   o.pct_start = c.pct_start;
   o.div_factor = c.div_factor;
   o.final_div_factor = c.final_div_factor;
-  o.anneal =
-      c.anneal_strategy == config::AnnealStrategy::cos ? optim::Anneal::cos : optim::Anneal::linear;
+  o.anneal = c.anneal_strategy;
   o.three_phase = c.three_phase;
   o.cycle_momentum = c.cycle_momentum;
   o.base_momentum = c.base_momentum;
@@ -189,9 +145,7 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
 
 dist::CommunicatorOptions communicator_options(const config::DistributedConfig& c) {
   dist::CommunicatorOptions o;
-  o.backend = c.backend == config::DistBackend::nccl  ? dist::CommBackend::nccl
-              : c.backend == config::DistBackend::mpi ? dist::CommBackend::mpi
-                                                      : dist::CommBackend::automatic;
+  o.backend = c.backend;
   o.bucket_bytes = static_cast<size_t>(std::max(1.0, c.bucket_mb * 1024.0 * 1024.0));
   return o;
 }
@@ -263,8 +217,7 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
   o.type = model.type;
   o.compute = compute_dtype(precision);
   o.precision = config::to_string(precision);
-  o.loss =
-      loss == config::LossType::cross_entropy ? nn::LossKind::cross_entropy : nn::LossKind::mse;
+  o.loss = loss;
   o.in_features = in_features;
   o.out_features = out_features;
   o.max_batch = max_batch;
