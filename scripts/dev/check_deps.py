@@ -32,9 +32,12 @@ are leaves that any module may include.
     config      core
     train       core, math, backend, amp, optim, nn, data, dist, checkpoint, run, config, tokenize
     sweep       core, config, run, checkpoint   (atomic files, owned output paths)
+    report      core, config, run, checkpoint, sweep   (`ampctl report` and `replay --html`: a
+                run's or a sweep's HTML page, the per-setting statistics)
     replay      core, math, config, run   (the scale rules of math/amp_math.h over a run's config
                 and its metrics.jsonl, read by run/metrics_line.h)
-    apps        core, backend, checkpoint, config, run, train, sweep, replay, dist, tokenize
+    apps        core, backend, checkpoint, config, run, train, sweep, report, replay, dist,
+                tokenize
     kernels     core, math
 
 One header of a lower module is open to modules the table keeps from it (SHARED_HEADERS):
@@ -88,8 +91,9 @@ ALLOWED = {
     "train": {"core", "math", "backend", "amp", "optim", "nn", "data", "dist", "checkpoint",
               "run", "config", "tokenize"},
     "sweep": {"core", "config", "run", "checkpoint"},
+    "report": {"core", "config", "run", "checkpoint", "sweep"},
     "replay": {"core", "math", "config", "run"},
-    "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "replay",
+    "apps": {"core", "backend", "checkpoint", "config", "run", "train", "sweep", "report", "replay",
              "dist", "tokenize"},
     "kernels": {"core", "math"},
 }

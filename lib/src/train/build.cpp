@@ -356,42 +356,15 @@ std::string source_text(const config::DataSource& s) {
   return "the data";
 }
 
-}  // namespace
-
-std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
-                                      const dist::CommunicatorFactory& comm,
-                                      const std::optional<data::Normalization>& saved_input,
-                                      const std::optional<data::Vocab>& saved_vocab) {
-  auto run = std::make_unique<RunObjects>();
-  RunObjects& r = *run;
+// The run's data, loaded (r.lm, or r.data and r.loader), agreed on by the ranks and checked
+// against the memory the run may take before the model allocates; returns the model's input and
+// output widths: features and classes (or targets), or a language model's vocabulary (both).
+std::pair<int64_t, int64_t> load_run_data(const config::RunConfig& cfg, RunObjects& r, int world,
+                                          const std::optional<data::Normalization>& saved_input,
+                                          const std::optional<data::Vocab>& saved_vocab) {
   const auto seed = static_cast<uint64_t>(cfg.seed);
-  r.device = resolve_device(cfg.device);
-  // Several ranks on a host: one GPU each, picked by the local rank (docs/distributed.md).
-  if (dist::process_world_size() > 1 && r.device != "cpu" && cfg.device.rfind("cuda:", 0) != 0) {
-    r.device = "cuda:" + std::to_string(dist::process_local_rank() % cuda_device_count());
-  }
-  r.backend = make_backend(r.device);
-  Backend& b = *r.backend;
-  r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
-  // Several ranks: the same resolved configuration everywhere before anything else (agreement.h).
-  agree_on_inputs(*r.comm, config_items(cfg), "configuration");
-
-  // data.batch_size is per rank: the loader serves the global batch of one global shuffle
-  // (the same for every world size) and the batcher takes this rank's shard of it.
   const int64_t batch = cfg.data.batch_size;
-  const int world = r.comm->world_size();
-  // A rank that does not exist would inject nothing, and the run would look like one whose
-  // injection the scaler absorbed.
-  if (cfg.debug.inject_rank >= world) {
-    throw Error{
-        ErrorKind::config,
-        "debug.inject_rank: " + std::to_string(cfg.debug.inject_rank) + ", but the run has " +
-            std::to_string(world) +
-            (world == 1 ? " rank (rank 0)" : " ranks (0 to " + std::to_string(world - 1) + ")"),
-        "give a rank of this run, or -1 for every rank"};
-  }
-  // What the model is (model.type) comes from nn::build_model; its input and output widths from
-  // the data source: features and classes, or a language model's vocabulary size (both).
+  Backend& b = *r.backend;
   int64_t inputs = 0, outputs = 0;
   r.language_model = config::is_language_model(cfg.data.train);
   // Progress: loading a large corpus or image set takes a while; say when it starts and ends.
@@ -437,6 +410,46 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     check_run_memory(cfg, train.features, outputs, train.size(),
                      r.data.eval ? r.data.eval->size() : 0, b.device(), &b);
   }
+  return {inputs, outputs};
+}
+
+}  // namespace
+
+std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
+                                      const dist::CommunicatorFactory& comm,
+                                      const std::optional<data::Normalization>& saved_input,
+                                      const std::optional<data::Vocab>& saved_vocab) {
+  auto run = std::make_unique<RunObjects>();
+  RunObjects& r = *run;
+  const auto seed = static_cast<uint64_t>(cfg.seed);
+  r.device = resolve_device(cfg.device);
+  // Several ranks on a host: one GPU each, picked by the local rank (docs/distributed.md).
+  if (dist::process_world_size() > 1 && r.device != "cpu" && cfg.device.rfind("cuda:", 0) != 0) {
+    r.device = "cuda:" + std::to_string(dist::process_local_rank() % cuda_device_count());
+  }
+  r.backend = make_backend(r.device);
+  Backend& b = *r.backend;
+  r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
+  // Several ranks: the same resolved configuration everywhere before anything else (agreement.h).
+  agree_on_inputs(*r.comm, config_items(cfg), "configuration");
+
+  // data.batch_size is per rank: the loader serves the global batch of one global shuffle
+  // (the same for every world size) and the batcher takes this rank's shard of it.
+  const int64_t batch = cfg.data.batch_size;
+  const int world = r.comm->world_size();
+  // A rank that does not exist would inject nothing, and the run would look like one whose
+  // injection the scaler absorbed.
+  if (cfg.debug.inject_rank >= world) {
+    throw Error{
+        ErrorKind::config,
+        "debug.inject_rank: " + std::to_string(cfg.debug.inject_rank) + ", but the run has " +
+            std::to_string(world) +
+            (world == 1 ? " rank (rank 0)" : " ranks (0 to " + std::to_string(world - 1) + ")"),
+        "give a rank of this run, or -1 for every rank"};
+  }
+  // What the model is (model.type) comes from nn::build_model; its input and output widths from
+  // the data source: features and classes, or a language model's vocabulary size (both).
+  const auto [inputs, outputs] = load_run_data(cfg, r, world, saved_input, saved_vocab);
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
   // The gradient-numerics hook (nn/numerics.h): the counts on logging.numerics_every's sampled
