@@ -18,7 +18,7 @@
 #include "ampctl/core/error.h"
 #include "ampctl/core/format.h"
 #include "ampctl/replay/replay.h"
-#include "ampctl/sweep/report.h"
+#include "ampctl/report/report.h"
 #include "ampctl/sweep/sweep.h"
 #include "commands.h"
 
@@ -154,7 +154,7 @@ std::vector<size_t> drawn_rows(size_t rows) {
 // then the drawn rows of the table.
 std::string html_page(const replay::Recording& rec, const std::vector<replay::Outcome>& outcomes,
                       const std::vector<size_t>& drawn) {
-  sweep::ScalePage page;
+  report::ScalePage page;
   page.title = "ampctl replay: " + rec.dir.filename().string();
   if (rec.dir.filename().empty()) page.title = "ampctl replay: " + rec.dir.string();
   page.meta = "Replayed from " + rec.dir.string() + ": " + std::to_string(rec.steps.size()) +
@@ -168,7 +168,7 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
                  std::to_string(drawn.size()) +
                  " of them, spread evenly over the grid (the console and --json list every one).";
   }
-  sweep::ScaleTrajectory recorded;
+  report::ScaleTrajectory recorded;
   recorded.name = "recorded";
   recorded.reference = true;
   for (const replay::RecordedStep& s : rec.steps) {
@@ -178,7 +178,7 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
   page.trajectories.push_back(std::move(recorded));
   for (size_t i : drawn) {
     const replay::Outcome& o = outcomes[i];
-    sweep::ScaleTrajectory t;
+    report::ScaleTrajectory t;
     t.name = replay::setting_text(o);
     for (const replay::ReplayedStep& s : o.steps) {
       t.scale.push_back({s.step, s.scale});
@@ -214,7 +214,7 @@ std::string html_page(const replay::Recording& rec, const std::vector<replay::Ou
                          std::to_string(o.uncertain_steps)});
   }
   page.first_row_trajectory = 1;
-  return sweep::render_scale_page(page);
+  return report::render_scale_page(page);
 }
 
 int run_replay(const ReplayOptions& options) {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ampctl/core/error.h"
-#include "ampctl/sweep/report.h"
+#include "ampctl/report/report.h"
 #include "commands.h"
 
 namespace ampctl::app {
@@ -24,7 +24,7 @@ struct ReportOptions {
 
 int run_report(const ReportOptions& options) {
   const std::vector<std::filesystem::path> dirs(options.dirs.begin(), options.dirs.end());
-  const std::filesystem::path written = sweep::write_html_report(dirs, options.out);
+  const std::filesystem::path written = report::write_html_report(dirs, options.out);
   std::printf("[report] wrote %s\n", written.c_str());
   return 0;
 }

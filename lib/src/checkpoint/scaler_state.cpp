@@ -39,9 +39,9 @@ std::string short_dump(const nlohmann::json& v) {
   return s;
 }
 
-// Parses into `out`; returns the first problem.
-std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
-  if (!state.is_object()) return "scaler: expected an object, got " + type_of(state);
+// The keys every rule's state has (PyTorch's): present, and floats or integers as PyTorch
+// writes them.
+std::optional<std::string> check_common_keys(const nlohmann::json& state) {
   for (const char* key : kFloatKeys) {
     if (!state.contains(key)) return std::string("scaler: missing key '") + key + "'";
     const nlohmann::json& v = state.at(key);
@@ -62,24 +62,14 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
              short_dump(v);
     }
   }
-  const amp::ScaleRule* rule = &amp::kScaleRules[0];
-  if (state.contains("policy")) {
-    const nlohmann::json& v = state.at("policy");
-    rule = v.is_string() ? amp::find_scale_rule(v.get<std::string>()) : nullptr;
-    if (!rule) {
-      std::string names;
-      for (const amp::ScaleRule& r : amp::kScaleRules) {
-        names += (names.empty() ? "" : ", ") + std::string(r.name);
-      }
-      return "scaler.policy: expected one of " + names + ", got " + short_dump(v);
-    }
-  }
-  // The first rule's state is PyTorch's own state dict: no "policy", no hysteresis counter.
-  const bool pytorch = rule == &amp::kScaleRules[0];
-  out.policy = rule->name;
-  std::set<std::string> known = {"policy"};
-  for (const char* k : kFloatKeys) known.insert(k);
-  for (const char* k : kIntKeys) known.insert(k);
+  return std::nullopt;
+}
+
+// The counters `rule` keeps under its own names (and the auto rule's amax_history), read into
+// `out`; each key read is added to `known`.
+std::optional<std::string> read_rule_keys(const nlohmann::json& state, const amp::ScaleRule* rule,
+                                          bool pytorch, ScalerState& out,
+                                          std::set<std::string>& known) {
   for (const RuleKey& rk : kRuleKeys) {
     const std::string name = rule->keys.*rk.name;
     if (name.empty()) continue;
@@ -115,18 +105,13 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
       out.amax_history.push_back(x.get<double>());
     }
   }
-  for (const auto& [key, v] : state.items()) {
-    if (!known.count(key)) {
-      return "scaler: unknown key '" + key + "'" +
-             (pytorch ? std::string() : " (policy " + out.policy + ")");
-    }
-  }
-  out.scale = state.at("scale").get<double>();
-  out.growth_factor = state.at("growth_factor").get<double>();
-  out.backoff_factor = state.at("backoff_factor").get<double>();
-  out.growth_interval = state.at("growth_interval").get<int64_t>();
-  out.growth_tracker = state.at("_growth_tracker").get<int64_t>();
+  return std::nullopt;
+}
 
+// The values in range: the scale, the factors and interval, and each counter against the
+// iteration it counts up to.
+std::optional<std::string> check_values(const nlohmann::json& state, const amp::ScaleRule* rule,
+                                        const ScalerState& out) {
   auto bad = [&](const std::string& key, const std::string& rule, const std::string& got) {
     return "scaler." + key + ": must be " + rule + ", got " + got;
   };
@@ -177,6 +162,44 @@ std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
     }
   }
   return std::nullopt;
+}
+
+// Parses into `out`; returns the first problem.
+std::optional<std::string> read(const nlohmann::json& state, ScalerState& out) {
+  if (!state.is_object()) return "scaler: expected an object, got " + type_of(state);
+  if (auto problem = check_common_keys(state)) return problem;
+  const amp::ScaleRule* rule = &amp::kScaleRules[0];
+  if (state.contains("policy")) {
+    const nlohmann::json& v = state.at("policy");
+    rule = v.is_string() ? amp::find_scale_rule(v.get<std::string>()) : nullptr;
+    if (!rule) {
+      std::string names;
+      for (const amp::ScaleRule& r : amp::kScaleRules) {
+        names += (names.empty() ? "" : ", ") + std::string(r.name);
+      }
+      return "scaler.policy: expected one of " + names + ", got " + short_dump(v);
+    }
+  }
+  // The first rule's state is PyTorch's own state dict: no "policy", no hysteresis counter.
+  const bool pytorch = rule == &amp::kScaleRules[0];
+  out.policy = rule->name;
+  std::set<std::string> known = {"policy"};
+  for (const char* k : kFloatKeys) known.insert(k);
+  for (const char* k : kIntKeys) known.insert(k);
+  if (auto problem = read_rule_keys(state, rule, pytorch, out, known)) return problem;
+  for (const auto& [key, v] : state.items()) {
+    if (!known.count(key)) {
+      return "scaler: unknown key '" + key + "'" +
+             (pytorch ? std::string() : " (policy " + out.policy + ")");
+    }
+  }
+  out.scale = state.at("scale").get<double>();
+  out.growth_factor = state.at("growth_factor").get<double>();
+  out.backoff_factor = state.at("backoff_factor").get<double>();
+  out.growth_interval = state.at("growth_interval").get<int64_t>();
+  out.growth_tracker = state.at("_growth_tracker").get<int64_t>();
+
+  return check_values(state, rule, out);
 }
 
 }  // namespace

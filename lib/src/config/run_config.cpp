@@ -27,38 +27,20 @@ using Names = std::pair<E, const char*>;
 
 constexpr Names<Precision> kPrecision[] = {
     {Precision::fp16, "fp16"}, {Precision::bf16, "bf16"}, {Precision::fp32, "fp32"}};
-constexpr Names<ModelType> kModelType[] = {
-    {ModelType::mlp, "mlp"}, {ModelType::gpt, "gpt"}, {ModelType::cnn, "cnn"}};
+constexpr const auto& kModelType = nn::kModelTypeNames;
 constexpr Names<DecayOn> kDecayOn[] = {{DecayOn::all, "all"}, {DecayOn::matrices, "matrices"}};
 constexpr Names<Activation> kActivation[] = {
     {Activation::relu, "relu"}, {Activation::gelu, "gelu"}, {Activation::tanh, "tanh"}};
-constexpr Names<LossType> kLoss[] = {{LossType::cross_entropy, "cross_entropy"},
-                                     {LossType::mse, "mse"}};
-constexpr Names<SourceKind> kSource[] = {{SourceKind::synthetic, "synthetic"},
-                                         {SourceKind::idx, "idx"},
-                                         {SourceKind::fashion_mnist, "fashion_mnist"},
-                                         {SourceKind::csv, "csv"},
-                                         {SourceKind::split, "split"},
-                                         {SourceKind::text, "text"},
-                                         {SourceKind::tokens, "tokens"}};
-constexpr Names<VocabKind> kVocab[] = {{VocabKind::character, "char"}, {VocabKind::byte, "byte"}};
-constexpr Names<TokenFormat> kTokenFormat[] = {{TokenFormat::automatic, "auto"},
-                                               {TokenFormat::raw, "raw"},
-                                               {TokenFormat::llmc, "llmc"},
-                                               {TokenFormat::u32, "u32"}};
-constexpr Names<Task> kTask[] = {{Task::classification, "classification"},
-                                 {Task::regression, "regression"}};
-constexpr Names<DatasetSplit> kSplit[] = {{DatasetSplit::train, "train"},
-                                          {DatasetSplit::test, "test"}};
+constexpr const auto& kLoss = nn::kLossKindNames;
+constexpr const auto& kSource = data::kSourceKindNames;
+constexpr const auto& kVocab = data::kVocabKindNames;
+constexpr const auto& kTokenFormat = data::kTokenFormatNames;
+constexpr const auto& kTask = data::kTaskNames;
+constexpr const auto& kSplit = data::kDatasetSplitNames;
 constexpr Names<OptimizerType> kOptimizer[] = {
     {OptimizerType::sgd, "sgd"}, {OptimizerType::adam, "adam"}, {OptimizerType::adamw, "adamw"}};
-constexpr Names<SchedulerType> kScheduler[] = {{SchedulerType::constant, "constant"},
-                                               {SchedulerType::linear, "linear"},
-                                               {SchedulerType::cosine, "cosine"},
-                                               {SchedulerType::step, "step"},
-                                               {SchedulerType::onecycle, "onecycle"}};
-constexpr Names<AnnealStrategy> kAnneal[] = {{AnnealStrategy::cos, "cos"},
-                                             {AnnealStrategy::linear, "linear"}};
+constexpr const auto& kScheduler = optim::kScheduleTypeNames;
+constexpr const auto& kAnneal = optim::kAnnealNames;
 constexpr Names<Toggle> kToggle[] = {
     {Toggle::automatic, "auto"}, {Toggle::on, "true"}, {Toggle::off, "false"}};
 constexpr Names<InjectValue> kInject[] = {{InjectValue::inf, "inf"}, {InjectValue::nan, "nan"}};
@@ -70,8 +52,7 @@ constexpr auto kScalePolicy = [] {
   }
   return names;
 }();
-constexpr Names<DistBackend> kDistBackend[] = {
-    {DistBackend::automatic, "auto"}, {DistBackend::nccl, "nccl"}, {DistBackend::mpi, "mpi"}};
+constexpr const auto& kDistBackend = dist::kCommBackendNames;
 constexpr Names<OnOverflow> kOnOverflow[] = {{OnOverflow::skip, "skip"},
                                              {OnOverflow::retry, "retry"}};
 constexpr Names<OnMinScale> kOnMinScale[] = {{OnMinScale::keep_going, "continue"},
@@ -130,9 +111,6 @@ const char* to_string(VocabKind v) {
 }
 const char* to_string(TokenFormat v) {
   return name_in(kTokenFormat, v);
-}
-const char* to_string(Task v) {
-  return name_in(kTask, v);
 }
 const char* to_string(DatasetSplit v) {
   return name_in(kSplit, v);

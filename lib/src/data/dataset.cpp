@@ -16,10 +16,6 @@
 
 namespace ampctl::data {
 
-const char* to_string(Task task) {
-  return task == Task::classification ? "classification" : "regression";
-}
-
 namespace {
 
 // The rows `rows` of `all`, in that order.

@@ -1,11 +1,9 @@
 #include "ampctl/nn/model.h"
 
 #include <algorithm>
-#include <map>
-#include <mutex>
 #include <vector>
 
-#include "ampctl/nn/models/builtin.h"
+#include "ampctl/nn/models.h"
 
 namespace ampctl::nn {
 namespace {
@@ -17,48 +15,11 @@ void check_size(int64_t v, const char* what) {
   }
 }
 
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
-
-struct Registered {
-  ModelBuilder build;
-  ModelMemoryEstimate estimate;
-};
-
-std::map<std::string, Registered>& builders() {
-  static std::map<std::string, Registered> b;
-  return b;
-}
-
-// The built-in models register from one list (models/builtin.cpp) rather than from static
-// initialisers in their own files, which the linker drops from a static library when nothing
-// else references those object files.
-void ensure_builtins() {
-  static std::once_flag once;
-  std::call_once(once, [] { register_builtin_models(); });
-}
-
-// The entry of options.type. Throws Error{config} naming model.type and the known types when
-// none is registered under that name.
-Registered registered(const std::string& type) {
-  ensure_builtins();
-  std::string known;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    const auto it = builders().find(type);
-    if (it != builders().end()) return it->second;
-    for (const auto& [name, entry] : builders()) known += (known.empty() ? "" : ", ") + name;
-  }
-  throw Error{ErrorKind::config, "model.type: no model '" + type + "' is registered",
-              "the model types are " + known};
-}
-
 }  // namespace
 
-Model::Model(Backend& backend, const ModelOptions& o)
+Model::Model(Backend& backend, const ModelOptions& o, ModelType type)
     : m_backend(&backend),
+      m_type(type),
       m_act(o.compute),
       m_loss_kind(o.loss),
       m_in(o.in_features),
@@ -88,6 +49,27 @@ void Model::allocate_params(const std::function<void(std::span<float>)>& init) {
   }
 }
 
+void Model::check_loss_batch(const char* who, const char* unit, int64_t batch,
+                             int64_t forward_batch) {
+  if (forward_batch == 0 || batch != forward_batch) {
+    throw Error{ErrorKind::state, std::string(who) + " loss: batch " + std::to_string(batch) +
+                                      " does not match the last forward (" +
+                                      std::to_string(forward_batch) + " " + unit + ")"};
+  }
+}
+
+void Model::check_backward_batch(const char* who, const char* unit, bool seeded, int64_t batch,
+                                 int64_t forward_batch) {
+  if (!seeded || batch != forward_batch) {
+    throw Error{ErrorKind::state,
+                std::string(who) +
+                    " backward: needs loss() with a grad_scale after a forward of the same "
+                    "batch (" +
+                    std::to_string(batch) + " " + unit + " asked, last forward " +
+                    std::to_string(forward_batch) + ")"};
+  }
+}
+
 std::vector<std::pair<std::string, Tensor>> Model::state_tensors() const {
   std::vector<std::pair<std::string, Tensor>> out;
   const std::vector<Tensor> views = m_layout.views(m_arenas.params);
@@ -108,27 +90,6 @@ void Model::sync_lowp() {
 
 void Model::zero_grad() {
   m_backend->fill(m_arenas.grads, 0.0);
-}
-
-void register_model(const std::string& type, ModelBuilder builder, ModelMemoryEstimate estimate) {
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  builders()[type] = Registered{std::move(builder), std::move(estimate)};
-}
-
-std::vector<std::string> model_types() {
-  ensure_builtins();
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  std::vector<std::string> types;
-  for (const auto& [type, entry] : builders()) types.push_back(type);
-  return types;
-}
-
-std::unique_ptr<Model> build_model(Backend& backend, const ModelOptions& options) {
-  return registered(options.type).build(backend, options);
-}
-
-ModelMemory estimate_model_memory(const ModelOptions& options, const Backend* backend) {
-  return registered(options.type).estimate(options, backend);
 }
 
 nlohmann::json dropout_rng_state(const DropoutRng& rng) {

@@ -30,7 +30,7 @@
 #include "ampctl/run/numerics.h"
 #include "ampctl/run/summary.h"
 #include "ampctl/sweep/sweep.h"
-#include "report_settings.h"
+#include "ampctl/sweep/verdict.h"
 
 namespace ampctl::sweep {
 
@@ -287,54 +287,72 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
-  ExecResult result;
-  const int jobs = std::max(1, options.jobs);
-  const int threads = std::max(1, usable_cores() / jobs);
+namespace {
+
+// --out: not a run's folder nor inside its checkpoints/, and created (the command line's
+// problem, exit 2, when it cannot be), once the run folders in it are checked.
+void prepare_out(const Sweep& sweep, const fs::path& out) {
   // Not a run's folder: a sweep's files and run folders beside a run's, or in its checkpoints/.
-  if (run::holds_run(options.out)) {
-    throw Error{ErrorKind::usage, "--out " + options.out.string() + ": holds a run",
+  if (run::holds_run(out)) {
+    throw Error{ErrorKind::usage, "--out " + out.string() + ": holds a run",
                 "give the sweep a folder of its own with --out DIR"};
   }
-  if (const std::string why = run::inside_checkpoints_folder(options.out); !why.empty()) {
-    throw Error{ErrorKind::usage, "--out " + options.out.string() + ": " + why,
+  if (const std::string why = run::inside_checkpoints_folder(out); !why.empty()) {
+    throw Error{ErrorKind::usage, "--out " + out.string() + ": " + why,
                 "give the sweep a folder of its own with --out DIR"};
   }
-  check_run_folders(sweep, options.out);
+  check_run_folders(sweep, out);
   std::error_code ec;
-  fs::create_directories(options.out, ec);
+  fs::create_directories(out, ec);
   if (ec) {
     // An unusable output is the command line's problem (exit 2), named with the reason.
-    throw Error{ErrorKind::usage,
-                "--out " + options.out.string() + ": cannot create it: " + ec.message(),
+    throw Error{ErrorKind::usage, "--out " + out.string() + ": cannot create it: " + ec.message(),
                 "give --out a folder you can create and write"};
   }
+}
 
-  g_stop_signal = 0;
-  struct sigaction sa {};
-  sa.sa_handler = ampctl_sweep_on_stop_signal;
-  sigemptyset(&sa.sa_mask);
+// The sweep's signal handlers while it runs: SIGINT, SIGTERM and SIGHUP stop it (forwarded to
+// the runs), SIGUSR1 asks the runs for a checkpoint; restore() puts the previous ones back.
+struct SweepSignals {
   struct sigaction old_int {
   }, old_term{}, old_hup{}, old_usr1{};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
-  // A closed terminal or session: stop as for SIGTERM; unless the sweep was started with SIGHUP
-  // ignored (`nohup ampctl sweep ...`), which it and its runs then keep ignoring.
-  const bool hup_handled = !signal_is_ignored(SIGHUP);
-  if (hup_handled) sigaction(SIGHUP, &sa, &old_hup);
-  struct sigaction usr1 {};
-  usr1.sa_handler = ampctl_sweep_on_checkpoint_signal;
-  sigemptyset(&usr1.sa_mask);
-  g_checkpoint_request = 0;
-  sigaction(SIGUSR1, &usr1, &old_usr1);
+  bool hup_handled = false;
 
+  void install() {
+    g_stop_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = ampctl_sweep_on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    // A closed terminal or session: stop as for SIGTERM; unless the sweep was started with
+    // SIGHUP ignored (`nohup ampctl sweep ...`), which it and its runs then keep ignoring.
+    hup_handled = !signal_is_ignored(SIGHUP);
+    if (hup_handled) sigaction(SIGHUP, &sa, &old_hup);
+    struct sigaction usr1 {};
+    usr1.sa_handler = ampctl_sweep_on_checkpoint_signal;
+    sigemptyset(&usr1.sa_mask);
+    g_checkpoint_request = 0;
+    sigaction(SIGUSR1, &usr1, &old_usr1);
+  }
+  void restore() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+    if (hup_handled) sigaction(SIGHUP, &old_hup, nullptr);
+    sigaction(SIGUSR1, &old_usr1, nullptr);
+  }
+};
+
+// A result per run, in the sweep's order; returns the indices of those still to run (a run
+// that finished before keeps its own status, and is not run again).
+std::vector<size_t> list_runs(const Sweep& sweep, const ExecOptions& options, ExecResult& result) {
   std::vector<size_t> pending;
+  std::error_code ec;
   for (const Run& run : sweep.runs) {
     RunResult r;
     r.run = run;
     r.dir = options.out / run.name;
-    // A run the sweep stops before starting has no folder: "not_started", no run_dir (a run
-    // that finished before keeps its own status, and is not run again).
+    // A run the sweep stops before starting has no folder: "not_started", no run_dir.
     r.status = "not_started";
     if (fs::exists(r.dir / files::kSummaryFile, ec)) {
       r.summary = read_json(r.dir / files::kSummaryFile);
@@ -348,6 +366,132 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     }
     result.results.push_back(std::move(r));
   }
+  return pending;
+}
+
+// Starts run r under the sweep's lock on it (`lock`, closed here in every case): its folder
+// created and marked, its own lock claimed and handed to the child with `ampctl train` or
+// `resume`. Returns the child, or nothing when the run is not started (its status says why).
+std::optional<pid_t> start_run(RunResult& r, const ExecOptions& options, int threads, int lock) {
+  std::error_code ec;
+  // The run folder: created and marked by this sweep, or marked before (check_run_folders).
+  if (!fs::exists(r.dir, ec)) {
+    fs::create_directories(r.dir, ec);
+    if (ec) {
+      close(lock);
+      throw Error{ErrorKind::runtime, "cannot create " + r.dir.string() + ": " + ec.message()};
+    }
+    write_mark(r.dir, r.run);
+  }
+  // The run's own lock, handed to the child: a `resume` of this run started by hand, or a
+  // second sweep, cannot write the folder at the same time (nor this sweep while they do).
+  std::optional<RunLock> run_lock;
+  try {
+    run_lock.emplace(r.dir);
+  } catch (const Error& e) {
+    close(lock);
+    r.status = "failed";
+    r.exit_code = e.exit_code();
+    r.error = e.what();
+    if (!options.quiet) std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), e.what());
+    return std::nullopt;
+  }
+  // Checked again under the locks, in one step with the claim: another sweep into the same
+  // --out may have finished this run (or marked the folder for another configuration)
+  // after this sweep looked, and starting it again would replace its results.
+  bool present = false;
+  std::string problem = run::non_regular_run_file(r.dir);
+  if (problem.empty() && read_mark(r.dir, present) != config_hash(r.run.resolved_yaml)) {
+    problem = (r.dir / kRunMark).string() +
+              " is not this sweep's mark for the run (another sweep wrote it meanwhile)";
+  }
+  if (!problem.empty()) {
+    close(lock);
+    r.status = "failed";
+    r.exit_code = 2;
+    r.error = problem;
+    if (!options.quiet)
+      std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), problem.c_str());
+    return std::nullopt;
+  }
+  if (fs::exists(r.dir / files::kSummaryFile, ec)) {
+    close(lock);
+    r.summary = read_json(r.dir / files::kSummaryFile);
+    r.status = files::summary_status(r.summary);
+    if (!options.quiet) {
+      std::printf("[sweep] %s: finished meanwhile by another process (%s), skipped\n",
+                  r.run.name.c_str(), r.status.c_str());
+    }
+    return std::nullopt;
+  }
+  std::vector<std::string> args;
+  if (has_checkpoint(r.dir)) {
+    args = {"resume", "--checkpoint", r.dir.string()};
+    if (!options.quiet) std::printf("[sweep] %s: resuming\n", r.run.name.c_str());
+  } else {
+    // Leftovers of a run that died before its first checkpoint: start over.
+    remove_leftovers(r.dir);
+    try {
+      checkpoint::write_file_atomic(r.dir / kRunConfig, r.run.resolved_yaml);
+    } catch (...) {
+      close(lock);
+      throw;
+    }
+    args = {"train", "--config", (r.dir / kRunConfig).string(), "--run-dir", r.dir.string()};
+    if (!options.quiet) std::printf("[sweep] %s: starting\n", r.run.name.c_str());
+  }
+  std::fflush(stdout);
+  r.trained = true;
+  pid_t pid = -1;
+  try {
+    pid = spawn(options.exe, args, r.dir, threads, run_lock->fd());
+  } catch (...) {
+    close(lock);
+    throw;
+  }
+  close(lock);                   // the child holds it now
+  run_lock->release_to_child();  // and this one
+  return pid;
+}
+
+// What a run's exit (waitpid's status) says: its summary's status, or interrupted, diverged or
+// failed with the last line of its stderr.log.
+void record_exit(RunResult& r, int status, bool quiet) {
+  std::error_code ec;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (r.exit_code == 0 && fs::exists(r.dir / files::kSummaryFile, ec)) {
+    r.summary = read_json(r.dir / files::kSummaryFile);
+    r.status = files::summary_status(r.summary);
+    if (!quiet) std::printf("[sweep] %s: %s\n", r.run.name.c_str(), r.status.c_str());
+    return;
+  }
+  std::string err = last_line(r.dir / "stderr.log");
+  if (err.rfind("error: ", 0) == 0) err = err.substr(7);
+  r.error = err;
+  if (r.exit_code == 129 || r.exit_code == 130 || r.exit_code == 143) {
+    r.status = "interrupted";
+  } else {
+    // A run that stopped because training diverged says so in its summary (exit 1).
+    r.summary = read_json(r.dir / files::kSummaryFile);
+    r.status = r.summary.is_object() && files::summary_status(r.summary) == files::kStatusDiverged
+                   ? "diverged"
+                   : "failed";
+  }
+  if (!quiet)
+    std::printf("[sweep] %s: %s (exit %d): %s\n", r.run.name.c_str(), r.status.c_str(), r.exit_code,
+                err.c_str());
+}
+
+}  // namespace
+
+ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
+  ExecResult result;
+  const int jobs = std::max(1, options.jobs);
+  const int threads = std::max(1, usable_cores() / jobs);
+  prepare_out(sweep, options.out);
+  SweepSignals signals;
+  signals.install();
+  const std::vector<size_t> pending = list_runs(sweep, options, result);
 
   std::map<pid_t, size_t> running;
   size_t next = 0;
@@ -371,85 +515,9 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
       const int lock = lock_run(options.out, r.run.name, options.quiet);
       if (lock < 0) continue;  // stopped while waiting: the loop's top forwards the signal
       ++next;
-      // The run folder: created and marked by this sweep, or marked before (check_run_folders).
-      if (!fs::exists(r.dir, ec)) {
-        fs::create_directories(r.dir, ec);
-        if (ec) {
-          close(lock);
-          throw Error{ErrorKind::runtime, "cannot create " + r.dir.string() + ": " + ec.message()};
-        }
-        write_mark(r.dir, r.run);
+      if (const std::optional<pid_t> pid = start_run(r, options, threads, lock)) {
+        running[*pid] = &r - result.results.data();
       }
-      // The run's own lock, handed to the child: a `resume` of this run started by hand, or a
-      // second sweep, cannot write the folder at the same time (nor this sweep while they do).
-      std::optional<RunLock> run_lock;
-      try {
-        run_lock.emplace(r.dir);
-      } catch (const Error& e) {
-        close(lock);
-        r.status = "failed";
-        r.exit_code = e.exit_code();
-        r.error = e.what();
-        if (!options.quiet)
-          std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), e.what());
-        continue;
-      }
-      // Checked again under the locks, in one step with the claim: another sweep into the same
-      // --out may have finished this run (or marked the folder for another configuration)
-      // after this sweep looked, and starting it again would replace its results.
-      bool present = false;
-      std::string problem = run::non_regular_run_file(r.dir);
-      if (problem.empty() && read_mark(r.dir, present) != config_hash(r.run.resolved_yaml)) {
-        problem = (r.dir / kRunMark).string() +
-                  " is not this sweep's mark for the run (another sweep wrote it meanwhile)";
-      }
-      if (!problem.empty()) {
-        close(lock);
-        r.status = "failed";
-        r.exit_code = 2;
-        r.error = problem;
-        if (!options.quiet)
-          std::printf("[sweep] %s: not started: %s\n", r.run.name.c_str(), problem.c_str());
-        continue;
-      }
-      if (fs::exists(r.dir / files::kSummaryFile, ec)) {
-        close(lock);
-        r.summary = read_json(r.dir / files::kSummaryFile);
-        r.status = files::summary_status(r.summary);
-        if (!options.quiet) {
-          std::printf("[sweep] %s: finished meanwhile by another process (%s), skipped\n",
-                      r.run.name.c_str(), r.status.c_str());
-        }
-        continue;
-      }
-      std::vector<std::string> args;
-      if (has_checkpoint(r.dir)) {
-        args = {"resume", "--checkpoint", r.dir.string()};
-        if (!options.quiet) std::printf("[sweep] %s: resuming\n", r.run.name.c_str());
-      } else {
-        // Leftovers of a run that died before its first checkpoint: start over.
-        remove_leftovers(r.dir);
-        try {
-          checkpoint::write_file_atomic(r.dir / kRunConfig, r.run.resolved_yaml);
-        } catch (...) {
-          close(lock);
-          throw;
-        }
-        args = {"train", "--config", (r.dir / kRunConfig).string(), "--run-dir", r.dir.string()};
-        if (!options.quiet) std::printf("[sweep] %s: starting\n", r.run.name.c_str());
-      }
-      std::fflush(stdout);
-      r.trained = true;
-      pid_t pid = -1;
-      try {
-        pid = spawn(options.exe, args, r.dir, threads, run_lock->fd());
-      } catch (...) {
-        close(lock);
-        throw;
-      }
-      close(lock);                   // the child holds it now
-      run_lock->release_to_child();  // and this one
-      running[pid] = &r - result.results.data();
     }
     if (running.empty()) break;
     int status = 0;
@@ -462,29 +530,7 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     if (it == running.end()) continue;
     RunResult& r = result.results[it->second];
     running.erase(it);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (r.exit_code == 0 && fs::exists(r.dir / files::kSummaryFile, ec)) {
-      r.summary = read_json(r.dir / files::kSummaryFile);
-      r.status = files::summary_status(r.summary);
-      if (!options.quiet) std::printf("[sweep] %s: %s\n", r.run.name.c_str(), r.status.c_str());
-    } else {
-      std::string err = last_line(r.dir / "stderr.log");
-      if (err.rfind("error: ", 0) == 0) err = err.substr(7);
-      r.error = err;
-      if (r.exit_code == 129 || r.exit_code == 130 || r.exit_code == 143) {
-        r.status = "interrupted";
-      } else {
-        // A run that stopped because training diverged says so in its summary (exit 1).
-        r.summary = read_json(r.dir / files::kSummaryFile);
-        r.status =
-            r.summary.is_object() && files::summary_status(r.summary) == files::kStatusDiverged
-                ? "diverged"
-                : "failed";
-      }
-      if (!options.quiet)
-        std::printf("[sweep] %s: %s (exit %d): %s\n", r.run.name.c_str(), r.status.c_str(),
-                    r.exit_code, err.c_str());
-    }
+    record_exit(r, status, options.quiet);
     ++finished_now;
     if (!options.quiet) {
       const double elapsed =
@@ -498,10 +544,7 @@ ExecResult execute(const Sweep& sweep, const ExecOptions& options) {
     }
     std::fflush(stdout);
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
-  if (hup_handled) sigaction(SIGHUP, &old_hup, nullptr);
-  sigaction(SIGUSR1, &old_usr1, nullptr);
+  signals.restore();
   return result;
 }
 

@@ -446,18 +446,68 @@ std::string run_name(const std::vector<std::string>& overrides) {
   return name;
 }
 
-Sweep parse_sweep(std::string_view text, const std::string& origin,
-                  const std::vector<std::string>& grid_flags) {
-  check_document(text, origin);
-  Sweep sweep;
-  sweep.origin = origin;
-  sweep.base_text = strip_sweep_section(text);
+namespace {
 
+// The parts of a sweep as the file and --grid give them, before any is expanded: the file's
+// runs (one empty run without any), the grid's axes, the random samples (one empty sample
+// without any) and the seeds.
+struct SweepParts {
   std::vector<Axis> axes;
   std::vector<Combo> runs{Combo{}};
   std::vector<Combo> randoms{Combo{}};
   std::vector<Said> seeds;
+};
 
+// sweep.runs: each entry's overrides, a named one's name first as a mark.
+std::vector<Combo> parse_runs(const YAML::Node& list, const std::string& origin) {
+  if (!list.IsSequence() || list.size() == 0)
+    spec_error(origin, "sweep.runs: must be a non-empty list of {key: value} mappings");
+  std::vector<Combo> runs;
+  std::map<std::string, config::Where> named;  // name -> where it is written
+  for (const auto& item : list) {
+    if (!item.IsMap()) spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
+    Combo c;
+    std::optional<Said> mark;
+    for (const auto& kv : item) {
+      const std::string key = kv.first.as<std::string>();
+      check_key_text(key, origin);
+      if (key == "name") {
+        const config::Where where = at(kv.second, origin);
+        const std::string name = kv.second.IsScalar() ? kv.second.Scalar() : flow_text(kv.second);
+        if (const std::string why = run_name_problem(name); !why.empty() || !kv.second.IsScalar()) {
+          spec_error(
+              where.str(),
+              "sweep.runs: name '" + name + "': " + (why.empty() ? "must be a plain word" : why),
+              "a run's name is its folder's: letters, digits, '.', '_', '-' and '+', "
+              "at most 64 characters, not starting with '.' or '-'");
+        }
+        if (const auto [it, fresh] = named.emplace(name, where); !fresh) {
+          spec_error(
+              where.str(),
+              "sweep.runs: name '" + name + "' is used twice (also at " + it->second.str() + ")",
+              "give each run its own name: it names the run's folder");
+        }
+        mark = Said{std::string(1, kNameMark) + name, where};
+        continue;
+      }
+      c.push_back({key + "=" + flow_text(kv.second), at(kv.second, origin)});
+    }
+    if (mark) {
+      mark->text =
+          std::string(1, kNameMark) + std::to_string(c.size()) + kNameMark + mark->text.substr(1);
+      c.insert(c.begin(), *mark);
+    }
+    runs.push_back(std::move(c));
+  }
+  return runs;
+}
+
+// The file's sweep: section (its keys checked), then the --grid flags, each replacing the
+// file's axis of the same key.
+SweepParts read_parts(std::string_view text, const std::string& origin,
+                      const std::vector<std::string>& grid_flags) {
+  SweepParts parts;
+  std::vector<Axis>& axes = parts.axes;
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
@@ -489,54 +539,11 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
         axes.push_back(std::move(axis));
       }
     }
-    if (const YAML::Node list = spec["runs"]) {
-      if (!list.IsSequence() || list.size() == 0)
-        spec_error(origin, "sweep.runs: must be a non-empty list of {key: value} mappings");
-      runs.clear();
-      std::map<std::string, config::Where> named;  // name -> where it is written
-      for (const auto& item : list) {
-        if (!item.IsMap())
-          spec_error(origin, "sweep.runs: each run must be a {key: value} mapping");
-        Combo c;
-        std::optional<Said> mark;
-        for (const auto& kv : item) {
-          const std::string key = kv.first.as<std::string>();
-          check_key_text(key, origin);
-          if (key == "name") {
-            const config::Where where = at(kv.second, origin);
-            const std::string name =
-                kv.second.IsScalar() ? kv.second.Scalar() : flow_text(kv.second);
-            if (const std::string why = run_name_problem(name);
-                !why.empty() || !kv.second.IsScalar()) {
-              spec_error(where.str(),
-                         "sweep.runs: name '" + name +
-                             "': " + (why.empty() ? "must be a plain word" : why),
-                         "a run's name is its folder's: letters, digits, '.', '_', '-' and '+', "
-                         "at most 64 characters, not starting with '.' or '-'");
-            }
-            if (const auto [it, fresh] = named.emplace(name, where); !fresh) {
-              spec_error(where.str(),
-                         "sweep.runs: name '" + name + "' is used twice (also at " +
-                             it->second.str() + ")",
-                         "give each run its own name: it names the run's folder");
-            }
-            mark = Said{std::string(1, kNameMark) + name, where};
-            continue;
-          }
-          c.push_back({key + "=" + flow_text(kv.second), at(kv.second, origin)});
-        }
-        if (mark) {
-          mark->text = std::string(1, kNameMark) + std::to_string(c.size()) + kNameMark +
-                       mark->text.substr(1);
-          c.insert(c.begin(), *mark);
-        }
-        runs.push_back(std::move(c));
-      }
-    }
-    if (const YAML::Node random = spec["random"]) randoms = random_samples(random, origin);
+    if (const YAML::Node list = spec["runs"]) parts.runs = parse_runs(list, origin);
+    if (const YAML::Node random = spec["random"]) parts.randoms = random_samples(random, origin);
     if (const YAML::Node s = spec["seeds"]) {
-      seeds = said_values("seed", s, origin);
-      if (seeds.empty()) spec_error(origin, "sweep.seeds: empty value list");
+      parts.seeds = said_values("seed", s, origin);
+      if (parts.seeds.empty()) spec_error(origin, "sweep.seeds: empty value list");
     }
   }
   for (const GridAxis& flag : parse_grid_flags(grid_flags)) {
@@ -553,79 +560,96 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     }
     if (!replaced) axes.push_back(std::move(axis));
   }
+  return parts;
+}
 
-  // A key (or a section and a key in it) set by two parts of the sweep: the part applied later
-  // would win silently, so runs named after the earlier part's values would all run the later's
-  // (two runs of one configuration under two names). Refused; a --grid still replaces the
-  // file's grid axis of the same key (above).
-  {
-    std::map<std::string, std::string> part_of;  // key -> the part that sets it
-    const auto key_of = [](const Said& o) { return o.text.substr(0, o.text.find('=')); };
-    const auto add = [&](const std::string& key, const std::string& part) {
-      const auto [it, inserted] = part_of.emplace(key, part);
-      if (!inserted && it->second != part)
-        spec_error(origin, "sweep: " + key + " is set by both " + it->second + " and " + part,
-                   "set each key in one part of the sweep: the later one would win, and the runs "
-                   "named after the other's values would not run them");
-    };
-    for (const Combo& c : runs)
-      for (const Said& o : c) {
-        if (!is_mark(o)) add(key_of(o), "sweep.runs");
-      }
-    for (const Axis& axis : axes)
-      add(axis.key, axis.values.front().said.origin == "--grid" ? "--grid" : "sweep.grid");
-    for (const Said& o : randoms[0]) add(key_of(o), "sweep.random.params");
-    if (!seeds.empty()) add("seed", "sweep.seeds");
-    // A section and a key in it: across parts, and within one part whose keys all apply to
-    // every run (two grid axes, two random params); two of the file's runs may differ so.
-    for (const auto& [key, part] : part_of) {
-      for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
-        const auto it = part_of.find(key.substr(0, dot));
-        if (it != part_of.end() && (it->second != part || part != "sweep.runs"))
-          spec_error(origin,
-                     "sweep: " + it->first + " (set by " + it->second + ") holds " + key +
-                         " (set by " + part + ")",
-                     "a value for the whole section replaces what the other part set in it: set "
-                     "each key in one part of the sweep");
-      }
+// A key (or a section and a key in it) set by two parts of the sweep: the part applied later
+// would win silently, so runs named after the earlier part's values would all run the later's
+// (two runs of one configuration under two names). Refused; a --grid still replaces the
+// file's grid axis of the same key (read_parts).
+void refuse_shared_keys(const SweepParts& parts, const std::string& origin) {
+  const std::vector<Combo>& runs = parts.runs;
+  const std::vector<Axis>& axes = parts.axes;
+  const std::vector<Combo>& randoms = parts.randoms;
+  const std::vector<Said>& seeds = parts.seeds;
+  std::map<std::string, std::string> part_of;  // key -> the part that sets it
+  const auto key_of = [](const Said& o) { return o.text.substr(0, o.text.find('=')); };
+  const auto add = [&](const std::string& key, const std::string& part) {
+    const auto [it, inserted] = part_of.emplace(key, part);
+    if (!inserted && it->second != part)
+      spec_error(origin, "sweep: " + key + " is set by both " + it->second + " and " + part,
+                 "set each key in one part of the sweep: the later one would win, and the runs "
+                 "named after the other's values would not run them");
+  };
+  for (const Combo& c : runs)
+    for (const Said& o : c) {
+      if (!is_mark(o)) add(key_of(o), "sweep.runs");
+    }
+  for (const Axis& axis : axes)
+    add(axis.key, axis.values.front().said.origin == "--grid" ? "--grid" : "sweep.grid");
+  for (const Said& o : randoms[0]) add(key_of(o), "sweep.random.params");
+  if (!seeds.empty()) add("seed", "sweep.seeds");
+  // A section and a key in it: across parts, and within one part whose keys all apply to
+  // every run (two grid axes, two random params); two of the file's runs may differ so.
+  for (const auto& [key, part] : part_of) {
+    for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', dot + 1)) {
+      const auto it = part_of.find(key.substr(0, dot));
+      if (it != part_of.end() && (it->second != part || part != "sweep.runs"))
+        spec_error(origin,
+                   "sweep: " + it->first + " (set by " + it->second + ") holds " + key +
+                       " (set by " + part + ")",
+                   "a value for the whole section replaces what the other part set in it: set "
+                   "each key in one part of the sweep");
     }
   }
+}
 
-  // The number of runs before any is expanded (saturating: an exploding product stops counting
-  // past the bound), each repeated value counted as a run.
-  {
-    uint64_t count = runs.size();
-    std::string factors;
-    const auto times = [&](size_t k, const std::string& what) {
-      count = count > kMaxRuns ? count : count * k;
-      if (!factors.empty()) factors += " x ";
-      factors += std::to_string(k);
-      factors += ' ';
-      factors += what;
-    };
-    if (runs.size() > 1 || !runs[0].empty()) factors = std::to_string(runs.size()) + " runs";
-    for (const Axis& axis : axes) times(axis.values.size(), "values of " + axis.key);
-    if (randoms.size() > 1 || !randoms[0].empty()) times(randoms.size(), "random samples");
-    if (!seeds.empty()) times(seeds.size(), "seeds");
-    if (count > kMaxRuns)
-      spec_error(
-          origin,
-          "sweep: too many runs (" + factors + "); a sweep has at most " + std::to_string(kMaxRuns),
-          "split it into several sweeps, or sample the space with sweep.random");
-    size_t keys = axes.size() + randoms[0].size() + (seeds.empty() ? 0 : 1);
-    size_t widest = 0;
-    for (const Combo& c : runs) widest = std::max(widest, c.size());
-    keys += widest;
-    if (count * keys > kMaxOverrides)
-      spec_error(origin,
-                 "sweep: " + std::to_string(count) + " runs x up to " + std::to_string(keys) +
-                     " keys each; a sweep sets at most " + std::to_string(kMaxOverrides) +
-                     " overrides in all its runs",
-                 "split it into several sweeps, or move keys every run shares into the base "
-                 "configuration");
-  }
-  std::vector<Combo> combos = runs;
-  for (const Axis& axis : axes) combos = product(combos, axis);
+// The number of runs before any is expanded (saturating: an exploding product stops counting
+// past the bound), each repeated value counted as a run, and the overrides in all: refused
+// past kMaxRuns and kMaxOverrides.
+void check_size(const SweepParts& parts, const std::string& origin) {
+  const std::vector<Combo>& runs = parts.runs;
+  const std::vector<Axis>& axes = parts.axes;
+  const std::vector<Combo>& randoms = parts.randoms;
+  const std::vector<Said>& seeds = parts.seeds;
+  uint64_t count = runs.size();
+  std::string factors;
+  const auto times = [&](size_t k, const std::string& what) {
+    count = count > kMaxRuns ? count : count * k;
+    if (!factors.empty()) factors += " x ";
+    factors += std::to_string(k);
+    factors += ' ';
+    factors += what;
+  };
+  if (runs.size() > 1 || !runs[0].empty()) factors = std::to_string(runs.size()) + " runs";
+  for (const Axis& axis : axes) times(axis.values.size(), "values of " + axis.key);
+  if (randoms.size() > 1 || !randoms[0].empty()) times(randoms.size(), "random samples");
+  if (!seeds.empty()) times(seeds.size(), "seeds");
+  if (count > kMaxRuns)
+    spec_error(
+        origin,
+        "sweep: too many runs (" + factors + "); a sweep has at most " + std::to_string(kMaxRuns),
+        "split it into several sweeps, or sample the space with sweep.random");
+  size_t keys = axes.size() + randoms[0].size() + (seeds.empty() ? 0 : 1);
+  size_t widest = 0;
+  for (const Combo& c : runs) widest = std::max(widest, c.size());
+  keys += widest;
+  if (count * keys > kMaxOverrides)
+    spec_error(origin,
+               "sweep: " + std::to_string(count) + " runs x up to " + std::to_string(keys) +
+                   " keys each; a sweep sets at most " + std::to_string(kMaxOverrides) +
+                   " overrides in all its runs",
+               "split it into several sweeps, or move keys every run shares into the base "
+               "configuration");
+}
+
+// Every combination of the parts: the runs times the grid's axes (a repeated one refused),
+// times the random samples, times the seeds.
+std::vector<Combo> combine(const SweepParts& parts, const std::string& origin) {
+  const std::vector<Combo>& randoms = parts.randoms;
+  const std::vector<Said>& seeds = parts.seeds;
+  std::vector<Combo> combos = parts.runs;
+  for (const Axis& axis : parts.axes) combos = product(combos, axis);
   // A value listed twice (seeds: [0, 0], --grid seed=1,1, two equal runs) makes two runs of one
   // configuration that would share a folder: refused, like a duplicate key.
   const auto refuse_repeats = [&](const std::vector<Combo>& list) {
@@ -657,7 +681,12 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     combos = std::move(next);
   }
   if (!seeds.empty()) combos = product(combos, Axis{"seed", seeds});
+  return combos;
+}
 
+// The sweep's runs from the combinations, each named (a named entry's name, else the
+// overrides spelled, else their hash when two spell the same).
+void add_runs(std::vector<Combo>& combos, Sweep& sweep) {
   std::set<std::string> names;
   std::set<Combo, ByText> seen;
   for (Combo& c : combos) {
@@ -699,6 +728,21 @@ Sweep parse_sweep(std::string_view text, const std::string& origin,
     }
     sweep.runs.push_back(std::move(run));
   }
+}
+
+}  // namespace
+
+Sweep parse_sweep(std::string_view text, const std::string& origin,
+                  const std::vector<std::string>& grid_flags) {
+  check_document(text, origin);
+  Sweep sweep;
+  sweep.origin = origin;
+  sweep.base_text = strip_sweep_section(text);
+  const SweepParts parts = read_parts(text, origin, grid_flags);
+  refuse_shared_keys(parts, origin);
+  check_size(parts, origin);
+  std::vector<Combo> combos = combine(parts, origin);
+  add_runs(combos, sweep);
   return sweep;
 }
 

@@ -449,46 +449,36 @@ Tokenizer Tokenizer::from_tokenizer_json(std::string json_text, const std::strin
   return from_document(doc, std::move(json_text), origin);
 }
 
-Tokenizer Tokenizer::from_document(const nlohmann::json& doc, std::string json_text,
-                                   const std::string& origin) {
-  auto impl = std::make_unique<Impl>();
-  impl->origin = origin;
-  if (!doc.is_object()) fail(origin, "not a tokenizer.json (not a JSON object)");
-  const Json* model = member(doc, "model");
-  if (!model || !model->is_object()) fail(origin, "model: missing (not a tokenizer.json)");
-  const Json* type = member(*model, "type");
+namespace {
+
+// model: byte-level BPE, without dropout, a subword prefix or suffix, or byte fallback.
+void check_bpe_model(const nlohmann::json& model, const std::string& origin) {
+  const Json* type = member(model, "type");
   if (!type || !type->is_string() || type->get<std::string>() != "BPE") {
     fail(origin,
          "model.type: " + (type ? type->dump() : std::string("missing")) +
              " is not supported (ampctl reads byte-level BPE tokenizers: \"BPE\")",
          "GPT-2, Llama 3 and Qwen2/Qwen3 tokenizer.json files are byte-level BPE");
   }
-  if (member(*model, "dropout")) {
+  if (member(model, "dropout")) {
     fail(origin, "model.dropout: BPE dropout is not supported (set it to null)");
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    const Json* v = member(*model, key);
+    const Json* v = member(model, key);
     if (v && !(v->is_string() && v->get<std::string>().empty())) {
       fail(origin, std::string("model.") + key + ": " + v->dump() +
                        " is not supported by byte-level BPE (expected null or \"\")");
     }
   }
-  if (flag(*model, "byte_fallback", origin, "model.")) {
+  if (flag(model, "byte_fallback", origin, "model.")) {
     fail(origin, "model.byte_fallback: true is not supported (sentencepiece-style BPE)");
   }
-  impl->ignore_merges = flag(*model, "ignore_merges", origin, "model.");
+}
 
-  // normalizer: none, or NFC.
-  if (const Json* normalizer = member(doc, "normalizer")) {
-    const Json* t = member(*normalizer, "type");
-    if (!t || *t != "NFC") {
-      fail(origin, "normalizer.type: " + (t ? t->dump() : std::string("missing")) +
-                       " is not supported (ampctl knows null and \"NFC\")");
-    }
-    impl->nfc = true;
-  }
-
-  // pre_tokenizer: ByteLevel with GPT-2's regex, or Sequence[Split(regex), ByteLevel(no regex)].
+// pre_tokenizer: ByteLevel with GPT-2's regex, or Sequence[Split(regex), ByteLevel(no regex)];
+// the pattern it splits words by.
+Pattern read_pre_tokenizer(const nlohmann::json& doc, const std::string& origin) {
+  Pattern split_by = Pattern::gpt2;
   const Json* pre = member(doc, "pre_tokenizer");
   if (!pre) fail(origin, "pre_tokenizer: missing (byte-level BPE needs a ByteLevel pre-tokenizer)");
   const auto byte_level = [&](const Json& p, const std::string& at, bool want_regex) {
@@ -511,7 +501,7 @@ Tokenizer Tokenizer::from_document(const nlohmann::json& doc, std::string json_t
   const Json* pre_type = member(*pre, "type");
   if (pre_type && *pre_type == "ByteLevel") {
     byte_level(*pre, "pre_tokenizer", true);
-    impl->pattern = Pattern::gpt2;
+    split_by = Pattern::gpt2;
   } else if (pre_type && *pre_type == "Sequence") {
     const Json* list = member(*pre, "pretokenizers");
     if (!list || !list->is_array() || list->size() != 2) {
@@ -535,7 +525,7 @@ Tokenizer Tokenizer::from_document(const nlohmann::json& doc, std::string json_t
            "ampctl knows the regexes of GPT-2, Llama 3 and Qwen2/Qwen3 (docs/reference.md, "
            "\"Tokenizers\")");
     }
-    impl->pattern = *known;
+    split_by = *known;
     const Json* behavior = member(split, "behavior");
     if (!behavior || *behavior != "Isolated") {
       fail(origin, at + ".behavior: " + (behavior ? behavior->dump() : std::string("missing")) +
@@ -549,6 +539,62 @@ Tokenizer Tokenizer::from_document(const nlohmann::json& doc, std::string json_t
                      " is not supported (expected \"ByteLevel\" or a \"Sequence\" of Split and "
                      "ByteLevel)");
   }
+  return split_by;
+}
+
+// added_tokens: each one's id, content and flags (single_word refused).
+std::vector<AddedToken> read_added_tokens(const nlohmann::json& doc, const std::string& origin) {
+  std::vector<AddedToken> tokens;
+  if (const Json* added = member(doc, "added_tokens")) {
+    if (!added->is_array()) fail(origin, "added_tokens: not an array");
+    for (size_t i = 0; i < added->size(); ++i) {
+      const Json& a = (*added)[i];
+      const std::string at = "added_tokens[" + std::to_string(i) + "]";
+      const Json* id = member(a, "id");
+      const Json* content = member(a, "content");
+      if (!id || !id->is_number_integer() || id->get<int64_t>() < 0 ||
+          id->get<int64_t>() > std::numeric_limits<int32_t>::max() - 1) {
+        fail(origin, at + ".id: missing or not an id");
+      }
+      if (!content || !content->is_string()) fail(origin, at + ".content: missing");
+      if (flag(a, "single_word", origin, at + ".")) {
+        fail(origin, at + ".single_word: true is not supported");
+      }
+      AddedToken t;
+      t.id = static_cast<int32_t>(id->get<int64_t>());
+      t.content = content->get<std::string>();
+      t.special = flag(a, "special", origin, at + ".");
+      t.lstrip = flag(a, "lstrip", origin, at + ".");
+      t.rstrip = flag(a, "rstrip", origin, at + ".");
+      tokens.push_back(std::move(t));
+    }
+  }
+  return tokens;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_document(const nlohmann::json& doc, std::string json_text,
+                                   const std::string& origin) {
+  auto impl = std::make_unique<Impl>();
+  impl->origin = origin;
+  if (!doc.is_object()) fail(origin, "not a tokenizer.json (not a JSON object)");
+  const Json* model = member(doc, "model");
+  if (!model || !model->is_object()) fail(origin, "model: missing (not a tokenizer.json)");
+  check_bpe_model(*model, origin);
+  impl->ignore_merges = flag(*model, "ignore_merges", origin, "model.");
+
+  // normalizer: none, or NFC.
+  if (const Json* normalizer = member(doc, "normalizer")) {
+    const Json* t = member(*normalizer, "type");
+    if (!t || *t != "NFC") {
+      fail(origin, "normalizer.type: " + (t ? t->dump() : std::string("missing")) +
+                       " is not supported (ampctl knows null and \"NFC\")");
+    }
+    impl->nfc = true;
+  }
+
+  impl->pattern = read_pre_tokenizer(doc, origin);
   if (const Json* decoder = member(doc, "decoder")) {
     const Json* t = member(*decoder, "type");
     if (!t || *t != "ByteLevel") {
@@ -591,30 +637,7 @@ Tokenizer Tokenizer::from_document(const nlohmann::json& doc, std::string json_t
     }
   }
 
-  if (const Json* added = member(doc, "added_tokens")) {
-    if (!added->is_array()) fail(origin, "added_tokens: not an array");
-    for (size_t i = 0; i < added->size(); ++i) {
-      const Json& a = (*added)[i];
-      const std::string at = "added_tokens[" + std::to_string(i) + "]";
-      const Json* id = member(a, "id");
-      const Json* content = member(a, "content");
-      if (!id || !id->is_number_integer() || id->get<int64_t>() < 0 ||
-          id->get<int64_t>() > std::numeric_limits<int32_t>::max() - 1) {
-        fail(origin, at + ".id: missing or not an id");
-      }
-      if (!content || !content->is_string()) fail(origin, at + ".content: missing");
-      if (flag(a, "single_word", origin, at + ".")) {
-        fail(origin, at + ".single_word: true is not supported");
-      }
-      AddedToken t;
-      t.id = static_cast<int32_t>(id->get<int64_t>());
-      t.content = content->get<std::string>();
-      t.special = flag(a, "special", origin, at + ".");
-      t.lstrip = flag(a, "lstrip", origin, at + ".");
-      t.rstrip = flag(a, "rstrip", origin, at + ".");
-      impl->added.push_back(std::move(t));
-    }
-  }
+  impl->added = read_added_tokens(doc, origin);
   impl->finish("added_tokens");
   impl->json_text = std::move(json_text);
   return Tokenizer(std::move(impl));

@@ -17,7 +17,7 @@
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/dist/process_group.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/scheduler.h"
 #include "ampctl/optim/sgd.h"
@@ -79,50 +79,23 @@ nn::ActivationKind activation_kind(config::Activation activation) {
 
 data::SourceOptions source_options(const config::DataSource& c) {
   data::SourceOptions o;
-  switch (c.source) {
-    case config::SourceKind::synthetic:
-      o.source = data::SourceKind::synthetic;
-      break;
-    case config::SourceKind::idx:
-      o.source = data::SourceKind::idx;
-      break;
-    case config::SourceKind::fashion_mnist:
-      o.source = data::SourceKind::fashion_mnist;
-      break;
-    case config::SourceKind::csv:
-      o.source = data::SourceKind::csv;
-      break;
-    case config::SourceKind::split:
-      o.source = data::SourceKind::split;
-      break;
-    case config::SourceKind::text:
-      o.source = data::SourceKind::text;
-      break;
-    case config::SourceKind::tokens:
-      o.source = data::SourceKind::tokens;
-      break;
-  }
-  o.task =
-      c.task == config::Task::classification ? data::Task::classification : data::Task::regression;
+  o.source = c.source;
+  o.task = c.task;
   o.samples = c.samples;
   o.features = c.features;
   o.classes = c.classes;
   o.images = c.images;
   o.labels = c.labels;
-  o.split =
-      c.split == config::DatasetSplit::train ? data::DatasetSplit::train : data::DatasetSplit::test;
+  o.split = c.split;
   o.dir = c.dir;
   o.path = c.path;
   o.label_column = {c.label_column.name, c.label_column.index};
   o.header = c.header;
   o.split_fraction = c.split_fraction;
-  o.vocab = c.vocab == config::VocabKind::byte ? data::VocabKind::byte : data::VocabKind::character;
+  o.vocab = c.vocab;
   o.vocab_size = c.vocab_size;
   o.tokenizer = c.tokenizer;
-  o.token_format = c.token_format == config::TokenFormat::raw    ? data::TokenFormat::raw
-                   : c.token_format == config::TokenFormat::llmc ? data::TokenFormat::llmc
-                   : c.token_format == config::TokenFormat::u32  ? data::TokenFormat::u32
-                                                                 : data::TokenFormat::automatic;
+  o.token_format = c.token_format;
   return o;
 }
 
@@ -134,25 +107,9 @@ data::DataOptions data_options(const config::DataConfig& c) {
   return o;
 }
 
-optim::ScheduleType schedule_type(config::SchedulerType t) {
-  switch (t) {
-    case config::SchedulerType::constant:
-      return optim::ScheduleType::constant;
-    case config::SchedulerType::linear:
-      return optim::ScheduleType::linear;
-    case config::SchedulerType::cosine:
-      return optim::ScheduleType::cosine;
-    case config::SchedulerType::step:
-      return optim::ScheduleType::step;
-    case config::SchedulerType::onecycle:
-      return optim::ScheduleType::onecycle;
-  }
-  return optim::ScheduleType::constant;
-}
-
 optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
   optim::ScheduleOptions o;
-  o.type = schedule_type(c.type);
+  o.type = c.type;
   o.warmup_steps = c.warmup_steps;
   o.min_lr = c.min_lr;
   o.step_size = c.step_size;
@@ -161,8 +118,7 @@ optim::ScheduleOptions schedule_options(const config::SchedulerConfig& c) {
   o.pct_start = c.pct_start;
   o.div_factor = c.div_factor;
   o.final_div_factor = c.final_div_factor;
-  o.anneal =
-      c.anneal_strategy == config::AnnealStrategy::cos ? optim::Anneal::cos : optim::Anneal::linear;
+  o.anneal = c.anneal_strategy;
   o.three_phase = c.three_phase;
   o.cycle_momentum = c.cycle_momentum;
   o.base_momentum = c.base_momentum;
@@ -189,9 +145,7 @@ amp::GradScalerOptions scaler_options(const config::RunConfig& c) {
 
 dist::CommunicatorOptions communicator_options(const config::DistributedConfig& c) {
   dist::CommunicatorOptions o;
-  o.backend = c.backend == config::DistBackend::nccl  ? dist::CommBackend::nccl
-              : c.backend == config::DistBackend::mpi ? dist::CommBackend::mpi
-                                                      : dist::CommBackend::automatic;
+  o.backend = c.backend;
   o.bucket_bytes = static_cast<size_t>(std::max(1.0, c.bucket_mb * 1024.0 * 1024.0));
   return o;
 }
@@ -260,11 +214,10 @@ nn::ModelOptions model_options(const config::ModelConfig& model, config::Precisi
                                config::LossType loss, int64_t in_features, int64_t out_features,
                                int64_t max_batch, uint64_t seed) {
   nn::ModelOptions o;
-  o.type = config::to_string(model.type);
+  o.type = model.type;
   o.compute = compute_dtype(precision);
   o.precision = config::to_string(precision);
-  o.loss =
-      loss == config::LossType::cross_entropy ? nn::LossKind::cross_entropy : nn::LossKind::mse;
+  o.loss = loss;
   o.in_features = in_features;
   o.out_features = out_features;
   o.max_batch = max_batch;
@@ -403,42 +356,15 @@ std::string source_text(const config::DataSource& s) {
   return "the data";
 }
 
-}  // namespace
-
-std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
-                                      const dist::CommunicatorFactory& comm,
-                                      const std::optional<data::Normalization>& saved_input,
-                                      const std::optional<data::Vocab>& saved_vocab) {
-  auto run = std::make_unique<RunObjects>();
-  RunObjects& r = *run;
+// The run's data, loaded (r.lm, or r.data and r.loader), agreed on by the ranks and checked
+// against the memory the run may take before the model allocates; returns the model's input and
+// output widths: features and classes (or targets), or a language model's vocabulary (both).
+std::pair<int64_t, int64_t> load_run_data(const config::RunConfig& cfg, RunObjects& r, int world,
+                                          const std::optional<data::Normalization>& saved_input,
+                                          const std::optional<data::Vocab>& saved_vocab) {
   const auto seed = static_cast<uint64_t>(cfg.seed);
-  r.device = resolve_device(cfg.device);
-  // Several ranks on a host: one GPU each, picked by the local rank (docs/distributed.md).
-  if (dist::process_world_size() > 1 && r.device != "cpu" && cfg.device.rfind("cuda:", 0) != 0) {
-    r.device = "cuda:" + std::to_string(dist::process_local_rank() % cuda_device_count());
-  }
-  r.backend = make_backend(r.device);
-  Backend& b = *r.backend;
-  r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
-  // Several ranks: the same resolved configuration everywhere before anything else (agreement.h).
-  agree_on_inputs(*r.comm, config_items(cfg), "configuration");
-
-  // data.batch_size is per rank: the loader serves the global batch of one global shuffle
-  // (the same for every world size) and the batcher takes this rank's shard of it.
   const int64_t batch = cfg.data.batch_size;
-  const int world = r.comm->world_size();
-  // A rank that does not exist would inject nothing, and the run would look like one whose
-  // injection the scaler absorbed.
-  if (cfg.debug.inject_rank >= world) {
-    throw Error{
-        ErrorKind::config,
-        "debug.inject_rank: " + std::to_string(cfg.debug.inject_rank) + ", but the run has " +
-            std::to_string(world) +
-            (world == 1 ? " rank (rank 0)" : " ranks (0 to " + std::to_string(world - 1) + ")"),
-        "give a rank of this run, or -1 for every rank"};
-  }
-  // What the model is (model.type) comes from the registry; its input and output widths from
-  // the data source: features and classes, or a language model's vocabulary size (both).
+  Backend& b = *r.backend;
   int64_t inputs = 0, outputs = 0;
   r.language_model = config::is_language_model(cfg.data.train);
   // Progress: loading a large corpus or image set takes a while; say when it starts and ends.
@@ -484,6 +410,46 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
     check_run_memory(cfg, train.features, outputs, train.size(),
                      r.data.eval ? r.data.eval->size() : 0, b.device(), &b);
   }
+  return {inputs, outputs};
+}
+
+}  // namespace
+
+std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
+                                      const dist::CommunicatorFactory& comm,
+                                      const std::optional<data::Normalization>& saved_input,
+                                      const std::optional<data::Vocab>& saved_vocab) {
+  auto run = std::make_unique<RunObjects>();
+  RunObjects& r = *run;
+  const auto seed = static_cast<uint64_t>(cfg.seed);
+  r.device = resolve_device(cfg.device);
+  // Several ranks on a host: one GPU each, picked by the local rank (docs/distributed.md).
+  if (dist::process_world_size() > 1 && r.device != "cpu" && cfg.device.rfind("cuda:", 0) != 0) {
+    r.device = "cuda:" + std::to_string(dist::process_local_rank() % cuda_device_count());
+  }
+  r.backend = make_backend(r.device);
+  Backend& b = *r.backend;
+  r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
+  // Several ranks: the same resolved configuration everywhere before anything else (agreement.h).
+  agree_on_inputs(*r.comm, config_items(cfg), "configuration");
+
+  // data.batch_size is per rank: the loader serves the global batch of one global shuffle
+  // (the same for every world size) and the batcher takes this rank's shard of it.
+  const int64_t batch = cfg.data.batch_size;
+  const int world = r.comm->world_size();
+  // A rank that does not exist would inject nothing, and the run would look like one whose
+  // injection the scaler absorbed.
+  if (cfg.debug.inject_rank >= world) {
+    throw Error{
+        ErrorKind::config,
+        "debug.inject_rank: " + std::to_string(cfg.debug.inject_rank) + ", but the run has " +
+            std::to_string(world) +
+            (world == 1 ? " rank (rank 0)" : " ranks (0 to " + std::to_string(world - 1) + ")"),
+        "give a rank of this run, or -1 for every rank"};
+  }
+  // What the model is (model.type) comes from nn::build_model; its input and output widths from
+  // the data source: features and classes, or a language model's vocabulary size (both).
+  const auto [inputs, outputs] = load_run_data(cfg, r, world, saved_input, saved_vocab);
   nn::ModelOptions model_opts =
       model_options(cfg.model, cfg.precision, cfg.loss, inputs, outputs, batch, seed);
   // The gradient-numerics hook (nn/numerics.h): the counts on logging.numerics_every's sampled

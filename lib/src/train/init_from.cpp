@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "ampctl/backend/backend.h"
@@ -302,6 +303,85 @@ void check_init_structure(const InitSource& source, const nlohmann::json& model)
               "give the model the weights' structure (--set model.KEY=VALUE as recorded)"};
 }
 
+namespace {
+
+// A GPT's tensor whose rows differ from the model's in the two ways a checkpoint of another run
+// may: the position embedding cropped to a shorter block_size, or the embedding or head padded
+// to the vocabulary's multiple of kVocabMultiple with their mean row (each said in
+// report.adapted). The tensor's values as the model needs them, or nothing for another misfit.
+std::optional<std::vector<float>> crop_or_pad(const std::string& name, const NamedTensor& source,
+                                              const Tensor& target, InitReport& report) {
+  const NamedTensor* s = &source;
+  const Tensor& t = target;
+  const bool matrix = s->shape.size() == 2 && t.shape().size() == 2 && s->shape[1] == t.dim(1);
+  const int64_t have = matrix ? s->shape[0] : 0, need = matrix ? t.dim(0) : 0;
+  const bool crop = matrix && name == "transformer.wpe.weight" && have > need;
+  const bool pad = matrix && (name == "transformer.wte.weight" || name == "lm_head.weight") &&
+                   have < need &&
+                   need == (have + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
+  if (!crop && !pad) return std::nullopt;
+  std::vector<float> v = as_f32(*s);
+  const auto cols = static_cast<size_t>(t.dim(1));
+  if (crop) {
+    v.resize(static_cast<size_t>(need) * cols);
+    report.adapted.push_back(name + ": the first " + std::to_string(need) + " of " +
+                             std::to_string(have) + " positions (block_size crop)");
+  } else {
+    // The mean row, in double over the rows in order, rounded once.
+    std::vector<double> mean(cols, 0.0);
+    for (int64_t r = 0; r < have; ++r) {
+      for (size_t c = 0; c < cols; ++c) mean[c] += v[static_cast<size_t>(r) * cols + c];
+    }
+    for (int64_t r = have; r < need; ++r) {
+      for (size_t c = 0; c < cols; ++c) {
+        v.push_back(static_cast<float>(mean[c] / static_cast<double>(have)));
+      }
+    }
+    report.adapted.push_back(name + ": " + std::to_string(have) + " rows padded to " +
+                             std::to_string(need) + " with their mean row");
+  }
+  return v;
+}
+
+// The file's tensors that the model does not use, into report.unexpected; but not a tied
+// model's head that is the embedding, nor the zero biases of a bias-free GPT's export (said in
+// one line of report.adapted).
+void list_unexpected(const InitSource& source,
+                     const std::map<std::string, const NamedTensor*>& by_name,
+                     const std::set<std::string>& used, const std::set<std::string>& target_names,
+                     InitReport& report) {
+  const NamedTensor* wte = nullptr;
+  if (const auto it = by_name.find("transformer.wte.weight"); it != by_name.end()) wte = it->second;
+  std::vector<std::string> zero_biases;
+  for (const NamedTensor& s : source.tensors) {
+    if (used.count(s.name) != 0) continue;
+    // A tied model: the file's head is the embedding (ampctl's export writes both).
+    if (s.name == "lm_head.weight" && wte != nullptr && target_names.count(s.name) == 0 &&
+        s.shape == wte->shape && s.dtype == wte->dtype && s.data == wte->data) {
+      continue;
+    }
+    // A bias the model does not have, all zero: a bias-free GPT's hf export.
+    if (s.name.size() > 5 && s.name.compare(s.name.size() - 5, 5, ".bias") == 0 &&
+        target_names.count(s.name) == 0 && all_zero(s)) {
+      zero_biases.push_back(s.name);
+      continue;
+    }
+    report.unexpected.push_back(describe(s));
+  }
+  // One line for all of them (a bias-free GPT's hf export holds one per Linear and LayerNorm:
+  // 25 for 4 layers): the count and the first and last names.
+  if (!zero_biases.empty()) {
+    std::string names = zero_biases.front();
+    if (zero_biases.size() == 2) names += ", " + zero_biases.back();
+    if (zero_biases.size() > 2) names += " ... " + zero_biases.back();
+    report.adapted.push_back(std::to_string(zero_biases.size()) + " zero bias" +
+                             (zero_biases.size() == 1 ? "" : "es") +
+                             " the model has none of, ignored (" + names + ")");
+  }
+}
+
+}  // namespace
+
 InitReport load_init_weights(const InitSource& source, nn::Model& model, bool strict) {
   std::vector<std::pair<std::string, Tensor>> targets = model.state_tensors();
   for (auto& b : model.state_buffers()) targets.push_back(std::move(b));
@@ -355,69 +435,17 @@ InitReport load_init_weights(const InitSource& source, nn::Model& model, bool st
       uploads.push_back(std::move(u));
       continue;
     }
-    const bool matrix = s->shape.size() == 2 && t.shape().size() == 2 && s->shape[1] == t.dim(1);
-    const int64_t have = matrix ? s->shape[0] : 0, need = matrix ? t.dim(0) : 0;
-    const bool crop = matrix && name == "transformer.wpe.weight" && have > need;
-    const bool pad = matrix && (name == "transformer.wte.weight" || name == "lm_head.weight") &&
-                     have < need &&
-                     need == (have + kVocabMultiple - 1) / kVocabMultiple * kVocabMultiple;
-    if (!crop && !pad) {
+    std::optional<std::vector<float>> v = crop_or_pad(name, *s, t, report);
+    if (!v) {
       misfits.push_back(both);
       continue;
     }
-    std::vector<float> v = as_f32(*s);
-    const auto cols = static_cast<size_t>(t.dim(1));
-    if (crop) {
-      v.resize(static_cast<size_t>(need) * cols);
-      report.adapted.push_back(name + ": the first " + std::to_string(need) + " of " +
-                               std::to_string(have) + " positions (block_size crop)");
-    } else {
-      // The mean row, in double over the rows in order, rounded once.
-      std::vector<double> mean(cols, 0.0);
-      for (int64_t r = 0; r < have; ++r) {
-        for (size_t c = 0; c < cols; ++c) mean[c] += v[static_cast<size_t>(r) * cols + c];
-      }
-      for (int64_t r = have; r < need; ++r) {
-        for (size_t c = 0; c < cols; ++c) {
-          v.push_back(static_cast<float>(mean[c] / static_cast<double>(have)));
-        }
-      }
-      report.adapted.push_back(name + ": " + std::to_string(have) + " rows padded to " +
-                               std::to_string(need) + " with their mean row");
-    }
-    u.bytes.assign(reinterpret_cast<const uint8_t*>(v.data()),
-                   reinterpret_cast<const uint8_t*>(v.data() + v.size()));
+    u.bytes.assign(reinterpret_cast<const uint8_t*>(v->data()),
+                   reinterpret_cast<const uint8_t*>(v->data() + v->size()));
     uploads.push_back(std::move(u));
   }
 
-  const NamedTensor* wte = nullptr;
-  if (const auto it = by_name.find("transformer.wte.weight"); it != by_name.end()) wte = it->second;
-  std::vector<std::string> zero_biases;
-  for (const NamedTensor& s : source.tensors) {
-    if (used.count(s.name) != 0) continue;
-    // A tied model: the file's head is the embedding (ampctl's export writes both).
-    if (s.name == "lm_head.weight" && wte != nullptr && target_names.count(s.name) == 0 &&
-        s.shape == wte->shape && s.dtype == wte->dtype && s.data == wte->data) {
-      continue;
-    }
-    // A bias the model does not have, all zero: a bias-free GPT's hf export.
-    if (s.name.size() > 5 && s.name.compare(s.name.size() - 5, 5, ".bias") == 0 &&
-        target_names.count(s.name) == 0 && all_zero(s)) {
-      zero_biases.push_back(s.name);
-      continue;
-    }
-    report.unexpected.push_back(describe(s));
-  }
-  // One line for all of them (a bias-free GPT's hf export holds one per Linear and LayerNorm:
-  // 25 for 4 layers): the count and the first and last names.
-  if (!zero_biases.empty()) {
-    std::string names = zero_biases.front();
-    if (zero_biases.size() == 2) names += ", " + zero_biases.back();
-    if (zero_biases.size() > 2) names += " ... " + zero_biases.back();
-    report.adapted.push_back(std::to_string(zero_biases.size()) + " zero bias" +
-                             (zero_biases.size() == 1 ? "" : "es") +
-                             " the model has none of, ignored (" + names + ")");
-  }
+  list_unexpected(source, by_name, used, target_names, report);
 
   const std::string origin = "init.from " + source.file.string() + " (" + source.format + ")";
   // Not one tensor in common: another model's weights (an MLP's for a GPT, ...). init.strict:

@@ -11,7 +11,7 @@
 #include "ampctl/core/error.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/data/idx.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/train/build.h"
 #include "ampctl/train/monitor.h"
 
@@ -33,7 +33,7 @@ int64_t data_bytes(int64_t samples, int64_t features, int64_t outputs, bool clas
   return checked_mul(samples, per_row, key, kKind);
 }
 
-// The model's own estimate (its second entry in the model registry, nn/memory_estimate.h), for
+// The model's own estimate (nn::estimate_model_memory, nn/memory_estimate.h), for
 // the options the run would build it with.
 nn::ModelMemory model_memory(const config::RunConfig& config, const DataShape& shape,
                              const Backend* backend) {

@@ -235,22 +235,178 @@ void Monitor::step_closed() {
   if (m_opts.profile && m_phase_counting) ++m_phase_steps;
 }
 
+Monitor::RingRow Monitor::ring_row(size_t r) const {
+  const float* f = m_ring.host_f.data() + r * StepRing::kF;
+  const int32_t* i = m_ring.host_i.data() + r * StepRing::kI;
+  RingRow row(m_ring.info[r]);
+  row.loss = f[0];
+  row.scale = f[1];
+  row.found_inf = f[2] != 0.0f;
+  row.grad_norm = f[3];
+  // grad_amax: the device's max |x| at the step's scale, in the units of a micro-batch's
+  // mean-loss gradients (divided by the seed, scale / micro-batches: a division by a power
+  // of two times an integer, exact for the power-of-two scales of the pytorch rule).
+  if (m_opts.grad_amax) {
+    const float raw = f[4];
+    row.amax_exact = f[5] == 0.0f;
+    row.grad_amax = static_cast<double>(raw) * static_cast<double>(m_opts.grad_accum) /
+                    static_cast<double>(row.scale);
+    if (raw > 0.0f) row.headroom = headroom_log2(max_finite(*m_opts.grad_amax), raw);
+  }
+  row.first_scale = f[6];
+  row.tracker = i[0];
+  row.hysteresis = i[1];
+  const int64_t segments = m_ring.segments;
+  row.flags = segments > 0 ? m_ring.host_seg.data() + r * static_cast<size_t>(segments) : nullptr;
+  return row;
+}
+
+std::vector<std::string> Monitor::tally(const RingRow& row, bool scaling) {
+  RunTotals& t = m_totals;
+  const int64_t step = row.info.step;
+  t.steps_done = step;
+  ++m_int_steps;
+  if (row.found_inf) ++t.skipped;
+  t.retries += row.info.retries;
+  if (std::isfinite(row.grad_norm)) {
+    m_int_norm_sum += row.grad_norm;
+    ++m_int_norm_n;
+  }
+  // Clipped: clip_grad_norm_'s coefficient, computed as the device computed it, below 1.
+  if (m_opts.grad_clip_norm &&
+      nn::clip_coef(row.grad_norm, static_cast<float>(*m_opts.grad_clip_norm)) < 1.0f) {
+    ++t.clipped;
+  }
+  // The last loss, finite or not (summary.json writes null for a non-finite one: a run whose
+  // loss went NaN has no final loss to rank it by, not the last finite one).
+  t.final_loss = row.loss;
+  if (std::isfinite(row.loss)) {
+    m_int_loss_sum += row.loss;
+    ++m_int_loss_n;
+    t.best_loss = std::min(t.best_loss, static_cast<double>(row.loss));
+  }
+  // A scale below 1 shrinks the gradients: they overflow fp16 even unscaled. Warned once per
+  // process (a resumed run that is still below 1 says it again), at the first step that used
+  // such a scale.
+  if (scaling && row.scale < 1.0f && !m_below_one_warned && m_writer) {
+    spdlog::warn(
+        "step {}: the loss scale fell below 1 ({:g}): the gradients exceed fp16's range even "
+        "unscaled, which is typical of weights trained in bf16; train in bf16 (precision: "
+        "bf16) or clip the gradients (training.grad_clip_norm)",
+        step, static_cast<double>(row.scale));
+  }
+  if (scaling && row.scale < 1.0f) m_below_one_warned = true;
+  t.min_scale = std::min(t.min_scale, static_cast<double>(row.scale));
+  // The failed attempts' scales too (summary.json: every scale a backward used): the first
+  // attempt's is the step's largest (a retry runs at the scale update() backed off to).
+  t.max_scale =
+      std::max({t.max_scale, static_cast<double>(row.scale), static_cast<double>(row.first_scale)});
+  std::vector<std::string> overflow_tensors;
+  if (row.found_inf && row.flags != nullptr) {
+    for (int64_t s = 0; s < m_ring.segments; ++s) {
+      if (row.flags[s] == 0) continue;
+      ++m_overflow_counts[static_cast<size_t>(s)];
+      ++m_int_counts[static_cast<size_t>(s)];
+      overflow_tensors.push_back(m_param_names[static_cast<size_t>(s)]);
+    }
+  }
+  return overflow_tensors;
+}
+
+void Monitor::check_divergence(const RingRow& row, bool scaling,
+                               const std::vector<std::string>& overflow_tensors) {
+  const int64_t step = row.info.step;
+  const float scale = row.scale;
+  const int64_t patience = m_opts.divergence_patience;
+  // Divergence rules (see trainer.h), step by step in order.
+  const int32_t* streak_flags = row.found_inf ? row.flags : nullptr;
+  if (scaling && row.found_inf && scale <= m_scale_floor) {
+    m_floor_streak.extend(step, streak_flags);
+  } else {
+    m_floor_streak.reset();
+  }
+  if (!std::isfinite(row.loss)) {
+    m_loss_streak.extend(step, streak_flags);
+  } else {
+    m_loss_streak.reset();
+  }
+  // scaler.on_min_scale: stop: the scale could not back off any further (PyTorch's rule
+  // keeps it at the floor), so this overflow would recur; fairseq exits here too.
+  if (scaling && m_opts.stop_at_min_scale && row.found_inf && !m_divergence &&
+      m_opts.min_scale > 0 && scale <= static_cast<float>(m_opts.min_scale)) {
+    m_divergence =
+        Divergence{step, m_ring.info.back().step, "overflow_at_min_scale",
+                   fmt::format("the gradients overflowed with the loss scale {:g} at its floor "
+                               "scaler.min_scale {:g} (scaler.on_min_scale: stop)",
+                               static_cast<double>(scale), m_opts.min_scale),
+                   overflow_tensors};
+  }
+  if (patience > 0 && !m_divergence) {
+    const int64_t last_step = m_ring.info.back().step;
+    if (m_floor_streak.length >= patience) {
+      m_divergence = Divergence{
+          step, last_step, "overflow_at_scale_floor",
+          fmt::format("the gradients overflowed in {} consecutive steps ({}-{}) with the loss "
+                      "scale at its floor {:g} ({})",
+                      m_floor_streak.length, m_floor_streak.first_step, step,
+                      static_cast<double>(m_scale_floor),
+                      m_opts.min_scale > 0 ? "scaler.min_scale" : "2^-126: scaler.min_scale is 0"),
+          ranked(m_floor_streak.counts)};
+    } else if (m_loss_streak.length >= patience) {
+      m_divergence =
+          Divergence{step, last_step, "nonfinite_loss",
+                     fmt::format("the training loss was non-finite in {} consecutive steps ({}-{})",
+                                 m_loss_streak.length, m_loss_streak.first_step, step),
+                     ranked(m_loss_streak.counts)};
+    }
+  }
+}
+
+void Monitor::write_train_line(const RingRow& row, bool scaling, bool metrics_line, bool json_line,
+                               std::vector<std::string> overflow_tensors) {
+  const int64_t step = row.info.step;
+  run::TrainLine line;
+  line.step = step;
+  line.loss = row.loss;
+  line.scale = row.scale;
+  line.found_inf = row.found_inf;
+  line.grad_norm = row.grad_norm;
+  line.growth_tracker = scaling ? row.tracker : 0;
+  if (scaling) line.hysteresis_tracker = row.hysteresis;
+  line.lr = row.info.lr;
+  line.time_s = row.info.time_s;
+  if (row.info.retries > 0) line.retries = row.info.retries;
+  if (row.found_inf && row.flags != nullptr) line.overflow_tensors = std::move(overflow_tensors);
+  if (row.grad_amax) {
+    line.grad_amax = *row.grad_amax;
+    line.grad_amax_exact = row.amax_exact;
+  }
+  const std::string text = run::to_json(line).dump();
+  if (m_writer && metrics_line) m_metrics << text << '\n';
+  if (m_writer && json_line) write_json_console(text);
+  if (m_tb && m_writer && metrics_line) {
+    m_tb->scalar(step, "train/loss", row.loss);
+    m_tb->scalar(step, "train/lr", row.info.lr);
+    if (std::isfinite(row.grad_norm)) m_tb->scalar(step, "train/grad_norm", row.grad_norm);
+    m_tb->scalar(step, "amp/scale", row.scale);
+    m_tb->scalar(step, "amp/skipped", row.found_inf ? 1.0 : 0.0);
+    m_tb->scalar(step, "amp/growth_tracker", line.growth_tracker);
+    if (m_opts.retry) m_tb->scalar(step, "amp/retries", static_cast<double>(row.info.retries));
+    if (row.grad_amax && std::isfinite(*row.grad_amax)) {
+      m_tb->scalar(step, "amp/grad_amax", *row.grad_amax);
+    }
+    if (row.headroom) m_tb->scalar(step, "amp/headroom_log2", *row.headroom);
+  }
+}
+
 void Monitor::flush() {
   if (m_ring.info.empty()) return;
   Backend& b = *m_backend;
   b.download(m_ring.host_f.data(), m_ring.f);  // the one wait per logging interval
   b.download(m_ring.host_i.data(), m_ring.i);
-  const int64_t segments = m_ring.segments;
-  if (segments > 0) b.download(m_ring.host_seg.data(), m_ring.seg);
+  if (m_ring.segments > 0) b.download(m_ring.host_seg.data(), m_ring.seg);
   const bool scaling = m_scaler->is_enabled();
-  const int64_t patience = m_opts.divergence_patience;
   RunTotals& t = m_totals;
-  // The console interval's overflows per tensor and means (members: it may span read-backs).
-  std::vector<int64_t>& interval_counts = m_int_counts;
-  double& loss_sum = m_int_loss_sum;
-  double& norm_sum = m_int_norm_sum;
-  int64_t& loss_n = m_int_loss_n;
-  int64_t& norm_n = m_int_norm_n;
   // A queued line's step (a numerics line has one; one without goes after every train line).
   const auto queued_step = [](const nlohmann::json& line) {
     const auto it = line.find("step");
@@ -258,162 +414,21 @@ void Monitor::flush() {
   };
   size_t queued = 0;
   for (size_t r = 0; r < m_ring.info.size(); ++r) {
-    const auto& info = m_ring.info[r];
-    const float loss = m_ring.host_f[r * StepRing::kF + 0];
-    const float scale = m_ring.host_f[r * StepRing::kF + 1];
-    const bool found_inf = m_ring.host_f[r * StepRing::kF + 2] != 0.0f;
-    const float grad_norm = m_ring.host_f[r * StepRing::kF + 3];
-    // grad_amax: the device's max |x| at the step's scale, in the units of a micro-batch's
-    // mean-loss gradients (divided by the seed, scale / micro-batches: a division by a power
-    // of two times an integer, exact for the power-of-two scales of the pytorch rule).
-    std::optional<double> grad_amax, headroom;
-    bool amax_exact = true;
-    if (m_opts.grad_amax) {
-      const float raw = m_ring.host_f[r * StepRing::kF + 4];
-      amax_exact = m_ring.host_f[r * StepRing::kF + 5] == 0.0f;
-      grad_amax = static_cast<double>(raw) * static_cast<double>(m_opts.grad_accum) /
-                  static_cast<double>(scale);
-      if (raw > 0.0f) headroom = headroom_log2(max_finite(*m_opts.grad_amax), raw);
-    }
-    const int32_t tracker = m_ring.host_i[r * StepRing::kI + 0];
-    const int32_t hysteresis = m_ring.host_i[r * StepRing::kI + 1];
-    const int32_t* flags =
-        segments > 0 ? m_ring.host_seg.data() + r * static_cast<size_t>(segments) : nullptr;
-    t.steps_done = info.step;
-    ++m_int_steps;
-    if (found_inf) ++t.skipped;
-    t.retries += info.retries;
-    if (std::isfinite(grad_norm)) {
-      norm_sum += grad_norm;
-      ++norm_n;
-    }
-    // Clipped: clip_grad_norm_'s coefficient, computed as the device computed it, below 1.
-    if (m_opts.grad_clip_norm &&
-        nn::clip_coef(grad_norm, static_cast<float>(*m_opts.grad_clip_norm)) < 1.0f) {
-      ++t.clipped;
-    }
-    // The last loss, finite or not (summary.json writes null for a non-finite one: a run whose
-    // loss went NaN has no final loss to rank it by, not the last finite one).
-    t.final_loss = loss;
-    if (std::isfinite(loss)) {
-      loss_sum += loss;
-      ++loss_n;
-      t.best_loss = std::min(t.best_loss, static_cast<double>(loss));
-    }
-    // A scale below 1 shrinks the gradients: they overflow fp16 even unscaled. Warned once per
-    // process (a resumed run that is still below 1 says it again), at the first step that used
-    // such a scale.
-    if (scaling && scale < 1.0f && !m_below_one_warned && m_writer) {
-      spdlog::warn(
-          "step {}: the loss scale fell below 1 ({:g}): the gradients exceed fp16's range even "
-          "unscaled, which is typical of weights trained in bf16; train in bf16 (precision: "
-          "bf16) or clip the gradients (training.grad_clip_norm)",
-          info.step, static_cast<double>(scale));
-    }
-    if (scaling && scale < 1.0f) m_below_one_warned = true;
-    t.min_scale = std::min(t.min_scale, static_cast<double>(scale));
-    // The failed attempts' scales too (summary.json: every scale a backward used): the first
-    // attempt's is the step's largest (a retry runs at the scale update() backed off to).
-    const float first_scale = m_ring.host_f[r * StepRing::kF + 6];
-    t.max_scale =
-        std::max({t.max_scale, static_cast<double>(scale), static_cast<double>(first_scale)});
-    std::vector<std::string> overflow_tensors;
-    if (found_inf && flags != nullptr) {
-      for (int64_t s = 0; s < segments; ++s) {
-        if (flags[s] == 0) continue;
-        ++m_overflow_counts[static_cast<size_t>(s)];
-        ++interval_counts[static_cast<size_t>(s)];
-        overflow_tensors.push_back(m_param_names[static_cast<size_t>(s)]);
-      }
-    }
-
-    // Divergence rules (see trainer.h), step by step in order.
-    const int32_t* streak_flags = found_inf ? flags : nullptr;
-    if (scaling && found_inf && scale <= m_scale_floor) {
-      m_floor_streak.extend(info.step, streak_flags);
-    } else {
-      m_floor_streak.reset();
-    }
-    if (!std::isfinite(loss)) {
-      m_loss_streak.extend(info.step, streak_flags);
-    } else {
-      m_loss_streak.reset();
-    }
-    // scaler.on_min_scale: stop: the scale could not back off any further (PyTorch's rule
-    // keeps it at the floor), so this overflow would recur; fairseq exits here too.
-    if (scaling && m_opts.stop_at_min_scale && found_inf && !m_divergence && m_opts.min_scale > 0 &&
-        scale <= static_cast<float>(m_opts.min_scale)) {
-      m_divergence =
-          Divergence{info.step, m_ring.info.back().step, "overflow_at_min_scale",
-                     fmt::format("the gradients overflowed with the loss scale {:g} at its floor "
-                                 "scaler.min_scale {:g} (scaler.on_min_scale: stop)",
-                                 static_cast<double>(scale), m_opts.min_scale),
-                     overflow_tensors};
-    }
-    if (patience > 0 && !m_divergence) {
-      const int64_t last_step = m_ring.info.back().step;
-      if (m_floor_streak.length >= patience) {
-        m_divergence = Divergence{
-            info.step, last_step, "overflow_at_scale_floor",
-            fmt::format(
-                "the gradients overflowed in {} consecutive steps ({}-{}) with the loss "
-                "scale at its floor {:g} ({})",
-                m_floor_streak.length, m_floor_streak.first_step, info.step,
-                static_cast<double>(m_scale_floor),
-                m_opts.min_scale > 0 ? "scaler.min_scale" : "2^-126: scaler.min_scale is 0"),
-            ranked(m_floor_streak.counts)};
-      } else if (m_loss_streak.length >= patience) {
-        m_divergence = Divergence{
-            info.step, last_step, "nonfinite_loss",
-            fmt::format("the training loss was non-finite in {} consecutive steps ({}-{})",
-                        m_loss_streak.length, m_loss_streak.first_step, info.step),
-            ranked(m_loss_streak.counts)};
-      }
-    }
-
-    const bool metrics_line =
-        info.step % m_opts.metrics_every == 0 || info.step == m_opts.max_steps;
+    const RingRow row = ring_row(r);
+    const int64_t step = row.info.step;
+    std::vector<std::string> overflow_tensors = tally(row, scaling);
+    check_divergence(row, scaling, overflow_tensors);
+    const bool metrics_line = step % m_opts.metrics_every == 0 || step == m_opts.max_steps;
     // --log-format json: the console line of this step is its metrics line.
     const bool json_line =
-        m_opts.json_console != nullptr && r + 1 == m_ring.info.size() && is_console_step(info.step);
+        m_opts.json_console != nullptr && r + 1 == m_ring.info.size() && is_console_step(step);
     if (metrics_line || json_line) {
-      run::TrainLine line;
-      line.step = info.step;
-      line.loss = loss;
-      line.scale = scale;
-      line.found_inf = found_inf;
-      line.grad_norm = grad_norm;
-      line.growth_tracker = scaling ? tracker : 0;
-      if (scaling) line.hysteresis_tracker = hysteresis;
-      line.lr = info.lr;
-      line.time_s = info.time_s;
-      if (info.retries > 0) line.retries = info.retries;
-      if (found_inf && flags != nullptr) line.overflow_tensors = std::move(overflow_tensors);
-      if (grad_amax) {
-        line.grad_amax = *grad_amax;
-        line.grad_amax_exact = amax_exact;
-      }
-      const std::string text = run::to_json(line).dump();
-      if (m_writer && metrics_line) m_metrics << text << '\n';
-      if (m_writer && json_line) write_json_console(text);
-      if (m_tb && m_writer && metrics_line) {
-        m_tb->scalar(info.step, "train/loss", loss);
-        m_tb->scalar(info.step, "train/lr", info.lr);
-        if (std::isfinite(grad_norm)) m_tb->scalar(info.step, "train/grad_norm", grad_norm);
-        m_tb->scalar(info.step, "amp/scale", scale);
-        m_tb->scalar(info.step, "amp/skipped", found_inf ? 1.0 : 0.0);
-        m_tb->scalar(info.step, "amp/growth_tracker", line.growth_tracker);
-        if (m_opts.retry) m_tb->scalar(info.step, "amp/retries", static_cast<double>(info.retries));
-        if (grad_amax && std::isfinite(*grad_amax)) {
-          m_tb->scalar(info.step, "amp/grad_amax", *grad_amax);
-        }
-        if (headroom) m_tb->scalar(info.step, "amp/headroom_log2", *headroom);
-      }
+      write_train_line(row, scaling, metrics_line, json_line, std::move(overflow_tensors));
     }
     // The queued lines of this step and earlier ones, right after its train line: the file's
     // order then does not depend on where a flush fell (a run stopped and resumed off a
     // logging boundary writes the lines in the uninterrupted run's order).
-    while (queued < m_queued.size() && queued_step(m_queued[queued]) <= info.step) {
+    while (queued < m_queued.size() && queued_step(m_queued[queued]) <= step) {
       if (m_writer) m_metrics << m_queued[queued].dump() << '\n';
       ++queued;
     }

@@ -15,7 +15,7 @@
 #include "ampctl/core/interrupt.h"
 #include "ampctl/core/philox.h"
 #include "ampctl/data/vocab.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/train/build.h"
 
 namespace ampctl::train {
@@ -146,9 +146,8 @@ void check_logits(const std::vector<float>& row, double temperature, int64_t i) 
   }
 }
 
-}  // namespace
-
-SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions& options) {
+// --tokens (within the host memory the result takes), --temperature and --top-k.
+void check_sample_options(const SampleOptions& options) {
   if (options.tokens < 1) {
     throw Error{ErrorKind::usage, "--tokens must be >= 1, got " + std::to_string(options.tokens)};
   }
@@ -170,6 +169,63 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
   if (options.top_k && *options.top_k < 1) {
     throw Error{ErrorKind::usage, "--top-k must be >= 1, got " + std::to_string(*options.top_k)};
   }
+}
+
+// The checkpoint's model, built from its configuration on `b` (one sequence at a time) with the
+// checkpoint's tensors loaded: each must match the model's in name, dtype and shape.
+std::unique_ptr<nn::Model> load_model(Backend& b, const config::RunConfig& cfg,
+                                      const checkpoint::CheckpointData& ckpt, int64_t vocab_size) {
+  std::unique_ptr<nn::Model> model =
+      nn::build_model(b, model_options(cfg.model, cfg.precision, cfg.loss, vocab_size, vocab_size,
+                                       /*max_batch=*/1, static_cast<uint64_t>(cfg.seed)));
+  const std::vector<std::pair<std::string, Tensor>> targets = model->state_tensors();
+  if (targets.size() != ckpt.model.size()) {
+    throw Error{ErrorKind::input, "the checkpoint holds " + std::to_string(ckpt.model.size()) +
+                                      " model tensors, its configuration's model " +
+                                      std::to_string(targets.size())};
+  }
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const checkpoint::NamedTensor& s = ckpt.model[i];
+    const Tensor& t = targets[i].second;
+    if (s.name != targets[i].first || s.dtype != t.dtype() || s.shape != t.shape()) {
+      throw Error{ErrorKind::input, "the checkpoint's model tensor " + std::to_string(i) + " '" +
+                                        s.name + "' does not fit its configuration's model ('" +
+                                        targets[i].first + "' " + shape_str(t.shape()) + ")"};
+    }
+    b.upload(t, s.data.data(), s.data.size());
+  }
+  model->sync_lowp();
+
+  return model;
+}
+
+// The prompt's ids (through the run's tokenizer or vocabulary, else as numbers); an empty one is
+// a newline (or id 0).
+std::vector<int32_t> prompt_ids(const std::string& prompt, const tokenize::Tokenizer* tokenizer,
+                                const std::optional<data::Vocab>& vocab, int64_t vocab_size) {
+  std::vector<int32_t> ids;
+  if (tokenizer) {
+    ids = tokenizer->encode(prompt.empty() ? "\n" : prompt, "--prompt");
+  } else if (vocab) {
+    ids = vocab->encode(prompt, "--prompt");
+  } else {
+    ids = parse_ids(prompt, vocab_size);
+  }
+  if (ids.empty()) {
+    int32_t start = 0;
+    if (vocab && vocab->kind() == data::VocabKind::byte) start = '\n';
+    if (vocab && vocab->kind() == data::VocabKind::character)
+      start = std::max(0, vocab->id_of('\n'));
+    ids.push_back(start);
+  }
+
+  return ids;
+}
+
+}  // namespace
+
+SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions& options) {
+  check_sample_options(options);
   const config::RunConfig cfg = config::from_json(ckpt.config, "the checkpoint's config");
   if (!config::is_language_model(cfg.data.train)) {
     throw Error{ErrorKind::input,
@@ -206,43 +262,9 @@ SampleResult sample(const checkpoint::CheckpointData& ckpt, const SampleOptions&
   std::unique_ptr<Backend> backend =
       resolve_device("auto") == "cpu" ? make_cpu_backend(0) : make_cuda_backend(0);
   Backend& b = *backend;
-  std::unique_ptr<nn::Model> model =
-      nn::build_model(b, model_options(cfg.model, cfg.precision, cfg.loss, vocab_size, vocab_size,
-                                       /*max_batch=*/1, static_cast<uint64_t>(cfg.seed)));
-  const std::vector<std::pair<std::string, Tensor>> targets = model->state_tensors();
-  if (targets.size() != ckpt.model.size()) {
-    throw Error{ErrorKind::input, "the checkpoint holds " + std::to_string(ckpt.model.size()) +
-                                      " model tensors, its configuration's model " +
-                                      std::to_string(targets.size())};
-  }
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const checkpoint::NamedTensor& s = ckpt.model[i];
-    const Tensor& t = targets[i].second;
-    if (s.name != targets[i].first || s.dtype != t.dtype() || s.shape != t.shape()) {
-      throw Error{ErrorKind::input, "the checkpoint's model tensor " + std::to_string(i) + " '" +
-                                        s.name + "' does not fit its configuration's model ('" +
-                                        targets[i].first + "' " + shape_str(t.shape()) + ")"};
-    }
-    b.upload(t, s.data.data(), s.data.size());
-  }
-  model->sync_lowp();
-
+  std::unique_ptr<nn::Model> model = load_model(b, cfg, ckpt, vocab_size);
   SampleResult out;
-  if (tokenizer) {
-    out.prompt_ids = tokenizer->encode(options.prompt.empty() ? "\n" : options.prompt, "--prompt");
-  } else if (vocab) {
-    out.prompt_ids = vocab->encode(options.prompt, "--prompt");
-  } else {
-    out.prompt_ids = parse_ids(options.prompt, vocab_size);
-  }
-  if (out.prompt_ids.empty()) {
-    int32_t start = 0;
-    if (vocab && vocab->kind() == data::VocabKind::byte) start = '\n';
-    if (vocab && vocab->kind() == data::VocabKind::character)
-      start = std::max(0, vocab->id_of('\n'));
-    out.prompt_ids.push_back(start);
-  }
-
+  out.prompt_ids = prompt_ids(options.prompt, tokenizer, vocab, vocab_size);
   const int64_t block = [&] {
     // The position embedding's rows are the model's block_size.
     for (const checkpoint::NamedTensor& t : ckpt.model) {

@@ -131,7 +131,7 @@ TEST(DecayMask, MaskedElementsUpdateAsWithoutDecayTheOthersAsWith) {
 TEST(DecayMask, MatrixMaskMarksTheTensorsOfTwoOrMoreDims) {
   auto be = make_cpu_backend(1);
   nn::ModelOptions o;
-  o.type = "gpt";
+  o.type = nn::ModelType::gpt;
   o.in_features = o.out_features = 7;
   o.max_batch = 1;
   o.gpt = {1, 2, 8, 4, 0.0, true, true};

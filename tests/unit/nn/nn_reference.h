@@ -37,7 +37,7 @@
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/half.h"
 #include "ampctl/math/nn_math.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/nn/models/mlp.h"
 #include "ampctl/optim/optimizer.h"
 #include "ampctl/train/build.h"

@@ -22,7 +22,7 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/checkpoint/safetensors.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/nn/models/cnn.h"
 #include "test_util.h"
 
@@ -39,7 +39,7 @@ nlohmann::json golden() {
 
 ModelOptions tiny_options(const nlohmann::json& g) {
   ModelOptions o;
-  o.type = "cnn";
+  o.type = nn::ModelType::cnn;
   o.compute = DType::f32;
   o.loss = LossKind::cross_entropy;
   o.in_features = 2 * 6 * 6;

@@ -34,7 +34,7 @@ using gptref::E;
 
 ModelOptions gpt_options(const gptref::Config& c, DType compute, int64_t max_batch) {
   ModelOptions o;
-  o.type = "gpt";
+  o.type = nn::ModelType::gpt;
   o.compute = compute;
   o.precision = compute == DType::f32 ? "fp32" : compute == DType::f16 ? "fp16" : "bf16";
   o.in_features = o.out_features = c.vocab;

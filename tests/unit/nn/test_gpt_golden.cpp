@@ -49,7 +49,7 @@ gptref::Config golden_config() {
 
 ModelOptions options_of(const gptref::Config& c, int64_t max_batch) {
   ModelOptions o;
-  o.type = "gpt";
+  o.type = nn::ModelType::gpt;
   o.in_features = o.out_features = c.vocab;
   o.max_batch = max_batch;
   o.seed = c.seed;

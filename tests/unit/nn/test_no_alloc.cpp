@@ -95,7 +95,7 @@ TEST(NoAllocationGpt, StepAllocatesNothingAfterTheFirstCallPerShape) {
     const DType dt = c.dt;
     auto be = make_cpu_backend(1);
     ModelOptions o;
-    o.type = "gpt";
+    o.type = nn::ModelType::gpt;
     o.compute = dt;
     o.in_features = o.out_features = 11;
     o.max_batch = 3;

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "ampctl/core/half.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/nn/models/mlp.h"
 #include "ampctl/nn/numerics.h"
 #include "ampctl/train/numerics.h"

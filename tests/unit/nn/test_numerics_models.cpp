@@ -19,8 +19,7 @@
 #include <vector>
 
 #include "ampctl/math/numerics_math.h"
-#include "ampctl/nn/models/cnn.h"
-#include "ampctl/nn/models/gpt.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/nn/numerics.h"
 #include "rounding_probe.h"
 
@@ -157,7 +156,7 @@ struct GptCfg {
 
 ModelOptions gpt_options(const GptCfg& g, DType lowp, bool numerics) {
   ModelOptions o;
-  o.type = "gpt";
+  o.type = nn::ModelType::gpt;
   o.compute = lowp;
   o.precision = lowp == DType::f16 ? "fp16" : "bf16";
   o.loss = LossKind::cross_entropy;
@@ -244,7 +243,7 @@ INSTANTIATE_TEST_SUITE_P(Scales, GptNumerics,
 
 ModelOptions cnn_options(DType lowp, bool numerics) {
   ModelOptions o;
-  o.type = "cnn";
+  o.type = nn::ModelType::cnn;
   o.compute = lowp;
   o.precision = lowp == DType::f16 ? "fp16" : "bf16";
   o.loss = LossKind::cross_entropy;

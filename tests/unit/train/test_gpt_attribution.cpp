@@ -22,7 +22,7 @@ namespace {
 
 nn::ModelOptions tiny_gpt() {
   nn::ModelOptions o;
-  o.type = "gpt";
+  o.type = nn::ModelType::gpt;
   o.compute = DType::f16;
   o.precision = "fp16";
   o.in_features = o.out_features = 13;

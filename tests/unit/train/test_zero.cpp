@@ -16,7 +16,7 @@
 #include "ampctl/amp/grad_scaler.h"
 #include "ampctl/backend/backend.h"
 #include "ampctl/dist/communicator.h"
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/optim/adam.h"
 #include "ampctl/optim/sgd.h"
 #include "ampctl/train/build.h"
@@ -29,7 +29,7 @@ using Range = dist::Communicator::Range;
 // A GPT has matrices and vectors, so the decay mask has both 0 and 1 in every shard.
 std::unique_ptr<nn::Model> small_gpt(Backend& b) {
   nn::ModelOptions o;
-  o.type = "gpt";
+  o.type = nn::ModelType::gpt;
   o.compute = DType::f16;
   o.precision = "fp16";
   o.in_features = o.out_features = 7;

@@ -29,26 +29,32 @@
 
 #include "ampctl/config/problems.h"
 #include "ampctl/core/tensor.h"
+#include "ampctl/data/kinds.h"
+#include "ampctl/dist/comm_backend.h"
 #include "ampctl/math/scale_rules.h"
+#include "ampctl/nn/loss_kind.h"
+#include "ampctl/nn/model_type.h"
+#include "ampctl/optim/schedule_kinds.h"
 
 namespace ampctl::config {
 
 enum class Precision { fp16, bf16, fp32 };
-enum class ModelType { mlp, gpt, cnn };
+using ModelType = nn::ModelType;       // its names: nn/model_type.h
 enum class DecayOn { all, matrices };  // optimizer.decay_on
 enum class Activation { relu, gelu, tanh };
-enum class LossType { cross_entropy, mse };
-enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens };
-enum class VocabKind { character, byte };              // YAML: char | byte
-enum class TokenFormat { automatic, raw, llmc, u32 };  // YAML: auto | raw | llmc | u32
-enum class Task { classification, regression };
-enum class DatasetSplit { train, test };
+// The choices of a lower module are its own enums, named in its small header (plain data):
+using LossType = nn::LossKind;          // nn/loss_kind.h
+using SourceKind = data::SourceKind;    // data/kinds.h, as the next four
+using VocabKind = data::VocabKind;      // YAML: char | byte
+using TokenFormat = data::TokenFormat;  // YAML: auto | raw | llmc | u32
+using Task = data::Task;
+using DatasetSplit = data::DatasetSplit;
 enum class OptimizerType { sgd, adam, adamw };
-enum class SchedulerType { constant, linear, cosine, step, onecycle };
-enum class AnnealStrategy { cos, linear };
+using SchedulerType = optim::ScheduleType;  // optim/schedule_kinds.h
+using AnnealStrategy = optim::Anneal;
 enum class Toggle { automatic, on, off };  // YAML: auto | true | false
 enum class InjectValue { inf, nan };
-enum class DistBackend { automatic, nccl, mpi };
+using DistBackend = dist::CommBackend;       // dist/comm_backend.h
 enum class OnOverflow { skip, retry };       // scaler.on_overflow
 enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: continue | stop
 // scaler.policy is an amp::ScalePolicy: its names and what each rule reads are amp::kScaleRules'
@@ -65,7 +71,7 @@ const char* to_string(LossType v);
 const char* to_string(SourceKind v);
 const char* to_string(VocabKind v);
 const char* to_string(TokenFormat v);
-const char* to_string(Task v);
+using data::to_string;  // Task (data/kinds.h)
 const char* to_string(DatasetSplit v);
 const char* to_string(OptimizerType v);
 const char* to_string(SchedulerType v);

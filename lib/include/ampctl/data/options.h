@@ -7,26 +7,16 @@
 #include <optional>
 #include <string>
 
+#include "ampctl/data/kinds.h"
+
 namespace ampctl::data {
 
-enum class Task { classification, regression };
-enum class SourceKind { synthetic, idx, fashion_mnist, csv, split, text, tokens };
-// text: how characters become token ids (data/vocab.h).
-enum class VocabKind { character, byte };
-// tokens: how the file is laid out (data/tokens.h). automatic: llm.c's header when the file
-// starts with one of its magic numbers, else raw uint16; u32: raw little-endian uint32 (what
-// `ampctl tokenize` writes for a vocabulary above 65536 tokens).
-enum class TokenFormat { automatic, raw, llmc, u32 };
+// Task, SourceKind, VocabKind, TokenFormat, DatasetSplit and their names: data/kinds.h.
 
 // The language-model sources (windows of tokens rather than rows of features).
 inline bool is_language_model(SourceKind kind) {
   return kind == SourceKind::text || kind == SourceKind::tokens;
 }
-enum class DatasetSplit { train, test };
-
-// "classification" or "regression", for messages.
-const char* to_string(Task task);
-
 // A csv label column: a header name, or an index (negative counts from the end; -1 = last).
 struct LabelColumn {
   std::string name;   // non-empty: by name (needs header: true)

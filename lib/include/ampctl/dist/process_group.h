@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "ampctl/dist/comm_backend.h"
 #include "ampctl/dist/communicator.h"
 
 namespace ampctl::dist {
@@ -45,7 +46,7 @@ void broadcast_from_root(std::string& text);
 void broadcast_from_root(int& value);
 
 // distributed.*: what make_communicator builds with several ranks.
-enum class CommBackend { automatic, nccl, mpi };
+// CommBackend (its names: dist/comm_backend.h).
 struct CommunicatorOptions {
   CommBackend backend = CommBackend::automatic;
   size_t bucket_bytes = size_t{25} << 20;

@@ -7,11 +7,12 @@
 // dtype: the gradient that enters the model's backward pass.
 #pragma once
 
+#include "ampctl/nn/loss_kind.h"
 #include "ampctl/nn/module.h"
 
 namespace ampctl::nn {
 
-enum class LossKind { cross_entropy, mse };
+// LossKind (its names: nn/loss_kind.h).
 
 class Loss {
  public:

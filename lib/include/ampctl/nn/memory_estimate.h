@@ -1,5 +1,6 @@
-// What a model type registers beside its builder: the memory its arenas and activation buffers
-// take, estimated from ModelOptions before anything is allocated (train/memory_plan.h adds the
+// What each model type estimates beside its class (its static estimate, read through
+// nn::estimate_model_memory, nn/models.h): the memory its arenas and activation buffers take,
+// estimated from ModelOptions before anything is allocated (train/memory_plan.h adds the
 // gradients, the optimizer state and the data, and refuses a run that cannot fit).
 //
 // Invariant: every product is overflow-checked; a size past 64 bits throws Error{config} naming

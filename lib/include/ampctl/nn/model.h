@@ -1,6 +1,6 @@
 // Model: what the training loop knows of a network. A model is built from ModelOptions (the
-// train layer converts the run config into them: train/build.h) by the builder its `type`
-// names in the model registry, and it owns
+// train layer converts the run config into them: train/build.h) by nn::build_model, whose one
+// switch over its `type` (nn/models.h) calls the model's constructor, and it owns
 //   * its parameters, in flat arenas (one FlatLayout: f32 masters, f32 gradients and, for
 //     fp16/bf16, the lowp copy the matrix products read), named as PyTorch's state_dict keys so
 //     checkpoints load into the equivalent torch module; the optimizer updates the arenas in one
@@ -20,9 +20,9 @@
 // backward(B). Gradients accumulate across such iterations until zero_grad() (gradient
 // accumulation over micro-batches).
 //
-// Adding a model type: a class deriving from Model, and a register_* function that adds its
-// builder and its memory estimate to the registry, called from nn/models/builtin.cpp
-// (models/builtin.h). Nothing in the training loop changes.
+// Adding a model type: a class deriving from Model with its options beside it in
+// nn/models/<type>.h, and its value in the closed list (docs/design.md, "A model"). Nothing in
+// the training loop changes.
 #pragma once
 
 #include <array>
@@ -38,57 +38,13 @@
 #include "ampctl/nn/layers.h"
 #include "ampctl/nn/loss.h"
 #include "ampctl/nn/memory_estimate.h"
+#include "ampctl/nn/model_type.h"
 #include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
 
-// The options of the MLP (model.type: mlp).
-struct MlpOptions {
-  std::vector<int64_t> hidden;  // the hidden widths, each >= 1
-  ActivationKind activation = ActivationKind::relu;
-  double dropout = 0.0;  // in [0, 1)
-  bool layer_norm = false;
-};
-
-// The options of the GPT (model.type: gpt, nn/models/gpt.h). The vocabulary size is
-// ModelOptions::out_features (= in_features); max_batch counts sequences of up to block_size.
-struct GptOptions {
-  int64_t n_layer = 0;
-  int64_t n_head = 0;  // divides n_embd
-  int64_t n_embd = 0;
-  int64_t block_size = 0;      // the longest sequence (positions of wpe)
-  double dropout = 0.0;        // in [0, 1): embeddings, attention weights, both residual branches
-  bool bias = true;            // Linear and LayerNorm biases
-  bool tie_embeddings = true;  // lm_head reads transformer.wte.weight
-};
-
-// The options of the CNN (model.type: cnn; models/cnn.h).
-struct CnnOptions {
-  std::vector<std::array<int64_t, 2>> conv;  // [channels, kernel] per conv block, each >= 1
-  int64_t pool = 2;                          // MaxPool2d(pool) after each block; 1 = none
-  bool batch_norm = false;
-  std::vector<int64_t> hidden;  // the head's hidden widths
-  ActivationKind activation = ActivationKind::relu;
-  double dropout = 0.0;  // in [0, 1), in the head
-  // The input image [channels, height, width] (from the data source); in_features is their
-  // product.
-  int64_t channels = 0, height = 0, width = 0;
-};
-
-struct ModelOptions {
-  std::string type = "mlp";        // the registry key
-  DType compute = DType::f32;      // the activation dtype: f16 / bf16 under autocast, or f32
-  std::string precision = "fp32";  // its name, for summary()
-  LossKind loss = LossKind::cross_entropy;
-  int64_t in_features = 0;   // the input width of a row
-  int64_t out_features = 0;  // classes, or the regression target width
-  int64_t max_batch = 0;     // rows of the largest batch
-  uint64_t seed = 0;         // initialisation and dropout
-  bool numerics = false;     // gradient numerics hook (nn/numerics.h; fp16/bf16 only)
-  MlpOptions mlp;
-  GptOptions gpt;
-  CnnOptions cnn;
-};
+// What a model is built from (nn/models.h: the common part and each type's own options).
+struct ModelOptions;
 
 class Model {
  public:
@@ -96,8 +52,9 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // The registry key this model was built under ("mlp").
-  virtual std::string type() const = 0;
+  // Its model.type ("mlp").
+  ModelType model_type() const { return m_type; }
+  std::string type() const { return model_type_name(m_type); }
   // One line per layer: its name, PyTorch repr, parameter shapes and count; then the total.
   virtual std::string summary() const = 0;
 
@@ -162,14 +119,22 @@ class Model {
   virtual void rewind_rng(uint64_t /*position*/) {}
 
  protected:
-  // Checks the sizes (Error{invalid_argument} for one < 1).
-  Model(Backend& backend, const ModelOptions& options);
+  // Checks the sizes (Error{invalid_argument} for one < 1); `type` is the derived class's own.
+  Model(Backend& backend, const ModelOptions& options, ModelType type);
   // After the parameters are declared in m_layout: allocates the arenas (zeros: the alignment
   // padding must read as zero), writes the initial values with `init` into a host copy of the
   // f32 arena and uploads it, so every backend starts from the same bits; then sync_lowp().
   void allocate_params(const std::function<void(std::span<float>)>& init);
+  // The order of a step's calls: Error{state} (naming `who`, "model" or "gpt", and the batch's
+  // `unit`, "rows" or "sequences") unless `batch` is the last forward's (forward_batch, 0 before
+  // any), and for backward unless loss() seeded it since that forward.
+  static void check_loss_batch(const char* who, const char* unit, int64_t batch,
+                               int64_t forward_batch);
+  static void check_backward_batch(const char* who, const char* unit, bool seeded, int64_t batch,
+                                   int64_t forward_batch);
 
   Backend* m_backend;
+  ModelType m_type;
   DType m_act;
   LossKind m_loss_kind;
   int64_t m_in, m_out, m_max_batch;
@@ -184,21 +149,5 @@ class Model {
 // missing or mistyped key.
 nlohmann::json dropout_rng_state(const DropoutRng& rng);
 DropoutRng dropout_rng_from_state(const nlohmann::json& state);
-
-// ---- the model registry ----
-// Each type registers two entries: its builder, and its memory estimate (memory_estimate.h),
-// which train/memory_plan.h reads before anything is allocated; `backend` is the run's (its
-// attention_workspace), or null for Backend's defaults.
-using ModelBuilder = std::function<std::unique_ptr<Model>(Backend&, const ModelOptions&)>;
-using ModelMemoryEstimate = std::function<ModelMemory(const ModelOptions&, const Backend*)>;
-// Adds (or replaces) the entries of `type`.
-void register_model(const std::string& type, ModelBuilder builder, ModelMemoryEstimate estimate);
-// The registered types, sorted.
-std::vector<std::string> model_types();
-// Builds options.type. Throws Error{config} naming model.type and the known types when none
-// is registered under that name, and whatever the builder throws.
-std::unique_ptr<Model> build_model(Backend& backend, const ModelOptions& options);
-// The memory estimate of options.type (the same error for an unknown type).
-ModelMemory estimate_model_memory(const ModelOptions& options, const Backend* backend = nullptr);
 
 }  // namespace ampctl::nn

@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "ampctl/optim/optimizer.h"
+#include "ampctl/optim/schedule_kinds.h"
 
 namespace ampctl::optim {
 
-enum class ScheduleType { constant, linear, cosine, step, onecycle };
-enum class Anneal { cos, linear };
+// ScheduleType and Anneal, and their names: optim/schedule_kinds.h.
 
 // What a schedule needs, as plain values (the train layer fills it from the run's config; the
 // reference lists the keys). Members that do not apply to `type` are ignored.

@@ -16,7 +16,7 @@
 #include "ampctl/train/monitor.h"
 #include "ampctl/train/step.h"
 
-#include "ampctl/nn/model.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/optim/optimizer.h"
 
 namespace ampctl {

@@ -6,8 +6,8 @@
 // gradients, the fp16/bf16 copy of the parameters (mixed precision), the optimizer's moments
 // (two per parameter for adam/adamw, one for sgd with momentum), the activations of one batch of
 // data.batch_size rows through every layer, and the data sets (features and labels as stored).
-// The parameter count and the activations are the model's own estimate (its second entry in the
-// model registry, nn/memory_estimate.h), so no model is named here.
+// The parameter count and the activations are the model's own estimate (nn::estimate_model_memory,
+// nn/models.h and nn/memory_estimate.h), so no model is named here.
 // It is an estimate of the large buffers, not an exact count: small tensors are left out.
 //
 // Invariant: check_memory throws Error{config} (exit 2) whose message starts with the key that

@@ -253,6 +253,28 @@ class Monitor {
     };
     std::vector<HostInfo> info;  // reserved to capacity: no allocation per step
   };
+  // One row of the ring as flush() reads it back.
+  struct RingRow {
+    explicit RingRow(const StepRing::HostInfo& host_info) : info(host_info) {}
+    const StepRing::HostInfo& info;
+    float loss = 0.0f, scale = 0.0f, grad_norm = 0.0f;
+    float first_scale = 0.0f;  // the scale of the step's first attempt
+    bool found_inf = false;
+    std::optional<double> grad_amax, headroom;  // logging.grad_amax only
+    bool amax_exact = true;
+    int32_t tracker = 0, hysteresis = 0;
+    const int32_t* flags = nullptr;  // the overflow flag of each parameter tensor, or null
+  };
+  RingRow ring_row(size_t r) const;
+  // The run's and the console interval's totals of one step; the names of the tensors that
+  // overflowed in it.
+  std::vector<std::string> tally(const RingRow& row, bool scaling);
+  // The divergence rules (trainer.h) at this step: sets m_divergence when one is met.
+  void check_divergence(const RingRow& row, bool scaling,
+                        const std::vector<std::string>& overflow_tensors);
+  // The step's metrics line (metrics.jsonl, TensorBoard) and/or its JSON console line.
+  void write_train_line(const RingRow& row, bool scaling, bool metrics_line, bool json_line,
+                        std::vector<std::string> overflow_tensors);
   void check_metrics_stream();
   // Whether `step` gets a console line: logging.every_steps' multiples and the last step.
   bool is_console_step(int64_t step) const;

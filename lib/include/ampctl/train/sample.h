@@ -1,5 +1,5 @@
 // Sampling from a language-model checkpoint (`ampctl sample`, docs/reference.md "Sampling"):
-// the checkpoint's model is rebuilt from its configuration (nn::build_model, the registry) and
+// the checkpoint's model is rebuilt from its configuration (nn::build_model, nn/models.h) and
 // its tensors loaded; the prompt is encoded with the checkpoint's vocabulary, and tokens are
 // drawn one at a time, each from the model's distribution at the last position of the context
 // (the last block_size tokens; the whole context is recomputed for every token: correctness

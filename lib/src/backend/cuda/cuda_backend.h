@@ -1,9 +1,9 @@
 // The CUDA backend's host side, shared by its translation units: cuda_backend.cpp (the handles,
 // the stream, device memory and the backend's lifetime, and the plugin's table) and one file per
 // op family of backend.h: memory.cpp, gemm.cpp, amp.cpp, nn.cpp (through cuBLASLt and kernels/),
-// transformer.cpp (kernels/transformer.cu, kernels/transformer_attention.cu and cuBLAS's strided-batched
-// gemm), conv.cpp, optim.cpp and numerics.cpp. C++20 host code: kernels are reached only through
-// the launchers of kernels/*.cuh, which take raw pointers and ElemType.
+// transformer.cpp (kernels/transformer.cu, kernels/transformer_attention.cu and cuBLAS's
+// strided-batched gemm), conv.cpp, optim.cpp and numerics.cpp. C++20 host code: kernels are reached
+// only through the launchers of kernels/*.cuh, which take raw pointers and ElemType.
 //
 // Ownership: every resource has one owner, with RAII. Tensor storage is cudaMalloc'd and freed by
 // the Storage's deleter; the stream, the cuBLAS and cuBLASLt handles, cuBLAS's workspace, the
@@ -314,9 +314,9 @@ class CudaBackend final : public Backend {
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
-  // Fused (kernels/transformer_attention.cu) for f16/bf16 heads of size <= 64, else Backend's composition.
-  // The fused attention's tile products for `dtype` on the tensor cores: AMPCTL_ATTENTION's
-  // default, on a capability with WMMA fragments of that dtype (bf16 needs 8.0).
+  // Fused (kernels/transformer_attention.cu) for f16/bf16 heads of size <= 64, else Backend's
+  // composition. The fused attention's tile products for `dtype` on the tensor cores:
+  // AMPCTL_ATTENTION's default, on a capability with WMMA fragments of that dtype (bf16 needs 8.0).
   bool tensor_core_attention(DType dtype) const;
   AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
                                      DType dtype) const override;
@@ -358,6 +358,21 @@ class CudaBackend final : public Backend {
  private:
   // A float workspace of at least `floats` elements; grows (never shrinks) between steps.
   float* gemm_workspace(size_t floats);
+  // The operands of one cuBLAS product with 32-bit compute (gemm, gemm_batched), which takes
+  // equal input types and an f32 output or the inputs' type: mixed inputs widened exactly to f32
+  // in the gemm workspace, and another output type computed in f32 there (C widened first when
+  // beta reads it) and rounded once by finish_gemm.
+  struct GemmOperands {
+    const void* a = nullptr;
+    const void* b = nullptr;
+    void* c = nullptr;
+    cudaDataType ab_type{};
+    cudaDataType c_type{};
+    bool c_via_workspace = false;
+  };
+  GemmOperands stage_gemm(const Tensor& a, const Tensor& b, const Tensor& c, float beta);
+  // C := the workspace's f32 result rounded to C's dtype, when the product went through it.
+  void finish_gemm(const GemmOperands& ops, const Tensor& c);
   // The same for the other grow-only workspaces: `buffer` is grown to at least `floats` floats
   // (freeing the old one first; the free waits for queued readers), sized by the first call that
   // needs that much, so a steady-state step allocates nothing.

@@ -8,11 +8,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "transformer_attention.cuh"
-#include "memory_cast.cuh"
 #include "cuda_backend.h"
+#include "memory_cast.cuh"
 #include "memory_elementwise.cuh"
 #include "transformer.cuh"
+#include "transformer_attention.cuh"
 
 namespace ampctl::cuda_detail {
 namespace {
@@ -66,56 +66,19 @@ void CudaBackend::gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, b
     kernels::launch_scale_in_place(c.data(), elem_type(c.dtype()), beta, c.numel(), stream());
     return;
   }
-  // As gemm: cuBLAS's 32-bit compute takes equal input types and an output of f32 or the inputs'
-  // type; mixed inputs are widened exactly to f32 in a workspace, and another output type is
-  // computed in f32 and rounded once by a cast.
-  const bool mixed_inputs = a.dtype() != b.dtype();
-  const DType input_type = mixed_inputs ? DType::f32 : a.dtype();
-  const bool widen_a = mixed_inputs && a.dtype() != DType::f32;
-  const bool widen_b = mixed_inputs && b.dtype() != DType::f32;
-  const bool c_via_workspace = c.dtype() != DType::f32 && c.dtype() != input_type;
-  auto aligned = [](size_t floats) { return (floats + 63) / 64 * 64; };  // 256-byte regions
-  const size_t a_floats = widen_a ? aligned(a.numel()) : 0;
-  const size_t b_floats = widen_b ? aligned(b.numel()) : 0;
-  const size_t c_floats = c_via_workspace ? aligned(c.numel()) : 0;
-  float* workspace =
-      a_floats + b_floats + c_floats > 0 ? gemm_workspace(a_floats + b_floats + c_floats) : nullptr;
-  const void* a_ptr = a.data();
-  const void* b_ptr = b.data();
-  void* c_ptr = c.data();
-  if (widen_a) {
-    kernels::launch_cast(a.data(), elem_type(a.dtype()), workspace, ElemType::f32, a.numel(),
-                         stream());
-    a_ptr = workspace;
-  }
-  if (widen_b) {
-    float* b_ws = workspace + a_floats;
-    kernels::launch_cast(b.data(), elem_type(b.dtype()), b_ws, ElemType::f32, b.numel(), stream());
-    b_ptr = b_ws;
-  }
-  if (c_via_workspace) {
-    float* c_ws = workspace + a_floats + b_floats;
-    if (beta != 0.0f) {
-      kernels::launch_cast(c.data(), elem_type(c.dtype()), c_ws, ElemType::f32, c.numel(),
-                           stream());
-    }
-    c_ptr = c_ws;
-  }
-  const cudaDataType ab_type = cuda_data_type(input_type);
-  const cudaDataType c_type = c_via_workspace ? CUDA_R_32F : cuda_data_type(c.dtype());
+  // As gemm: the operands cuBLAS takes, widened or in the workspace where needed.
+  const GemmOperands ops = stage_gemm(a, b, c, beta);
   // Row-major C_i = op(A_i) op(B_i) is column-major C_i^T = op(B_i)^T op(A_i)^T (see gemm).
   const int lda = static_cast<int>(std::max<int64_t>(1, trans_a ? m : k));
   const int ldb = static_cast<int>(std::max<int64_t>(1, trans_b ? k : n));
   const int ldc = static_cast<int>(n);
   AMPCTL_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       m_cublas.get(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b_ptr, ab_type, ldb,
-      static_cast<long long>(k * n), a_ptr, ab_type, lda, static_cast<long long>(m * k), &beta,
-      c_ptr, c_type, ldc, static_cast<long long>(m * n), static_cast<int>(d.batch),
+      static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, ops.b, ops.ab_type,
+      ldb, static_cast<long long>(k * n), ops.a, ops.ab_type, lda, static_cast<long long>(m * k),
+      &beta, ops.c, ops.c_type, ldc, static_cast<long long>(m * n), static_cast<int>(d.batch),
       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  if (c_via_workspace) {
-    kernels::launch_cast(c_ptr, ElemType::f32, c.data(), elem_type(c.dtype()), c.numel(), stream());
-  }
+  finish_gemm(ops, c);
 }
 
 void CudaBackend::heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) {

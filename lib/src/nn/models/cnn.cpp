@@ -5,6 +5,7 @@
 
 #include "ampctl/core/checked.h"
 #include "ampctl/nn/memory_estimate.h"
+#include "ampctl/nn/models.h"
 
 namespace ampctl::nn {
 namespace {
@@ -40,7 +41,7 @@ void summarise(std::ostringstream& os, const Sequential& seq, const char* name,
 }  // namespace
 
 Cnn::Cnn(Backend& backend, const ModelOptions& options)
-    : Model(backend, options),
+    : Model(backend, options, ModelType::cnn),
       m_precision(options.precision),
       m_image{options.cnn.channels, options.cnn.height, options.cnn.width},
       m_rng{options.seed, 0},
@@ -156,23 +157,13 @@ const Tensor& Cnn::forward(const Tensor& input, int64_t batch, bool training) {
 
 void Cnn::loss(const Tensor& targets, int64_t batch, const Tensor& loss_out,
                const Tensor& correct_out, const Tensor& grad_scale) {
-  if (m_forward_batch == 0 || batch != m_forward_batch) {
-    throw Error{ErrorKind::state, "model loss: batch " + std::to_string(batch) +
-                                      " does not match the last forward (" +
-                                      std::to_string(m_forward_batch) + " rows)"};
-  }
+  check_loss_batch("model", "rows", batch, m_forward_batch);
   m_seeded = false;
   m_seeded = m_loss.forward(*m_logits, targets, batch, loss_out, correct_out, grad_scale);
 }
 
 void Cnn::backward(int64_t batch) {
-  if (!m_seeded || batch != m_forward_batch) {
-    throw Error{ErrorKind::state,
-                "model backward: needs loss() with a grad_scale after a forward of the same "
-                "batch (" +
-                    std::to_string(batch) + " rows asked, last forward " +
-                    std::to_string(m_forward_batch) + ")"};
-  }
+  check_backward_batch("model", "rows", m_seeded, batch, m_forward_batch);
   m_seeded = false;
   const Tensor& dfeatures = m_classifier->backward(m_loss.grad(batch), batch);
   m_features->backward(dfeatures, batch);
@@ -251,13 +242,8 @@ ModelMemory estimate_cnn(const ModelOptions& o, const Backend*) {
 
 }  // namespace
 
-void register_cnn() {
-  register_model(
-      "cnn",
-      [](Backend& backend, const ModelOptions& options) {
-        return std::make_unique<Cnn>(backend, options);
-      },
-      estimate_cnn);
+ModelMemory Cnn::estimate(const ModelOptions& options, const Backend* backend) {
+  return estimate_cnn(options, backend);
 }
 
 }  // namespace ampctl::nn

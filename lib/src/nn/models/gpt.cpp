@@ -11,6 +11,7 @@
 #include "ampctl/core/checked.h"
 #include "ampctl/core/philox.h"
 #include "ampctl/nn/memory_estimate.h"
+#include "ampctl/nn/models.h"
 #include "ampctl/nn/numerics.h"
 
 namespace ampctl::nn {
@@ -41,6 +42,26 @@ Tensor lead(const Tensor& flat, const Shape& shape) {
   return flat.view(0, shape);
 }
 
+// The parameter names in nanoGPT's state_dict order, as the constructor declares them.
+std::vector<std::string> gpt_parameter_names(const GptOptions& m) {
+  std::vector<std::string> names = {"transformer.wte.weight", "transformer.wpe.weight"};
+  const auto norm = [&](const std::string& name) {
+    names.push_back(name + ".weight");
+    if (m.bias) names.push_back(name + ".bias");
+  };
+  // (Beyond 4096 layers no run fits anyway: the plan refuses it, and the list would be large.)
+  for (int64_t i = 0; i < std::min<int64_t>(m.n_layer, 4096); ++i) {
+    const std::string p = "transformer.h." + std::to_string(i) + ".";
+    for (const char* part :
+         {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"}) {
+      norm(p + part);
+    }
+  }
+  norm("transformer.ln_f");
+  if (!m.tie_embeddings) names.push_back("lm_head.weight");
+  return names;
+}
+
 // The memory estimate (memory_estimate.h): the parameter count, and the bytes of the activation
 // buffers allocate_buffers makes for options.max_batch sequences of block_size positions.
 ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
@@ -69,22 +90,7 @@ ModelMemory estimate_gpt(const ModelOptions& o, const Backend* backend) {
       block = add(block, arena_aligned(mul(k, C, ckey), ckey), ckey);
     }
   }
-  // The parameter names in nanoGPT's state_dict order, as the constructor declares them.
-  const auto norm = [&](const std::string& name) {
-    e.parameter_names.push_back(name + ".weight");
-    if (m.bias) e.parameter_names.push_back(name + ".bias");
-  };
-  e.parameter_names = {"transformer.wte.weight", "transformer.wpe.weight"};
-  // (Beyond 4096 layers no run fits anyway: the plan refuses it, and the list would be large.)
-  for (int64_t i = 0; i < std::min<int64_t>(L, 4096); ++i) {
-    const std::string p = "transformer.h." + std::to_string(i) + ".";
-    for (const char* part :
-         {"ln_1", "attn.c_attn", "attn.c_proj", "ln_2", "mlp.c_fc", "mlp.c_proj"}) {
-      norm(p + part);
-    }
-  }
-  norm("transformer.ln_f");
-  if (!m.tie_embeddings) e.parameter_names.push_back("lm_head.weight");
+  e.parameter_names = gpt_parameter_names(m);
   params = mul(block, L, "model.n_layer");
   params = add(params, arena_aligned(mul(V, C, ckey), ckey), ckey);                         // wte
   params = add(params, arena_aligned(mul(T, C, "model.block_size"), ckey), ckey);           // wpe
@@ -175,7 +181,7 @@ double gpt_normal(uint64_t seed, uint64_t stream, uint64_t j) {
 }
 
 Gpt::Gpt(Backend& backend, const ModelOptions& options)
-    : Model(backend, options),
+    : Model(backend, options, ModelType::gpt),
       m_precision(options.precision),
       m_opt(options.gpt),
       m_rng{options.seed, 0},
@@ -373,7 +379,7 @@ void Gpt::allocate_buffers() {
   const DType a = m_act;
   const bool drop = m_opt.dropout > 0.0;
   // Every buffer goes through these two (and the token ids below), which count its bytes
-  // (buffer_bytes: what estimate_gpt above must reproduce).
+  // (buffer_bytes: what estimate_gpt above, Gpt::estimate, must reproduce).
   m_buffer_bytes = 0;
   auto f32 = [&](int64_t n) {
     m_buffer_bytes += static_cast<uint64_t>(n) * 4;
@@ -671,22 +677,13 @@ const Tensor& Gpt::forward(const Tensor& input, int64_t batch, bool training) {
 
 void Gpt::loss(const Tensor& targets, int64_t batch, const Tensor& loss_out,
                const Tensor& correct_out, const Tensor& grad_scale) {
-  if (m_B == 0 || batch != m_B) {
-    throw Error{ErrorKind::state, "gpt loss: batch " + std::to_string(batch) +
-                                      " does not match the last forward (" + std::to_string(m_B) +
-                                      " sequences)"};
-  }
+  check_loss_batch("gpt", "sequences", batch, m_B);
   m_seeded = false;
   m_seeded = m_loss.forward(m_logits, targets, m_B * m_T, loss_out, correct_out, grad_scale);
 }
 
 void Gpt::backward(int64_t batch) {
-  if (!m_seeded || batch != m_B) {
-    throw Error{ErrorKind::state,
-                "gpt backward: needs loss() with a grad_scale after a forward of the same batch (" +
-                    std::to_string(batch) + " sequences asked, last forward " +
-                    std::to_string(m_B) + ")"};
-  }
+  check_backward_batch("gpt", "sequences", m_seeded, batch, m_B);
   m_seeded = false;
   Backend& b = *m_backend;
   const int64_t B = m_B, T = m_T, C = m_opt.n_embd, H = m_opt.n_head, hs = m_head_size;
@@ -867,13 +864,8 @@ void Gpt::set_rng_state(const nlohmann::json& state) {
   m_rng = dropout_rng_from_state(state);
 }
 
-void register_gpt() {
-  register_model(
-      "gpt",
-      [](Backend& backend, const ModelOptions& options) {
-        return std::make_unique<Gpt>(backend, options);
-      },
-      estimate_gpt);
+ModelMemory Gpt::estimate(const ModelOptions& options, const Backend* backend) {
+  return estimate_gpt(options, backend);
 }
 
 }  // namespace ampctl::nn

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "ampctl/nn/memory_estimate.h"
+#include "ampctl/nn/models.h"
 
 namespace ampctl::nn {
 
@@ -29,7 +30,7 @@ std::unique_ptr<Sequential> make_mlp(const MlpOptions& options, int64_t in_featu
 }
 
 Mlp::Mlp(Backend& backend, const ModelOptions& options)
-    : Model(backend, options),
+    : Model(backend, options, ModelType::mlp),
       m_precision(options.precision),
       m_rng{options.seed, 0},
       m_loss(options.loss, options.out_features) {
@@ -87,23 +88,13 @@ const Tensor& Mlp::forward(const Tensor& input, int64_t batch, bool training) {
 
 void Mlp::loss(const Tensor& targets, int64_t batch, const Tensor& loss_out,
                const Tensor& correct_out, const Tensor& grad_scale) {
-  if (m_forward_batch == 0 || batch != m_forward_batch) {
-    throw Error{ErrorKind::state, "model loss: batch " + std::to_string(batch) +
-                                      " does not match the last forward (" +
-                                      std::to_string(m_forward_batch) + " rows)"};
-  }
+  check_loss_batch("model", "rows", batch, m_forward_batch);
   m_seeded = false;
   m_seeded = m_loss.forward(*m_logits, targets, batch, loss_out, correct_out, grad_scale);
 }
 
 void Mlp::backward(int64_t batch) {
-  if (!m_seeded || batch != m_forward_batch) {
-    throw Error{ErrorKind::state,
-                "model backward: needs loss() with a grad_scale after a forward of the same "
-                "batch (" +
-                    std::to_string(batch) + " rows asked, last forward " +
-                    std::to_string(m_forward_batch) + ")"};
-  }
+  check_backward_batch("model", "rows", m_seeded, batch, m_forward_batch);
   // One backward per seeded loss, as autograd frees its graph: a second call would add the
   // same gradients twice.
   m_seeded = false;
@@ -118,26 +109,19 @@ void Mlp::set_rng_state(const nlohmann::json& state) {
   m_rng = dropout_rng_from_state(state);
 }
 
-void register_mlp() {
-  register_model(
-      "mlp",
-      [](Backend& backend, const ModelOptions& options) {
-        return std::make_unique<Mlp>(backend, options);
-      },
-      [](const ModelOptions& o, const Backend*) {
-        const DenseCount c =
-            dense_stack_count(o.in_features, o.mlp.hidden, o.out_features, o.mlp.layer_norm);
-        ModelMemory m = per_row_memory(c, o.in_features, o.out_features, o.mlp.hidden, o.max_batch);
-        // The names as the model declares them (no tensor is allocated by declaring), with
-        // every width 1: the names do not depend on the sizes, whose limits are checked above.
-        MlpOptions shape = o.mlp;
-        std::fill(shape.hidden.begin(), shape.hidden.end(), int64_t{1});
-        DropoutRng rng{0, 0};
-        FlatLayout layout;
-        make_mlp(shape, 1, 1, &rng)->declare(layout, "layers");
-        for (const FlatLayout::Entry& e : layout.entries()) m.parameter_names.push_back(e.name);
-        return m;
-      });
+ModelMemory Mlp::estimate(const ModelOptions& o, const Backend*) {
+  const DenseCount c =
+      dense_stack_count(o.in_features, o.mlp.hidden, o.out_features, o.mlp.layer_norm);
+  ModelMemory m = per_row_memory(c, o.in_features, o.out_features, o.mlp.hidden, o.max_batch);
+  // The names as the model declares them (no tensor is allocated by declaring), with every width
+  // 1: the names do not depend on the sizes, whose limits are checked above.
+  MlpOptions shape = o.mlp;
+  std::fill(shape.hidden.begin(), shape.hidden.end(), int64_t{1});
+  DropoutRng rng{0, 0};
+  FlatLayout layout;
+  make_mlp(shape, 1, 1, &rng)->declare(layout, "layers");
+  for (const FlatLayout::Entry& e : layout.entries()) m.parameter_names.push_back(e.name);
+  return m;
 }
 
 }  // namespace ampctl::nn

@@ -18,6 +18,7 @@
 // before the first conv, the loss runs in fp32 on the lowp logits, as for the MLP.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,6 +30,19 @@
 
 namespace ampctl::nn {
 
+// The options of the CNN (model.type: cnn).
+struct CnnOptions {
+  std::vector<std::array<int64_t, 2>> conv;  // [channels, kernel] per conv block, each >= 1
+  int64_t pool = 2;                          // MaxPool2d(pool) after each block; 1 = none
+  bool batch_norm = false;
+  std::vector<int64_t> hidden;  // the head's hidden widths
+  ActivationKind activation = ActivationKind::relu;
+  double dropout = 0.0;  // in [0, 1), in the head
+  // The input image [channels, height, width] (from the data source); in_features is their
+  // product.
+  int64_t channels = 0, height = 0, width = 0;
+};
+
 class Cnn : public Model {
  public:
   // Builds, initialises (Conv2d and Linear: PyTorch's default init from Philox with
@@ -36,8 +50,10 @@ class Cnn : public Model {
   // for batches of up to max_batch images. Throws Error{config} naming the model key for an
   // architecture that does not fit the image (a pool that shrinks it to nothing).
   Cnn(Backend& backend, const ModelOptions& options);
+  // Its memory estimate (nn/memory_estimate.h) from the options alone, nothing allocated; `backend`
+  // is the run's (its attention_workspace), or null for Backend's defaults.
+  static ModelMemory estimate(const ModelOptions& options, const Backend* backend);
 
-  std::string type() const override { return "cnn"; }
   std::string summary() const override;
   std::vector<std::pair<std::string, Tensor>> state_buffers() const override;
 
@@ -67,8 +83,5 @@ class Cnn : public Model {
   int64_t m_forward_batch = 0;
   bool m_seeded = false;
 };
-
-// Adds the CNN's builder to the model registry under "cnn" (models/builtin.cpp calls it).
-void register_cnn();
 
 }  // namespace ampctl::nn

@@ -49,6 +49,18 @@
 
 namespace ampctl::nn {
 
+// The options of the GPT (model.type: gpt). The vocabulary size is ModelOptions::out_features
+// (= in_features); max_batch counts sequences of up to block_size.
+struct GptOptions {
+  int64_t n_layer = 0;
+  int64_t n_head = 0;  // divides n_embd
+  int64_t n_embd = 0;
+  int64_t block_size = 0;      // the longest sequence (positions of wpe)
+  double dropout = 0.0;        // in [0, 1): embeddings, attention weights, both residual branches
+  bool bias = true;            // Linear and LayerNorm biases
+  bool tie_embeddings = true;  // lm_head reads transformer.wte.weight
+};
+
 // The standard normal of draw pair j of a Philox stream: Box-Muller's cosine branch in double,
 // z = sqrt(-2 ln(1 - u1)) cos(2 pi u2), u1 and u2 the 24-bit uniforms of draws 2j and 2j + 1
 // (1 - u1 is in (0, 1], so the log is finite; |z| < 5.8).
@@ -60,11 +72,13 @@ class Gpt : public Model {
   // Error{invalid_argument} for sizes < 1, n_head not dividing n_embd, a dropout outside
   // [0, 1) or a loss other than cross_entropy.
   Gpt(Backend& backend, const ModelOptions& options);
+  // Its memory estimate (nn/memory_estimate.h) from the options alone, nothing allocated; `backend`
+  // is the run's (its attention_workspace), or null for Backend's defaults.
+  static ModelMemory estimate(const ModelOptions& options, const Backend* backend);
 
-  std::string type() const override { return "gpt"; }
   // The bytes of the activation and workspace buffers the constructor allocated beside the
   // parameter arenas (the loss writes dlogits over the logits and allocates none): what the
-  // memory estimate (estimate_gpt in gpt.cpp, its registry entry) counts as a GPT's activations, on
+  // memory estimate (Gpt::estimate) counts as a GPT's activations, on
   // this backend.
   uint64_t buffer_bytes() const { return m_buffer_bytes; }
   std::string summary() const override;
@@ -224,8 +238,5 @@ class Gpt : public Model {
   bool m_seeded = false;
   bool m_dropped = false;  // the last forward drew dropout masks (training and p > 0)
 };
-
-// Adds the GPT's builder to the model registry under "gpt" (models/builtin.cpp calls it).
-void register_gpt();
 
 }  // namespace ampctl::nn

@@ -1,4 +1,4 @@
-// Mlp: the multilayer perceptron (model.type: mlp), the first model of the registry.
+// Mlp: the multilayer perceptron (model.type: mlp), the first model.
 //
 // Architecture, as nn.Sequential stored under `layers`: for each hidden width h,
 //   Linear(in, h) -> [LayerNorm(h) if layer_norm] -> activation -> [Dropout(p) if dropout > 0]
@@ -17,10 +17,19 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ampctl/nn/model.h"
 
 namespace ampctl::nn {
+
+// The options of the MLP (model.type: mlp).
+struct MlpOptions {
+  std::vector<int64_t> hidden;  // the hidden widths, each >= 1
+  ActivationKind activation = ActivationKind::relu;
+  double dropout = 0.0;  // in [0, 1)
+  bool layer_norm = false;
+};
 
 // The MLP of `options` as an nn.Sequential would hold it (see above). dropout_rng is shared by
 // its Dropout modules and must outlive them. Throws Error{invalid_argument} for a width < 1 or
@@ -34,8 +43,10 @@ class Mlp : public Model {
   // LayerNorm: ones and zeros) and allocates everything for batches of up to max_batch rows.
   // Throws Error{invalid_argument} for sizes < 1 or an invalid architecture.
   Mlp(Backend& backend, const ModelOptions& options);
+  // Its memory estimate (nn/memory_estimate.h) from the options alone, nothing allocated; `backend`
+  // is the run's (its attention_workspace), or null for Backend's defaults.
+  static ModelMemory estimate(const ModelOptions& options, const Backend* backend);
 
-  std::string type() const override { return "mlp"; }
   // Linear, LayerNorm, activations, dropout and the loss all round through the hook.
   bool roundings_instrumented() const override { return true; }
   std::string summary() const override;
@@ -64,8 +75,5 @@ class Mlp : public Model {
   int64_t m_forward_batch = 0;  // 0: no forward since construction
   bool m_seeded = false;        // loss() wrote dlogits for the last forward
 };
-
-// Adds the MLP's builder to the model registry under "mlp" (models/builtin.cpp calls it).
-void register_mlp();
 
 }  // namespace ampctl::nn

@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ampctl::sweep {
+namespace ampctl::report {
 
 inline constexpr std::size_t kMaxPoints = 2000;
 
@@ -91,4 +91,4 @@ std::string render_report(const std::vector<std::filesystem::path>& dirs);
 std::filesystem::path write_html_report(const std::vector<std::filesystem::path>& dirs,
                                         const std::filesystem::path& out);
 
-}  // namespace ampctl::sweep
+}  // namespace ampctl::report

@@ -58,8 +58,4 @@ struct Verdict {
 };
 Verdict sweep_verdict(const std::vector<SettingsRun>& runs, const std::string& metric);
 
-// The section's HTML (h2, notes, charts, table#settings), or "" when the sweep has fewer than two
-// completed runs. The verdict's best setting is marked in its table.
-std::string settings_section(const std::vector<SettingsRun>& runs, const Verdict& verdict);
-
 }  // namespace ampctl::sweep

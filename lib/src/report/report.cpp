@@ -1,6 +1,6 @@
 // `ampctl report`: reads a run or a sweep directory and renders one self-contained HTML page
 // (see report.h).
-#include "ampctl/sweep/report.h"
+#include "ampctl/report/report.h"
 
 #include <algorithm>
 #include <cctype>
@@ -26,7 +26,13 @@
 #include "ampctl/sweep/sweep.h"
 #include "report_settings.h"
 
-namespace ampctl::sweep {
+namespace ampctl::report {
+
+using sweep::result_row;
+using sweep::run_name;
+using sweep::RunResult;
+using sweep::short_number;
+using sweep::sweep_verdict;
 
 namespace {
 
@@ -1095,4 +1101,4 @@ fs::path write_html_report(const fs::path& dir, const fs::path& out) {
   return write_html_report(std::vector<fs::path>{dir}, out);
 }
 
-}  // namespace ampctl::sweep
+}  // namespace ampctl::report

@@ -1,5 +1,5 @@
 // `ampctl report`: the HTML page for a hand-written run directory and a 2-run sweep directory.
-#include "ampctl/sweep/report.h"
+#include "ampctl/report/report.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -19,7 +19,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using ampctl::sweep::render_report;
+using ampctl::report::render_report;
 
 class TempDir {
  public:
@@ -362,11 +362,11 @@ TEST(Report, IsSelfContained) {
 TEST(Report, WritesDefaultAndExplicitFile) {
   TempDir tmp;
   write_run(tmp.path() / "run", "quick", 10, {});
-  const fs::path def = ampctl::sweep::write_html_report(tmp.path() / "run");
+  const fs::path def = ampctl::report::write_html_report(tmp.path() / "run");
   EXPECT_EQ(def, tmp.path() / "run" / "report.html");
   EXPECT_TRUE(fs::file_size(def) > 0);
   const fs::path out = tmp.path() / "x.html";
-  EXPECT_EQ(ampctl::sweep::write_html_report(tmp.path() / "run", out), out);
+  EXPECT_EQ(ampctl::report::write_html_report(tmp.path() / "run", out), out);
   EXPECT_TRUE(fs::exists(out));
 }
 
@@ -383,18 +383,18 @@ TEST(Report, SeveralRunDirectoriesShareOnePage) {
   EXPECT_EQ(count(html, "<circle class=\"skip\""), 4u);
   const std::string table = element(html, "<table id=\"runs\"", "</table>");
   EXPECT_EQ(count(table, "<tr class=\"run"), 2u);
-  EXPECT_NE(table.find(ampctl::sweep::wrap_at_commas(dirs[1].string())), std::string::npos);
+  EXPECT_NE(table.find(ampctl::report::wrap_at_commas(dirs[1].string())), std::string::npos);
   EXPECT_NE(html.find("<title>ampctl report: 2 runs</title>"), std::string::npos);
 
   try {
-    ampctl::sweep::write_html_report(dirs, {});
+    ampctl::report::write_html_report(dirs, {});
     FAIL() << "several directories without --out were accepted";
   } catch (const ampctl::Error& e) {
     EXPECT_EQ(e.exit_code(), 2);
     EXPECT_NE(std::string(e.what()).find("no --out"), std::string::npos) << e.what();
   }
   const fs::path out = tmp.path() / "both.html";
-  EXPECT_EQ(ampctl::sweep::write_html_report(dirs, out), out);
+  EXPECT_EQ(ampctl::report::write_html_report(dirs, out), out);
   EXPECT_TRUE(fs::exists(out));
   EXPECT_FALSE(fs::exists(dirs[0] / "report.html"));
 
@@ -426,11 +426,11 @@ TEST(Report, SeveralRunDirectoriesShareOnePage) {
 }
 
 TEST(Report, DownsamplesLongSeriesButKeepsEverySkipMarker) {
-  std::vector<ampctl::sweep::Point> points;
+  std::vector<ampctl::report::Point> points;
   for (int i = 0; i < 100000; ++i) points.push_back({i + 1, static_cast<double>(i % 97)});
-  const auto small = ampctl::sweep::downsample(points);
-  EXPECT_LE(small.size(), ampctl::sweep::kMaxPoints);
-  EXPECT_GT(small.size(), ampctl::sweep::kMaxPoints / 2);
+  const auto small = ampctl::report::downsample(points);
+  EXPECT_LE(small.size(), ampctl::report::kMaxPoints);
+  EXPECT_GT(small.size(), ampctl::report::kMaxPoints / 2);
   EXPECT_EQ(small.front().step, 1);
   EXPECT_EQ(small.back().step, 100000);
 
@@ -441,7 +441,7 @@ TEST(Report, DownsamplesLongSeriesButKeepsEverySkipMarker) {
   const std::string html = render_report(tmp.path() / "run");
   const std::string loss = element(html, "<svg id=\"loss\"", "</svg>");
   const std::string line = element(loss, "points=\"", "\">");
-  EXPECT_LE(count(line, ","), ampctl::sweep::kMaxPoints);
+  EXPECT_LE(count(line, ","), ampctl::report::kMaxPoints);
   EXPECT_EQ(count(html, "<circle class=\"skip\""), skipped.size());
 }
 
@@ -541,7 +541,7 @@ TEST(Report, DirectoryThatIsNeitherIsAnInputError) {
 }
 
 TEST(Report, EscapesHtml) {
-  EXPECT_EQ(ampctl::sweep::html_escape("<a href=\"x\">&'</a>"),
+  EXPECT_EQ(ampctl::report::html_escape("<a href=\"x\">&'</a>"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;&lt;/a&gt;");
 }
 
