@@ -1,9 +1,9 @@
 // The CUDA backend's host side, shared by its translation units: cuda_backend.cpp (the handles,
 // the stream, device memory and the backend's lifetime, and the plugin's table) and one file per
 // op family of backend.h: memory.cpp, gemm.cpp, amp.cpp, nn.cpp (through cuBLASLt and kernels/),
-// transformer.cpp (kernels/transformer.cu, kernels/transformer_attention.cu and cuBLAS's strided-batched
-// gemm), conv.cpp, optim.cpp and numerics.cpp. C++20 host code: kernels are reached only through
-// the launchers of kernels/*.cuh, which take raw pointers and ElemType.
+// transformer.cpp (kernels/transformer.cu, kernels/transformer_attention.cu and cuBLAS's
+// strided-batched gemm), conv.cpp, optim.cpp and numerics.cpp. C++20 host code: kernels are reached
+// only through the launchers of kernels/*.cuh, which take raw pointers and ElemType.
 //
 // Ownership: every resource has one owner, with RAII. Tensor storage is cudaMalloc'd and freed by
 // the Storage's deleter; the stream, the cuBLAS and cuBLASLt handles, cuBLAS's workspace, the
@@ -300,6 +300,18 @@ class CudaBackend final : public Backend {
                                       const Tensor& dgamma, const Tensor& dbeta,
                                       const Tensor& scratch) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
+  // kernels/nn_rms_norm.cu (the residual form one kernel, bitwise the composition here) and
+  // kernels/nn_swiglu.cu.
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                        float eps) override;
+  void residual_rms_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                 const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                                 float eps) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                         const Tensor& dy, const Tensor& dx, const Tensor& dweight,
+                         bool accumulate) override;
+  void swiglu_forward(const Tensor& gate_up, const Tensor& y) override;
+  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up) override;
 
   // transformer.cpp
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
@@ -310,13 +322,18 @@ class CudaBackend final : public Backend {
                     float alpha, float beta) override;
   void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) override;
   void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) override;
+  // kernels/transformer_rope.cu.
+  void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& y,
+                    int64_t pos0) override;
+  void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, const Tensor& dx,
+                     int64_t pos0, DType input_dtype) override;
   void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                bool round_scaled, const Tensor& dscores) override;
-  // Fused (kernels/transformer_attention.cu) for f16/bf16 heads of size <= 64, else Backend's composition.
-  // The fused attention's tile products for `dtype` on the tensor cores: AMPCTL_ATTENTION's
-  // default, on a capability with WMMA fragments of that dtype (bf16 needs 8.0).
+  // Fused (kernels/transformer_attention.cu) for f16/bf16 heads of size <= 64, else Backend's
+  // composition. The fused attention's tile products for `dtype` on the tensor cores:
+  // AMPCTL_ATTENTION's default, on a capability with WMMA fragments of that dtype (bf16 needs 8.0).
   bool tensor_core_attention(DType dtype) const;
   AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
                                      DType dtype) const override;
