@@ -90,7 +90,8 @@ static __global__ void __launch_bounds__(kBlockSize)
 static __global__ void __launch_bounds__(kBlockSize)
     rms_norm_backward_rows_kernel(const void* x, ElemType x_type, const float* weight,
                                   const float* rstd_in, const void* dy, ElemType dy_type, void* dx,
-                                  ElemType dx_type, int64_t rows, int64_t cols, bool accumulate) {
+                                  ElemType dx_type, float* dy_weight, int64_t rows, int64_t cols,
+                                  bool accumulate) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * kRmsRowsPerBlock + threadIdx.x / 32;
   if (r >= rows) return;
   const int lane = static_cast<int>(threadIdx.x % 32);
@@ -100,9 +101,11 @@ static __global__ void __launch_bounds__(kBlockSize)
   const float scale = 1.0f / static_cast<float>(cols);
   float dot = 0.0f;
   for (int64_t j = lane; j < cols; j += 32) {
-    const float g = nn::rms_norm_grad_in(load_float(dy, dy_type, base + j), weight[j], x_dtype);
-    dot = dot + g * load_float(x, x_type, base + j);
+    const float d = load_float(dy, dy_type, base + j);
+    if (dy_weight != nullptr) dy_weight[base + j] = d * weight[j];  // before round_x
+    dot = dot + nn::rms_norm_grad_in(d, weight[j], x_dtype) * load_float(x, x_type, base + j);
   }
+  if (dx == nullptr) return;
   const float b = nn::rms_norm_backward_b(warp_sum(dot), a, scale);
   // Every lane has read its dy elements above (and the warp_sum orders the passes), so dx may
   // overwrite dy here.
@@ -193,8 +196,8 @@ size_t rms_norm_backward_workspace_floats(int64_t rows, int64_t cols) {
 
 void launch_rms_norm_backward(const void* x, ElemType x_type, const float* weight,
                               const float* rstd, const void* dy, ElemType dy_type, void* dx,
-                              ElemType dx_type, float* dweight, bool accumulate, int64_t rows,
-                              int64_t cols, float* workspace, cudaStream_t stream) {
+                              ElemType dx_type, float* dweight, float* dy_weight, bool accumulate,
+                              int64_t rows, int64_t cols, float* workspace, cudaStream_t stream) {
   check_floating(x_type, "rms_norm_backward x");
   check_floating(dy_type, "rms_norm_backward dy");
   check_floating(dx_type, "rms_norm_backward dx");
@@ -220,9 +223,9 @@ void launch_rms_norm_backward(const void* x, ElemType x_type, const float* weigh
       AMPCTL_CUDA_CHECK(cudaGetLastError());
     }
   }
-  if (dx != nullptr) {
+  if (dx != nullptr || dy_weight != nullptr) {
     rms_norm_backward_rows_kernel<<<row_blocks(rows), kBlockSize, 0, stream>>>(
-        x, x_type, weight, rstd, dy, dy_type, dx, dx_type, rows, cols, accumulate);
+        x, x_type, weight, rstd, dy, dy_type, dx, dx_type, dy_weight, rows, cols, accumulate);
     AMPCTL_CUDA_CHECK(cudaGetLastError());
   }
 }

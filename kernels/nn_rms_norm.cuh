@@ -24,9 +24,11 @@ size_t rms_norm_backward_workspace_floats(int64_t rows, int64_t cols);
 // dx := round_dx(the RMSNorm input gradient) (backend.h), dweight[c] += sum_r dy * round_x(x *
 // rstd) (f32, added to what is there). dx or dweight may be nullptr (not wanted). dx may alias
 // dy, unless accumulate: then dx := round_dx(float(dx) + the gradient) and dx aliases no input.
+// dy_weight (f32 [rows, cols], or nullptr): the floats dy * weight before their rounding to x's
+// type.
 void launch_rms_norm_backward(const void* x, ElemType x_type, const float* weight,
                               const float* rstd, const void* dy, ElemType dy_type, void* dx,
-                              ElemType dx_type, float* dweight, bool accumulate, int64_t rows,
-                              int64_t cols, float* workspace, cudaStream_t stream);
+                              ElemType dx_type, float* dweight, float* dy_weight, bool accumulate,
+                              int64_t rows, int64_t cols, float* workspace, cudaStream_t stream);
 
 }  // namespace ampctl::kernels

@@ -28,7 +28,7 @@ static __global__ void swiglu_forward_kernel(const void* gate_up, ElemType in_ty
 
 static __global__ void swiglu_backward_kernel(const void* gate_up, ElemType in_type, const void* dy,
                                               ElemType dy_type, void* dgate_up, ElemType out_type,
-                                              int64_t width, size_t n) {
+                                              float* dy_up, int64_t width, size_t n) {
   const int lowp = static_cast<int>(in_type);
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   const auto w = static_cast<size_t>(width);
@@ -39,6 +39,7 @@ static __global__ void swiglu_backward_kernel(const void* gate_up, ElemType in_t
     const float d = load_float(dy, dy_type, i);
     store_float(dgate_up, out_type, r * 2 * w + c, nn::swiglu_dgate(d, g, u, lowp));
     store_float(dgate_up, out_type, r * 2 * w + w + c, nn::swiglu_dup(d, g, lowp));
+    if (dy_up != nullptr) dy_up[i] = d * u;
   }
 }
 
@@ -67,15 +68,15 @@ void launch_swiglu_forward(const void* gate_up, ElemType in_type, void* y, ElemT
 }
 
 void launch_swiglu_backward(const void* gate_up, ElemType in_type, const void* dy, ElemType dy_type,
-                            void* dgate_up, ElemType out_type, int64_t rows, int64_t width,
-                            cudaStream_t stream) {
+                            void* dgate_up, ElemType out_type, float* dy_up, int64_t rows,
+                            int64_t width, cudaStream_t stream) {
   check_floating(in_type, "swiglu_backward gate_up");
   check_floating(dy_type, "swiglu_backward dy");
   check_floating(out_type, "swiglu_backward dgate_up");
   const auto n = static_cast<size_t>(rows * width);
   if (n == 0) return;
-  swiglu_backward_kernel<<<grid_size(n), kBlockSize, 0, stream>>>(gate_up, in_type, dy, dy_type,
-                                                                  dgate_up, out_type, width, n);
+  swiglu_backward_kernel<<<grid_size(n), kBlockSize, 0, stream>>>(
+      gate_up, in_type, dy, dy_type, dgate_up, out_type, dy_up, width, n);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 

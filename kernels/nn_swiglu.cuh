@@ -11,9 +11,10 @@ void launch_swiglu_forward(const void* gate_up, ElemType in_type, void* y, ElemT
                            int64_t rows, int64_t width, cudaStream_t stream);
 
 // dgate_up [rows, 2 width] := the gate and up gradients of the forward above for dy [rows, width]
-// (nn_math.h's swiglu_dgate / swiglu_dup, one rounding each to dgate_up's type).
+// (nn_math.h's swiglu_dgate / swiglu_dup, one rounding each to dgate_up's type); dy_up (f32
+// [rows, width], or nullptr): the floats dy * u before their rounding to the inputs' type.
 void launch_swiglu_backward(const void* gate_up, ElemType in_type, const void* dy, ElemType dy_type,
-                            void* dgate_up, ElemType out_type, int64_t rows, int64_t width,
-                            cudaStream_t stream);
+                            void* dgate_up, ElemType out_type, float* dy_up, int64_t rows,
+                            int64_t width, cudaStream_t stream);
 
 }  // namespace ampctl::kernels

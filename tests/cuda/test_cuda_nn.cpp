@@ -1121,8 +1121,9 @@ void add_rms_norm_cases(std::vector<CudaCase>& cases) {
     };
     c.run = [v](Backend& be, std::vector<Tensor>& in) {
       const Tensor dx = v.accumulate ? in[4] : be.empty({v.rows, v.cols}, v.dx);
-      be.rms_norm_backward(in[0], in[1], in[2], in[3], dx, in[5], v.accumulate);
-      return std::vector<Tensor>{dx, in[5]};
+      const Tensor dyw = be.empty({v.rows, v.cols}, DType::f32);
+      be.rms_norm_backward(in[0], in[1], in[2], in[3], dx, in[5], v.accumulate, dyw);
+      return std::vector<Tensor>{dx, in[5], dyw};
     };
     c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>& want) {
       const std::vector<double> x = in[0].values(), w = in[1].values(), a = in[2].values(),
@@ -1156,7 +1157,7 @@ void add_rms_norm_cases(std::vector<CudaCase>& cases) {
         ddw[j] = 2.0 * gamma_n(static_cast<double>(v.rows), kU) * mag[j] + ulp_near(mag[j]) +
                  ulp_near(want[1][j]);
       }
-      return std::vector<Spec>{within(ddx), within(ddw)};
+      return std::vector<Spec>{within(ddx), within(ddw), bitwise()};  // dy_weight: one product
     };
     cases.push_back(c);
   }
@@ -1211,8 +1212,9 @@ void add_swiglu_cases(std::vector<CudaCase>& cases) {
       c.run = [v, backward](Backend& be, std::vector<Tensor>& in) {
         if (backward) {
           Tensor d = be.empty({v.rows, 2 * v.width}, v.out);
-          be.swiglu_backward(in[0], in[1], d);
-          return std::vector<Tensor>{d};
+          Tensor dyu = be.empty({v.rows, v.width}, DType::f32);
+          be.swiglu_backward(in[0], in[1], d, dyu);
+          return std::vector<Tensor>{d, dyu};
         }
         Tensor y = be.empty({v.rows, v.width}, v.out);
         be.swiglu_forward(in[0], y);
@@ -1242,6 +1244,7 @@ void add_swiglu_cases(std::vector<CudaCase>& cases) {
             delta[r * 2 * w + w + j] = std::fabs(t) * sd.d_s + ulp_near(t * s);
           }
         }
+        if (backward) return std::vector<Spec>{within(delta), bitwise()};  // dy_up: one product
         return std::vector<Spec>{within(delta)};
       };
       cases.push_back(c);

@@ -120,7 +120,15 @@ TEST(RmsNormOps, MatchesItsContractBitwise) {
         const Tensor dyt = upload_values(*be, rc, yt, dy);
         const Tensor dx = be->empty(rc, yt);
         const Tensor dw = upload_values(*be, {d.cols}, DType::f32, dw0);
-        be->rms_norm_backward(xt_, wt, rstd, dyt, dx, dw, /*accumulate=*/false);
+        const Tensor dyw = be->empty(rc, DType::f32);
+        be->rms_norm_backward(xt_, wt, rstd, dyt, dx, dw, /*accumulate=*/false, dyw);
+        std::vector<float> dyw_want(dy.size());  // the floats round_x rounds (numerics hook)
+        for (size_t i = 0; i < dy.size(); ++i) {
+          dyw_want[i] = round_to(dy[i], yt) * w[i % static_cast<size_t>(d.cols)];
+        }
+        BitwiseCheck bg(DType::f32);
+        bg.add_all(download_bits(*be, dyw), bits_of(dyw_want, DType::f32));
+        EXPECT_TRUE(bg.ok()) << what << ", dy_weight: " << bg.report();
         std::vector<float> dw_want(dw0.size());
         for (size_t j = 0; j < dw0.size(); ++j) dw_want[j] = dw0[j] + c.dw[j];
         BitwiseCheck bdx(yt), bdw(DType::f32);
@@ -413,6 +421,11 @@ TEST(RmsNormOps, RefusesBadCallsBeforeWriting) {
                           "an accumulated dx that is dy");
   expect_invalid_argument([&] { be->rms_norm_backward(x, w, rstd, y, y, w, false); },
                           "dweight that is weight");
+  expect_invalid_argument(
+      [&] {
+        be->rms_norm_backward(x, w, rstd, y, be->zeros({4, 8}, DType::f32), Tensor{}, false, x);
+      },
+      "dy_weight that is x");
   expect_invalid_argument(
       [&] {
         be->residual_rms_norm_forward(be->zeros({4, 8}, DType::f16), x, x, w, y, rstd, kEps);

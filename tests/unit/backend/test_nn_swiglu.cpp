@@ -57,8 +57,9 @@ TEST(SwigluOps, MatchesItsContractBitwise) {
         const Tensor y = be->empty({d.rows, d.width}, ot);
         const Tensor dgu = be->empty({d.rows, 2 * d.width}, ot);
         be->swiglu_forward(gut, y);
-        be->swiglu_backward(gut, upload_values(*be, {d.rows, d.width}, ot, dy), dgu);
-        std::vector<float> want_y(dy.size()), want_d(gu.size());
+        const Tensor dyu = be->empty({d.rows, d.width}, DType::f32);
+        be->swiglu_backward(gut, upload_values(*be, {d.rows, d.width}, ot, dy), dgu, dyu);
+        std::vector<float> want_y(dy.size()), want_d(gu.size()), want_dyu(dy.size());
         for (int64_t r = 0; r < d.rows; ++r) {
           for (int64_t c = 0; c < d.width; ++c) {
             const size_t i = static_cast<size_t>(r * d.width + c);
@@ -67,6 +68,7 @@ TEST(SwigluOps, MatchesItsContractBitwise) {
             const float s = round_to(g / (1.0f + std::exp(-g)), it);
             want_y[i] = s * u;
             const float sig = 1.0f / (1.0f + std::exp(-g));
+            want_dyu[i] = dy[i] * u;  // the float round_in rounds, for the numerics hook
             const float ds = round_to(dy[i] * u, it);
             want_d[static_cast<size_t>(r * 2 * d.width + c)] = ds * sig * (1.0f + g * (1.0f - sig));
             want_d[static_cast<size_t>(r * 2 * d.width + d.width + c)] = dy[i] * s;
@@ -74,9 +76,11 @@ TEST(SwigluOps, MatchesItsContractBitwise) {
         }
         const std::string what = std::to_string(d.rows) + "x" + std::to_string(d.width) + " in " +
                                  dtype_name(it) + " out " + dtype_name(ot);
-        BitwiseCheck by(ot), bd(ot);
+        BitwiseCheck by(ot), bd(ot), bu(DType::f32);
         by.add_all(download_bits(*be, y), bits_of(want_y, ot));
         bd.add_all(download_bits(*be, dgu), bits_of(want_d, ot));
+        bu.add_all(download_bits(*be, dyu), bits_of(want_dyu, DType::f32));
+        EXPECT_TRUE(bu.ok()) << what << ", dy_up: " << bu.report();
         EXPECT_TRUE(by.ok()) << what << ", y: " << by.report();
         EXPECT_TRUE(bd.ok()) << what << ", dgate_up: " << bd.report();
       }
@@ -174,6 +178,12 @@ TEST(SwigluOps, RefusesBadCallsBeforeWriting) {
         be->swiglu_backward(gu, be->zeros({4, 4}, DType::f16), gu);
       },
       "dgate_up that is gate_up");
+  expect_invalid_argument(
+      [&] {
+        be->swiglu_backward(gu, be->zeros({4, 4}, DType::f16), be->zeros({4, 8}, DType::f16),
+                            be->zeros({4, 4}, DType::f16));
+      },
+      "an f16 dy_up");
   expect_invalid_argument(
       [&] {
         be->swiglu_forward(be->zeros({4, 8}, DType::i32), be->zeros({4, 4}, DType::f16));

@@ -204,8 +204,8 @@ class RoundingProbe final : public Backend {
     m_in->residual_rms_norm_forward(x, r, sum, weight, y, rstd, eps);
   }
   void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                         const Tensor& dy, const Tensor& dx, const Tensor& dweight,
-                         bool accumulate) override {
+                         const Tensor& dy, const Tensor& dx, const Tensor& dweight, bool accumulate,
+                         const Tensor& dy_weight = Tensor{}) override {
     if (m_armed && lowp(x)) {  // g = round_x(dy * weight), the gradient of `weight * h`'s lowp h
       const std::vector<float> d = host_f32(dy), w = host_f32(weight);
       std::vector<float> g(d.size());
@@ -219,13 +219,14 @@ class RoundingProbe final : public Backend {
                               dweight.defined() ? f32_like(dweight) : Tensor{}, accumulate);
       record("rms_norm_backward", t, dx.dtype());
     }
-    m_in->rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate);
+    m_in->rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, dy_weight);
   }
   void swiglu_forward(const Tensor& gate_up, const Tensor& y) override {
     forward_op("swiglu_forward", y);
     m_in->swiglu_forward(gate_up, y);
   }
-  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up) override {
+  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                       const Tensor& dy_up = Tensor{}) override {
     if (m_armed && lowp(gate_up)) {  // round_in(dy * u), autocast's lowp product's gradient
       const std::vector<float> gu = host_f32(gate_up), d = host_f32(dy);
       const size_t width = d.size() / static_cast<size_t>(gate_up.dim(0));
@@ -240,7 +241,7 @@ class RoundingProbe final : public Backend {
       m_in->swiglu_backward(gate_up, dy, t);
       record("swiglu_backward", t, dgate_up.dtype());
     }
-    m_in->swiglu_backward(gate_up, dy, dgate_up);
+    m_in->swiglu_backward(gate_up, dy, dgate_up, dy_up);
   }
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override {
     m_in->clip_coef(norm, max_norm, coef);

@@ -314,10 +314,12 @@ class Backend {
   // and dweight[j] += sum_r dy_rj * round_x(x_rj * a_r) (f32, rows summed from 0 in order, then
   // added once). dx or dweight may be undefined (not wanted). accumulate: dx := round_dx(
   // float(dx) + the gradient) (the residual stream's gradient, one rounding), and dx then shares
-  // no byte with an input; else dx may be dy itself.
+  // no byte with an input; else dx may be dy itself. dy_weight (f32 [R, C], or undefined) receives
+  // the floats dy_j * weight_j before round_x: for a lowp x, the numerics hook counts that rounding
+  // from it (it shares no byte with the other operands).
   virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                  const Tensor& dy, const Tensor& dx, const Tensor& dweight,
-                                 bool accumulate) = 0;
+                                 bool accumulate, const Tensor& dy_weight = Tensor{}) = 0;
   // SwiGLU (HF's LlamaMLP: act_fn(gate_proj(x)) * up_proj(x) with act_fn = SiLU), on one product
   // of x with cat(gate_proj.weight, up_proj.weight): gate_up [R, 2I] holds row r's gate in
   // columns [0, I) and its up in [I, 2I). With g, u widened and autocast's two lowp ops:
@@ -330,8 +332,10 @@ class Backend {
   //   dgate := round(round_in(dy * u) * sigmoid(g) * (1 + g * (1 - sigmoid(g))))
   //   (PyTorch's silu_backward, left to right, sigmoid = 1 / (1 + exp(-g))), dup := round(dy * s)
   // round_in as in the forward, so an f32 dgate_up holds the very floats a lowp one rounds (the
-  // numerics hook's path).
-  virtual void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up) = 0;
+  // numerics hook's path). dy_up (f32 [R, I], or undefined) receives the floats dy * u before
+  // round_in, so the hook can count that rounding too (it shares no byte with the other operands).
+  virtual void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                               const Tensor& dy_up = Tensor{}) = 0;
 
   // ---- nn: the MLP's Linear + GELU (tanh) pair (docs/reference.md, "Precision": GELU) ----
   // Forward of gelu_tanh(x w^T + b): pre := linear_forward(x, w, b, pre) (the pre-activation,

@@ -156,11 +156,13 @@ std::array<int64_t, 2> check_residual_rms_norm(const Tensor& x, const Tensor& r,
 std::array<int64_t, 2> check_rms_norm_backward(const Tensor& x, const Tensor& weight,
                                                const Tensor& rstd, const Tensor& dy,
                                                const Tensor& dx, const Tensor& dweight,
-                                               bool accumulate, const Device& device);
+                                               bool accumulate, const Tensor& dy_weight,
+                                               const Device& device);
 std::array<int64_t, 2> check_swiglu_forward(const Tensor& gate_up, const Tensor& y,
                                             const Device& device);
 std::array<int64_t, 2> check_swiglu_backward(const Tensor& gate_up, const Tensor& dy,
-                                             const Tensor& dgate_up, const Device& device);
+                                             const Tensor& dgate_up, const Tensor& dy_up,
+                                             const Device& device);
 void check_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& pre,
                                const Tensor& y, const Device& device);
 void check_linear_gelu_backward(const Tensor& dy, const Tensor& w, const Tensor& pre,

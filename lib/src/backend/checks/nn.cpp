@@ -448,7 +448,8 @@ std::array<int64_t, 2> check_residual_rms_norm(const Tensor& x, const Tensor& r,
 std::array<int64_t, 2> check_rms_norm_backward(const Tensor& x, const Tensor& weight,
                                                const Tensor& rstd, const Tensor& dy,
                                                const Tensor& dx, const Tensor& dweight,
-                                               bool accumulate, const Device& device) {
+                                               bool accumulate, const Tensor& dy_weight,
+                                               const Device& device) {
   const char* op = "rms_norm_backward";
   checks::float_on(x, device, op, "x");
   checks::matrix(x, op, "x [R, C]");
@@ -469,6 +470,17 @@ std::array<int64_t, 2> check_rms_norm_backward(const Tensor& x, const Tensor& we
   }
   checks::disjoint(dweight, dy, op, "dweight", "dy");
   checks::disjoint(dweight, dx, op, "dweight", "dx");
+  if (dy_weight.defined()) {
+    check_f32_shape(dy_weight, {rows, cols}, device, op, "dy_weight");
+    for (const auto& [t, name] : {std::pair{&x, "x"},
+                                  {&weight, "weight"},
+                                  {&rstd, "rstd"},
+                                  {&dy, "dy"},
+                                  {&dx, "dx"},
+                                  {&dweight, "dweight"}}) {
+      checks::disjoint(dy_weight, *t, op, "dy_weight", name);
+    }
+  }
   return {rows, cols};
 }
 
@@ -487,7 +499,8 @@ std::array<int64_t, 2> check_swiglu_forward(const Tensor& gate_up, const Tensor&
 }
 
 std::array<int64_t, 2> check_swiglu_backward(const Tensor& gate_up, const Tensor& dy,
-                                             const Tensor& dgate_up, const Device& device) {
+                                             const Tensor& dgate_up, const Tensor& dy_up,
+                                             const Device& device) {
   const char* op = "swiglu_backward";
   checks::float_on(gate_up, device, op, "gate_up");
   checks::matrix(gate_up, op, "gate_up [R, 2I]");
@@ -499,6 +512,13 @@ std::array<int64_t, 2> check_swiglu_backward(const Tensor& gate_up, const Tensor
   check_float_shape(dgate_up, {rows, width}, device, op, "dgate_up");
   checks::disjoint(dgate_up, gate_up, op, "dgate_up", "gate_up");
   checks::disjoint(dgate_up, dy, op, "dgate_up", "dy");
+  if (dy_up.defined()) {
+    check_f32_shape(dy_up, {rows, width / 2}, device, op, "dy_up");
+    for (const auto& [t, name] :
+         {std::pair{&gate_up, "gate_up"}, {&dy, "dy"}, {&dgate_up, "dgate_up"}}) {
+      checks::disjoint(dy_up, *t, op, "dy_up", name);
+    }
+  }
   return {rows, width / 2};
 }
 

@@ -571,9 +571,9 @@ void CpuBackend::residual_rms_norm_forward(const Tensor& x, const Tensor& r, con
 // once. Rows (dx) and columns (dweight) are split over the threads; no sum crosses a split.
 void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                    const Tensor& dy, const Tensor& dx, const Tensor& dweight,
-                                   bool accumulate) {
+                                   bool accumulate, const Tensor& dy_weight) {
   const auto [rows, cols] =
-      check_rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, device());
+      check_rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, dy_weight, device());
   const float* xp = as_f32(x, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);
   const float* w = weight.data_as<float>();
@@ -594,6 +594,12 @@ void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const 
           }
         },
         16);
+  }
+  if (dy_weight.defined()) {  // the floats round_x rounds (dy and weight are read only)
+    float* dw = dy_weight.data_as<float>();
+    parallel_for(*m_pool, dy_weight.numel(), [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) dw[i] = dyp[i] * w[i % static_cast<size_t>(cols)];
+    });
   }
   if (!dx.defined()) return;
   const float* prev = accumulate ? as_f32(dx, m_ws_c) : nullptr;
@@ -639,8 +645,10 @@ void CpuBackend::swiglu_forward(const Tensor& gate_up, const Tensor& y) {
   store_f32(yp, y);
 }
 
-void CpuBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up) {
-  const auto [rows, width] = check_swiglu_backward(gate_up, dy, dgate_up, device());
+void CpuBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                                 const Tensor& dy_up) {
+  const auto [rows, width] = check_swiglu_backward(gate_up, dy, dgate_up, dy_up, device());
+  float* dyu = dy_up.defined() ? dy_up.data_as<float>() : nullptr;
   const float* gp = as_f32(gate_up, m_ws_a);
   const float* dyp = as_f32(dy, m_ws_b);
   m_ws_d.resize(dgate_up.numel());
@@ -652,6 +660,7 @@ void CpuBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const 
       const size_t r = i / w, c = i % w;
       const float g = gp[r * 2 * w + c], u = gp[r * 2 * w + w + c];
       dp[r * 2 * w + c] = nn::swiglu_dgate(dyp[i], g, u, lowp);
+      if (dyu) dyu[i] = dyp[i] * u;
       dp[r * 2 * w + w + c] = nn::swiglu_dup(dyp[i], g, lowp);
     }
   });

@@ -308,10 +308,11 @@ class CudaBackend final : public Backend {
                                  const Tensor& weight, const Tensor& y, const Tensor& rstd,
                                  float eps) override;
   void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
-                         const Tensor& dy, const Tensor& dx, const Tensor& dweight,
-                         bool accumulate) override;
+                         const Tensor& dy, const Tensor& dx, const Tensor& dweight, bool accumulate,
+                         const Tensor& dy_weight = Tensor{}) override;
   void swiglu_forward(const Tensor& gate_up, const Tensor& y) override;
-  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up) override;
+  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                       const Tensor& dy_up = Tensor{}) override;
 
   // transformer.cpp
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,

@@ -608,19 +608,21 @@ void CudaBackend::residual_rms_norm_forward(const Tensor& x, const Tensor& r, co
 
 void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
                                     const Tensor& dy, const Tensor& dx, const Tensor& dweight,
-                                    bool accumulate) {
+                                    bool accumulate, const Tensor& dy_weight) {
   const auto [rows, cols] =
-      check_rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, m_device);
+      check_rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, dy_weight, m_device);
   DeviceScope scope(m_device.index);
   const size_t floats =
       dweight.defined() ? kernels::rms_norm_backward_workspace_floats(rows, cols) : 0;
   float* ws =
       floats > 0 ? grow_workspace(m_reduce_workspace, floats, "the reduction workspace") : nullptr;
-  kernels::launch_rms_norm_backward(
-      x.data(), elem_type(x.dtype()), weight.data_as<float>(), rstd.data_as<float>(), dy.data(),
-      elem_type(dy.dtype()), dx.defined() ? dx.data() : nullptr,
-      dx.defined() ? elem_type(dx.dtype()) : kernels::ElemType::f32,
-      dweight.defined() ? dweight.data_as<float>() : nullptr, accumulate, rows, cols, ws, stream());
+  kernels::launch_rms_norm_backward(x.data(), elem_type(x.dtype()), weight.data_as<float>(),
+                                    rstd.data_as<float>(), dy.data(), elem_type(dy.dtype()),
+                                    dx.defined() ? dx.data() : nullptr,
+                                    dx.defined() ? elem_type(dx.dtype()) : kernels::ElemType::f32,
+                                    dweight.defined() ? dweight.data_as<float>() : nullptr,
+                                    dy_weight.defined() ? dy_weight.data_as<float>() : nullptr,
+                                    accumulate, rows, cols, ws, stream());
 }
 
 void CudaBackend::swiglu_forward(const Tensor& gate_up, const Tensor& y) {
@@ -630,12 +632,14 @@ void CudaBackend::swiglu_forward(const Tensor& gate_up, const Tensor& y) {
                                  elem_type(y.dtype()), rows, width, stream());
 }
 
-void CudaBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up) {
-  const auto [rows, width] = check_swiglu_backward(gate_up, dy, dgate_up, m_device);
+void CudaBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                                  const Tensor& dy_up) {
+  const auto [rows, width] = check_swiglu_backward(gate_up, dy, dgate_up, dy_up, m_device);
   DeviceScope scope(m_device.index);
-  kernels::launch_swiglu_backward(gate_up.data(), elem_type(gate_up.dtype()), dy.data(),
-                                  elem_type(dy.dtype()), dgate_up.data(),
-                                  elem_type(dgate_up.dtype()), rows, width, stream());
+  kernels::launch_swiglu_backward(
+      gate_up.data(), elem_type(gate_up.dtype()), dy.data(), elem_type(dy.dtype()), dgate_up.data(),
+      elem_type(dgate_up.dtype()), dy_up.defined() ? dy_up.data_as<float>() : nullptr, rows, width,
+      stream());
 }
 
 }  // namespace ampctl::cuda_detail
