@@ -20,8 +20,9 @@
 //   p_ij = exp(s_ij - lse_i) (recomputed), dp_ij = round(dy_i . v_j)   (datt, compute dtype),
 //   ds_ij = round(round(p_ij (dp_ij - D_i)) * scale)   (the materialised softmax backward's
 //   roundings), and
-//   * dK/dV: one block per (head, key tile) owns its rows of dk and dv and loops over the query
-//     tiles from its diagonal down: dv_j += round(p_ij) dy_i, dk_j += ds_ij q_i (fp32);
+//   * dK/dV: one block per (key/value head, key tile) owns its rows of dk and dv and loops over
+//     its G query heads in order and, for each, the query tiles from its diagonal down:
+//     dv_j += round(p_ij) dy_i, dk_j += ds_ij q_i (fp32);
 //   * dQ: one block per (head, query tile) loops over the key tiles up to its diagonal:
 //     dq_i += ds_ij k_j;
 // each output element has one writer, summed in ascending order. Both passes compute ds_ij by
@@ -32,6 +33,10 @@
 // normalisation (round(exp(s - m')) instead of round(exp(s - m) / l)) and the running rescale
 // by alpha adds fp32 roundings; backward's p comes from lse (a few fp32 ulps from exp(s - m) /
 // l) and D from dy . y instead of sum_k datt_k p_k. The CUDA table test bounds each.
+//
+// Grouped-query attention (G query heads per key/value head, k and v [N / G, T, hs]): query head
+// n reads kv head n / G in the forward and dQ kernels; the dK/dV block of kv head j walks query
+// heads j G .. j G + G - 1, so K and V are never copied and the group's sum has one order.
 //
 // Two variants of the same kernels (launch_attention_*'s tensor_cores): the tile products on the
 // tensor cores (WMMA; the default) or as fp32 FMA loops (the reference variant, slower, every
@@ -46,8 +51,8 @@
 
 #include <type_traits>
 
-#include "transformer_attention.cuh"
 #include "device_util.cuh"
+#include "transformer_attention.cuh"
 
 namespace ampctl::kernels {
 
@@ -106,13 +111,14 @@ template <typename E>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(const E* __restrict__ q, const E* __restrict__ k,
                              const E* __restrict__ v, E* __restrict__ y, float* __restrict__ lse,
-                             float scale, int time, int hs, int tiles) {
+                             float scale, int time, int hs, int tiles, int group) {
   __shared__ float qs[kTile][kPitch], ks[kTile][kPitch], vs[kTile][kPitch];
   __shared__ float ps[kTile][kTile + 1];
   const int64_t n = blockIdx.x / tiles;
   const int qt = tiles - 1 - static_cast<int>(blockIdx.x % tiles);  // the longest rows first
   const int i0 = qt * kTile;
   const int64_t base = n * time * hs;
+  const int64_t kv_base = (n / group) * time * hs;  // grouped-query: kv head n / G
   const int r = threadIdx.x / kPerRow, lane = threadIdx.x % kPerRow;
   const int i = i0 + r;
   load_tile<E>(qs, q + base + static_cast<int64_t>(i0) * hs, min(kTile, time - i0), hs);
@@ -123,8 +129,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int j0 = kt * kTile;
     __syncthreads();  // the previous tile's ks, vs and ps are read
-    load_tile<E>(ks, k + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
-    load_tile<E>(vs, v + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_tile<E>(ks, k + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_tile<E>(vs, v + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
     __syncthreads();
     float s[kScores];
     float tmax = -INFINITY;
@@ -204,21 +210,27 @@ __global__ void __launch_bounds__(kThreads)
     attention_dkdv_kernel(const E* __restrict__ q, const E* __restrict__ k, const E* __restrict__ v,
                           const E* __restrict__ dy, const float* __restrict__ lse,
                           const float* __restrict__ dsum, E* __restrict__ dk, E* __restrict__ dv,
-                          float scale, int time, int hs, int tiles) {
+                          float scale, int time, int hs, int tiles, int group) {
   __shared__ float ks[kTile][kPitch], vs[kTile][kPitch], qs[kTile][kPitch], dys[kTile][kPitch];
   __shared__ float ps[kTile][kTile + 1], dss[kTile][kTile + 1];
   __shared__ float lse_s[kTile], dsum_s[kTile];
-  const int64_t n = blockIdx.x / tiles;
+  const int64_t nk = blockIdx.x / tiles;                // the key/value head
   const int kt = static_cast<int>(blockIdx.x % tiles);  // the longest column walks first
   const int j0 = kt * kTile;
-  const int64_t base = n * time * hs;
+  const int64_t kv_base = nk * time * hs;
   const int r = threadIdx.x / kPerRow, lane = threadIdx.x % kPerRow;
-  load_tile<E>(ks, k + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
-  load_tile<E>(vs, v + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+  load_tile<E>(ks, k + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+  load_tile<E>(vs, v + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
   float dk_acc[kOut], dv_acc[kOut];
 #pragma unroll
   for (int u = 0; u < kOut; ++u) dk_acc[u] = dv_acc[u] = 0.0f;
-  for (int qt = kt; qt < tiles; ++qt) {
+  // Its G query heads in order, each over the query tiles from the diagonal down: one fixed
+  // order of the group's sums into dk and dv.
+  const int steps = tiles - kt;
+  for (int step = 0; step < group * steps; ++step) {
+    const int64_t n = nk * group + step / steps;
+    const int qt = kt + step % steps;
+    const int64_t base = n * time * hs;
     const int i0 = qt * kTile;
     const int valid = min(kTile, time - i0);
     __syncthreads();  // the previous query tile is read
@@ -257,7 +269,7 @@ __global__ void __launch_bounds__(kThreads)
   }
   const int j = j0 + r;
   if (j < time) {
-    const int64_t row = base + static_cast<int64_t>(j) * hs;
+    const int64_t row = kv_base + static_cast<int64_t>(j) * hs;
 #pragma unroll
     for (int u = 0; u < kOut; ++u) {
       const int d = lane + kPerRow * u;
@@ -274,13 +286,14 @@ __global__ void __launch_bounds__(kThreads)
     attention_dq_kernel(const E* __restrict__ q, const E* __restrict__ k, const E* __restrict__ v,
                         const E* __restrict__ dy, const float* __restrict__ lse,
                         const float* __restrict__ dsum, E* __restrict__ dq, float scale, int time,
-                        int hs, int tiles) {
+                        int hs, int tiles, int group) {
   __shared__ float qs[kTile][kPitch], dys[kTile][kPitch], ks[kTile][kPitch], vs[kTile][kPitch];
   __shared__ float dss[kTile][kTile + 1];
   const int64_t n = blockIdx.x / tiles;
   const int qt = tiles - 1 - static_cast<int>(blockIdx.x % tiles);
   const int i0 = qt * kTile;
   const int64_t base = n * time * hs;
+  const int64_t kv_base = (n / group) * time * hs;  // grouped-query: kv head n / G
   const int r = threadIdx.x / kPerRow, lane = threadIdx.x % kPerRow;
   const int i = i0 + r;
   const int valid = min(kTile, time - i0);
@@ -294,8 +307,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int j0 = kt * kTile;
     __syncthreads();
-    load_tile<E>(ks, k + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
-    load_tile<E>(vs, v + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_tile<E>(ks, k + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_tile<E>(vs, v + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < kScores; ++e) {
@@ -451,7 +464,7 @@ template <typename E>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_tc_kernel(const E* __restrict__ q, const E* __restrict__ k,
                                 const E* __restrict__ v, E* __restrict__ y, float* __restrict__ lse,
-                                float scale, int time, int hs, int tiles) {
+                                float scale, int time, int hs, int tiles, int group) {
   __shared__ __align__(32) uint16_t qs[kTile][kLdH], ks[kTile][kLdH], vs[kTile][kLdH];
   __shared__ __align__(32) float ss[kTile][kLdS];
   __shared__ __align__(32) uint16_t ps[kTile][kLdP];
@@ -460,6 +473,7 @@ __global__ void __launch_bounds__(kThreads)
   const int qt = tiles - 1 - static_cast<int>(blockIdx.x % tiles);
   const int i0 = qt * kTile;
   const int64_t base = n * time * hs;
+  const int64_t kv_base = (n / group) * time * hs;  // grouped-query: kv head n / G
   const int r = threadIdx.x / kPerRow, lane = threadIdx.x % kPerRow, w = threadIdx.x / 32;
   const int i = i0 + r;
   load_bits<E>(qs, q + base + static_cast<int64_t>(i0) * hs, min(kTile, time - i0), hs);
@@ -470,8 +484,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int j0 = kt * kTile;
     __syncthreads();  // the previous tile's ks, vs, ps and os are read
-    load_bits<E>(ks, k + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
-    load_bits<E>(vs, v + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_bits<E>(ks, k + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_bits<E>(vs, v + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
     __syncthreads();
     if (w < 4) product_abt<E>(qs, ks, ss, w);
     __syncthreads();
@@ -539,24 +553,30 @@ __global__ void __launch_bounds__(kThreads)
                              const E* __restrict__ v, const E* __restrict__ dy,
                              const float* __restrict__ lse, const float* __restrict__ dsum,
                              E* __restrict__ dk, E* __restrict__ dv, float scale, int time, int hs,
-                             int tiles) {
+                             int tiles, int group) {
   __shared__ __align__(32) uint16_t ks[kTile][kLdH], vs[kTile][kLdH], qs[kTile][kLdH],
       dys[kTile][kLdH];
   __shared__ __align__(32) float ss[kTile][kLdS], dps[kTile][kLdS];
   __shared__ __align__(32) uint16_t ps[kTile][kLdP], dss[kTile][kLdP];
   __shared__ __align__(32) float os[kTile][kLdO];
   __shared__ float lse_s[kTile], dsum_s[kTile];
-  const int64_t n = blockIdx.x / tiles;
+  const int64_t nk = blockIdx.x / tiles;  // the key/value head
   const int kt = static_cast<int>(blockIdx.x % tiles);
   const int j0 = kt * kTile;
-  const int64_t base = n * time * hs;
+  const int64_t kv_base = nk * time * hs;
   const int r = threadIdx.x / kPerRow, lane = threadIdx.x % kPerRow, w = threadIdx.x / 32;
-  load_bits<E>(ks, k + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
-  load_bits<E>(vs, v + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+  load_bits<E>(ks, k + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+  load_bits<E>(vs, v + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
   wm::fragment<wm::accumulator, 16, 16, 16, float> acc_dv, acc_dk;
   wm::fill_fragment(acc_dv, 0.0f);
   wm::fill_fragment(acc_dk, 0.0f);
-  for (int qt = kt; qt < tiles; ++qt) {
+  // Its G query heads in order, each over the query tiles from the diagonal down: one fixed
+  // order of the group's sums into dk and dv.
+  const int steps = tiles - kt;
+  for (int step = 0; step < group * steps; ++step) {
+    const int64_t n = nk * group + step / steps;
+    const int qt = kt + step % steps;
+    const int64_t base = n * time * hs;
     const int i0 = qt * kTile;
     const int valid = min(kTile, time - i0);
     __syncthreads();
@@ -586,7 +606,7 @@ __global__ void __launch_bounds__(kThreads)
     product_pv<E, wm::col_major>(dss, qs, acc_dk, w);
   }
   const int j = j0 + r;
-  const int64_t row = base + static_cast<int64_t>(j) * hs;
+  const int64_t row = kv_base + static_cast<int64_t>(j) * hs;
   __syncthreads();
   stage(os, acc_dv, w);
   __syncthreads();
@@ -614,7 +634,8 @@ __global__ void __launch_bounds__(kThreads)
     attention_dq_tc_kernel(const E* __restrict__ q, const E* __restrict__ k,
                            const E* __restrict__ v, const E* __restrict__ dy,
                            const float* __restrict__ lse, const float* __restrict__ dsum,
-                           E* __restrict__ dq, float scale, int time, int hs, int tiles) {
+                           E* __restrict__ dq, float scale, int time, int hs, int tiles,
+                           int group) {
   __shared__ __align__(32) uint16_t qs[kTile][kLdH], dys[kTile][kLdH], ks[kTile][kLdH],
       vs[kTile][kLdH];
   __shared__ __align__(32) float ss[kTile][kLdS], dps[kTile][kLdS];
@@ -624,6 +645,7 @@ __global__ void __launch_bounds__(kThreads)
   const int qt = tiles - 1 - static_cast<int>(blockIdx.x % tiles);
   const int i0 = qt * kTile;
   const int64_t base = n * time * hs;
+  const int64_t kv_base = (n / group) * time * hs;  // grouped-query: kv head n / G
   const int r = threadIdx.x / kPerRow, lane = threadIdx.x % kPerRow, w = threadIdx.x / 32;
   const int i = i0 + r;
   const int valid = min(kTile, time - i0);
@@ -636,8 +658,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int kt = 0; kt <= qt; ++kt) {
     const int j0 = kt * kTile;
     __syncthreads();
-    load_bits<E>(ks, k + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
-    load_bits<E>(vs, v + base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_bits<E>(ks, k + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
+    load_bits<E>(vs, v + kv_base + static_cast<int64_t>(j0) * hs, min(kTile, time - j0), hs);
     __syncthreads();
     if (w < 4) {
       product_abt<E>(qs, ks, ss, w);
@@ -675,20 +697,23 @@ int tiles_of(int64_t time) {
 
 template <typename E>
 void forward_as(bool tensor_cores, const void* q, const void* k, const void* v, void* y, float* lse,
-                float scale, int64_t count, int64_t time, int64_t hs, cudaStream_t stream) {
+                float scale, int64_t count, int64_t group, int64_t time, int64_t hs,
+                cudaStream_t stream) {
   const int tiles = tiles_of(time);
   const auto blocks = static_cast<unsigned>(count * tiles);
   auto* kernel = tensor_cores ? attention_forward_tc_kernel<E> : attention_forward_kernel<E>;
   kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const E*>(q), static_cast<const E*>(k),
                                           static_cast<const E*>(v), static_cast<E*>(y), lse, scale,
-                                          static_cast<int>(time), static_cast<int>(hs), tiles);
+                                          static_cast<int>(time), static_cast<int>(hs), tiles,
+                                          static_cast<int>(group));
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename E>
 void backward_as(bool tensor_cores, const void* q, const void* k, const void* v, const void* y,
                  const void* dy, const float* lse, float* dsum, void* dq, void* dk, void* dv,
-                 float scale, int64_t count, int64_t time, int64_t hs, cudaStream_t stream) {
+                 float scale, int64_t count, int64_t group, int64_t time, int64_t hs,
+                 cudaStream_t stream) {
   const int tiles = tiles_of(time);
   const int t = static_cast<int>(time), h = static_cast<int>(hs);
   attention_row_dot_kernel<E>
@@ -696,16 +721,19 @@ void backward_as(bool tensor_cores, const void* q, const void* k, const void* v,
           static_cast<const E*>(dy), static_cast<const E*>(y), dsum, count * time, h);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
   const auto blocks = static_cast<unsigned>(count * tiles);
+  const int g = static_cast<int>(group);
+  // dk, dv: one block per (key/value head, key tile), count / G heads.
+  const auto kv_blocks = static_cast<unsigned>(count / group * tiles);
   auto* dkdv = tensor_cores ? attention_dkdv_tc_kernel<E> : attention_dkdv_kernel<E>;
-  dkdv<<<blocks, kThreads, 0, stream>>>(static_cast<const E*>(q), static_cast<const E*>(k),
-                                        static_cast<const E*>(v), static_cast<const E*>(dy), lse,
-                                        dsum, static_cast<E*>(dk), static_cast<E*>(dv), scale, t, h,
-                                        tiles);
+  dkdv<<<kv_blocks, kThreads, 0, stream>>>(static_cast<const E*>(q), static_cast<const E*>(k),
+                                           static_cast<const E*>(v), static_cast<const E*>(dy), lse,
+                                           dsum, static_cast<E*>(dk), static_cast<E*>(dv), scale, t,
+                                           h, tiles, g);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
   auto* dq_kernel = tensor_cores ? attention_dq_tc_kernel<E> : attention_dq_kernel<E>;
   dq_kernel<<<blocks, kThreads, 0, stream>>>(static_cast<const E*>(q), static_cast<const E*>(k),
                                              static_cast<const E*>(v), static_cast<const E*>(dy),
-                                             lse, dsum, static_cast<E*>(dq), scale, t, h, tiles);
+                                             lse, dsum, static_cast<E*>(dq), scale, t, h, tiles, g);
   AMPCTL_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -721,7 +749,10 @@ bool attention_fused_supported(ElemType type, int64_t count, int64_t time, int64
 
 void launch_attention_forward(bool tensor_cores, const void* q, const void* k, const void* v,
                               void* y, float* lse, ElemType type, float scale, int64_t count,
-                              int64_t time, int64_t head_size, cudaStream_t stream) {
+                              int64_t group, int64_t time, int64_t head_size, cudaStream_t stream) {
+  if (group < 1 || count % group != 0) {
+    throw Error{ErrorKind::invalid_argument, "attention_forward: group must divide count"};
+  }
   if (!attention_fused_supported(type, count, time, head_size)) {
     throw Error{ErrorKind::invalid_argument,
                 "attention_forward: the fused kernel takes f16/bf16 "
@@ -729,17 +760,21 @@ void launch_attention_forward(bool tensor_cores, const void* q, const void* k, c
                     std::to_string(kAttentionMaxHeadSize)};
   }
   if (type == ElemType::f16) {
-    forward_as<half>(tensor_cores, q, k, v, y, lse, scale, count, time, head_size, stream);
+    forward_as<half>(tensor_cores, q, k, v, y, lse, scale, count, group, time, head_size, stream);
   } else {
-    forward_as<bfloat16>(tensor_cores, q, k, v, y, lse, scale, count, time, head_size, stream);
+    forward_as<bfloat16>(tensor_cores, q, k, v, y, lse, scale, count, group, time, head_size,
+                         stream);
   }
 }
 
 void launch_attention_backward(bool tensor_cores, const void* q, const void* k, const void* v,
                                const void* y, const void* dy, const float* lse, float* dsum,
                                void* dq, void* dk, void* dv, ElemType type, float scale,
-                               int64_t count, int64_t time, int64_t head_size,
+                               int64_t count, int64_t group, int64_t time, int64_t head_size,
                                cudaStream_t stream) {
+  if (group < 1 || count % group != 0) {
+    throw Error{ErrorKind::invalid_argument, "attention_backward: group must divide count"};
+  }
   if (!attention_fused_supported(type, count, time, head_size)) {
     throw Error{ErrorKind::invalid_argument,
                 "attention_backward: the fused kernel takes "
@@ -747,11 +782,11 @@ void launch_attention_backward(bool tensor_cores, const void* q, const void* k, 
                     std::to_string(kAttentionMaxHeadSize)};
   }
   if (type == ElemType::f16) {
-    backward_as<half>(tensor_cores, q, k, v, y, dy, lse, dsum, dq, dk, dv, scale, count, time,
-                      head_size, stream);
+    backward_as<half>(tensor_cores, q, k, v, y, dy, lse, dsum, dq, dk, dv, scale, count, group,
+                      time, head_size, stream);
   } else {
-    backward_as<bfloat16>(tensor_cores, q, k, v, y, dy, lse, dsum, dq, dk, dv, scale, count, time,
-                          head_size, stream);
+    backward_as<bfloat16>(tensor_cores, q, k, v, y, dy, lse, dsum, dq, dk, dv, scale, count, group,
+                          time, head_size, stream);
   }
 }
 

@@ -967,6 +967,291 @@ void add_clip_cases(std::vector<CudaCase>& cases) {
   }
 }
 
+// ---- RMSNorm and SwiGLU (the Llama / Qwen block) ----
+
+// The bounds of rms_norm_forward's y and rstd against the CPU for rows x (exact values, of dtype
+// xt): the sum of squares reassociates (2 gamma_C(u) S + an ulp), then sqrt(S / C + eps) and the
+// reciprocal each add an ulp of a differing operand; h = x rstd adds |x| d_rstd and an ulp, its
+// rounding to a lowp x's dtype one ulp of that dtype (round_bound), y = w h |w| times that and an
+// ulp.
+std::vector<Spec> rms_norm_forward_specs(const std::vector<double>& x, const std::vector<double>& w,
+                                         DType xt, int64_t rows, int64_t n_cols, float eps) {
+  const auto cols = static_cast<size_t>(n_cols);
+  const double c = static_cast<double>(n_cols);
+  std::vector<double> dy(x.size()), drstd(static_cast<size_t>(rows));
+  for (size_t r = 0; r < static_cast<size_t>(rows); ++r) {
+    double sq = 0.0;
+    for (size_t j = 0; j < cols; ++j) sq += x[r * cols + j] * x[r * cols + j];
+    const double d_sq = 2.0 * gamma_n(c, kU) * sq + ulp_near(sq);
+    const double ms = sq / c;
+    const double d_ms = d_sq / c + ulp_near(ms);
+    const double root = std::sqrt(ms + eps);
+    const double d_root = (d_ms + ulp_near(ms + eps)) / (2.0 * root) + ulp_near(root);
+    const double a = 1.0 / root;
+    drstd[r] = a * a * d_root + ulp_near(a);
+    for (size_t j = 0; j < cols; ++j) {
+      const double h = x[r * cols + j] * a;
+      double d_h = std::fabs(x[r * cols + j]) * drstd[r] + ulp_near(h);
+      if (xt != DType::f32) d_h = round_bound(h, d_h, xt);
+      dy[r * cols + j] = std::fabs(w[j]) * d_h + ulp_near(w[j] * h);
+    }
+  }
+  return std::vector<Spec>{within(dy), within(drstd)};
+}
+
+void add_rms_norm_cases(std::vector<CudaCase>& cases) {
+  constexpr float kEps = 1e-6f;
+  struct Variant {
+    DType x, y;
+    int64_t rows, cols;
+  };
+  // Qwen3's q/k norm: rows of head_dim 64 / 128 in lowp x to an f32 y (the RoPE's input).
+  const Variant forward[] = {{DType::f32, DType::f16, 37, 45}, {DType::f32, DType::bf16, 300, 1024},
+                             {DType::f16, DType::f32, 96, 64}, {DType::bf16, DType::f32, 40, 128},
+                             {DType::f16, DType::f16, 1, 1},   {DType::f32, DType::f32, 8, 4099}};
+  auto rows_of = [](std::mt19937_64& rng, int64_t rows, int64_t cols) {
+    std::vector<float> x = random_values(rng, numel_of({rows, cols}), -4, 2);
+    for (int64_t r = 0; r < rows; ++r) {  // rows at varied scales
+      const float s = std::ldexp(1.0f, static_cast<int>(r % 9) - 4);
+      for (int64_t j = 0; j < cols; ++j) x[static_cast<size_t>(r * cols + j)] *= s;
+    }
+    return x;
+  };
+  for (const Variant& v : forward) {
+    CudaCase c;
+    c.name = "rms_norm_forward_" + tag(v.x) + "_to_" + tag(v.y) + "_" + std::to_string(v.rows) +
+             "x" + std::to_string(v.cols);
+    c.make_inputs = [v, rows_of](std::mt19937_64& rng) {
+      return std::vector<HostInput>{
+          from_values({v.rows, v.cols}, v.x, rows_of(rng, v.rows, v.cols)),
+          from_values({v.cols}, DType::f32,
+                      uniform_values(rng, static_cast<size_t>(v.cols), -1.5f, 1.5f))};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      Tensor y = be.empty({v.rows, v.cols}, v.y), rstd = be.empty({v.rows}, DType::f32);
+      be.rms_norm_forward(in[0], in[1], y, rstd, kEps);
+      return std::vector<Tensor>{y, rstd};
+    };
+    c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>&) {
+      return rms_norm_forward_specs(in[0].values(), in[1].values(), v.x, v.rows, v.cols, kEps);
+    };
+    cases.push_back(c);
+  }
+
+  // residual_rms_norm_forward: the sum is the same float add on both (bitwise), then the forward's
+  // bounds on it; in place writes the sum over x.
+  struct ResidualVariant {
+    DType r, y;
+    int64_t rows, cols;
+    bool in_place;
+  };
+  const ResidualVariant residual[] = {{DType::f16, DType::f16, 300, 768, false},
+                                      {DType::bf16, DType::bf16, 9, 2048, true},
+                                      {DType::f32, DType::f32, 17, 45, false}};
+  for (const ResidualVariant& v : residual) {
+    CudaCase c;
+    c.name = "residual_rms_norm_forward_r" + tag(v.r) + "_to_" + tag(v.y) + "_" +
+             std::to_string(v.rows) + "x" + std::to_string(v.cols) +
+             (v.in_place ? "_in_place" : "");
+    c.make_inputs = [v, rows_of](std::mt19937_64& rng) {
+      return std::vector<HostInput>{
+          from_values({v.rows, v.cols}, DType::f32, rows_of(rng, v.rows, v.cols)),
+          from_values({v.rows, v.cols}, v.r, random_values(rng, numel_of({v.rows, v.cols}), -5, 1)),
+          from_values({v.cols}, DType::f32,
+                      uniform_values(rng, static_cast<size_t>(v.cols), 0.5f, 1.5f))};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      Tensor sum = v.in_place ? in[0] : be.empty({v.rows, v.cols}, DType::f32);
+      Tensor y = be.empty({v.rows, v.cols}, v.y), rstd = be.empty({v.rows}, DType::f32);
+      be.residual_rms_norm_forward(in[0], in[1], sum, in[2], y, rstd, kEps);
+      return std::vector<Tensor>{sum, y, rstd};
+    };
+    c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>& want) {
+      std::vector<Spec> specs = {bitwise()};
+      for (Spec& sp :
+           rms_norm_forward_specs(want[0], in[2].values(), DType::f32, v.rows, v.cols, kEps)) {
+        specs.push_back(std::move(sp));
+      }
+      return specs;
+    };
+    cases.push_back(c);
+  }
+
+  // Backward from the same rstd (an input, computed on the host): g = round_x(dy w) is the same
+  // float on both; dot = sum g x reassociates (2 gamma_C sum |g x| + an ulp), b = -dot a^3 / C
+  // carries it times a^3 / C plus 5 ulps of b, dx = a g + b x adds |x| d_b and two ulps (three with
+  // accumulate); dweight's column sums over R rows reassociate (2 gamma_R sum |dy round_x(x a)|)
+  // plus an ulp of the sum and one of its addition to the existing gradient.
+  struct BackwardVariant {
+    DType x, dy, dx;
+    int64_t rows, cols;
+    bool accumulate;
+  };
+  const BackwardVariant backward[] = {{DType::f32, DType::f16, DType::f32, 1100, 64, true},
+                                      {DType::f16, DType::f16, DType::f16, 300, 128, false},
+                                      {DType::f32, DType::bf16, DType::f32, 33, 1000, true},
+                                      {DType::bf16, DType::f32, DType::bf16, 64, 257, false}};
+  for (const BackwardVariant& v : backward) {
+    CudaCase c;
+    c.name = "rms_norm_backward_" + tag(v.x) + "_dy" + tag(v.dy) + "_dx" + tag(v.dx) + "_" +
+             std::to_string(v.rows) + "x" + std::to_string(v.cols) +
+             (v.accumulate ? "_accumulate" : "");
+    c.make_inputs = [v, rows_of](std::mt19937_64& rng) {
+      const std::vector<float> x = rows_of(rng, v.rows, v.cols);
+      std::vector<float> rstd(static_cast<size_t>(v.rows));
+      for (int64_t r = 0; r < v.rows; ++r) {
+        double sq = 0;
+        for (int64_t j = 0; j < v.cols; ++j) {
+          const double e = decode(encode(x[static_cast<size_t>(r * v.cols + j)], v.x), v.x);
+          sq += e * e;
+        }
+        rstd[static_cast<size_t>(r)] =
+            static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(v.cols) + kEps));
+      }
+      const size_t n = numel_of({v.rows, v.cols});
+      return std::vector<HostInput>{
+          from_values({v.rows, v.cols}, v.x, x),
+          from_values({v.cols}, DType::f32,
+                      uniform_values(rng, static_cast<size_t>(v.cols), -1.5f, 1.5f)),
+          from_values({v.rows}, DType::f32, rstd),
+          from_values({v.rows, v.cols}, v.dy, random_values(rng, n, -6, 3)),
+          from_values({v.rows, v.cols}, v.dx, random_values(rng, n, -4, 2)),
+          from_values({v.cols}, DType::f32,
+                      random_values(rng, static_cast<size_t>(v.cols), -3, 0))};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      const Tensor dx = v.accumulate ? in[4] : be.empty({v.rows, v.cols}, v.dx);
+      const Tensor dyw = be.empty({v.rows, v.cols}, DType::f32);
+      be.rms_norm_backward(in[0], in[1], in[2], in[3], dx, in[5], v.accumulate, dyw);
+      return std::vector<Tensor>{dx, in[5], dyw};
+    };
+    c.specs = [v](const std::vector<HostInput>& in, const std::vector<std::vector<double>>& want) {
+      const std::vector<double> x = in[0].values(), w = in[1].values(), a = in[2].values(),
+                                dy = in[3].values(), dx0 = in[4].values();
+      const auto cols = static_cast<size_t>(v.cols);
+      const double c_ = static_cast<double>(v.cols);
+      std::vector<double> ddx(x.size()), ddw(cols, 0.0), mag(cols, 0.0);
+      for (size_t r = 0; r < static_cast<size_t>(v.rows); ++r) {
+        double dot = 0, absdot = 0;
+        for (size_t j = 0; j < cols; ++j) {
+          const double g = decode(encode(static_cast<float>(dy[r * cols + j] * w[j]), v.x), v.x);
+          dot += g * x[r * cols + j];
+          absdot += std::fabs(g * x[r * cols + j]);
+          const double h = decode(encode(static_cast<float>(x[r * cols + j] * a[r]), v.x), v.x);
+          mag[j] += std::fabs(dy[r * cols + j] * h);
+        }
+        const double a3 = a[r] * a[r] * a[r];
+        const double d_dot = 2.0 * gamma_n(c_, kU) * absdot + ulp_near(dot);
+        const double b = -dot * a3 / c_;
+        const double d_b = d_dot * a3 / c_ + 5.0 * ulp_near(b);
+        for (size_t j = 0; j < cols; ++j) {
+          const double g = decode(encode(static_cast<float>(dy[r * cols + j] * w[j]), v.x), v.x);
+          const double val = a[r] * g + b * x[r * cols + j];
+          double d =
+              std::fabs(x[r * cols + j]) * d_b + ulp_near(b * x[r * cols + j]) + ulp_near(val);
+          if (v.accumulate) d += ulp_near(val + dx0[r * cols + j]);
+          ddx[r * cols + j] = d;
+        }
+      }
+      for (size_t j = 0; j < cols; ++j) {
+        ddw[j] = 2.0 * gamma_n(static_cast<double>(v.rows), kU) * mag[j] + ulp_near(mag[j]) +
+                 ulp_near(want[1][j]);
+      }
+      return std::vector<Spec>{within(ddx), within(ddw), bitwise()};  // dy_weight: one product
+    };
+    cases.push_back(c);
+  }
+}
+
+// SwiGLU: the two sides differ only by expf (kTranscendentalUlps ulps of exp(-g)); each later
+// float operation adds an ulp of its result, a rounding to the inputs' lowp dtype one ulp of that
+// dtype (round_bound), first order throughout:
+//   forward: den = 1 + e, s = g / den (|g| / den^2 d_den), round_in(s), y = s u;
+//   backward: sigmoid = 1 / den (d_den / den^2), dgate = ((ds sigmoid) (1 + g (1 - sigmoid))) with
+//   ds = round_in(dy u) the same on both; dup = dy round_in(s).
+struct SwigluDelta {
+  double d_s, d_sig;  // the differences of round_in(silu(g)) and of sigmoid(g)
+};
+SwigluDelta swiglu_delta(double g, DType in) {
+  const double e = std::exp(-g), den = 1.0 + e;
+  const double d_den = kTranscendentalUlps * ulp_near(e) + ulp_near(den);
+  const double s = g / den;
+  double d_s = std::fabs(g) / (den * den) * d_den + ulp_near(s);
+  if (in != DType::f32) d_s = round_bound(s, d_s, in);
+  const double sig = 1.0 / den;
+  return {d_s, d_den / (den * den) + ulp_near(sig)};
+}
+
+void add_swiglu_cases(std::vector<CudaCase>& cases) {
+  struct Variant {
+    DType in, out;
+    int64_t rows, width;
+  };
+  const Variant variants[] = {{DType::f16, DType::f16, 300, 352},
+                              {DType::bf16, DType::bf16, 64, 1000},
+                              {DType::f32, DType::f32, 33, 45},
+                              {DType::f16, DType::f32, 17, 64},
+                              {DType::bf16, DType::f16, 1, 1}};
+  for (const Variant& v : variants) {
+    for (bool backward : {false, true}) {
+      CudaCase c;
+      c.name = std::string(backward ? "swiglu_backward_" : "swiglu_forward_") + tag(v.in) + "_to_" +
+               tag(v.out) + "_" + std::to_string(v.rows) + "x" + std::to_string(v.width);
+      c.make_inputs = [v](std::mt19937_64& rng) {
+        std::vector<float> gu = uniform_values(rng, numel_of({v.rows, 2 * v.width}), -12.0f, 12.0f);
+        for (int64_t r = 0; r < v.rows; ++r) {  // the up half at mixed scales
+          for (int64_t j = v.width; j < 2 * v.width; ++j) {
+            gu[static_cast<size_t>(r * 2 * v.width + j)] = random_value(rng, -3, 2);
+          }
+        }
+        return std::vector<HostInput>{
+            from_values({v.rows, 2 * v.width}, v.in, gu),
+            from_values({v.rows, v.width}, v.out,
+                        random_with_specials(rng, numel_of({v.rows, v.width}), -6, 4, 0.001))};
+      };
+      c.run = [v, backward](Backend& be, std::vector<Tensor>& in) {
+        if (backward) {
+          Tensor d = be.empty({v.rows, 2 * v.width}, v.out);
+          Tensor dyu = be.empty({v.rows, v.width}, DType::f32);
+          be.swiglu_backward(in[0], in[1], d, dyu);
+          return std::vector<Tensor>{d, dyu};
+        }
+        Tensor y = be.empty({v.rows, v.width}, v.out);
+        be.swiglu_forward(in[0], y);
+        return std::vector<Tensor>{y};
+      };
+      c.specs = [v, backward](const std::vector<HostInput>& in,
+                              const std::vector<std::vector<double>>&) {
+        const std::vector<double> gu = in[0].values(), dy = in[1].values();
+        const auto w = static_cast<size_t>(v.width);
+        std::vector<double> delta(backward ? gu.size() : dy.size());
+        for (size_t r = 0; r < static_cast<size_t>(v.rows); ++r) {
+          for (size_t j = 0; j < w; ++j) {
+            const double g = gu[r * 2 * w + j], u = gu[r * 2 * w + w + j], t = dy[r * w + j];
+            const SwigluDelta sd = swiglu_delta(g, v.in);
+            const double s = g / (1.0 + std::exp(-g));
+            if (!backward) {
+              delta[r * w + j] = std::fabs(u) * sd.d_s + ulp_near(s * u);
+              continue;
+            }
+            const double ds = decode(encode(static_cast<float>(t * u), v.in), v.in);
+            const double sig = 1.0 / (1.0 + std::exp(-g));
+            const double t1 = ds * sig, om = 1.0 - sig, pp = 1.0 + g * om;
+            const double d_t1 = std::fabs(ds) * sd.d_sig + ulp_near(t1);
+            const double d_om = sd.d_sig + ulp_near(om);
+            const double d_pp = std::fabs(g) * d_om + ulp_near(g * om) + ulp_near(pp);
+            delta[r * 2 * w + j] = std::fabs(t1) * d_pp + std::fabs(pp) * d_t1 + ulp_near(t1 * pp);
+            delta[r * 2 * w + w + j] = std::fabs(t) * sd.d_s + ulp_near(t * s);
+          }
+        }
+        if (backward) return std::vector<Spec>{within(delta), bitwise()};  // dy_up: one product
+        return std::vector<Spec>{within(delta)};
+      };
+      cases.push_back(c);
+    }
+  }
+}
+
 std::vector<CudaCase> nn_cases() {
   std::vector<CudaCase> cases;
   add_linear_cases(cases);
@@ -977,6 +1262,8 @@ std::vector<CudaCase> nn_cases() {
   add_xent_cases(cases);
   add_mse_cases(cases);
   add_layer_norm_cases(cases);
+  add_rms_norm_cases(cases);
+  add_swiglu_cases(cases);
   add_clip_cases(cases);
   return cases;
 }

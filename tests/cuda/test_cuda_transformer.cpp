@@ -15,6 +15,7 @@
 #include "ampctl/backend/backend.h"
 #include "ampctl/math/adam_math.h"
 #include "ampctl/math/nn_math.h"
+#include "ampctl/nn/rope.h"
 #include "cpu_vs_cuda.h"
 
 namespace ampctl::test {
@@ -306,20 +307,25 @@ struct AttentionDeltas {
 //     difference and dp's and D's absolute ones, plus one ulp_lo per rounding; dq, dk, dv sum
 //     them against k, q and dy (dv reads P rounded: ulp_lo(P) more), plus 2 gT of reassociation.
 // Second-order products of these (each relative difference below 3 % here) are covered by a
-// margin of 10 %. The output's own rounding is added by round_bound.
+// margin of 10 %. The output's own rounding is added by round_bound. Grouped-query attention
+// (group G > 1): query head n reads kv head n / G, and dk, dv sum over the G T query rows of their
+// group (reassociation gamma_{G T + 2}).
 AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector<double>& k,
                                  const std::vector<double>& v, const std::vector<double>& dy,
-                                 DType d, int64_t count, int64_t T, int64_t hs, float scale) {
+                                 DType d, int64_t count, int64_t T, int64_t hs, float scale,
+                                 int64_t group = 1) {
   const double u_lo = d == DType::f16 ? 0x1p-11 : d == DType::bf16 ? 0x1p-8 : 0x1p-24;
   const double eta_lo = d == DType::f16 ? 0x1p-25 : d == DType::bf16 ? 0x1p-134 : 0x1p-150;
   const double g = gamma_n(static_cast<double>(hs + 2), 0x1p-23);
   const double gT = gamma_n(static_cast<double>(T + 2), 0x1p-23);
+  const double gG = gamma_n(static_cast<double>(group * T + 2), 0x1p-23);
   const double tiles = static_cast<double>((T + 31) / 32);
   const double eps32 = (8.0 + 4.0 * tiles + 2.0 * static_cast<double>(T)) * kU;
   const double sc = scale;
   const size_t n_el = static_cast<size_t>(count * T * hs);
+  const size_t kv_el = n_el / static_cast<size_t>(group);
   AttentionDeltas out{std::vector<double>(n_el, 0.0), std::vector<double>(n_el, 0.0),
-                      std::vector<double>(n_el, 0.0), std::vector<double>(n_el, 0.0)};
+                      std::vector<double>(kv_el, 0.0), std::vector<double>(kv_el, 0.0)};
   auto at = [&](int64_t n, int64_t t, int64_t h) {
     return static_cast<size_t>((n * T + t) * hs + h);
   };
@@ -327,13 +333,14 @@ AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector
       dp(s.size()), ddp(s.size());
   std::vector<double> o(static_cast<size_t>(hs)), ey(o.size());
   for (int64_t n = 0; n < count; ++n) {
+    const int64_t nk = n / group;  // the kv head
     for (int64_t i = 0; i < T; ++i) {
       double mx = -kInf, max_ds = 0.0;
       for (int64_t j = 0; j <= i; ++j) {
         double a = 0.0, A = 0.0;
         for (int64_t h = 0; h < hs; ++h) {
-          a += q[at(n, i, h)] * k[at(n, j, h)];
-          A += std::fabs(q[at(n, i, h)] * k[at(n, j, h)]);
+          a += q[at(n, i, h)] * k[at(nk, j, h)];
+          A += std::fabs(q[at(n, i, h)] * k[at(nk, j, h)]);
         }
         const double e1 = 2.0 * g * A + ulp(std::fabs(a) + 2.0 * g * A, d);
         s[j] = rounded(rounded(a, d) * sc, d);
@@ -351,10 +358,10 @@ AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector
       for (int64_t h = 0; h < hs; ++h) {
         double y = 0.0, dy_h = 0.0, mag = 0.0;
         for (int64_t j = 0; j <= i; ++j) {
-          const double pv = std::fabs(p[j] * v[at(n, j, h)]);
-          y += p[j] * v[at(n, j, h)];
+          const double pv = std::fabs(p[j] * v[at(nk, j, h)]);
+          y += p[j] * v[at(nk, j, h)];
           mag += pv;
-          dy_h += pv * (rel[j] + 2.0 * u_lo) + 2.0 * eta_lo * std::fabs(v[at(n, j, h)]);
+          dy_h += pv * (rel[j] + 2.0 * u_lo) + 2.0 * eta_lo * std::fabs(v[at(nk, j, h)]);
         }
         dy_h += 2.0 * gT * mag + 2.0 * ulp_near(std::fabs(y) + dy_h);
         out.y[at(n, i, h)] = dy_h;
@@ -366,8 +373,8 @@ AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector
       for (int64_t j = 0; j <= i; ++j) {
         double a = 0.0, B = 0.0;
         for (int64_t h = 0; h < hs; ++h) {
-          a += dy[at(n, i, h)] * v[at(n, j, h)];
-          B += std::fabs(dy[at(n, i, h)] * v[at(n, j, h)]);
+          a += dy[at(n, i, h)] * v[at(nk, j, h)];
+          B += std::fabs(dy[at(n, i, h)] * v[at(nk, j, h)]);
         }
         dp[j] = a;
         ddp[j] = 2.0 * g * B + ulp(std::fabs(a) + 2.0 * g * B, d);
@@ -387,11 +394,11 @@ AttentionDeltas attention_deltas(const std::vector<double>& q, const std::vector
         const double dp_low = p[j] * rel[j] + ulp(p[j] * (1.0 + rel[j]), d);
         for (int64_t h = 0; h < hs; ++h) {
           out.dq[at(n, i, h)] +=
-              dds * std::fabs(k[at(n, j, h)]) + 2.0 * gT * std::fabs(dsv * k[at(n, j, h)]);
-          out.dk[at(n, j, h)] +=
-              dds * std::fabs(q[at(n, i, h)]) + 2.0 * gT * std::fabs(dsv * q[at(n, i, h)]);
-          out.dv[at(n, j, h)] +=
-              dp_low * std::fabs(dy[at(n, i, h)]) + 2.0 * gT * std::fabs(p[j] * dy[at(n, i, h)]);
+              dds * std::fabs(k[at(nk, j, h)]) + 2.0 * gT * std::fabs(dsv * k[at(nk, j, h)]);
+          out.dk[at(nk, j, h)] +=
+              dds * std::fabs(q[at(n, i, h)]) + 2.0 * gG * std::fabs(dsv * q[at(n, i, h)]);
+          out.dv[at(nk, j, h)] +=
+              dp_low * std::fabs(dy[at(n, i, h)]) + 2.0 * gG * std::fabs(p[j] * dy[at(n, i, h)]);
         }
       }
     }
@@ -447,6 +454,97 @@ void add_attention_cases(std::vector<CudaCase>& cases) {
   }
 }
 
+// Grouped-query attention: k, v [count / G, T, hs]; the same bounds with query head n reading kv
+// head n / G. f32 takes the composition on the GPU too (cuBLAS on the grouped views).
+void add_grouped_attention_cases(std::vector<CudaCase>& cases) {
+  struct Variant {
+    DType dtype;
+    int64_t count, group, time, head_size;
+  };
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  const Variant variants[] = {{f16, 6, 3, 37, 16},
+                              {bf16, 4, 2, 70, 64},
+                              {f16, 4, 4, 33, 13},
+                              {f32, 6, 2, 37, 16},
+                              {f16, 4, 2, 40, 80}};
+  for (const Variant& v : variants) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(v.head_size));
+    const Shape qs{v.count, v.time, v.head_size}, kvs{v.count / v.group, v.time, v.head_size};
+    CudaCase c;
+    c.name = "attention_gqa_" + tag(v.dtype) + "_" + std::to_string(v.count) + "q" +
+             std::to_string(v.count / v.group) + "kv_" + std::to_string(v.time) + "x" +
+             std::to_string(v.head_size);
+    c.make_inputs = [v, qs, kvs](std::mt19937_64& rng) {
+      std::vector<HostInput> in;
+      for (int t = 0; t < 4; ++t) {  // q, k, v, dy
+        const Shape& sh = t == 1 || t == 2 ? kvs : qs;
+        in.push_back(from_values(sh, v.dtype, uniform_values(rng, numel_of(sh), -1.5f, 1.5f)));
+      }
+      return in;
+    };
+    c.run = [v, scale, qs, kvs](Backend& be, std::vector<Tensor>& in) {
+      Tensor y = be.empty(qs, v.dtype), dq = be.empty(qs, v.dtype), dk = be.empty(kvs, v.dtype),
+             dv = be.empty(kvs, v.dtype);
+      const AttentionBuffers buf =
+          make_attention_buffers(be, v.count, v.time, v.head_size, v.dtype);
+      be.attention_forward(in[0], in[1], in[2], scale, y, buf);
+      be.attention_backward(in[0], in[1], in[2], y, in[3], scale, dq, dk, dv, buf);
+      return std::vector<Tensor>{y, dq, dk, dv};
+    };
+    c.specs = [v, scale](const std::vector<HostInput>& in,
+                         const std::vector<std::vector<double>>&) {
+      const AttentionDeltas d =
+          attention_deltas(in[0].values(), in[1].values(), in[2].values(), in[3].values(), v.dtype,
+                           v.count, v.time, v.head_size, scale, v.group);
+      return std::vector<Spec>{within(d.y), within(d.dq), within(d.dk), within(d.dv)};
+    };
+    cases.push_back(c);
+  }
+}
+
+// ---- rotary embedding: the same float operations on the same tables on both sides ----
+
+void add_rope_cases(std::vector<CudaCase>& cases) {
+  struct Variant {
+    DType in, out;
+    int64_t n, t, hs, pos0;
+    bool backward, in_place;
+  };
+  const DType f32 = DType::f32, f16 = DType::f16, bf16 = DType::bf16;
+  const Variant variants[] = {
+      {f16, f16, 6, 37, 64, 0, false, false}, {f32, f16, 4, 33, 128, 5, false, false},
+      {bf16, f32, 3, 9, 2, 1, false, false},  {f16, f16, 8, 20, 16, 3, false, true},
+      {f16, f16, 6, 37, 64, 0, true, false},  {f32, f32, 4, 33, 128, 5, true, false},
+      {bf16, bf16, 3, 70, 64, 2, true, true}};
+  for (const Variant& v : variants) {
+    CudaCase c;
+    c.name = std::string(v.backward ? "rope_backward_" : "rope_forward_") + tag(v.in) + "_to_" +
+             tag(v.out) + "_" + std::to_string(v.n) + "x" + std::to_string(v.t) + "x" +
+             std::to_string(v.hs) + "_pos" + std::to_string(v.pos0) +
+             (v.in_place ? "_in_place" : "");
+    c.make_inputs = [v](std::mt19937_64& rng) {
+      const nn::RopeTables tab = nn::rope_tables(
+          nn::rope_inv_freq(v.hs, 500000.0, nn::RopeScaling{true, 8.0, 1.0, 4.0, 16}),
+          v.pos0 + v.t);
+      return std::vector<HostInput>{
+          from_values({v.n, v.t, v.hs}, v.in,
+                      random_with_specials(rng, numel_of({v.n, v.t, v.hs}), -8, 6, 0.002)),
+          from_values({v.pos0 + v.t, v.hs / 2}, DType::f32, tab.cos),
+          from_values({v.pos0 + v.t, v.hs / 2}, DType::f32, tab.sin)};
+    };
+    c.run = [v](Backend& be, std::vector<Tensor>& in) {
+      const Tensor out = v.in_place ? in[0] : be.empty({v.n, v.t, v.hs}, v.out);
+      if (v.backward) {
+        be.rope_backward(in[0], in[1], in[2], out, v.pos0, v.in);
+      } else {
+        be.rope_forward(in[0], in[1], in[2], out, v.pos0);
+      }
+      return std::vector<Tensor>{out};
+    };
+    cases.push_back(c);  // bitwise
+  }
+}
+
 std::vector<CudaCase> transformer_cases() {
   std::vector<CudaCase> cases;
   add_embedding_cases(cases);
@@ -454,6 +552,8 @@ std::vector<CudaCase> transformer_cases() {
   add_heads_cases(cases);
   add_causal_softmax_cases(cases);
   add_attention_cases(cases);
+  add_grouped_attention_cases(cases);
+  add_rope_cases(cases);
   return cases;
 }
 

@@ -81,14 +81,19 @@ void Backend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& 
       Backend::attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
   const AttentionDims d = check_attention({&q, &k, &v}, {&y}, buffers, sizes, op, device());
   const Shape att{d.count, d.time, d.time};
+  // Grouped-query attention: a kv head's G query heads are consecutive, so q, y and the T x T
+  // buffers viewed as [N / G, G T, ...] meet k and v [N / G, T, hs] in one batched product each.
+  const int64_t kv = d.count / d.group, gt = d.group * d.time;
+  const Shape grouped_att{kv, gt, d.time};
+  const Shape grouped_rows{kv, gt, d.head_size};
   const Tensor scores = buffers.scratch_lowp.view(0, att);
-  gemm_batched(q, false, k, true, scores);
+  gemm_batched(q.view(0, grouped_rows), false, k, true, scores.view(0, grouped_att));
   const Tensor probs = buffers.saved_f32.view(0, att);
   causal_softmax_forward(scores, scale, /*round_scaled=*/true, probs);
   // att @ v casts its fp32 operand to the compute dtype (autocast); f32 reads probs itself.
   const Tensor a = q.dtype() == DType::f32 ? probs : buffers.saved_lowp.view(0, att);
   if (q.dtype() != DType::f32) cast(probs, a);
-  gemm_batched(a, false, v, false, y);
+  gemm_batched(a.view(0, grouped_att), false, v, false, y.view(0, grouped_rows));
 }
 
 void Backend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
@@ -103,15 +108,20 @@ void Backend::attention_backward(const Tensor& q, const Tensor& k, const Tensor&
       check_attention({&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, buffers, sizes, op, device());
   const Shape att{d.count, d.time, d.time};
   const int64_t m = d.count * d.time * d.time;
+  const int64_t kv = d.count / d.group, gt = d.group * d.time;
+  const Shape grouped_att{kv, gt, d.time};
+  const Shape grouped_rows{kv, gt, d.head_size};
   const Tensor probs = buffers.saved_f32.view(0, att);
   const Tensor a = q.dtype() == DType::f32 ? probs : buffers.saved_lowp.view(0, att);
   const Tensor datt = buffers.scratch_lowp.view(0, att);
   const Tensor dscores = buffers.scratch_lowp.view(static_cast<size_t>(m), att);
-  gemm_batched(dy, false, v, true, datt);  // d(att) of y = att @ v
-  gemm_batched(a, true, dy, false, dv);
+  const Tensor dy_g = dy.view(0, grouped_rows);
+  gemm_batched(dy_g, false, v, true, datt.view(0, grouped_att));  // d(att) of y = att @ v
+  // dv (and dk below) sum over the group's G T rows inside one product: one fixed order.
+  gemm_batched(a.view(0, grouped_att), true, dy_g, false, dv);
   causal_softmax_backward(probs, datt, scale, /*round_scaled=*/true, dscores);
-  gemm_batched(dscores, false, k, false, dq);
-  gemm_batched(dscores, true, q, false, dk);
+  gemm_batched(dscores.view(0, grouped_att), false, k, false, dq.view(0, grouped_rows));
+  gemm_batched(dscores.view(0, grouped_att), true, q.view(0, grouped_rows), false, dk);
 }
 
 void Backend::linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b,

@@ -259,6 +259,192 @@ TEST(AttentionOps, MatchesDoubleAttentionWithinLooseBound) {
   }
 }
 
+// ---- grouped-query attention: k and v [N / G, T, hs], query head n reading kv head n / G ----
+
+// The op pair with G query heads per kv head: k, v are the first N / G heads of the inputs';
+// through the backend's own ops or Backend's default composition.
+AttentionRun run_grouped(Backend& be, const Dims& d, int64_t group, DType dtype, const Inputs& in,
+                         float scale, bool composition = false) {
+  const Shape sh{d.n, d.t, d.hs}, kv{d.n / group, d.t, d.hs};
+  const size_t kv_n = static_cast<size_t>(d.n / group * d.t * d.hs);
+  const std::vector<float> kh(in.k.begin(), in.k.begin() + static_cast<std::ptrdiff_t>(kv_n));
+  const std::vector<float> vh(in.v.begin(), in.v.begin() + static_cast<std::ptrdiff_t>(kv_n));
+  Tensor q = upload_values(be, sh, dtype, in.q), dy = upload_values(be, sh, dtype, in.dy);
+  Tensor k = upload_values(be, kv, dtype, kh), v = upload_values(be, kv, dtype, vh);
+  Tensor y = be.empty(sh, dtype), dq = be.empty(sh, dtype), dk = be.empty(kv, dtype),
+         dv = be.empty(kv, dtype);
+  const AttentionBuffers buf = make_buffers(be, d, dtype);
+  if (composition) {
+    be.Backend::attention_forward(q, k, v, scale, y, buf);
+    be.Backend::attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buf);
+  } else {
+    be.attention_forward(q, k, v, scale, y, buf);
+    be.attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buf);
+  }
+  return {download_bits(be, y), download_bits(be, dq), download_bits(be, dk),
+          download_bits(be, dv)};
+}
+
+// N query heads in groups of G (N = B H, the heads of a sequence consecutive).
+struct GroupCase {
+  Dims d;
+  int64_t group;
+};
+const GroupCase kGroupCases[] = {
+    {{4, 9, 5}, 2}, {{6, 33, 8}, 3}, {{8, 70, 16}, 4}, {{3, 20, 8}, 3}};
+
+// Query head n against the multi-head op with kv head n / G copied into its place (HF's
+// repeat_kv): y and dq bitwise (each query head's products read the same k and v values); dk and
+// dv are checked against double below (the group's sum has its own order).
+TEST(AttentionOps, GroupedQueryIsRepeatedKvForYAndDqBitwise) {
+  auto be = cpu_backend(2);
+  for (DType dtype : kFloatDTypes) {
+    for (const GroupCase& c : kGroupCases) {
+      const Dims& d = c.d;
+      std::mt19937_64 rng(static_cast<uint64_t>(d.n * 31 + d.t + c.group));
+      const Inputs in = make_inputs(rng, d, dtype);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
+      Inputs rep = in;
+      const size_t head = static_cast<size_t>(d.t * d.hs);
+      for (int64_t n = 0; n < d.n; ++n) {
+        for (size_t e = 0; e < head; ++e) {
+          rep.k[static_cast<size_t>(n) * head + e] =
+              in.k[static_cast<size_t>(n / c.group) * head + e];
+          rep.v[static_cast<size_t>(n) * head + e] =
+              in.v[static_cast<size_t>(n / c.group) * head + e];
+        }
+      }
+      const AttentionRun got = run_grouped(*be, d, c.group, dtype, in, scale);
+      const AttentionRun want = run_op(*be, d, dtype, rep, scale);
+      const std::string what = label(d, dtype) + " G " + std::to_string(c.group);
+      for (const auto& [name, g, w] :
+           {std::tuple{"y", &got.y, &want.y}, {"dq", &got.dq, &want.dq}}) {
+        BitwiseCheck check(dtype);
+        check.add_all(*g, *w);
+        EXPECT_TRUE(check.ok()) << what << ", " << name << ": " << check.report();
+      }
+    }
+  }
+}
+
+// The backend's override (with AVX-512: one kv head's group per thread) against Backend's
+// default composition on the grouped views, and one thread against three: the same bits.
+TEST(AttentionOps, GroupedQueryOverrideAndThreadsGiveTheCompositionsBits) {
+  auto two = cpu_backend(2), one = cpu_backend(1), three = cpu_backend(3);
+  for (DType dtype : kFloatDTypes) {
+    for (const GroupCase& c : kGroupCases) {
+      std::mt19937_64 rng(static_cast<uint64_t>(c.d.n * 5 + c.d.t * 11 + c.group));
+      const Inputs in = make_inputs(rng, c.d, dtype);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.d.hs));
+      const std::string what = label(c.d, dtype) + " G " + std::to_string(c.group);
+      const AttentionRun want = run_grouped(*two, c.d, c.group, dtype, in, scale, true);
+      expect_same_bits(run_grouped(*two, c.d, c.group, dtype, in, scale), want, dtype,
+                       what + " override");
+      expect_same_bits(run_grouped(*one, c.d, c.group, dtype, in, scale), want, dtype,
+                       what + " 1 thread");
+      expect_same_bits(run_grouped(*three, c.d, c.group, dtype, in, scale), want, dtype,
+                       what + " 3 threads");
+    }
+  }
+}
+
+// Grouped-query attention and its gradients in double (the bound of
+// MatchesDoubleAttentionWithinLooseBound), dk and dv summed over each kv head's G query heads.
+TEST(AttentionOps, GroupedQueryMatchesDoubleWithinLooseBound) {
+  auto be = cpu_backend();
+  const Dims d{6, 21, 6};
+  const int64_t G = 3;
+  for (DType dtype : kFloatDTypes) {
+    const double rel = dtype == DType::f32 ? 1e-5 : dtype == DType::f16 ? 0.02 : 0.15;
+    std::mt19937_64 rng(199);
+    const Inputs in = make_inputs(rng, d, dtype);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d.hs));
+    const AttentionRun got = run_grouped(*be, d, G, dtype, in, scale);
+    const int64_t T = d.t, H = d.hs;
+    const size_t nq = static_cast<size_t>(d.n * T * H), nkv = nq / static_cast<size_t>(G);
+    std::vector<double> y(nq), dq(nq), ty(nq), tq(nq), dk(nkv), dv(nkv), tk(nkv), tv(nkv);
+    auto at = [&](int64_t n, int64_t t, int64_t h) {
+      return static_cast<size_t>((n * T + t) * H + h);
+    };
+    for (int64_t n = 0; n < d.n; ++n) {
+      const int64_t j_kv = n / G;
+      for (int64_t i = 0; i < T; ++i) {
+        std::vector<double> s(static_cast<size_t>(i + 1)), p(s.size()), dp(s.size());
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          double a = 0;
+          for (int64_t h = 0; h < H; ++h) a += double(in.q[at(n, i, h)]) * in.k[at(j_kv, j, h)];
+          s[j] = round_to(round_to(static_cast<float>(a), dtype) * scale, dtype);
+          mx = std::max(mx, s[j]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j <= i; ++j) l += std::exp(s[j] - mx);
+        double D = 0, Dabs = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          p[j] = std::exp(s[j] - mx) / l;
+          double a = 0;
+          for (int64_t h = 0; h < H; ++h) a += double(in.dy[at(n, i, h)]) * in.v[at(j_kv, j, h)];
+          dp[j] = a;
+          D += p[j] * a;
+          Dabs += p[j] * std::fabs(a);
+        }
+        for (int64_t h = 0; h < H; ++h) {
+          for (int64_t j = 0; j <= i; ++j) {
+            y[at(n, i, h)] += p[j] * in.v[at(j_kv, j, h)];
+            ty[at(n, i, h)] += p[j] * std::fabs(in.v[at(j_kv, j, h)]);
+            const double ds = p[j] * (dp[j] - D) * scale;
+            const double dsabs = p[j] * (std::fabs(dp[j]) + Dabs) * scale;
+            dq[at(n, i, h)] += ds * in.k[at(j_kv, j, h)];
+            tq[at(n, i, h)] += dsabs * std::fabs(in.k[at(j_kv, j, h)]);
+            dk[at(j_kv, j, h)] += ds * in.q[at(n, i, h)];
+            tk[at(j_kv, j, h)] += dsabs * std::fabs(in.q[at(n, i, h)]);
+            dv[at(j_kv, j, h)] += p[j] * in.dy[at(n, i, h)];
+            tv[at(j_kv, j, h)] += p[j] * std::fabs(in.dy[at(n, i, h)]);
+          }
+        }
+      }
+    }
+    const std::vector<uint32_t>* outs[] = {&got.y, &got.dq, &got.dk, &got.dv};
+    const std::vector<double>* refs[] = {&y, &dq, &dk, &dv};
+    const std::vector<double>* mags[] = {&ty, &tq, &tk, &tv};
+    const char* names[] = {"y", "dq", "dk", "dv"};
+    for (int o = 0; o < 4; ++o) {
+      ErrorBudget b;
+      for (size_t e = 0; e < refs[o]->size(); ++e) {
+        b.add(e, decode((*outs[o])[e], dtype), (*refs[o])[e], rel * (*mags[o])[e] + 0x1p-20);
+      }
+      EXPECT_TRUE(b.ok()) << label(d, dtype) << " G " << G << ", " << names[o] << ": "
+                          << b.report();
+    }
+  }
+}
+
+TEST(AttentionOps, GroupedQueryRefusesKvHeadsThatDoNotDivide) {
+  auto be = cpu_backend();
+  const DType f16 = DType::f16;
+  const Tensor q = be->zeros({6, 5, 4}, f16), y = be->zeros({6, 5, 4}, f16);
+  const AttentionBuffers buf = make_attention_buffers(*be, 6, 5, 4, f16);
+  expect_invalid_argument(
+      [&] {
+        be->attention_forward(q, be->zeros({4, 5, 4}, f16), be->zeros({4, 5, 4}, f16), 1.0f, y,
+                              buf);
+      },
+      "4 kv heads for 6 query heads");
+  expect_invalid_argument(
+      [&] {
+        be->attention_forward(q, be->zeros({3, 5, 4}, f16), be->zeros({2, 5, 4}, f16), 1.0f, y,
+                              buf);
+      },
+      "v with fewer heads than k");
+  const Tensor k = be->zeros({3, 5, 4}, f16), v = be->zeros({3, 5, 4}, f16);
+  expect_invalid_argument(
+      [&] {
+        be->attention_backward(q, k, v, y, y, 1.0f, be->zeros({6, 5, 4}, f16),
+                               be->zeros({6, 5, 4}, f16), be->zeros({3, 5, 4}, f16), buf);
+      },
+      "dk of q's shape");
+}
+
 TEST(AttentionOps, CpuWorkspaceIsTheMaterialisedOne) {
   auto be = cpu_backend();
   const AttentionSizes f16 = be->attention_workspace(6, 10, 4, DType::f16);

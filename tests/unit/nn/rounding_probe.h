@@ -3,9 +3,11 @@
 // writing a lowp tensor it first runs the same op into an f32 tensor of that shape (backend.h:
 // one rounding per output, so that is the float the lowp output rounds) and keeps its values.
 // Ops with two roundings are taken apart here: causal_softmax_backward with round_scaled (its
-// float g, then float(lowp(g)) * scale, computed on the host) and the default compositions
-// (linear_gelu_backward_input, attention_backward, the conv ops) run on this backend's own
-// primitives, so each of their roundings is seen. An op that writes a lowp tensor and is not
+// float g, then float(lowp(g)) * scale, computed on the host), and the lowp intermediates of
+// rms_norm_backward (dy * weight), swiglu_backward (dy * up) and rope_backward (the branches'
+// products), each recorded from the host before the op's own output rounding and the default
+// compositions (linear_gelu_backward_input, attention_backward, the conv ops) run on this backend's
+// own primitives, so each of their roundings is seen. An op that writes a lowp tensor and is not
 // expected in a backward (a forward op, the numerics hook's own rounding) is recorded in
 // unexpected().
 //
@@ -190,6 +192,57 @@ class RoundingProbe final : public Backend {
     }
     m_in->layer_norm_backward(x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
   }
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                        float eps) override {
+    forward_op("rms_norm_forward", y);
+    m_in->rms_norm_forward(x, weight, y, rstd, eps);
+  }
+  void residual_rms_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                 const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                                 float eps) override {
+    forward_op("residual_rms_norm_forward", y);
+    m_in->residual_rms_norm_forward(x, r, sum, weight, y, rstd, eps);
+  }
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                         const Tensor& dy, const Tensor& dx, const Tensor& dweight, bool accumulate,
+                         const Tensor& dy_weight = Tensor{}) override {
+    if (m_armed && lowp(x)) {  // g = round_x(dy * weight), the gradient of `weight * h`'s lowp h
+      const std::vector<float> d = host_f32(dy), w = host_f32(weight);
+      std::vector<float> g(d.size());
+      for (size_t i = 0; i < d.size(); ++i) g[i] = d[i] * w[i % w.size()];
+      m_roundings.push_back(Rounding{"rms_norm_backward (dy * weight)", x.dtype(), std::move(g)});
+    }
+    if (watched(dx)) {  // the float the op rounds: (dx +) the gradient, into a scratch dweight
+      const Tensor t = f32_like(dx);
+      if (accumulate) m_in->cast(dx, t);
+      m_in->rms_norm_backward(x, weight, rstd, dy, t,
+                              dweight.defined() ? f32_like(dweight) : Tensor{}, accumulate);
+      record("rms_norm_backward", t, dx.dtype());
+    }
+    m_in->rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, dy_weight);
+  }
+  void swiglu_forward(const Tensor& gate_up, const Tensor& y) override {
+    forward_op("swiglu_forward", y);
+    m_in->swiglu_forward(gate_up, y);
+  }
+  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                       const Tensor& dy_up = Tensor{}) override {
+    if (m_armed && lowp(gate_up)) {  // round_in(dy * u), autocast's lowp product's gradient
+      const std::vector<float> gu = host_f32(gate_up), d = host_f32(dy);
+      const size_t width = d.size() / static_cast<size_t>(gate_up.dim(0));
+      std::vector<float> pre(d.size());
+      for (size_t i = 0; i < d.size(); ++i) {
+        pre[i] = d[i] * gu[(i / width) * 2 * width + width + i % width];
+      }
+      m_roundings.push_back(Rounding{"swiglu_backward (dy * up)", gate_up.dtype(), std::move(pre)});
+    }
+    if (watched(dgate_up)) {
+      const Tensor t = f32_like(dgate_up);
+      m_in->swiglu_backward(gate_up, dy, t);
+      record("swiglu_backward", t, dgate_up.dtype());
+    }
+    m_in->swiglu_backward(gate_up, dy, dgate_up, dy_up);
+  }
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override {
     m_in->clip_coef(norm, max_norm, coef);
   }
@@ -216,6 +269,37 @@ class RoundingProbe final : public Backend {
   }
   void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) override {
     m_in->heads_to_rows(src, dst, column);
+  }
+  void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& y,
+                    int64_t pos0) override {
+    forward_op("rope_forward", y);
+    m_in->rope_forward(x, cos, sin, y, pos0);
+  }
+  void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, const Tensor& dx,
+                     int64_t pos0, DType input_dtype) override {
+    if (m_armed && (input_dtype == DType::f16 || input_dtype == DType::bf16)) {
+      // The four products of each pair, each rounded to the input's dtype before the branches
+      // are added (backend.h).
+      const std::vector<float> g = host_f32(dy), c = host_f32(cos), sn = host_f32(sin);
+      const auto t = static_cast<size_t>(dy.dim(1)), h = static_cast<size_t>(dy.dim(2) / 2);
+      std::vector<float> pre;
+      pre.reserve(2 * g.size());
+      for (size_t row = 0; row < g.size() / (2 * h); ++row) {
+        const size_t p = static_cast<size_t>(pos0) + row % t;
+        for (size_t d = 0; d < h; ++d) {
+          const float g0 = g[row * 2 * h + d], g1 = g[row * 2 * h + h + d];
+          const float cv = c[p * h + d], sv = sn[p * h + d];
+          pre.insert(pre.end(), {g0 * cv, g1 * sv, g1 * cv, g0 * sv});
+        }
+      }
+      m_roundings.push_back(Rounding{"rope_backward (branches)", input_dtype, std::move(pre)});
+    }
+    if (watched(dx)) {
+      const Tensor t = f32_like(dx);
+      m_in->rope_backward(dy, cos, sin, t, pos0, input_dtype);
+      record("rope_backward", t, dx.dtype());
+    }
+    m_in->rope_backward(dy, cos, sin, dx, pos0, input_dtype);
   }
   void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
                               const Tensor& probs) override {
@@ -331,6 +415,15 @@ class RoundingProbe final : public Backend {
     return m_armed && t.defined() && (t.dtype() == DType::f16 || t.dtype() == DType::bf16);
   }
   Tensor f32_like(const Tensor& t) { return m_in->zeros(t.shape(), DType::f32); }
+  static bool lowp(const Tensor& t) { return t.dtype() == DType::f16 || t.dtype() == DType::bf16; }
+  // t's values widened to float on the host.
+  std::vector<float> host_f32(const Tensor& t) {
+    const Tensor w = f32_like(t);
+    m_in->cast(t, w);
+    std::vector<float> out(t.numel());
+    m_in->download(out.data(), w);
+    return out;
+  }
   void record(const char* op, const Tensor& f32, DType lowp) {
     Rounding r{op, lowp, std::vector<float>(f32.numel())};
     m_in->download(r.pre.data(), f32);

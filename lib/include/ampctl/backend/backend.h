@@ -291,6 +291,52 @@ class Backend {
   // a NaN norm gives a NaN coefficient, as there).
   virtual void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) = 0;
 
+  // ---- nn: the Llama / Qwen block's RMSNorm and SwiGLU (docs/reference.md, "Precision") ----
+  // RMSNorm over the last dimension of x [R, C] (Hugging Face's LlamaRMSNorm, also Qwen3's
+  // per-head q/k norm with C = head_dim) with f32 weight [C], all in float32: rstd := 1 /
+  // sqrt(sum_j x_j^2 / C + eps) (the squares summed in index order from 0), saved f32 [R];
+  // y := round_y(weight * round_x(x * rstd)), where round_x rounds to x's dtype (HF's
+  // `.to(input_dtype)` before the weight multiplies: nothing for f32 x). y may be f32 (the
+  // model's f32 path to a RoPE) or lowp, and may be x itself (same dtype and elements).
+  virtual void rms_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& y,
+                                const Tensor& rstd, float eps) = 0;
+  // Residual add + RMSNorm: sum := round_f32(float(x) + float(r)) (x f32, r any float dtype,
+  // [R, C]; exactly what copy(sum, x); add_(sum, r) gives), then y and rstd as rms_norm_forward
+  // (sum, weight, y, rstd, eps) gives them, bitwise, on every backend: one pass on both. sum is
+  // f32 and may be x itself (in place); y may alias none of the others.
+  virtual void residual_rms_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                         const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                                         float eps) = 0;
+  // Its gradients, with a = rstd[r] and the float32 g_j := round_x(float(dy_j) * weight_j)
+  // (autocast's gradient of the lowp operand of `weight * h`, rounded to x's dtype):
+  //   dot = sum_j g_j * x_j (index order), b = -dot * a * a * a / C,
+  //   dx_j := round_dx(a * g_j + b * x_j)      (= a (g - xhat mean(g xhat)), xhat = x a)
+  // and dweight[j] += sum_r dy_rj * round_x(x_rj * a_r) (f32, rows summed from 0 in order, then
+  // added once). dx or dweight may be undefined (not wanted). accumulate: dx := round_dx(
+  // float(dx) + the gradient) (the residual stream's gradient, one rounding), and dx then shares
+  // no byte with an input; else dx may be dy itself. dy_weight (f32 [R, C], or undefined) receives
+  // the floats dy_j * weight_j before round_x: for a lowp x, the numerics hook counts that rounding
+  // from it (it shares no byte with the other operands).
+  virtual void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                 const Tensor& dy, const Tensor& dx, const Tensor& dweight,
+                                 bool accumulate, const Tensor& dy_weight = Tensor{}) = 0;
+  // SwiGLU (HF's LlamaMLP: act_fn(gate_proj(x)) * up_proj(x) with act_fn = SiLU), on one product
+  // of x with cat(gate_proj.weight, up_proj.weight): gate_up [R, 2I] holds row r's gate in
+  // columns [0, I) and its up in [I, 2I). With g, u widened and autocast's two lowp ops:
+  //   s := round_in(silu(g)) (silu(g) = g / (1 + exp(-g)), PyTorch's formula), y := round_y(s * u)
+  // where round_in rounds to gate_up's dtype (nothing for f32). y [R, I], any float dtype,
+  // disjoint from gate_up.
+  virtual void swiglu_forward(const Tensor& gate_up, const Tensor& y) = 0;
+  // Its gradients into dgate_up [R, 2I] (same layout, any float dtype, written, not
+  // accumulated; disjoint from the inputs), autocast's roundings: with s as above,
+  //   dgate := round(round_in(dy * u) * sigmoid(g) * (1 + g * (1 - sigmoid(g))))
+  //   (PyTorch's silu_backward, left to right, sigmoid = 1 / (1 + exp(-g))), dup := round(dy * s)
+  // round_in as in the forward, so an f32 dgate_up holds the very floats a lowp one rounds (the
+  // numerics hook's path). dy_up (f32 [R, I], or undefined) receives the floats dy * u before
+  // round_in, so the hook can count that rounding too (it shares no byte with the other operands).
+  virtual void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                               const Tensor& dy_up = Tensor{}) = 0;
+
   // ---- nn: the MLP's Linear + GELU (tanh) pair (docs/reference.md, "Precision": GELU) ----
   // Forward of gelu_tanh(x w^T + b): pre := linear_forward(x, w, b, pre) (the pre-activation,
   // which the backward reads), y := round_y(gelu_tanh(...)). x [R, I], w [O, I], b [O] or
@@ -362,24 +408,48 @@ class Backend {
   virtual void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,
                                        bool round_scaled, const Tensor& dscores) = 0;
 
+  // Rotary position embedding in Hugging Face's rotate-half layout (apply_rotary_pos_emb) over
+  // x [N, T, hs] (hs even, h = hs / 2; the head layout heads_from_rows gives), position p = pos0
+  // + t for row t, with the tables cos, sin f32 [P, h] (P >= pos0 + T; nn/rope.h builds them:
+  // HF's cat(freqs, freqs) stores each column twice, these once):
+  //   y[d]     := round_y(x[d] * cos[p, d] + (-x[d + h]) * sin[p, d])       d < h
+  //   y[d + h] := round_y(x[d + h] * cos[p, d] + x[d] * sin[p, d])
+  // two float products, then their sum (no fused multiply-add). x and y any float dtypes; y may
+  // be x itself (each pair is read before it is written).
+  virtual void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& y,
+                            int64_t pos0) = 0;
+  // Its gradient, the inverse rotation: with a := round_in(dy[d] * cos), b := round_in(dy[d + h]
+  // * sin), c := round_in(dy[d + h] * cos), e := round_in(dy[d] * sin),
+  //   dx[d] := round_dx(a + b),   dx[d + h] := round_dx(c + (-e))
+  // where round_in rounds to `input_dtype`, the forward input's dtype (autograd casts each
+  // product's gradient to it before adding the two branches: nothing for f32). dx may be dy.
+  virtual void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin,
+                             const Tensor& dx, int64_t pos0, DType input_dtype) = 0;
+
   // Causal multi-head self-attention y = softmax(masked(q k^T * scale)) v of every (b, h) at
-  // once, with autocast's roundings (docs/reference.md, "Precision": attention): q, k, v, y are
-  // [N, T, hs] (N = B*H, the layout heads_from_rows gives), one dtype. The default
-  // implementation is the materialised composition the GPT ran before the fused kernels, op for
-  // op and bit for bit:
+  // once, with autocast's roundings (docs/reference.md, "Precision": attention): q, y are
+  // [N, T, hs] (N = B*H, the layout heads_from_rows gives), one dtype. k and v are [N / G, T, hs]:
+  // grouped-query attention with G query heads per key/value head (G = 1: multi-head), query
+  // head n reading key/value head n / G; in the [B, H, T, hs] layout with Hkv = H / G kv heads,
+  // kv head j of a sequence serves its query heads j G .. j G + G - 1 (HF's repeat_kv), and K and
+  // V are never copied per query head. The default implementation is the materialised
+  // composition the GPT ran before the fused kernels, op for op and bit for bit, on the views of
+  // q, y as [N / G, G T, hs] (a kv head's G query heads are consecutive):
   //   scores := gemm_batched(q, k^T) (q's dtype); probs := causal_softmax_forward(scores,
   //   scale, round_scaled = true) in f32; att := cast(probs) to q's dtype (att is probs itself
   //   for f32); y := gemm_batched(att, v);
-  // keeping probs (and att) in `saved` (T x T per head). A backend may instead fuse it (the CUDA
-  // backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/transformer_attention.cu); its
-  // sizes say which, and its rounding differences are bounded in the CUDA table test. Dropout on
-  // the attention weights is not part of this op (the GPT composes the ops itself then).
+  // keeping probs (and att) in `saved` (T x T per query head). A backend may instead fuse it (the
+  // CUDA backend for f16/bf16 and hs <= 64: no T x T in memory, kernels/transformer_attention.cu);
+  // its sizes say which, and its rounding differences are bounded in the CUDA table test. Dropout
+  // on the attention weights is not part of this op (the GPT composes the ops itself then).
   virtual AttentionSizes attention_workspace(int64_t batch_heads, int64_t time, int64_t head_size,
                                              DType dtype) const;
   virtual void attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                                  const Tensor& y, const AttentionBuffers& buffers);
   // The gradients of the same call (q, k, v, y and `saved` as the forward left them, dy of y's
-  // shape): dq, dk, dv := round(the input gradients), written, not accumulated. Default:
+  // shape): dq, dk, dv := round(the input gradients), written, not accumulated; dk and dv (k's
+  // shape) sum over their G query heads in one fixed order (the heads in order, each head's
+  // rows in order, as one product over G T rows). Default, on the same grouped views:
   //   datt := gemm_batched(dy, v^T); dv := gemm_batched(att^T, dy); dscores :=
   //   causal_softmax_backward(probs, datt, scale, round_scaled = true); dq := gemm_batched(
   //   dscores, k); dk := gemm_batched(dscores^T, q).

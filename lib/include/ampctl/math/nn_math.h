@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "ampctl/core/half.h"
 #include "ampctl/core/hd.h"
 #include "ampctl/core/philox.h"
 
@@ -166,6 +167,81 @@ AMPCTL_HD float layer_norm_backward_c(float b, float db, float mean, float a, fl
 }
 AMPCTL_HD float layer_norm_backward_dx(float a, float dy, float gamma, float b, float x, float c) {
   return a * dy * gamma + b * x + c;
+}
+
+// v rounded to the float dtype whose DType / ElemType code is `dtype` (0 f32, 1 f16, 2 bf16) and
+// widened back: autocast's rounding of an intermediate to a lowp tensor (the identity for f32).
+AMPCTL_HD float round_through(int dtype, float v) {
+  return dtype == 1 ? round_to_half(v) : (dtype == 2 ? round_to_bf16(v) : v);
+}
+
+// RMSNorm (Hugging Face's LlamaRMSNorm in float32): rstd = 1 / sqrt(sumsq / C + eps) from the
+// row's sum of squares, an IEEE division, square root and division as layer_norm_rstd (no
+// rsqrtf), so both backends agree whenever sumsq does.
+AMPCTL_HD float rms_norm_rstd(float sumsq, float cols, float eps) {
+  return 1.0f / sqrtf(sumsq / cols + eps);
+}
+
+// The forward output weight * round_x(x * rstd): HF's `weight * hidden.to(input_dtype)`, with
+// x_dtype the input's dtype code (round_through).
+AMPCTL_HD float rms_norm_forward(float x, float rstd, float weight, int x_dtype) {
+  return weight * round_through(x_dtype, x * rstd);
+}
+
+// Backward, per row with a = rstd and g_j = round_x(dy_j * weight_j) (rms_norm_grad_in):
+//   b = -dot * a * a * a * scale (dot = sum_j g_j x_j, scale = 1 / C),  dx_j = a * g_j + b * x_j
+// i.e. a (g - xhat mean(g xhat)) with xhat = a x, left to right (a^3 as three products).
+AMPCTL_HD float rms_norm_grad_in(float dy, float weight, int x_dtype) {
+  return round_through(x_dtype, dy * weight);
+}
+AMPCTL_HD float rms_norm_backward_b(float dot, float a, float scale) {
+  return -dot * a * a * a * scale;
+}
+AMPCTL_HD float rms_norm_backward_dx(float a, float g, float b, float x) {
+  return a * g + b * x;
+}
+
+// SiLU as PyTorch's kernels write it (x / (1 + exp(-x))) and its backward (silu_backward:
+// dy * sigmoid * (1 + x * (1 - sigmoid)), sigmoid = 1 / (1 + exp(-x)), left to right).
+AMPCTL_HD float silu(float x) {
+  return x / (1.0f + expf(-x));
+}
+AMPCTL_HD float silu_backward(float dy, float x) {
+  const float sigmoid = 1.0f / (1.0f + expf(-x));
+  return dy * sigmoid * (1.0f + x * (1.0f - sigmoid));
+}
+
+// SwiGLU with autocast's roundings to the inputs' dtype (lowp, a dtype code): s = round(silu(g)),
+// y = s * u (the caller rounds y once to its dtype).
+AMPCTL_HD float swiglu_forward(float g, float u, int lowp) {
+  return round_through(lowp, silu(g)) * u;
+}
+// Its two gradients for one (g, u) pair: dgate = silu_backward(round(dy * u), g), dup = dy *
+// round(silu(g)); the caller rounds each once to its output dtype.
+AMPCTL_HD float swiglu_dgate(float dy, float g, float u, int lowp) {
+  return silu_backward(round_through(lowp, dy * u), g);
+}
+AMPCTL_HD float swiglu_dup(float dy, float g, int lowp) {
+  return dy * round_through(lowp, silu(g));
+}
+
+// Rotary embedding, HF's rotate-half layout: the pair (x0, x1) = (x[d], x[d + hs/2]) at a
+// position with angle cos c, sin s goes to (x0 c + (-x1) s, x1 c + x0 s), two float products
+// then a float sum each (q * cos + rotate_half(q) * sin in float32).
+AMPCTL_HD float rope_first(float x0, float x1, float c, float s) {
+  return x0 * c + (-x1) * s;
+}
+AMPCTL_HD float rope_second(float x0, float x1, float c, float s) {
+  return x1 * c + x0 * s;
+}
+// The backward (the inverse rotation), each product's gradient rounded to the forward input's
+// dtype first (autograd's cast back to it in each branch) and the two branches then added:
+// dx0 = round(g0 c) + round(g1 s), dx1 = round(g1 c) + (-round(g0 s)).
+AMPCTL_HD float rope_grad_first(float g0, float g1, float c, float s, int in_dtype) {
+  return round_through(in_dtype, g0 * c) + round_through(in_dtype, g1 * s);
+}
+AMPCTL_HD float rope_grad_second(float g0, float g1, float c, float s, int in_dtype) {
+  return round_through(in_dtype, g1 * c) + (-round_through(in_dtype, g0 * s));
 }
 
 // clip_grad_norm_'s coefficient clamp(max_norm / (norm + 1e-6), max=1) as PyTorch evaluates it in

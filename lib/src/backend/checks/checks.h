@@ -145,6 +145,24 @@ std::array<int64_t, 2> check_layer_norm_backward_accumulate(
     const Tensor& dx, const Tensor& dgamma, const Tensor& dbeta, const Tensor& scratch,
     const Device& device);
 void check_clip_coef(const Tensor& norm, const Tensor& coef, const Device& device);
+// The Llama / Qwen block's ops (backend.h, "RMSNorm and SwiGLU"): RMSNorm returns {R, C},
+// SwiGLU {R, I}.
+std::array<int64_t, 2> check_rms_norm_forward(const Tensor& x, const Tensor& weight,
+                                              const Tensor& y, const Tensor& rstd,
+                                              const Device& device);
+std::array<int64_t, 2> check_residual_rms_norm(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                               const Tensor& weight, const Tensor& y,
+                                               const Tensor& rstd, const Device& device);
+std::array<int64_t, 2> check_rms_norm_backward(const Tensor& x, const Tensor& weight,
+                                               const Tensor& rstd, const Tensor& dy,
+                                               const Tensor& dx, const Tensor& dweight,
+                                               bool accumulate, const Tensor& dy_weight,
+                                               const Device& device);
+std::array<int64_t, 2> check_swiglu_forward(const Tensor& gate_up, const Tensor& y,
+                                            const Device& device);
+std::array<int64_t, 2> check_swiglu_backward(const Tensor& gate_up, const Tensor& dy,
+                                             const Tensor& dgate_up, const Tensor& dy_up,
+                                             const Device& device);
 void check_linear_gelu_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& pre,
                                const Tensor& y, const Device& device);
 void check_linear_gelu_backward(const Tensor& dy, const Tensor& w, const Tensor& pre,
@@ -178,11 +196,19 @@ SoftmaxDims check_causal_softmax_forward(const Tensor& scores, const Tensor& pro
 SoftmaxDims check_causal_softmax_backward(const Tensor& probs, const Tensor& dprobs,
                                           const Tensor& dscores, const Device& device);
 struct AttentionDims {
-  int64_t count, time, head_size;  // N = B*H, T, hs
+  int64_t count, time, head_size;  // N = B*H (query heads), T, hs
+  int64_t group;                   // G query heads per key/value head (N / G kv heads)
 };
-// attention_*: q, k, v (and y, dy, dq, dk, dv when given) [N, T, hs] of one float dtype and
-// shape on `device`; outputs disjoint from the inputs and from each other; every buffer at
-// least `sizes` (f32 / q's dtype). op names the caller.
+// attention_*: q (and y, dy, dq when given) [N, T, hs], k, v (and dk, dv) [N / G, T, hs] for a G
+// dividing N, of one float dtype on `device`; outputs disjoint from the inputs and from each
+// other; every buffer at least `sizes` (f32 / q's dtype). op names the caller.
+// rope_forward (x in, y out) and rope_backward (dy in, dx out): [N, T, hs] float tensors of one
+// shape with hs even, cos and sin f32 [P, hs / 2] with P >= pos0 + T, pos0 >= 0; out may be in
+// itself, else disjoint from it; neither overlaps the tables. op names the caller. Returns
+// {N, T, hs}.
+std::array<int64_t, 3> check_rope(const Tensor& in, const Tensor& cos, const Tensor& sin,
+                                  const Tensor& out, int64_t pos0, const char* op,
+                                  const Device& device);
 AttentionDims check_attention(std::initializer_list<const Tensor*> inputs,
                               std::initializer_list<const Tensor*> outputs,
                               const AttentionBuffers& buffers, const AttentionSizes& sizes,

@@ -383,3 +383,143 @@ std::array<int64_t, 2> check_layer_norm_backward_accumulate(
   return {rows, cols};
 }
 }  // namespace ampctl
+
+// ---- the Llama / Qwen block's RMSNorm and SwiGLU ----
+
+namespace ampctl {
+
+std::array<int64_t, 2> check_rms_norm_forward(const Tensor& x, const Tensor& weight,
+                                              const Tensor& y, const Tensor& rstd,
+                                              const Device& device) {
+  const char* op = "rms_norm_forward";
+  checks::float_on(x, device, op, "x");
+  checks::matrix(x, op, "x [R, C]");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_f32_shape(weight, {cols}, device, op, "weight");
+  check_float_shape(y, {rows, cols}, device, op, "y");
+  check_f32_shape(rstd, {rows}, device, op, "rstd");
+  // y may be x itself (each row is read whole before it is written); nothing else overlaps.
+  const bool in_place = y.data() == x.data() && y.nbytes() == x.nbytes();
+  if (!in_place) checks::disjoint(y, x, op, "y", "x");
+  checks::disjoint(y, weight, op, "y", "weight");
+  checks::disjoint(y, rstd, op, "y", "rstd");
+  checks::disjoint(rstd, x, op, "rstd", "x");
+  checks::disjoint(rstd, weight, op, "rstd", "weight");
+  return {rows, cols};
+}
+
+std::array<int64_t, 2> check_residual_rms_norm(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                               const Tensor& weight, const Tensor& y,
+                                               const Tensor& rstd, const Device& device) {
+  const char* op = "residual_rms_norm_forward";
+  for (const auto& [t, name] : {std::pair{&x, "x"},
+                                {&r, "r"},
+                                {&sum, "sum"},
+                                {&weight, "weight"},
+                                {&y, "y"},
+                                {&rstd, "rstd"}}) {
+    checks::on(*t, device, op, name);
+  }
+  checks::rank(x, 2, op, "x [R, C]");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  checks::dtype(x, DType::f32, op, "x (the f32 residual stream)");
+  checks::floating(r, op, "r");
+  check_shape_is(r, x.shape(), op, "r");
+  checks::dtype(sum, DType::f32, op, "sum");
+  check_shape_is(sum, x.shape(), op, "sum");
+  checks::floating(y, op, "y");
+  check_shape_is(y, x.shape(), op, "y");
+  checks::dtype(weight, DType::f32, op, "weight");
+  check_shape_is(weight, {cols}, op, "weight");
+  checks::dtype(rstd, DType::f32, op, "rstd");
+  check_shape_is(rstd, {rows}, op, "rstd");
+  const bool in_place = sum.data() == x.data() && sum.nbytes() == x.nbytes();
+  if (!in_place) checks::disjoint(sum, x, op, "sum", "x");
+  for (const auto& [t, name] : {std::pair{&r, "r"}, {&weight, "weight"}, {&x, "x"}}) {
+    checks::disjoint(y, *t, op, "y", name);
+    checks::disjoint(rstd, *t, op, "rstd", name);
+  }
+  check_pairwise_disjoint({{&sum, "sum"}, {&y, "y"}, {&rstd, "rstd"}}, op);
+  checks::disjoint(sum, r, op, "sum", "r");
+  checks::disjoint(sum, weight, op, "sum", "weight");
+  return {rows, cols};
+}
+
+std::array<int64_t, 2> check_rms_norm_backward(const Tensor& x, const Tensor& weight,
+                                               const Tensor& rstd, const Tensor& dy,
+                                               const Tensor& dx, const Tensor& dweight,
+                                               bool accumulate, const Tensor& dy_weight,
+                                               const Device& device) {
+  const char* op = "rms_norm_backward";
+  checks::float_on(x, device, op, "x");
+  checks::matrix(x, op, "x [R, C]");
+  const int64_t rows = x.dim(0), cols = x.dim(1);
+  check_f32_shape(weight, {cols}, device, op, "weight");
+  check_f32_shape(rstd, {rows}, device, op, "rstd");
+  check_float_shape(dy, {rows, cols}, device, op, "dy");
+  if (accumulate && !dx.defined()) checks::fail(op, "accumulate needs dx");
+  if (dx.defined()) check_float_shape(dx, {rows, cols}, device, op, "dx");
+  if (dweight.defined()) check_f32_shape(dweight, {cols}, device, op, "dweight");
+  // dx may be dy itself (each row is read whole before it is written) unless it accumulates;
+  // dweight is read and written, so it overlaps nothing.
+  const bool dx_is_dy = dx.defined() && dx.data() == dy.data() && dx.nbytes() == dy.nbytes();
+  if (accumulate || !dx_is_dy) checks::disjoint(dx, dy, op, "dx", "dy");
+  for (const auto& [t, name] : {std::pair{&x, "x"}, {&weight, "weight"}, {&rstd, "rstd"}}) {
+    checks::disjoint(dx, *t, op, "dx", name);
+    checks::disjoint(dweight, *t, op, "dweight", name);
+  }
+  checks::disjoint(dweight, dy, op, "dweight", "dy");
+  checks::disjoint(dweight, dx, op, "dweight", "dx");
+  if (dy_weight.defined()) {
+    check_f32_shape(dy_weight, {rows, cols}, device, op, "dy_weight");
+    for (const auto& [t, name] : {std::pair{&x, "x"},
+                                  {&weight, "weight"},
+                                  {&rstd, "rstd"},
+                                  {&dy, "dy"},
+                                  {&dx, "dx"},
+                                  {&dweight, "dweight"}}) {
+      checks::disjoint(dy_weight, *t, op, "dy_weight", name);
+    }
+  }
+  return {rows, cols};
+}
+
+std::array<int64_t, 2> check_swiglu_forward(const Tensor& gate_up, const Tensor& y,
+                                            const Device& device) {
+  const char* op = "swiglu_forward";
+  checks::float_on(gate_up, device, op, "gate_up");
+  checks::matrix(gate_up, op, "gate_up [R, 2I]");
+  const int64_t rows = gate_up.dim(0), width = gate_up.dim(1);
+  if (width % 2 != 0) {
+    checks::fail(op, "gate_up " + gate_up.describe() + " must have an even width (gate, then up)");
+  }
+  check_float_shape(y, {rows, width / 2}, device, op, "y");
+  checks::disjoint(y, gate_up, op, "y", "gate_up");
+  return {rows, width / 2};
+}
+
+std::array<int64_t, 2> check_swiglu_backward(const Tensor& gate_up, const Tensor& dy,
+                                             const Tensor& dgate_up, const Tensor& dy_up,
+                                             const Device& device) {
+  const char* op = "swiglu_backward";
+  checks::float_on(gate_up, device, op, "gate_up");
+  checks::matrix(gate_up, op, "gate_up [R, 2I]");
+  const int64_t rows = gate_up.dim(0), width = gate_up.dim(1);
+  if (width % 2 != 0) {
+    checks::fail(op, "gate_up " + gate_up.describe() + " must have an even width (gate, then up)");
+  }
+  check_float_shape(dy, {rows, width / 2}, device, op, "dy");
+  check_float_shape(dgate_up, {rows, width}, device, op, "dgate_up");
+  checks::disjoint(dgate_up, gate_up, op, "dgate_up", "gate_up");
+  checks::disjoint(dgate_up, dy, op, "dgate_up", "dy");
+  if (dy_up.defined()) {
+    check_f32_shape(dy_up, {rows, width / 2}, device, op, "dy_up");
+    for (const auto& [t, name] :
+         {std::pair{&gate_up, "gate_up"}, {&dy, "dy"}, {&dgate_up, "dgate_up"}}) {
+      checks::disjoint(dy_up, *t, op, "dy_up", name);
+    }
+  }
+  return {rows, width / 2};
+}
+
+}  // namespace ampctl

@@ -1,8 +1,10 @@
 // The transformer family's argument checks (checks.h; backend.h, "transformer"), shared by both
 // backends so that both refuse the same calls.
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "checks.h"
 
@@ -193,23 +195,47 @@ AttentionDims check_attention(std::initializer_list<const Tensor*> inputs,
   const Tensor& q = **inputs.begin();
   checks::float_on(q, device, op, "q");
   checks::rank(q, 3, op, "q [N, T, hs]");
-  auto check_like_q = [&](const Tensor& t, const char* name) {
+  const Tensor& k = **(inputs.begin() + 1);
+  checks::on(k, device, op, "k");
+  checks::rank(k, 3, op, "k [N / G, T, hs]");
+  // Grouped-query attention: k and v hold N / G heads, G query heads sharing each.
+  const int64_t kv_heads = k.dim(0);
+  const bool empty = kv_heads == 0 && q.dim(0) == 0;  // no heads at all: G = 1
+  if ((!empty && (kv_heads < 1 || q.dim(0) % kv_heads != 0)) || k.dim(1) != q.dim(1) ||
+      k.dim(2) != q.dim(2)) {
+    checks::fail(op, "k " + k.describe() + " must be [N / G, T, hs] for q " + q.describe() +
+                         " (a whole number G of query heads per key/value head)");
+  }
+  const Shape kv_shape{kv_heads, q.dim(1), q.dim(2)};
+  auto check_like = [&](const Tensor& t, const char* name, bool kv) {
     checks::on(t, device, op, name);
     if (t.dtype() != q.dtype()) {
       checks::fail(op, std::string(name) + " " + t.describe() + " must have q's dtype (" +
                            q.describe() + ")");
     }
-    checks::same_shape(t, q, op, name, "q");
+    if (kv) {
+      if (t.shape() != kv_shape) {
+        checks::fail(op, std::string(name) + " " + t.describe() + " must have k's shape (" +
+                             k.describe() + ")");
+      }
+    } else {
+      checks::same_shape(t, q, op, name, "q");
+    }
   };
   static const char* const kInputNames[] = {"q", "k", "v", "y", "dy"};
   static const char* const kOutputNames[] = {"dq", "dk", "dv"};
+  // k, v (and dk, dv below) have the kv heads' shape; q, y, dy q's.
+  static const bool kInputIsKv[] = {false, true, true, false, false};
   size_t i = 0;
-  for (const Tensor* t : inputs) check_like_q(*t, kInputNames[i++]);
+  for (const Tensor* t : inputs) {
+    check_like(*t, kInputNames[i], kInputIsKv[i]);
+    ++i;
+  }
   const Tensor* const* outs = outputs.begin();  // no copy: called inside a step (no allocation)
   const bool forward = outputs.size() == 1;
   for (size_t a = 0; a < outputs.size(); ++a) {
     const char* name = forward ? "y" : kOutputNames[a];
-    check_like_q(*outs[a], name);
+    check_like(*outs[a], name, !forward && a > 0);
     size_t j = 0;
     for (const Tensor* in : inputs) checks::disjoint(*outs[a], *in, op, name, kInputNames[j++]);
     for (size_t b = 0; b < a; ++b) checks::disjoint(*outs[a], *outs[b], op, name, kOutputNames[b]);
@@ -228,7 +254,42 @@ AttentionDims check_attention(std::initializer_list<const Tensor*> inputs,
   check_buffer(buffers.saved_lowp, sizes.saved_lowp, q.dtype(), "saved_lowp");
   check_buffer(buffers.scratch_f32, sizes.scratch_f32, DType::f32, "scratch_f32");
   check_buffer(buffers.scratch_lowp, sizes.scratch_lowp, q.dtype(), "scratch_lowp");
-  return AttentionDims{q.dim(0), q.dim(1), q.dim(2)};
+  return AttentionDims{q.dim(0), q.dim(1), q.dim(2), empty ? 1 : q.dim(0) / kv_heads};
+}
+
+std::array<int64_t, 3> check_rope(const Tensor& in, const Tensor& cos, const Tensor& sin,
+                                  const Tensor& out, int64_t pos0, const char* op,
+                                  const Device& device) {
+  const char* in_name = std::string_view(op) == "rope_forward" ? "x" : "dy";
+  const char* out_name = std::string_view(op) == "rope_forward" ? "y" : "dx";
+  checks::float_on(in, device, op, in_name);
+  checks::rank(in, 3, op, in_name);
+  const int64_t n = in.dim(0), t = in.dim(1), hs = in.dim(2);
+  if (hs % 2 != 0) {
+    checks::fail(op, std::string(in_name) + " " + in.describe() +
+                         " must have an even head size (rotate-half pairs d and d + hs / 2)");
+  }
+  checks::float_on(out, device, op, out_name);
+  checks::same_shape(out, in, op, out_name, in_name);
+  for (const auto& [tab, name] : {std::pair{&cos, "cos"}, {&sin, "sin"}}) {
+    checks::on(*tab, device, op, name);
+    checks::dtype(*tab, DType::f32, op, name);
+    checks::rank(*tab, 2, op, name);
+    if (tab->dim(1) != hs / 2) {
+      checks::fail(op, std::string(name) + " " + tab->describe() +
+                           " must have hs / 2 = " + std::to_string(hs / 2) + " columns");
+    }
+  }
+  checks::same_shape(sin, cos, op, "sin", "cos");
+  if (pos0 < 0 || pos0 > cos.dim(0) - t) {
+    checks::fail(op, "positions " + std::to_string(pos0) + " .. " + std::to_string(pos0 + t - 1) +
+                         " are outside the tables' " + std::to_string(cos.dim(0)) + " rows");
+  }
+  const bool in_place = out.data() == in.data() && out.nbytes() == in.nbytes();
+  if (!in_place) checks::disjoint(out, in, op, out_name, in_name);
+  checks::disjoint(out, cos, op, out_name, "cos");
+  checks::disjoint(out, sin, op, out_name, "sin");
+  return {n, t, hs};
 }
 
 }  // namespace ampctl

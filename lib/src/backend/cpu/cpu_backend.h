@@ -118,6 +118,17 @@ class CpuBackend final : public Backend {
                            const Tensor& rstd, const Tensor& dy, const Tensor& dx,
                            const Tensor& dgamma, const Tensor& dbeta) override;
   void clip_coef(const Tensor& norm, float max_norm, const Tensor& coef) override;
+  void rms_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                        float eps) override;
+  void residual_rms_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                 const Tensor& weight, const Tensor& y, const Tensor& rstd,
+                                 float eps) override;
+  void rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                         const Tensor& dy, const Tensor& dx, const Tensor& dweight, bool accumulate,
+                         const Tensor& dy_weight = Tensor{}) override;
+  void swiglu_forward(const Tensor& gate_up, const Tensor& y) override;
+  void swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                       const Tensor& dy_up = Tensor{}) override;
 
   // transformer.cpp
   void embedding_forward(const Tensor& tokens, const Tensor& wte, const Tensor& wpe,
@@ -128,6 +139,10 @@ class CpuBackend final : public Backend {
                     float alpha, float beta) override;
   void heads_from_rows(const Tensor& src, int64_t column, const Tensor& dst) override;
   void heads_to_rows(const Tensor& src, const Tensor& dst, int64_t column) override;
+  void rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& y,
+                    int64_t pos0) override;
+  void rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin, const Tensor& dx,
+                     int64_t pos0, DType input_dtype) override;
   void causal_softmax_forward(const Tensor& scores, float scale, bool round_scaled,
                               const Tensor& probs) override;
   void causal_softmax_backward(const Tensor& probs, const Tensor& dprobs, float scale,

@@ -524,4 +524,147 @@ void CpuBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& coe
   *coef.data_as<float>() = nn::clip_coef(*norm.data_as<float>(), max_norm);
 }
 
+// RMSNorm: per row the squares summed in index order from 0, rstd, then weight * round_x(x *
+// rstd) (nn_math.h); rows are independent, split over the pool's threads in 16-row blocks, so the
+// thread count changes no bit. y is formed in a workspace and stored at the end (y may be x).
+void CpuBackend::rms_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& y,
+                                  const Tensor& rstd, float eps) {
+  const auto [rows, cols] = check_rms_norm_forward(x, weight, y, rstd, device());
+  const float* xp = as_f32(x, m_ws_a);
+  const float* w = weight.data_as<float>();
+  float* rp = rstd.data_as<float>();
+  m_ws_d.resize(y.numel());
+  float* yp = m_ws_d.data();
+  const int x_dtype = static_cast<int>(x.dtype());
+  const float n = static_cast<float>(cols);
+  for_row_blocks(*m_pool, rows, cols, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* row = xp + r * cols;
+      float sq = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) sq = sq + row[j] * row[j];
+      const float a = nn::rms_norm_rstd(sq, n, eps);
+      for (int64_t j = 0; j < cols; ++j)
+        yp[r * cols + j] = nn::rms_norm_forward(row[j], a, w[j], x_dtype);
+      rp[r] = a;
+    }
+  });
+  store_f32(yp, y);
+}
+
+// sum := x + r in float (add_'s x + 1 * r: the product is exact), then rms_norm_forward on sum:
+// the composition itself, so bitwise it.
+void CpuBackend::residual_rms_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                           const Tensor& weight, const Tensor& y,
+                                           const Tensor& rstd, float eps) {
+  check_residual_rms_norm(x, r, sum, weight, y, rstd, device());
+  const float* rp = as_f32(r, m_ws_b);
+  const float* xp = x.data_as<float>();
+  float* sp = sum.data_as<float>();
+  parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) sp[i] = xp[i] + rp[i];
+  });
+  rms_norm_forward(sum, weight, y, rstd, eps);
+}
+
+// RMSNorm backward (backend.h): per row the dot of g = round_x(dy * weight) with x in index order,
+// then dx; dweight sums dy * round_x(x * rstd) over the rows in order per column, from 0, added
+// once. Rows (dx) and columns (dweight) are split over the threads; no sum crosses a split.
+void CpuBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                   const Tensor& dy, const Tensor& dx, const Tensor& dweight,
+                                   bool accumulate, const Tensor& dy_weight) {
+  const auto [rows, cols] =
+      check_rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, dy_weight, device());
+  const float* xp = as_f32(x, m_ws_a);
+  const float* dyp = as_f32(dy, m_ws_b);
+  const float* w = weight.data_as<float>();
+  const float* rp = rstd.data_as<float>();
+  const int x_dtype = static_cast<int>(x.dtype());
+  if (dweight.defined()) {
+    float* dw = dweight.data_as<float>();
+    parallel_for(
+        *m_pool, static_cast<size_t>(cols),
+        [&](size_t c0, size_t c1) {
+          for (size_t j = c0; j < c1; ++j) {
+            float s = 0.0f;
+            for (int64_t r = 0; r < rows; ++r) {
+              const size_t i = static_cast<size_t>(r * cols) + j;
+              s = s + dyp[i] * nn::round_through(x_dtype, xp[i] * rp[r]);
+            }
+            dw[j] = dw[j] + s;
+          }
+        },
+        16);
+  }
+  if (dy_weight.defined()) {  // the floats round_x rounds (dy and weight are read only)
+    float* dw = dy_weight.data_as<float>();
+    parallel_for(*m_pool, dy_weight.numel(), [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) dw[i] = dyp[i] * w[i % static_cast<size_t>(cols)];
+    });
+  }
+  if (!dx.defined()) return;
+  const float* prev = accumulate ? as_f32(dx, m_ws_c) : nullptr;
+  m_ws_d.resize(dx.numel());
+  float* dxp = m_ws_d.data();
+  const float scale = 1.0f / static_cast<float>(cols);
+  for_row_blocks(*m_pool, rows, cols, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = xp + r * cols;
+      const float* dyr = dyp + r * cols;
+      const float a = rp[r];
+      float dot = 0.0f;
+      for (int64_t j = 0; j < cols; ++j)
+        dot = dot + nn::rms_norm_grad_in(dyr[j], w[j], x_dtype) * xr[j];
+      const float b = nn::rms_norm_backward_b(dot, a, scale);
+      float* dxr = dxp + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float v =
+            nn::rms_norm_backward_dx(a, nn::rms_norm_grad_in(dyr[j], w[j], x_dtype), b, xr[j]);
+        // The accumulate form: add_(dx, t) of the float gradient t, one rounding.
+        dxr[j] = prev ? prev[r * cols + j] + v : v;
+      }
+    }
+  });
+  store_f32(dxp, dx);
+}
+
+// SwiGLU (backend.h): elementwise over [R, I], the gate at column i and the up at I + i of each
+// row; nn_math.h's swiglu_* with the roundings to gate_up's dtype.
+void CpuBackend::swiglu_forward(const Tensor& gate_up, const Tensor& y) {
+  const auto [rows, width] = check_swiglu_forward(gate_up, y, device());
+  const float* gp = as_f32(gate_up, m_ws_a);
+  m_ws_d.resize(y.numel());
+  float* yp = m_ws_d.data();
+  const int lowp = static_cast<int>(gate_up.dtype());
+  parallel_for(*m_pool, y.numel(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const size_t r = i / static_cast<size_t>(width), c = i % static_cast<size_t>(width);
+      const float* row = gp + r * 2 * static_cast<size_t>(width);
+      yp[i] = nn::swiglu_forward(row[c], row[width + c], lowp);
+    }
+  });
+  store_f32(yp, y);
+}
+
+void CpuBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                                 const Tensor& dy_up) {
+  const auto [rows, width] = check_swiglu_backward(gate_up, dy, dgate_up, dy_up, device());
+  float* dyu = dy_up.defined() ? dy_up.data_as<float>() : nullptr;
+  const float* gp = as_f32(gate_up, m_ws_a);
+  const float* dyp = as_f32(dy, m_ws_b);
+  m_ws_d.resize(dgate_up.numel());
+  float* dp = m_ws_d.data();
+  const int lowp = static_cast<int>(gate_up.dtype());
+  const auto w = static_cast<size_t>(width);
+  parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i) {
+      const size_t r = i / w, c = i % w;
+      const float g = gp[r * 2 * w + c], u = gp[r * 2 * w + w + c];
+      dp[r * 2 * w + c] = nn::swiglu_dgate(dyp[i], g, u, lowp);
+      if (dyu) dyu[i] = dyp[i] * u;
+      dp[r * 2 * w + w + c] = nn::swiglu_dup(dyp[i], g, lowp);
+    }
+  });
+  store_f32(dp, dgate_up);
+}
+
 }  // namespace ampctl::cpu

@@ -33,7 +33,13 @@
 //     GemmTriangle): the score tiles above the diagonal (never read), and the k steps where the
 //     probabilities or dscores (or their transposes) are exact zeros, which leave the sums'
 //     bits unchanged while q, k, v and dy are finite; about a third of the products' work at
-//     T 64 and nearly half at large T. Without AVX-512 the default composition runs.
+//     T 64 and nearly half at large T. Grouped-query attention (G query heads per key/value
+//     head): the forward's head i reads kv head i / G; the backward claims a kv head, runs its
+//     G query heads in order and then dv and dk as one product over their G T rows (the
+//     composition's grouped view), so the group's sum has one order whatever the threads.
+//     Without AVX-512 the default composition runs.
+//   * rope_forward / rope_backward: per (head, position) row the rotate-half pairs of nn_math.h,
+//     rows split over the threads (each element computed alone: no order to keep).
 // With AVX-512 (cpu_vector.h) the same order runs with the scaling, the max, the division and
 // the backward's per-element products and the exponentials on 16 lanes; both sums stay
 // sequential in j per row, 16 rows at a time (row q in lane q, from 16 x 16 tiles transposed in
@@ -51,6 +57,7 @@
 
 #include "ampctl/backend/backend.h"
 #include "ampctl/backend/dtype_dispatch.h"
+#include "ampctl/math/nn_math.h"
 #include "cpu_backend.h"
 #include "engine/cpu_exp.h"
 #include "engine/cpu_parallel.h"
@@ -404,6 +411,64 @@ void CpuBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dpro
   });
 }
 
+// Rotary embedding (backend.h): the rows (n, t) of [N, T, hs] in a workspace, stored at the end
+// (out may be in itself).
+void CpuBackend::rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                              const Tensor& y, int64_t pos0) {
+  const auto [n, t, hs] = check_rope(x, cos, sin, y, pos0, "rope_forward", device());
+  const float* xp = as_f32(x, m_ws_a);
+  m_ws_d.resize(y.numel());
+  float* yp = m_ws_d.data();
+  const float* cp = cos.data_as<float>();
+  const float* sp = sin.data_as<float>();
+  const int64_t h = hs / 2;
+  parallel_for(
+      *m_pool, static_cast<size_t>(n * t),
+      [&](size_t b, size_t e) {
+        for (size_t row = b; row < e; ++row) {
+          const int64_t p = pos0 + static_cast<int64_t>(row) % t;
+          const float* xr = xp + row * static_cast<size_t>(hs);
+          float* yr = yp + row * static_cast<size_t>(hs);
+          for (int64_t d = 0; d < h; ++d) {
+            const float c = cp[p * h + d], s = sp[p * h + d];
+            yr[d] = nn::rope_first(xr[d], xr[d + h], c, s);
+            yr[d + h] = nn::rope_second(xr[d], xr[d + h], c, s);
+          }
+        }
+      },
+      1);
+  store_f32(yp, y);
+}
+
+void CpuBackend::rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin,
+                               const Tensor& dx, int64_t pos0, DType input_dtype) {
+  const auto [n, t, hs] = check_rope(dy, cos, sin, dx, pos0, "rope_backward", device());
+  if (input_dtype == DType::i32) checks::fail("rope_backward", "input_dtype must be a float dtype");
+  const float* gp = as_f32(dy, m_ws_a);
+  m_ws_d.resize(dx.numel());
+  float* dp = m_ws_d.data();
+  const float* cp = cos.data_as<float>();
+  const float* sp = sin.data_as<float>();
+  const int64_t h = hs / 2;
+  const int in_dtype = static_cast<int>(input_dtype);
+  parallel_for(
+      *m_pool, static_cast<size_t>(n * t),
+      [&](size_t b, size_t e) {
+        for (size_t row = b; row < e; ++row) {
+          const int64_t p = pos0 + static_cast<int64_t>(row) % t;
+          const float* gr = gp + row * static_cast<size_t>(hs);
+          float* dr = dp + row * static_cast<size_t>(hs);
+          for (int64_t d = 0; d < h; ++d) {
+            const float c = cp[p * h + d], s = sp[p * h + d];
+            dr[d] = nn::rope_grad_first(gr[d], gr[d + h], c, s, in_dtype);
+            dr[d + h] = nn::rope_grad_second(gr[d], gr[d + h], c, s, in_dtype);
+          }
+        }
+      },
+      1);
+  store_f32(dp, dx);
+}
+
 namespace {
 
 // One head's matrices: element offset i * count of a batch of [count] matrices, as bytes.
@@ -437,7 +502,7 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
   const AttentionSizes sizes = attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
   const AttentionDims d =
       check_attention({&q, &k, &v}, {&y}, buffers, sizes, "attention_forward", device());
-  const int64_t T = d.time, hs = d.head_size, tt = T * T;
+  const int64_t T = d.time, hs = d.head_size, tt = T * T, G = d.group;
   const DType dt = q.dtype();
   // att, the compute-dtype copy of probs that att @ v reads; probs itself for f32.
   const Tensor& att = dt == DType::f32 ? buffers.saved_f32 : buffers.saved_lowp;
@@ -450,7 +515,7 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
     void* scores = head_at_mut(buffers.scratch_lowp, i, tt);
     // scores := q k^T (gemm_batched(q, false, k, true, scores)).
     product(T, T, hs, GemmOperand{head_at(q, i, T * hs), dt, hs, false},
-            GemmOperand{head_at(k, i, T * hs), dt, hs, true}, GemmOutput{scores, dt, T},
+            GemmOperand{head_at(k, i / G, T * hs), dt, hs, true}, GemmOutput{scores, dt, T},
             GemmTriangle::out_lower);
     vec::causal_softmax_forward_rows(buffers.scratch_lowp.data(), dt, buffers.saved_f32.data(),
                                      DType::f32, T, i * T, (i + 1) * T, scale,
@@ -462,7 +527,7 @@ void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tenso
     }
     // y := att v.
     product(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, false},
-            GemmOperand{head_at(v, i, T * hs), dt, hs, false},
+            GemmOperand{head_at(v, i / G, T * hs), dt, hs, false},
             GemmOutput{head_at_mut(y, i, T * hs), dt, hs}, GemmTriangle::a_lower);
   });
   if (declined) {
@@ -481,7 +546,7 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
   const AttentionSizes sizes = attention_workspace(q.dim(0), q.dim(1), q.dim(2), q.dtype());
   const AttentionDims d = check_attention({&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, buffers, sizes,
                                           "attention_backward", device());
-  const int64_t T = d.time, hs = d.head_size, tt = T * T, m = d.count * tt;
+  const int64_t T = d.time, hs = d.head_size, tt = T * T, m = d.count * tt, G = d.group;
   const DType dt = q.dtype();
   const Tensor& att = dt == DType::f32 ? buffers.saved_f32 : buffers.saved_lowp;
   // datt in the first half of scratch_lowp, dscores in the second (the default's layout).
@@ -490,25 +555,32 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
   const size_t threads = static_cast<size_t>(m_pool->threads());
   if (m_batch_gemm.size() < threads) m_batch_gemm.resize(threads);
   std::atomic<bool> declined{false};
-  run_chunked(*m_pool, d.count, [&](int64_t i, size_t engine, int) {
+  // One key/value head j at a time: its G query heads in order (datt, the softmax backward, dq),
+  // then dv and dk as one product over the group's G T rows, the default composition's
+  // gemm_batched on the grouped views (G = 1: the head's own products).
+  run_chunked(*m_pool, d.count / G, [&](int64_t j, size_t engine, int) {
     const auto product = head_product(m_batch_gemm[engine], *m_serial_pool, m_bf16_dot, declined);
-    const GemmOperand q_i{head_at(q, i, T * hs), dt, hs, false};
-    const GemmOperand k_i{head_at(k, i, T * hs), dt, hs, false};
-    const GemmOperand dy_i{head_at(dy, i, T * hs), dt, hs, false};
-    // datt := dy v^T; dv := att^T dy.
-    product(T, T, hs, dy_i, GemmOperand{head_at(v, i, T * hs), dt, hs, true},
-            GemmOutput{head_at_mut(datt, i, tt), dt, T}, GemmTriangle::out_lower);
-    product(T, hs, T, GemmOperand{head_at(att, i, tt), dt, T, true}, dy_i,
-            GemmOutput{head_at_mut(dv, i, T * hs), dt, hs}, GemmTriangle::a_upper);
-    vec::causal_softmax_backward_rows(buffers.saved_f32.data(), DType::f32, datt.data(), dt,
-                                      dscores.data(), dt, T, i * T, (i + 1) * T, scale,
-                                      /*round_scaled=*/true);
-    // dq := dscores k; dk := dscores^T q.
-    const void* ds = head_at(dscores, i, tt);
-    product(T, hs, T, GemmOperand{ds, dt, T, false}, k_i,
-            GemmOutput{head_at_mut(dq, i, T * hs), dt, hs}, GemmTriangle::a_lower);
-    product(T, hs, T, GemmOperand{ds, dt, T, true}, q_i,
-            GemmOutput{head_at_mut(dk, i, T * hs), dt, hs}, GemmTriangle::a_upper);
+    const GemmOperand k_j{head_at(k, j, T * hs), dt, hs, false};
+    for (int64_t i = j * G; i < (j + 1) * G; ++i) {
+      const GemmOperand dy_i{head_at(dy, i, T * hs), dt, hs, false};
+      // datt := dy v^T.
+      product(T, T, hs, dy_i, GemmOperand{head_at(v, j, T * hs), dt, hs, true},
+              GemmOutput{head_at_mut(datt, i, tt), dt, T}, GemmTriangle::out_lower);
+      vec::causal_softmax_backward_rows(buffers.saved_f32.data(), DType::f32, datt.data(), dt,
+                                        dscores.data(), dt, T, i * T, (i + 1) * T, scale,
+                                        /*round_scaled=*/true);
+      // dq := dscores k.
+      product(T, hs, T, GemmOperand{head_at(dscores, i, tt), dt, T, false}, k_j,
+              GemmOutput{head_at_mut(dq, i, T * hs), dt, hs}, GemmTriangle::a_lower);
+    }
+    // dv := att^T dy; dk := dscores^T q, over the group's G T rows (one head: its triangle).
+    const GemmTriangle upper = G == 1 ? GemmTriangle::a_upper : GemmTriangle::none;
+    const GemmOperand dy_g{head_at(dy, j * G, T * hs), dt, hs, false};
+    product(T, hs, G * T, GemmOperand{head_at(att, j * G, tt), dt, T, true}, dy_g,
+            GemmOutput{head_at_mut(dv, j, T * hs), dt, hs}, upper);
+    product(T, hs, G * T, GemmOperand{head_at(dscores, j * G, tt), dt, T, true},
+            GemmOperand{head_at(q, j * G, T * hs), dt, hs, false},
+            GemmOutput{head_at_mut(dk, j, T * hs), dt, hs}, upper);
   });
   if (declined) {
     throw Error{ErrorKind::runtime, "attention_backward: the packed kernels declined a product"};

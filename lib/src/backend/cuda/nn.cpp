@@ -41,6 +41,8 @@
 #include "nn_layer_norm.cuh"
 #include "nn_linear.cuh"
 #include "nn_mse.cuh"
+#include "nn_rms_norm.cuh"
+#include "nn_swiglu.cuh"
 #include "nn_xent.cuh"
 
 namespace ampctl::cuda_detail {
@@ -582,6 +584,62 @@ void CudaBackend::clip_coef(const Tensor& norm, float max_norm, const Tensor& co
   DeviceScope scope(m_device.index);
   kernels::launch_clip_coef(static_cast<const float*>(norm.data()), max_norm,
                             static_cast<float*>(coef.data()), stream());
+}
+
+void CudaBackend::rms_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& y,
+                                   const Tensor& rstd, float eps) {
+  const auto [rows, cols] = check_rms_norm_forward(x, weight, y, rstd, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_rms_norm_forward(x.data(), elem_type(x.dtype()), weight.data_as<float>(),
+                                   y.data(), elem_type(y.dtype()), rstd.data_as<float>(), eps, rows,
+                                   cols, stream());
+}
+
+void CudaBackend::residual_rms_norm_forward(const Tensor& x, const Tensor& r, const Tensor& sum,
+                                            const Tensor& weight, const Tensor& y,
+                                            const Tensor& rstd, float eps) {
+  const auto [rows, cols] = check_residual_rms_norm(x, r, sum, weight, y, rstd, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_residual_rms_norm_forward(x.data_as<float>(), r.data(), elem_type(r.dtype()),
+                                            sum.data_as<float>(), weight.data_as<float>(), y.data(),
+                                            elem_type(y.dtype()), rstd.data_as<float>(), eps, rows,
+                                            cols, stream());
+}
+
+void CudaBackend::rms_norm_backward(const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                                    const Tensor& dy, const Tensor& dx, const Tensor& dweight,
+                                    bool accumulate, const Tensor& dy_weight) {
+  const auto [rows, cols] =
+      check_rms_norm_backward(x, weight, rstd, dy, dx, dweight, accumulate, dy_weight, m_device);
+  DeviceScope scope(m_device.index);
+  const size_t floats =
+      dweight.defined() ? kernels::rms_norm_backward_workspace_floats(rows, cols) : 0;
+  float* ws =
+      floats > 0 ? grow_workspace(m_reduce_workspace, floats, "the reduction workspace") : nullptr;
+  kernels::launch_rms_norm_backward(x.data(), elem_type(x.dtype()), weight.data_as<float>(),
+                                    rstd.data_as<float>(), dy.data(), elem_type(dy.dtype()),
+                                    dx.defined() ? dx.data() : nullptr,
+                                    dx.defined() ? elem_type(dx.dtype()) : kernels::ElemType::f32,
+                                    dweight.defined() ? dweight.data_as<float>() : nullptr,
+                                    dy_weight.defined() ? dy_weight.data_as<float>() : nullptr,
+                                    accumulate, rows, cols, ws, stream());
+}
+
+void CudaBackend::swiglu_forward(const Tensor& gate_up, const Tensor& y) {
+  const auto [rows, width] = check_swiglu_forward(gate_up, y, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_swiglu_forward(gate_up.data(), elem_type(gate_up.dtype()), y.data(),
+                                 elem_type(y.dtype()), rows, width, stream());
+}
+
+void CudaBackend::swiglu_backward(const Tensor& gate_up, const Tensor& dy, const Tensor& dgate_up,
+                                  const Tensor& dy_up) {
+  const auto [rows, width] = check_swiglu_backward(gate_up, dy, dgate_up, dy_up, m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_swiglu_backward(
+      gate_up.data(), elem_type(gate_up.dtype()), dy.data(), elem_type(dy.dtype()), dgate_up.data(),
+      elem_type(dgate_up.dtype()), dy_up.defined() ? dy_up.data_as<float>() : nullptr, rows, width,
+      stream());
 }
 
 }  // namespace ampctl::cuda_detail

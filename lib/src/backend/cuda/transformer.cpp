@@ -13,6 +13,7 @@
 #include "memory_elementwise.cuh"
 #include "transformer.cuh"
 #include "transformer_attention.cuh"
+#include "transformer_rope.cuh"
 
 namespace ampctl::cuda_detail {
 namespace {
@@ -167,8 +168,8 @@ void CudaBackend::attention_forward(const Tensor& q, const Tensor& k, const Tens
   DeviceScope scope(m_device.index);
   kernels::launch_attention_forward(tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(),
                                     y.data(), buffers.saved_f32.data_as<float>(),
-                                    elem_type(q.dtype()), scale, d.count, d.time, d.head_size,
-                                    stream());
+                                    elem_type(q.dtype()), scale, d.count, d.group, d.time,
+                                    d.head_size, stream());
 }
 
 void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Tensor& v,
@@ -183,10 +184,30 @@ void CudaBackend::attention_backward(const Tensor& q, const Tensor& k, const Ten
   const AttentionDims d = check_attention({&q, &k, &v, &y, &dy}, {&dq, &dk, &dv}, buffers, sizes,
                                           "attention_backward", m_device);
   DeviceScope scope(m_device.index);
-  kernels::launch_attention_backward(
-      tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(), y.data(), dy.data(),
-      buffers.saved_f32.data_as<float>(), buffers.scratch_f32.data_as<float>(), dq.data(),
-      dk.data(), dv.data(), elem_type(q.dtype()), scale, d.count, d.time, d.head_size, stream());
+  kernels::launch_attention_backward(tensor_core_attention(q.dtype()), q.data(), k.data(), v.data(),
+                                     y.data(), dy.data(), buffers.saved_f32.data_as<float>(),
+                                     buffers.scratch_f32.data_as<float>(), dq.data(), dk.data(),
+                                     dv.data(), elem_type(q.dtype()), scale, d.count, d.group,
+                                     d.time, d.head_size, stream());
+}
+
+void CudaBackend::rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
+                               const Tensor& y, int64_t pos0) {
+  const auto [n, t, hs] = check_rope(x, cos, sin, y, pos0, "rope_forward", m_device);
+  DeviceScope scope(m_device.index);
+  kernels::launch_rope(/*inverse=*/false, x.data(), elem_type(x.dtype()), cos.data_as<float>(),
+                       sin.data_as<float>(), y.data(), elem_type(y.dtype()), n, t, hs, pos0,
+                       elem_type(x.dtype()), stream());
+}
+
+void CudaBackend::rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin,
+                                const Tensor& dx, int64_t pos0, DType input_dtype) {
+  const auto [n, t, hs] = check_rope(dy, cos, sin, dx, pos0, "rope_backward", m_device);
+  if (input_dtype == DType::i32) checks::fail("rope_backward", "input_dtype must be a float dtype");
+  DeviceScope scope(m_device.index);
+  kernels::launch_rope(/*inverse=*/true, dy.data(), elem_type(dy.dtype()), cos.data_as<float>(),
+                       sin.data_as<float>(), dx.data(), elem_type(dx.dtype()), n, t, hs, pos0,
+                       elem_type(input_dtype), stream());
 }
 
 }  // namespace ampctl::cuda_detail
