@@ -16,7 +16,11 @@
 
 #include "ampctl/core/half.h"
 
+// cpu_avx512_on_avx2.h defines it first (the same code compiled for the avx2 path), and renames
+// `simd` by a macro (simd_avx2), so that the two builds' inline functions stay apart.
+#ifndef AMPCTL_AVX512
 #define AMPCTL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
+#endif
 #define AMPCTL_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512bf16")))
 #define AMPCTL_SIMD_INLINE inline __attribute__((always_inline))
