@@ -6,7 +6,8 @@
 //
 // Every function here carries the AVX-512 target attribute, so the library builds without
 // -march flags; callers are themselves AMPCTL_AVX512 functions, reached only after
-// cpu_features().avx512 said yes. Tails use masked loads and stores (fault-suppressing).
+// cpu_features().avx512 said yes (or, in the avx2 builds, .avx2: cpu_avx512_on_avx2.h). Tails
+// use masked loads and stores (fault-suppressing).
 #pragma once
 
 #include <immintrin.h>
