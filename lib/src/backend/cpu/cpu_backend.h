@@ -52,8 +52,8 @@ std::vector<UnscaleF32Kernel> unscale_f32_kernels();
 // Which kernels a CpuBackend may use (each also needs the CPU to have the instructions):
 // `portable` is the plain reference code (OpenBLAS for products, scalar loops); `avx512` adds the
 // packed f32 GEMM and the vector elementwise passes (AVX-512, or their AVX2 builds on the avx2
-// path: the name is the level's, not the instruction set's); `best` also the bf16 dot-product GEMM. Every
-// level gives the same bits for every op except the matrix products, whose fp32 accumulation
+// path: the name is the level's, not the instruction set's); `best` also the bf16 dot-product GEMM.
+// Every level gives the same bits for every op except the matrix products, whose fp32 accumulation
 // order differs (within the bound the gemm tests check). Tests compare the levels.
 enum class CpuKernels { portable, avx512, best };
 
