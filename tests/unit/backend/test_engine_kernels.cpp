@@ -1,6 +1,7 @@
 // The CPU backend's kernel levels (cpu_backend.h: CpuKernels) against each other:
 //   * portable: OpenBLAS and the scalar loops (the reference code);
-//   * avx512:   the packed f32 GEMM and the AVX-512 elementwise passes;
+//   * avx512:   the packed f32 GEMM and the vector elementwise passes of the CPU's path (AVX-512,
+//               or AVX2 on the avx2 path: AMPCTL_CPU_ISA=avx2 forces it, scripts/test.sh);
 //   * best:     plus the VDPBF16PS GEMM for bf16 x bf16.
 // What must hold (cpu_vector.h, cpu_gemm.h):
 //   * elementwise ops and the optimizers give bitwise the portable results (same IEEE operations
@@ -13,7 +14,7 @@
 //   * the one documented difference of the bf16 dot-product kernel, subnormal bf16 inputs and
 //     float results flushed to zero, costs at most 2^-126 per step of the k loop in absolute
 //     terms and nothing in the normal range.
-// On a CPU without AVX-512 every level is the portable code and these tests compare it with
+// On the portable path every level is the portable code and these tests compare it with
 // itself (they still run, and still pass).
 #include <gtest/gtest.h>
 
@@ -328,10 +329,10 @@ TEST(CpuKernels, GeluTanhMatchesPortableBitwiseAtEveryThreadCount) {
 // scalar one libm's expf (glibc 2.36's __expf_fma, what Debian 12 runs on a CPU with FMA), over
 // every 127th float bit pattern (all binades, both signs, the special cases, NaN payloads) and
 // the edges of glibc's special-case ranges; the result is within 0.502 ulp of exp in double.
-// The scalar exp's checks hold on every path; the vector one runs on the avx512 path only
+// The scalar exp's checks hold on every path; the vector one runs on the avx512 and avx2 paths
 // (elsewhere the softmax calls the scalar one), and libm is __expf_fma only on a CPU with FMA.
 TEST(CpuExp, VectorScalarAndLibmAgreeBitwise) {
-  const bool vector = cpu::cpu_features().avx512;
+  const bool vector = cpu::cpu_features().vector;
   const bool libm_fma = cpu_caps().avx2;  // AVX2 + FMA + F16C: glibc takes __expf_fma
   std::cout << "vector exp " << (vector ? "checked" : "not on this path") << ", libm "
             << (libm_fma ? "checked" : "not checked (no FMA)") << "\n";
@@ -380,10 +381,10 @@ TEST(CpuExp, VectorScalarAndLibmAgreeBitwise) {
 }
 
 // global_norm's block sums (cpu_vector.h: 16 lanes in index order, folded in halves), in
-// double, bitwise against that order written out here, for the portable code and (with AVX-512)
-// the vector code: full blocks, short ones and masked tails, each dtype, values over 2^-20 ..
-// 2^20 (so the double sum's last bits depend on the order: one chain, 8 lanes or another fold
-// fails), zeros and subnormals included.
+// double, bitwise against that order written out here, for the portable code and (on the avx512
+// and avx2 paths) the vector code: full blocks, short ones and masked tails, each dtype, values
+// over 2^-20 .. 2^20 (so the double sum's last bits depend on the order: one chain, 8 lanes or
+// another fold fails), zeros and subnormals included.
 TEST(CpuKernels, NormBlocksFollowTheDocumentedOrderBitwise) {
   std::mt19937_64 rng(0x40b1);
   size_t compared = 0, chain_differs = 0;
@@ -409,10 +410,10 @@ TEST(CpuKernels, NormBlocksFollowTheDocumentedOrderBitwise) {
       const double portable = cpu::vec::norm_block_portable(t.data(), d, 0, n);
       EXPECT_EQ(std::bit_cast<uint64_t>(portable), std::bit_cast<uint64_t>(lane[0]))
           << "portable, " << what;
-      if (cpu::cpu_features().avx512) {
+      if (cpu::cpu_features().vector) {
         const double vector = cpu::vec::norm_block(t.data(), d, 0, n);
         EXPECT_EQ(std::bit_cast<uint64_t>(vector), std::bit_cast<uint64_t>(lane[0]))
-            << "AVX-512, " << what;
+            << cpu_isa_name(cpu_isa()) << ", " << what;
       }
       ++compared;
       chain_differs += std::bit_cast<uint64_t>(chain) != std::bit_cast<uint64_t>(lane[0]);
@@ -655,6 +656,68 @@ TEST(CpuKernels, GemmBitsDoNotDependOnTheThreadCount) {
       }
     }
   }
+}
+
+// The packed f32 kernel's arithmetic (cpu_gemm.h), the same on the avx512 path (12 x 32 tiles in
+// ZMM registers) and the avx2 path (6 x 16 tiles in YMM registers, AMPCTL_CPU_ISA=avx2): each
+// element is one chain of fused multiply-adds over k in order from +0, then alpha * acc,
+// + beta * C, + bias, rounded once to C's dtype. Written out here with std::fma, it must give
+// the kernels' bits for every dtype, transpose and tile edge, at 1 and 3 threads (the k blocks,
+// the shared op(B) and both splits of kGemmCases); an OpenBLAS product, or a kernel that
+// reassociated k (split it, summed two chains), would differ in the last bits somewhere.
+TEST(CpuKernels, PackedGemmIsTheDocumentedFmaChainBitwise) {
+  if (!cpu::cpu_features().vector) {
+    GTEST_SKIP() << "the portable path has no packed kernels (products on OpenBLAS)";
+  }
+  std::cout << "path: " << cpu_isa_name(cpu_isa()) << "\n";
+  std::mt19937_64 rng(0xf3a);
+  size_t compared = 0;
+  for (const GemmCase& s : kGemmCases) {
+    for (DType da : kFloatDTypes) {
+      for (DType dc : kFloatDTypes) {
+        for (bool ta : {false, true}) {
+          for (bool tb : {false, true}) {
+            const DType db = da == DType::f32 ? DType::f16 : da;  // mixed and equal dtypes
+            const std::vector<float> av = rounded_values(rng, static_cast<size_t>(s.m * s.k), da);
+            const std::vector<float> bv = rounded_values(rng, static_cast<size_t>(s.k * s.n), db);
+            const std::vector<float> cv = rounded_values(rng, static_cast<size_t>(s.m * s.n), dc);
+            const float alpha = 0.75f, beta = -0.5f;
+            std::vector<float> want(static_cast<size_t>(s.m * s.n));
+            for (int64_t i = 0; i < s.m; ++i) {
+              for (int64_t j = 0; j < s.n; ++j) {
+                float acc = 0.0f;
+                for (int64_t l = 0; l < s.k; ++l) {
+                  const float x = av[static_cast<size_t>(ta ? l * s.m + i : i * s.k + l)];
+                  const float y = bv[static_cast<size_t>(tb ? j * s.k + l : l * s.n + j)];
+                  acc = std::fma(x, y, acc);
+                }
+                const float v = alpha * acc + beta * cv[static_cast<size_t>(i * s.n + j)];
+                want[static_cast<size_t>(i * s.n + j)] = round_to(v, dc);
+              }
+            }
+            for (int threads : {1, 3}) {
+              auto be = level(cpu::CpuKernels::avx512, threads);
+              const Shape as = ta ? Shape{s.k, s.m} : Shape{s.m, s.k};
+              const Shape bs = tb ? Shape{s.n, s.k} : Shape{s.k, s.n};
+              Tensor c = upload_values(*be, {s.m, s.n}, dc, cv);
+              be->gemm(upload_values(*be, as, da, av), ta, upload_values(*be, bs, db, bv), tb, c,
+                       alpha, beta);
+              SCOPED_TRACE(std::string("A ") + dtype_name(da) + (ta ? "^T" : "") + " B " +
+                           dtype_name(db) + (tb ? "^T" : "") + " -> " + dtype_name(dc) + ", " +
+                           std::to_string(s.m) + "x" + std::to_string(s.n) + "x" +
+                           std::to_string(s.k) + ", " + be->description());
+              const Tensor ref = upload_values(*be, {s.m, s.n}, dc, want);
+              BitwiseCheck check(dc);
+              check.add_all(download_bits(*be, c), download_bits(*be, ref));
+              EXPECT_TRUE(check.ok()) << check.report();
+              ++compared;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 0u);
 }
 
 // test_gemm_ops.cpp's bound for one element (see there): gamma_{k+2} W + output rounding + the

@@ -4,8 +4,9 @@
 // process runs one path throughout:
 //   avx512    AVX-512 F/BW/VL/DQ + FMA + F16C: the packed GEMM engine and the vector passes
 //             (with AVX512_BF16 the bf16 dot-product kernel, with AMX the tiles: cpu_amx()).
-//   avx2      AVX2 + FMA + F16C, without AVX-512: the products on OpenBLAS, the F16C / AVX2
-//             conversions and the AVX2 unscale pass; every other op its portable code.
+//   avx2      AVX2 + FMA + F16C, without AVX-512: the same packed GEMM engine (f32 kernel, 6 x 16
+//             YMM tiles) and vector passes built on AVX2 (cpu_gemm_avx2.cpp,
+//             cpu_vector_avx2.cpp), the F16C / AVX2 conversions and the AVX2 unscale pass.
 //   portable  no vector intrinsics of ampctl's own (OpenBLAS keeps its own kernels).
 // Chosen once, at first use, as the best the CPU has; AMPCTL_CPU_ISA=avx512|avx2|portable forces
 // one (config::check_environment refuses, at a command's start, a path the CPU lacks).

@@ -200,7 +200,7 @@ void CpuBackend::global_norm(std::span<const Tensor> tensors, const Tensor& out)
       for (size_t q = b0; q < b1; ++q) {
         const size_t lo = q * vec::kNormBlock, hi = std::min(n, lo + vec::kNormBlock);
         sums[first + q] =
-            m_avx512 ? vec::norm_block(x, d, lo, hi) : vec::norm_block_portable(x, d, lo, hi);
+            m_packed ? vec::norm_block(x, d, lo, hi) : vec::norm_block_portable(x, d, lo, hi);
       }
     });
     first += nb;
@@ -281,7 +281,7 @@ void CpuBackend::non_finite_check_unscale_norm_(std::span<const Tensor> tensors,
         }
         i = end;
       }
-      sum += m_avx512 ? vec::norm_block_scaled(t.data(), t.dtype(), lo, hi, norm_inv)
+      sum += m_packed ? vec::norm_block_scaled(t.data(), t.dtype(), lo, hi, norm_inv)
                       : vec::norm_block_scaled_portable(t.data(), t.dtype(), lo, hi, norm_inv);
     }
     base += n;

@@ -8,11 +8,11 @@
 // else. Workspaces for the widened operands grow once and are reused, so a steady-state training
 // step does not allocate.
 //
-// The fast path (CpuKernels, on the avx512 instruction path of core/cpu_isa.h): matrix products run
-// on the packed kernels of cpu_gemm.cpp (f16/bf16 operands widened while packing, or bf16 dot
-// products), and casts, add_, mul_scalar_tensor, fill and the fused optimizer steps on the vector
-// loops of cpu_vector.cpp, split over the backend's thread pool (cpu_parallel.h). The plain code
-// here stays the reference and the fallback; the vector loops give its bits exactly, and tests
+// The fast path (CpuKernels, on the avx512 or avx2 instruction path of core/cpu_isa.h): matrix
+// products run on the packed kernels of cpu_gemm.cpp (f16/bf16 operands widened while packing, or
+// bf16 dot products), and casts, add_, mul_scalar_tensor, fill and the fused optimizer steps on the
+// vector loops of cpu_vector.cpp, split over the backend's thread pool (cpu_parallel.h). The plain
+// code here stays the reference and the fallback; the vector loops give its bits exactly, and tests
 // compare the levels (tests/unit/backend/test_engine_kernels.cpp).
 #include <cblas.h>
 
@@ -90,11 +90,11 @@ int default_threads() {
 
 CpuBackend::CpuBackend(int threads, CpuKernels kernels) {
   m_threads = threads > 0 ? threads : default_threads();
-  m_avx512 = kernels != CpuKernels::portable && cpu_features().avx512;
-  m_bf16_dot = kernels == CpuKernels::best && m_avx512 && cpu_features().avx512_bf16;
+  m_packed = kernels != CpuKernels::portable && cpu_features().vector;
+  m_bf16_dot = kernels == CpuKernels::best && m_packed && cpu_features().avx512_bf16;
   // Without the packed kernels the products run on OpenBLAS's own threads; a pool beside them
   // would spin while OpenBLAS works and steal its cores, so the passes stay on this thread.
-  m_pool = std::make_unique<ThreadPool>(m_avx512 ? m_threads : 1);
+  m_pool = std::make_unique<ThreadPool>(m_packed ? m_threads : 1);
   m_serial_pool = std::make_unique<ThreadPool>(1);
   m_batch_gemm.resize(static_cast<size_t>(m_pool->threads()));
   // A fixed thread count keeps OpenBLAS's blocking, and so its summation order, the same from
@@ -106,8 +106,8 @@ std::string CpuBackend::description() const {
   // cpu_features().amx_bf16: the bf16 products run on AMX tiles (cpu_gemm.h).
   const char* kernels = m_bf16_dot && cpu_features().amx_bf16 ? "AVX-512 + AMX-BF16 kernels"
                         : m_bf16_dot                          ? "AVX-512 + AVX512_BF16 kernels"
-                        : m_avx512                            ? "AVX-512 kernels"
-                        : cpu_isa() == CpuIsa::avx2           ? "OpenBLAS + AVX2 passes"
+                        : m_packed && cpu_features().avx2     ? "AVX2 kernels"
+                        : m_packed                            ? "AVX-512 kernels"
                                                               : "OpenBLAS";
   return std::string("cpu (") + kernels + ", " + std::to_string(m_threads) + " threads)";
 }

@@ -1,8 +1,9 @@
 // The CPU backend's class, shared by its source files: cpu_backend.cpp (the operand helpers and
 // the backend's lifetime) and one file per op family of backend.h: memory.cpp, gemm.cpp, amp.cpp,
 // nn.cpp, transformer.cpp (embedding, batched gemm, head layouts, causal softmax, attention),
-// conv.cpp, optim.cpp and numerics.cpp; with the engines under engine/: the AVX-512 kernels in
-// cpu_gemm.cpp (matrix products) and cpu_vector.cpp (elementwise passes), the thread pool
+// conv.cpp, optim.cpp and numerics.cpp; with the engines under engine/: the packed kernels in
+// cpu_gemm.cpp (matrix products) and cpu_vector.cpp (elementwise passes), AVX-512 and their AVX2
+// builds (cpu_gemm_avx2.cpp, cpu_vector_avx2.cpp), the thread pool
 // (cpu_parallel.h) and the SIMD helpers.
 // Internal to lib/src; users get it through make_cpu_backend().
 //
@@ -50,8 +51,9 @@ std::vector<UnscaleF32Kernel> unscale_f32_kernels();
 
 // Which kernels a CpuBackend may use (each also needs the CPU to have the instructions):
 // `portable` is the plain reference code (OpenBLAS for products, scalar loops); `avx512` adds the
-// packed f32 GEMM and the vector elementwise passes; `best` also the bf16 dot-product GEMM. Every
-// level gives the same bits for every op except the matrix products, whose fp32 accumulation
+// packed f32 GEMM and the vector elementwise passes (AVX-512, or their AVX2 builds on the avx2
+// path: the name is the level's, not the instruction set's); `best` also the bf16 dot-product GEMM.
+// Every level gives the same bits for every op except the matrix products, whose fp32 accumulation
 // order differs (within the bound the gemm tests check). Tests compare the levels.
 enum class CpuKernels { portable, avx512, best };
 
@@ -195,11 +197,11 @@ class CpuBackend final : public Backend {
   void sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& hyper, float inv);
   void adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper& hyper, float inv);
   void cast_integer(const Tensor& src, const Tensor& dst);
-  // gemm_batched on the packed kernels (batch, m, n, k >= 1, AVX-512), with the epilogue's amax
+  // gemm_batched on the packed kernels (batch, m, n, k >= 1, m_packed), with the epilogue's amax
   // when given (transformer.cpp).
   void gemm_batched_packed(const GemmBatchedDims& d, const Tensor& a, bool trans_a, const Tensor& b,
                            bool trans_b, const Tensor& c, float alpha, float beta, AmaxSink* amax);
-  // softmax_cross_entropy's fused, threaded path (AVX-512 level), after the checks.
+  // softmax_cross_entropy's fused, threaded path (m_packed), after the checks.
   void softmax_cross_entropy_rows(const Tensor& logits, const int32_t* labels, const Tensor& loss,
                                   const Tensor& correct, const Tensor& dlogits,
                                   const Tensor& grad_scale);
@@ -210,11 +212,11 @@ class CpuBackend final : public Backend {
                      const char* what);
 
   int m_threads = 1;
-  bool m_avx512 = false;    // packed f32 GEMM and vector elementwise passes
+  bool m_packed = false;    // packed GEMM and vector passes (avx512 or avx2 path)
   bool m_bf16_dot = false;  // the VDPBF16PS GEMM for bf16 x bf16
   // The threads of the packed kernels and the elementwise passes (cpu_parallel.h).
   std::unique_ptr<ThreadPool> m_pool;
-  // The packed AVX-512 matrix product (cpu_gemm.h); OpenBLAS where it has no kernel.
+  // The packed matrix product (cpu_gemm.h); OpenBLAS where it has no kernel.
   GemmEngine m_gemm;
   // Grow-only float workspaces: widened operands (a, b, c) and float results before their one
   // rounding (d, e).

@@ -25,7 +25,7 @@ void CpuBackend::gemm(const Tensor& a, bool trans_a, const Tensor& b, bool trans
     const GemmOperand ga{a.data(), a.dtype(), a.dim(1), trans_a};
     const GemmOperand gb{b.data(), b.dtype(), b.dim(1), trans_b};
     const GemmOutput gc{c.data(), c.dtype(), n, alpha, beta, nullptr, DType::f32};
-    if (m_avx512 && m_gemm.run(m, n, k, ga, gb, gc, *m_pool, m_bf16_dot)) return;
+    if (m_packed && m_gemm.run(m, n, k, ga, gb, gc, *m_pool, m_bf16_dot)) return;
   }
   const float* ap = as_f32(a, m_ws_a);
   const float* bp = as_f32(b, m_ws_b);

@@ -1,7 +1,7 @@
 // The CPU backend's memory family: upload, download, copy, fill, casts, the elementwise
 // scalings and additions, and gather_rows (backend.h, "memory"). Plain loops with one rounding
-// per element; on the AVX-512 level the vector loops of engine/cpu_vector.cpp, which give the
-// same bits.
+// per element; on the avx512 and avx2 paths the vector loops of engine/cpu_vector.cpp, which give
+// the same bits.
 #include <cblas.h>
 
 #include <algorithm>
@@ -61,7 +61,7 @@ void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
     copy(dst, src);
     return;
   }
-  if (m_avx512 && !overlaps(src, dst)) {
+  if (m_packed && !overlaps(src, dst)) {
     parallel_for(*m_pool, src.numel(), [&](size_t b, size_t e) {
       vec::cast(src.data(), src.dtype(), dst.data(), dst.dtype(), b, e);
     });
@@ -73,7 +73,7 @@ void CpuBackend::cast(const Tensor& src, const Tensor& dst) {
 void CpuBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const Tensor& out) {
   check_mul_scalar_tensor(x, scale, out, device());
   const float s = *scale.data_as<float>();
-  if (m_avx512 && is_floating(x.dtype()) && is_floating(out.dtype()) && same_or_disjoint(x, out)) {
+  if (m_packed && is_floating(x.dtype()) && is_floating(out.dtype()) && same_or_disjoint(x, out)) {
     parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
       vec::mul_scalar(x.data(), x.dtype(), out.data(), out.dtype(), s, b, e);
     });
@@ -92,7 +92,7 @@ void CpuBackend::mul_scalar_tensor(const Tensor& x, const Tensor& scale, const T
 
 void CpuBackend::add_(const Tensor& dst, const Tensor& src, float alpha) {
   check_add(dst, src, device());
-  if (m_avx512 && is_floating(dst.dtype()) && is_floating(src.dtype()) &&
+  if (m_packed && is_floating(dst.dtype()) && is_floating(src.dtype()) &&
       same_or_disjoint(dst, src)) {
     parallel_for(*m_pool, dst.numel(), [&](size_t b, size_t e) {
       vec::add(dst.data(), dst.dtype(), src.data(), src.dtype(), alpha, b, e);

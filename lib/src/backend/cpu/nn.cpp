@@ -7,11 +7,11 @@
 // fixes for the backend's fixed thread count, as for gemm; the packed kernels never split k, so
 // theirs does not depend on it at all). Outputs are formed in a workspace and stored at the
 // end, so an output may alias an input of the same op. Operand checks come before any write.
-// With AVX-512 (CpuKernels), linear_forward runs on the packed GEMM with the bias and the one
-// rounding in its epilogue, and relu and sum_rows on vector loops that give the plain loops' bits
-// (sum_rows: one lane per column, rows in order); they take that path only when the output does
-// not partly overlap an input. The tanh GELU uses cpu_gelu.h's tanh (double, one rounding) at
-// every level, on 16 lanes and the pool's threads with AVX-512.
+// On the avx512 and avx2 paths (CpuKernels), linear_forward runs on the packed GEMM with the bias
+// and the one rounding in its epilogue, and relu and sum_rows on vector loops that give the plain
+// loops' bits (sum_rows: one lane per column, rows in order); they take that path only when the
+// output does not partly overlap an input. The tanh GELU uses cpu_gelu.h's tanh (double, one
+// rounding) at every level, on 16 lanes and the pool's threads on the avx512 and avx2 paths.
 #include <cblas.h>
 
 #include <algorithm>
@@ -87,7 +87,7 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
                         0.0f,
                         b.defined() ? b.data() : nullptr,
                         b.defined() ? b.dtype() : DType::f32};
-    if (m_avx512 && m_gemm.run(rows, out, in, gx, gw, gy, *m_pool, m_bf16_dot)) return;
+    if (m_packed && m_gemm.run(rows, out, in, gx, gw, gy, *m_pool, m_bf16_dot)) return;
   }
   const float* xp = as_f32(x, m_ws_a);
   const float* wp = as_f32(w, m_ws_b);
@@ -121,7 +121,7 @@ void CpuBackend::linear_forward(const Tensor& x, const Tensor& w, const Tensor& 
 void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
   check_sum_rows(x, out, device());
   const int64_t rows = x.dim(0), cols = x.dim(1);
-  if (m_avx512 && !overlaps(x, out)) {
+  if (m_packed && !overlaps(x, out)) {
     // One lane per column, the rows in order (a bias gradient is a few microseconds: one thread).
     m_ws_d.resize(static_cast<size_t>(cols));
     float* acc = m_ws_d.data();
@@ -145,13 +145,13 @@ void CpuBackend::sum_rows(const Tensor& x, const Tensor& out) {
 
 void CpuBackend::activation_forward(nn::ActivationKind kind, const Tensor& x, const Tensor& y) {
   check_activation_forward(kind, x, y, device());
-  if (kind == nn::ActivationKind::relu && m_avx512 && same_or_disjoint(x, y)) {
+  if (kind == nn::ActivationKind::relu && m_packed && same_or_disjoint(x, y)) {
     parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
       vec::relu_forward(x.data(), x.dtype(), y.data(), y.dtype(), b, e);
     });
     return;
   }
-  if (kind == nn::ActivationKind::gelu_tanh && m_avx512 && same_or_disjoint(x, y)) {
+  if (kind == nn::ActivationKind::gelu_tanh && m_packed && same_or_disjoint(x, y)) {
     parallel_for(*m_pool, x.numel(), [&](size_t b, size_t e) {
       vec::gelu_tanh_forward(x.data(), x.dtype(), y.data(), y.dtype(), b, e);
     });
@@ -175,14 +175,14 @@ void CpuBackend::activation_backward(nn::ActivationKind kind, const Tensor& x, c
   // relu and tanh read only the output and the gelus only the input (nn_math.h).
   const bool reads_input = nn::activation_reads_input(kind);
   const Tensor& used = reads_input ? x : y;
-  if (kind == nn::ActivationKind::relu && m_avx512 && same_or_disjoint(dy, dx) &&
+  if (kind == nn::ActivationKind::relu && m_packed && same_or_disjoint(dy, dx) &&
       !overlaps(y, dx)) {
     parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
       vec::relu_backward(y.data(), y.dtype(), dy.data(), dy.dtype(), dx.data(), dx.dtype(), b, e);
     });
     return;
   }
-  if (kind == nn::ActivationKind::gelu_tanh && m_avx512 && same_or_disjoint(dy, dx) &&
+  if (kind == nn::ActivationKind::gelu_tanh && m_packed && same_or_disjoint(dy, dx) &&
       same_or_disjoint(x, dx)) {
     parallel_for(*m_pool, dy.numel(), [&](size_t b, size_t e) {
       vec::gelu_tanh_backward(x.data(), x.dtype(), dy.data(), dy.dtype(), dx.data(), dx.dtype(), b,
@@ -245,7 +245,7 @@ void CpuBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& label
                       std::to_string(r) + " is outside [0, " + std::to_string(cols) + ")"};
     }
   }
-  if (m_avx512 && rows > 0 && cols > 0 && !overlaps(loss, logits) &&
+  if (m_packed && rows > 0 && cols > 0 && !overlaps(loss, logits) &&
       (!dlogits.defined() || !overlaps(loss, dlogits))) {
     softmax_cross_entropy_rows(logits, lab, loss, correct, dlogits, grad_scale);
     return;
@@ -358,7 +358,7 @@ void CpuBackend::layer_norm_forward(const Tensor& x, const Tensor& gamma, const 
   const std::array<int64_t, 2> rc =
       check_layer_norm_forward(x, gamma, beta, y, mean, rstd, device());
   const int64_t rows = rc[0], cols = rc[1];
-  if (m_avx512 && same_or_disjoint(x, y) && !overlaps(mean, x) && !overlaps(mean, y) &&
+  if (m_packed && same_or_disjoint(x, y) && !overlaps(mean, x) && !overlaps(mean, y) &&
       !overlaps(rstd, x) && !overlaps(rstd, y) && !overlaps(y, gamma) && !overlaps(y, beta) &&
       !overlaps(mean, rstd)) {
     // 16 rows per vector, each lane summing its row in index order (cpu_vector.h): the bits
@@ -424,7 +424,7 @@ void CpuBackend::layer_norm_backward(const Tensor& x, const Tensor& gamma, const
       (same_or_disjoint(dx, x) && same_or_disjoint(dx, dy) && !overlaps(dx, gamma) &&
        !overlaps(dx, mean) && !overlaps(dx, rstd) && (!dgamma.defined() || !overlaps(dx, dgamma)) &&
        (!dbeta.defined() || !overlaps(dx, dbeta)));
-  if (m_avx512 && dx_ok) {
+  if (m_packed && dx_ok) {
     // The parameter sums first (they read every row of x and dy, which dx may overwrite), one
     // lane per column over the rows in order, the pool's threads splitting the columns; then dx,
     // 16 rows per vector as the forward. The bits of the scalar code below.

@@ -1,8 +1,8 @@
 // The CPU backend's numerics family (backend.h, "numerics"). round_counted: the classification
 // of math/numerics_math.h over the pool's threads, the counters added at the end of each part;
 // it runs on sampled steps only, so it is kept scalar rather than vectorised. round_amax: one
-// AVX-512 pass. gemm_round_amax and gemm_batched_round_amax: the max taken in the packed
-// kernels' epilogue (cpu_gemm.h, AmaxSink), on the floats the epilogue rounds into c.
+// vector pass (avx512 and avx2 paths). gemm_round_amax and gemm_batched_round_amax: the max taken
+// in the packed kernels' epilogue (cpu_gemm.h, AmaxSink), on the floats the epilogue rounds into c.
 // causal_softmax_backward_amax: both roundings' max in the op's one pass.
 // activation_backward_amax: relu's max in its one pass; the GELU's share in chunks of
 // kAmaxChunk elements, the op's f32 output into a stack buffer (L1) and round_amax's pass from
@@ -70,9 +70,9 @@ void CpuBackend::round_counted(const Tensor& src, const Tensor& dst, const Tenso
   });
 }
 
-// Every step of a fp16/bf16 run: the rounding and the max in one pass (vectorised with
-// AVX-512), the parts merging into one AmaxSink. A max of float bits: the result does not depend on
-// the split.
+// Every step of a fp16/bf16 run: the rounding and the max in one pass (vectorised on the
+// avx512 and avx2 paths), the parts merging into one AmaxSink. A max of float bits: the result does
+// not depend on the split.
 void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& amax) {
   check_round_amax(src, dst, amax, device());
   const float* x = src.data_as<float>();
@@ -82,7 +82,7 @@ void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& 
   parallel_for(*m_pool, src.numel(), [&](size_t b, size_t e) {
     uint32_t m = 0;
     bool bad = false;
-    if (m_avx512) {
+    if (m_packed) {
       vec::cast_amax(x, out, dst.dtype(), b, e, m, bad);
     } else {
       for (size_t i = b; i < e; ++i) {
@@ -101,7 +101,7 @@ void CpuBackend::round_amax(const Tensor& src, const Tensor& dst, const Tensor& 
 void CpuBackend::gemm_round_amax(const Tensor& a, bool trans_a, const Tensor& b, bool trans_b,
                                  const Tensor& c, const Tensor& amax, const Tensor& scratch) {
   const GemmDims d = check_gemm_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
-  if (m_avx512 && d.m > 0 && d.n > 0 && d.k > 0 && !overlaps(c, a) && !overlaps(c, b)) {
+  if (m_packed && d.m > 0 && d.n > 0 && d.k > 0 && !overlaps(c, a) && !overlaps(c, b)) {
     AmaxAccumulator acc(amax);
     GemmOutput gc{c.data(), c.dtype(), d.n};
     gc.amax = &acc.sink;
@@ -120,7 +120,7 @@ void CpuBackend::gemm_batched_round_amax(const Tensor& a, bool trans_a, const Te
                                          const Tensor& scratch) {
   const GemmBatchedDims d =
       check_gemm_batched_round_amax(a, trans_a, b, trans_b, c, amax, scratch, device());
-  if (m_avx512 && d.batch > 0 && d.m > 0 && d.n > 0 && d.k > 0) {
+  if (m_packed && d.batch > 0 && d.m > 0 && d.n > 0 && d.k > 0) {
     AmaxAccumulator acc(amax);
     gemm_batched_packed(d, a, trans_a, b, trans_b, c, 1.0f, 0.0f, &acc.sink);
     acc.write_back();
@@ -137,7 +137,7 @@ void CpuBackend::activation_backward_amax(nn::ActivationKind kind, const Tensor&
   const bool gelu = kind == nn::ActivationKind::gelu_tanh;
   const Tensor& used = relu ? y : x;
   // activation_backward's vectorised kinds, on the operands it takes them for.
-  if (!m_avx512 || !(relu || gelu) || !same_or_disjoint(dy, dx) || overlaps(used, dx)) {
+  if (!m_packed || !(relu || gelu) || !same_or_disjoint(dy, dx) || overlaps(used, dx)) {
     Backend::activation_backward_amax(kind, x, y, dy, dx, amax, scratch);
     return;
   }
@@ -171,7 +171,7 @@ void CpuBackend::causal_softmax_backward_amax(const Tensor& probs, const Tensor&
                                               const Tensor& amax, const Tensor& scratch) {
   const SoftmaxDims d =
       check_causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax, scratch, device());
-  if (!m_avx512 || overlaps(dscores, probs) || overlaps(dscores, dprobs)) {
+  if (!m_packed || overlaps(dscores, probs) || overlaps(dscores, dprobs)) {
     Backend::causal_softmax_backward_amax(probs, dprobs, scale, dscores, amax, scratch);
     return;
   }

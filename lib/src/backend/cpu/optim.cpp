@@ -1,5 +1,6 @@
 // The CPU backend's optim family (backend.h, "optimizers"): the fused SGD and Adam updates
-// (engine/cpu_vector.cpp's loops on the AVX-512 level, the scalar math/ reference otherwise).
+// (engine/cpu_vector.cpp's loops on the avx512 and avx2 paths, the scalar math/ reference
+// otherwise).
 #include <cblas.h>
 
 #include <algorithm>
@@ -67,7 +68,7 @@ void CpuBackend::sgd_pass(const OptimizerStepArgs& args, const optim::SgdHyper& 
     if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
     return;
   }
-  if (m_avx512 && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.momentum_buf})) {
+  if (m_packed && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.momentum_buf})) {
     void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;
     const DType lowp_dtype = args.lowp_params.defined() ? args.lowp_params.dtype() : DType::f32;
     parallel_for(*m_pool, n, [&](size_t b, size_t e) {
@@ -102,7 +103,7 @@ void CpuBackend::adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper
     const optim::AdamStepConsts plain_consts =
         optim::adam_consts(plain, *args.step.data_as<int32_t>() + 1);
     const float* mask = args.decay_mask.data_as<float>();
-    if (m_avx512 && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.exp_avg,
+    if (m_packed && lowp_fusable(args.lowp_params, {&args.params, &args.grads, &args.exp_avg,
                                                     &args.exp_avg_sq, &args.decay_mask})) {
       // The same per-element choice of constants on 16 lanes, with the low-precision copy in
       // the same pass (cpu_vector.h).
@@ -123,7 +124,7 @@ void CpuBackend::adam_pass(const OptimizerStepArgs& args, const optim::AdamHyper
     if (args.lowp_params.defined()) store_f32(p, args.lowp_params);
     return;
   }
-  if (m_avx512 && lowp_fusable(args.lowp_params,
+  if (m_packed && lowp_fusable(args.lowp_params,
                                {&args.params, &args.grads, &args.exp_avg, &args.exp_avg_sq})) {
     // One pass: the update and the rounded low-precision copy of each parameter.
     void* lowp = args.lowp_params.defined() ? args.lowp_params.data() : nullptr;

@@ -13,7 +13,7 @@
 //     the pool's threads claiming chunks (or, with fewer matrices than threads, each split over
 //     the pool as gemm splits it); the packed
 //     kernels never split k, so each output has the same bits as gemm would give it.
-//     Without AVX-512, OpenBLAS's sgemm per matrix on widened copies, as gemm does.
+//     On the portable path, OpenBLAS's sgemm per matrix on widened copies, as gemm does.
 //   * heads_from_rows / heads_to_rows: row-slice copies (memcpy of hs elements), the (b, h)
 //     matrices split over the pool's threads.
 //   * causal_softmax_forward: one pass over each row's unmasked prefix j <= i forms s_j (rounded
@@ -24,7 +24,8 @@
 //   * causal_softmax_backward: the float dot sum_k dp_k * p_k in ascending k, then
 //     round(round?(p_j * (dp_j - dot)) * scale) per element.
 // Rows are independent in both softmax passes, so splitting them over threads changes no bit.
-//   * attention_forward / attention_backward (with AVX-512): Backend's default composition, op
+//   * attention_forward / attention_backward (avx512 and avx2 paths): Backend's default
+//   composition, op
 //     for op on the same buffers, but one (b, h) head at a time on the thread that claimed it:
 //     the head's products on that thread's packed engine (as gemm_batched runs a matrix whole),
 //     then its softmax rows and its cast, while its T x T scores are still in L1/L2. One pool job
@@ -37,11 +38,12 @@
 //     head): the forward's head i reads kv head i / G; the backward claims a kv head, runs its
 //     G query heads in order and then dv and dk as one product over their G T rows (the
 //     composition's grouped view), so the group's sum has one order whatever the threads.
-//     Without AVX-512 the default composition runs.
+//     On the portable path the default composition runs.
 //   * rope_forward / rope_backward: per (head, position) row the rotate-half pairs of nn_math.h,
 //     rows split over the threads (each element computed alone: no order to keep).
-// With AVX-512 (cpu_vector.h) the same order runs with the scaling, the max, the division and
-// the backward's per-element products and the exponentials on 16 lanes; both sums stay
+// On the avx512 and avx2 paths (cpu_vector.h) the same order runs with the scaling, the max, the
+// division and the backward's per-element products and the exponentials on 16 lanes; both sums
+// stay
 // sequential in j per row, 16 rows at a time (row q in lane q, from 16 x 16 tiles transposed in
 // registers), so the bits are the scalar code's.
 #include <cblas.h>
@@ -208,7 +210,7 @@ void CpuBackend::gemm_batched_packed(const GemmBatchedDims& d, const Tensor& a, 
                     DType::f32,
                     amax};
   };
-  // run() declines only without AVX-512, for an i32 output or an empty product, all excluded
+  // run() declines only on the portable path, for an i32 output or an empty product, all excluded
   // by the callers, so a decline is a broken invariant, reported rather than half-computed.
   std::atomic<bool> declined{false};
   if (d.batch < m_pool->threads()) {
@@ -253,7 +255,7 @@ void CpuBackend::gemm_batched(const Tensor& a, bool trans_a, const Tensor& b, bo
     store_f32(m_ws_d.data(), c);
     return;
   }
-  if (m_avx512) {
+  if (m_packed) {
     gemm_batched_packed(d, a, trans_a, b, trans_b, c, alpha, beta, nullptr);
     return;
   }
@@ -328,7 +330,7 @@ void CpuBackend::causal_softmax_forward(const Tensor& scores, float scale, bool 
   // Per thread: 16 rows of t floats (vec::causal_softmax_forward_rows sums 16 rows at once).
   const size_t threads = static_cast<size_t>(m_pool->threads()), ws = 16 * static_cast<size_t>(t);
   if (m_ws_e.size() < threads * ws) m_ws_e.resize(threads * ws);
-  if (m_avx512) {
+  if (m_packed) {
     for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int thread) {
       vec::causal_softmax_forward_rows(scores.data(), scores.dtype(), probs.data(), probs.dtype(),
                                        t, r0, r1, scale, round_scaled,
@@ -373,7 +375,7 @@ void CpuBackend::causal_softmax_backward(const Tensor& probs, const Tensor& dpro
                                          bool round_scaled, const Tensor& dscores) {
   const SoftmaxDims d = check_causal_softmax_backward(probs, dprobs, dscores, device());
   const int64_t t = d.time;
-  if (m_avx512) {
+  if (m_packed) {
     for_rows(*m_pool, d.count * t, t, [&](int64_t r0, int64_t r1, int) {
       vec::causal_softmax_backward_rows(probs.data(), probs.dtype(), dprobs.data(), dprobs.dtype(),
                                         dscores.data(), dscores.dtype(), t, r0, r1, scale,
@@ -495,7 +497,7 @@ auto head_product(GemmEngine& g, ThreadPool& serial, bool bf16_dot, std::atomic<
 
 void CpuBackend::attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
                                    const Tensor& y, const AttentionBuffers& buffers) {
-  if (!m_avx512 || !q.defined() || q.rank() != 3) {
+  if (!m_packed || !q.defined() || q.rank() != 3) {
     Backend::attention_forward(q, k, v, scale, y, buffers);
     return;
   }
@@ -539,7 +541,7 @@ void CpuBackend::attention_backward(const Tensor& q, const Tensor& k, const Tens
                                     const Tensor& y, const Tensor& dy, float scale,
                                     const Tensor& dq, const Tensor& dk, const Tensor& dv,
                                     const AttentionBuffers& buffers) {
-  if (!m_avx512 || !q.defined() || q.rank() != 3) {
+  if (!m_packed || !q.defined() || q.rank() != 3) {
     Backend::attention_backward(q, k, v, y, dy, scale, dq, dk, dv, buffers);
     return;
   }

@@ -15,6 +15,16 @@
 //   f32 kernel:  A sliver [k][kMr] floats, B sliver [k][kNR] floats.
 //   bf16 kernel: A sliver [k/2][kMr][2] bf16, B sliver [k/2][kNR][2] bf16 (k padded to even
 //                with a zero): the pairs VDPBF16PS multiplies lane by lane.
+//
+// Compiled twice: here for AVX-512 (GemmEngine::run), and by cpu_gemm_avx2.cpp with
+// AMPCTL_GEMM_AVX2 for the avx2 path (GemmEngine::run_avx2): the same packing, blocking, split
+// and epilogue on cpu_avx512_on_avx2.h's 16-lane vectors, a kMr x kNr = 6 x 16 tile in 12 YMM
+// accumulators, and the f32 kernel only (no bf16 dot products or AMX). Each element is the same
+// chain of fused multiply-adds in either build, so the two give the same bits.
+#ifndef AMPCTL_GEMM_AVX2
+#define AMPCTL_GEMM_AVX2 0
+#endif
+
 #include "cpu_gemm.h"
 
 #include <algorithm>
@@ -37,11 +47,22 @@
 namespace ampctl::cpu {
 namespace {
 
+#if AMPCTL_GEMM_AVX2
+// The avx2 build (cpu_gemm_avx2.cpp): a 6 x 16 tile in 12 YMM registers (6 rows x 2 vectors).
+constexpr int64_t kMr = 6;
+constexpr int64_t kNr = 16;
+constexpr int64_t kMc = 120;      // rows of A per packed block (20 slivers; ~120 KiB in L2)
+constexpr int64_t kKcF32 = 256;   // k per block: a B sliver is 16 KiB (half of L1)
+constexpr int64_t kKcBf16 = 512;  // (no bf16 kernel on this path)
+#else
 constexpr int64_t kMr = 12;
 constexpr int64_t kNr = 32;
 constexpr int64_t kMc = 120;      // rows of A per packed block (10 slivers; ~120 KiB in L2)
 constexpr int64_t kKcF32 = 256;   // k per block, f32 kernel: a B sliver is 32 KiB (L1)
 constexpr int64_t kKcBf16 = 512;  // k per block, bf16 kernel: the same bytes
+#endif
+// The lanes of a sliver's row of A (pack_a_f32).
+constexpr __mmask16 kMrMask = static_cast<__mmask16>((1u << kMr) - 1u);
 constexpr int64_t kTile = kMr * kNr;
 // The largest op(B) (all its k blocks: 512 KiB of floats) packed once and shared by the row parts.
 constexpr int64_t kSharedBFloats = int64_t{1} << 17;
@@ -49,6 +70,7 @@ constexpr int64_t kSharedBFloats = int64_t{1} << 17;
 // packing the whole panel): 2 MiB, a Sapphire Rapids core's L2.
 constexpr int64_t kRowSplitBPanelBytes = int64_t{2} << 20;
 
+#if !AMPCTL_GEMM_AVX2
 // The path core/cpu_isa.h chose (AMPCTL_CPU_ISA may have forced a lower one).
 CpuFeatures probe_features() {
   const CpuIsaChoice& c = cpu_isa_choice();
@@ -56,8 +78,11 @@ CpuFeatures probe_features() {
   f.avx512 = c.isa == CpuIsa::avx512;
   f.avx512_bf16 = c.bf16_dot;
   f.amx_bf16 = c.amx;
+  f.avx2 = c.isa == CpuIsa::avx2;
+  f.vector = f.avx512 || f.avx2;
   return f;
 }
+#endif
 
 // ---- packing for the f32 kernel (widening any float dtype exactly) ----
 
@@ -78,6 +103,20 @@ AMPCTL_AVX512 void pack_rows_transposed(const S* const* rows, int count, int64_t
   }
 }
 
+#if AMPCTL_GEMM_AVX2
+// 8 elements widened exactly to float (F16C for f16, a shift for bf16).
+AMPCTL_EMU_INLINE __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+AMPCTL_EMU_INLINE __m256 load8(const half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+AMPCTL_EMU_INLINE __m256 load8(const bfloat16* p) {
+  const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+#endif
+
 template <typename S>
 AMPCTL_AVX512 void pack_a_f32(const S* a, int64_t ld, bool trans, int64_t i0, int64_t mc,
                               int64_t p0, int64_t kc, float* dst) {
@@ -85,14 +124,26 @@ AMPCTL_AVX512 void pack_a_f32(const S* a, int64_t ld, bool trans, int64_t i0, in
     const int64_t mr = std::min(kMr, mc - s);
     float* d = dst + s * kc;
     if (trans) {  // element (i, l) at l * ld + i: a row of the sliver per l is contiguous
+#if AMPCTL_GEMM_AVX2
+      // 8 elements widened at once where they lie inside the row (ld >= the row's length), each
+      // store overlapping the next row of the sliver by 2 floats, which that row then writes;
+      // the last row of the sliver stores its 6 lanes only.
+      if (mr == kMr && i0 + s + 8 <= ld) {
+        const S* src = a + p0 * ld + i0 + s;
+        for (int64_t l = 0; l + 1 < kc; ++l) _mm256_storeu_ps(d + l * kMr, load8(src + l * ld));
+        _mm256_maskstore_ps(d + (kc - 1) * kMr, _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0),
+                            load8(src + (kc - 1) * ld));
+        continue;
+      }
+#endif
       const __mmask16 m = simd::head_mask(static_cast<size_t>(mr));
       for (int64_t l = 0; l < kc; ++l) {
-        _mm512_mask_storeu_ps(d + l * kMr, 0x0fff, simd::load16(a + (p0 + l) * ld + i0 + s, m));
+        _mm512_mask_storeu_ps(d + l * kMr, kMrMask, simd::load16(a + (p0 + l) * ld + i0 + s, m));
       }
     } else {  // element (i, l) at i * ld + l: each row is contiguous along l; transpose
       const S* rows[16];
       for (int64_t r = 0; r < mr; ++r) rows[r] = a + (i0 + s + r) * ld + p0;
-      pack_rows_transposed(rows, static_cast<int>(mr), kc, d, kMr, 0x0fff);
+      pack_rows_transposed(rows, static_cast<int>(mr), kc, d, kMr, kMrMask);
     }
   }
 }
@@ -121,11 +172,15 @@ AMPCTL_AVX512 void pack_b_f32(const S* b, int64_t ld, bool trans, int64_t j0, in
     float* d = dst + s * kc;
     if (!trans) {  // element (l, j) at l * ld + j: contiguous along j
       const __mmask16 m0 = simd::head_mask(static_cast<size_t>(nr));
+#if !AMPCTL_GEMM_AVX2
       const __mmask16 m1 = simd::head_mask(static_cast<size_t>(std::max<int64_t>(nr - 16, 0)));
+#endif
       for (int64_t l = 0; l < kc; ++l) {
         const S* row = b + (p0 + l) * ld + j0 + s;
         _mm512_storeu_ps(d + l * kNr, simd::load16(row, m0));
+#if !AMPCTL_GEMM_AVX2
         _mm512_storeu_ps(d + l * kNr + 16, simd::load16(row + 16, m1));
+#endif
       }
     } else {  // element (l, j) at j * ld + l: each column is contiguous along l; transpose
       for (int64_t jg = 0; jg < kNr; jg += 16) {
@@ -138,6 +193,7 @@ AMPCTL_AVX512 void pack_b_f32(const S* b, int64_t ld, bool trans, int64_t j0, in
   }
 }
 
+#if !AMPCTL_GEMM_AVX2
 // ---- packing for the bf16 kernel (pairs along k) ----
 
 // A: sliver [k/2][kMr][2]. kcp = kc rounded up to even.
@@ -216,6 +272,8 @@ AMPCTL_AVX512 void pack_b_bf16(const uint16_t* b, int64_t ld, bool trans, int64_
   }
 }
 
+#endif  // !AMPCTL_GEMM_AVX2
+
 // ---- micro-kernels: C tile (kMr x kNr) := [cin +] A sliver * B sliver ----
 // The finished tile leaves the registers through `store`, row by row: as raw floats (StoreRaw:
 // partial sums, an f32 C without epilogue, or the stack tile of an edge tile), or through the
@@ -229,6 +287,9 @@ struct StoreRaw {
   AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v0, __m512 v1) const {
     _mm512_storeu_ps(out + r * ld, v0);
     _mm512_storeu_ps(out + r * ld + 16, v1);
+  }
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v) const {  // kNr 16
+    _mm512_storeu_ps(out + r * ld, v);
   }
 };
 
@@ -300,11 +361,53 @@ struct StoreEpilogue {
     simd::store16(o, v0);
     simd::store16(o + 16, v1);
   }
+  AMPCTL_AVX512 AMPCTL_SIMD_INLINE void operator()(int r, __m512 v) {  // kNr 16
+    O* o = out + r * ld;
+    v = value(v, o, bias);
+    if (lanes) amax.take(v, 0xffff);
+    simd::store16(o, v);
+  }
 };
 
 // A's layout: Rows, rows of kKcF32 floats (row r's l at a[r * kKcF32 + l], a displacement
 // fixed at compile time); else a sliver [k][kMr]. The same operations in the same order either
 // way, so the same bits.
+#if AMPCTL_GEMM_AVX2
+// The avx2 kernel: 6 rows x 2 YMM accumulators, the same chain of fused multiply-adds per
+// element in the same order as the AVX-512 kernel (so the same bits).
+template <bool Rows, typename Store>
+AMPCTL_AVX2 void kernel_f32(int64_t kc, const float* a, const float* b, const float* cin,
+                            int64_t ldi, const Store& store) {
+  __m256 c0[kMr], c1[kMr];
+  if (cin) {
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      c0[r] = _mm256_loadu_ps(cin + r * ldi);
+      c1[r] = _mm256_loadu_ps(cin + r * ldi + 8);
+    }
+  } else {
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) c0[r] = c1[r] = _mm256_setzero_ps();
+  }
+  for (int64_t l = 0; l < kc; ++l) {
+    const __m256 b0 = _mm256_loadu_ps(b);
+    const __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+    for (int r = 0; r < kMr; ++r) {
+      const __m256 ar = _mm256_broadcast_ss(Rows ? a + r * kKcF32 : a + r);
+      c0[r] = _mm256_fmadd_ps(ar, b0, c0[r]);
+      c1[r] = _mm256_fmadd_ps(ar, b1, c1[r]);
+    }
+    a += Rows ? 1 : kMr;
+    b += kNr;
+  }
+  Store out = store;
+  out.begin();
+#pragma GCC unroll 6
+  for (int r = 0; r < kMr; ++r) out(r, __m512{c0[r], c1[r]});
+  out.end();
+}
+#else
 template <bool Rows, typename Store>
 AMPCTL_AVX512 void kernel_f32(int64_t kc, const float* a, const float* b, const float* cin,
                               int64_t ldi, const Store& store) {
@@ -372,6 +475,8 @@ AMPCTL_AVX512_BF16 void kernel_bf16(int64_t kpairs, const uint16_t* a, const uin
   for (int r = 0; r < kMr; ++r) out(r, c0[r], c1[r]);
   out.end();
 }
+
+#endif  // AMPCTL_GEMM_AVX2
 
 // ---- epilogue: one finished tile (ld kNr) into C ----
 
@@ -509,12 +614,14 @@ float* element_at(const Problem& p, float* base, int64_t offset) {
 
 // Packs op(B)'s columns [j0, j0 + nc) (whole slivers from j0) for k block [pc, pc + kc).
 void pack_b_block(const Problem& p, int64_t j0, int64_t nc, int64_t pc, int64_t kc, float* dst) {
+#if !AMPCTL_GEMM_AVX2
   if (p.bf16) {
     pack_b_bf16(static_cast<const uint16_t*>(p.b.data), p.b.ld, p.b.trans, j0, nc, pc, kc,
                 reinterpret_cast<uint16_t*>(dst));
-  } else {
-    pack_b_any(p.b, j0, nc, pc, kc, dst);
+    return;
   }
+#endif
+  pack_b_any(p.b, j0, nc, pc, kc, dst);
 }
 
 // Where one micro-tile's kernel (rows x kNr floats in `tile`, mr x nr of them real) reads the
@@ -577,10 +684,14 @@ struct Sliver {
 
 template <typename Store>
 void run_kernel(const Problem& p, const Sliver& s, const Store& store) {
+#if !AMPCTL_GEMM_AVX2
   if (p.bf16) {
     kernel_bf16(s.kcp / 2, reinterpret_cast<const uint16_t*>(s.pack_a) + s.a_off,
                 reinterpret_cast<const uint16_t*>(s.pack_b) + s.b_off, s.cin, s.ldi, store);
-  } else if (p.a_rows) {
+    return;
+  }
+#endif
+  if (p.a_rows) {
     kernel_f32<true>(s.kcp, s.pack_a + s.a_off, s.pack_b + s.b_off, s.cin, s.ldi, store);
   } else {
     kernel_f32<false>(s.kcp, s.pack_a + s.a_off, s.pack_b + s.b_off, s.cin, s.ldi, store);
@@ -633,10 +744,13 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
     }
     for (int64_t ic = i0; ic < i1; ic += kMc) {
       const int64_t mc = std::min(kMc, i1 - ic);
+#if !AMPCTL_GEMM_AVX2
       if (p.bf16) {
         pack_a_bf16(static_cast<const uint16_t*>(p.a.data), p.a.ld, p.a.trans, ic, mc, pc, kc,
                     reinterpret_cast<uint16_t*>(pack_a));
-      } else if (p.a_rows) {
+      } else
+#endif
+          if (p.a_rows) {
         pack_a_rows_any(p.a, ic, mc, pc, kc, pack_a);
       } else {
         pack_a_any(p.a, ic, mc, pc, kc, pack_a);
@@ -669,6 +783,7 @@ void run_block(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t j1,
   if (lanes) lanes->merge_into(*p.out.amax);
 }
 
+#if !AMPCTL_GEMM_AVX2
 // ---- the AMX bf16 path ----
 // Tiles: 0-3 a 32 x 32 float block of C (rows 0-15 / 16-31 x columns 0-15 / 16-31), 4-5 two
 // 16-row A tiles of 32 k values (row-major bf16, k contiguous), 6-7 two B tiles of 16 k pairs x
@@ -828,8 +943,18 @@ void run_block_amx(const Problem& p, int64_t i0, int64_t i1, int64_t j0, int64_t
   if (lanes) lanes->merge_into(*p.out.amax);
 }
 
+#endif  // !AMPCTL_GEMM_AVX2
+
 }  // namespace
 
+#if AMPCTL_GEMM_AVX2
+// The avx2 build of run (cpu_gemm_avx2.cpp): the f32 kernel only, for every float dtype.
+bool GemmEngine::run_avx2(int64_t m, int64_t n, int64_t k, const GemmOperand& a,
+                          const GemmOperand& b, const GemmOutput& out, ThreadPool& pool,
+                          GemmTriangle triangle) {
+  if (m < 1 || n < 1 || k < 1 || out.dtype == DType::i32) return false;
+  Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr, triangle, false};
+#else
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = probe_features();
   return features;
@@ -839,11 +964,13 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
                      const GemmOutput& out, ThreadPool& pool, bool bf16_dot,
                      GemmTriangle triangle) {
   const CpuFeatures& f = cpu_features();
+  if (f.avx2) return run_avx2(m, n, k, a, b, out, pool, triangle);
   if (!f.avx512 || m < 1 || n < 1 || k < 1 || out.dtype == DType::i32) return false;
   Problem p{m, n, k, a, b, out, false, false, kKcF32, nullptr, 0, false, nullptr, triangle, false};
   p.bf16 = bf16_dot && f.avx512_bf16 && a.dtype == DType::bf16 && b.dtype == DType::bf16;
-  p.a_rows = !p.bf16 && !a.trans;
   p.amx = p.bf16 && f.amx_bf16;
+#endif
+  p.a_rows = !p.bf16 && !a.trans;
   p.kc_block = p.bf16 ? kKcBf16 : kKcF32;
   p.acc_is_out =
       out.dtype == DType::f32 && out.alpha == 1.0f && out.beta == 0.0f && !out.bias && !out.amax;
@@ -908,11 +1035,13 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
   const int64_t width = split_n ? ((n_sl + t - 1) / t) * kNr : n_sl * kNr;
   size_t need_a = static_cast<size_t>(kMc * (p.a_rows ? kKcF32 : kcp));
   size_t need_b = shared_b ? 0 : static_cast<size_t>(width * kcp);
+#if !AMPCTL_GEMM_AVX2
   if (p.amx) {  // bf16 elements, two to a float: A [kAmxMc][kc32], B slivers [kc32 / 2][32][2]
     const int64_t kc32 = (kc + kAmxK - 1) / kAmxK * kAmxK;
     need_a = static_cast<size_t>(kAmxMc * kc32 / 2);
     need_b = static_cast<size_t>(width * kc32 / 2);
   }
+#endif
   if (m_pack_a.size() < static_cast<size_t>(threads)) {
     m_pack_a.resize(static_cast<size_t>(threads));
     m_pack_b.resize(static_cast<size_t>(threads));
@@ -966,12 +1095,14 @@ bool GemmEngine::run(int64_t m, int64_t n, int64_t k, const GemmOperand& a, cons
     if (i0 < i1 && j0 < j1) {
       float* pa = m_pack_a[static_cast<size_t>(thread)].data();
       float* pb = m_pack_b[static_cast<size_t>(thread)].data();
+#if !AMPCTL_GEMM_AVX2
       if (p.amx) {
         run_block_amx(p, i0, i1, j0, j1, reinterpret_cast<uint16_t*>(pa),
                       reinterpret_cast<uint16_t*>(pb));
-      } else {
-        run_block(p, i0, i1, j0, j1, pa, pb);
+        return;
       }
+#endif
+      run_block(p, i0, i1, j0, j1, pa, pb);
     }
   });
   return true;

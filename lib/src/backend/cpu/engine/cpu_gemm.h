@@ -1,6 +1,7 @@
-// The CPU backend's own matrix product for CPUs with AVX-512: packed panels and register-tiled
-// micro-kernels (the BLIS / GotoBLAS structure), split over the backend's threads by output
-// tiles. Internal to the CPU backend (cpu_backend.cpp calls it from gemm and linear_forward).
+// The CPU backend's own matrix product for CPUs with AVX-512 or AVX2: packed panels and
+// register-tiled micro-kernels (the BLIS / GotoBLAS structure), split over the backend's threads by
+// output tiles. Internal to the CPU backend (cpu_backend.cpp calls it from gemm and
+// linear_forward).
 //
 // Two kernels, both accumulating in float32:
 //   * f32 FMA kernel (AVX-512F): operands of any float dtype are widened exactly to float while
@@ -44,9 +45,11 @@ struct CpuFeatures {
   bool avx512 = false;       // the avx512 path: the f32 kernel and vector elementwise
   bool avx512_bf16 = false;  // and AVX512_BF16: the bf16 kernel
   bool amx_bf16 = false;     // and AMX-TILE + AMX-BF16, with the OS's leave to use the tiles
+  bool avx2 = false;         // the avx2 path: the same engine on AVX2 + FMA + F16C (f32 kernel)
+  bool vector = false;       // avx512 or avx2: the packed kernels and the vector passes run
 };
-// The path core/cpu_isa.h chose once for the process (cpu_isa(), cpu_amx()): all false unless it
-// is avx512 (AMPCTL_CPU_ISA=avx2 or portable turns the engine off on any CPU).
+// The path core/cpu_isa.h chose once for the process (cpu_isa(), cpu_amx()): avx512 and its
+// extensions, or avx2 (AMPCTL_CPU_ISA=avx2 on an AVX-512 CPU), or neither (portable).
 const CpuFeatures& cpu_features();
 
 // op(X) of a row-major matrix: element (i, l) of op(X) is data[i * ld + l], or data[l * ld + i]
@@ -111,6 +114,10 @@ class GemmEngine {
            GemmTriangle triangle = GemmTriangle::none);
 
  private:
+  // run on the avx2 path (cpu_gemm_avx2.cpp): the f32 kernel, 6 x 16 tiles in YMM registers.
+  bool run_avx2(int64_t m, int64_t n, int64_t k, const GemmOperand& a, const GemmOperand& b,
+                const GemmOutput& out, ThreadPool& pool, GemmTriangle triangle);
+
   // Grow-only, so a steady-state training step does not allocate: per-thread packed panels,
   // the float partial sums (only when k spans several blocks and C cannot hold them) and the
   // widened bias.

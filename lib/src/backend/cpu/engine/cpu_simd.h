@@ -6,7 +6,8 @@
 //
 // Every function here carries the AVX-512 target attribute, so the library builds without
 // -march flags; callers are themselves AMPCTL_AVX512 functions, reached only after
-// cpu_features().avx512 said yes. Tails use masked loads and stores (fault-suppressing).
+// cpu_features().avx512 said yes (or, in the avx2 builds, .avx2: cpu_avx512_on_avx2.h). Tails
+// use masked loads and stores (fault-suppressing).
 #pragma once
 
 #include <immintrin.h>
@@ -16,7 +17,11 @@
 
 #include "ampctl/core/half.h"
 
+// cpu_avx512_on_avx2.h defines it first (the same code compiled for the avx2 path), and renames
+// `simd` by a macro (simd_avx2), so that the two builds' inline functions stay apart.
+#ifndef AMPCTL_AVX512
 #define AMPCTL_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma")))
+#endif
 #define AMPCTL_AVX512_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,f16c,fma,avx512bf16")))
 #define AMPCTL_SIMD_INLINE inline __attribute__((always_inline))

@@ -1,5 +1,7 @@
 // AVX-512 elementwise passes of the CPU backend (contract and why they match the scalar math
 // bitwise: cpu_vector.h). Each loop handles 16 lanes at a time and the tail with masks.
+// Compiled twice: here into vec_avx512, and by cpu_vector_avx2.cpp into vec_avx2 against
+// cpu_avx512_on_avx2.h (each 16-lane operation as two 8-lane AVX2 ones, the same bits).
 #include "cpu_vector.h"
 
 #include <algorithm>
@@ -20,7 +22,11 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
-namespace ampctl::cpu::vec {
+#ifndef AMPCTL_VEC_NS
+#define AMPCTL_VEC_NS vec_avx512
+#endif
+
+namespace ampctl::cpu::AMPCTL_VEC_NS {
 namespace {
 
 using simd::head_mask;
@@ -1190,7 +1196,7 @@ void sum_rows(const void* x, DType x_dtype, int64_t rows, int64_t cols, int64_t 
   });
 }
 
-}  // namespace ampctl::cpu::vec
+}  // namespace ampctl::cpu::AMPCTL_VEC_NS
 
 #if !defined(__clang__)
 #pragma GCC diagnostic pop
