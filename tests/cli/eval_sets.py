@@ -16,6 +16,7 @@
 Usage: eval_sets.py AMPCTL WORKDIR
 """
 import json
+import math
 import os
 import shutil
 import sys
@@ -82,7 +83,8 @@ ev = evals(named)
 check([l["step"] for l in ev] == [5, 10, 15, 20], f"an evaluation every 5 steps: {ev}")
 for l in ev:
     check(l.get("set") == "valid" and isinstance(l.get("loss"), float) and
-          isinstance(l.get("eval.other.loss"), float) and "eval.valid.loss" not in l,
+          isinstance(l.get("eval.other.loss"), float) and "eval.valid.loss" not in l and
+          abs(l.get("eval.other.perplexity", 0) - math.exp(l["eval.other.loss"])) < 1e-9 * l["eval.other.perplexity"],
           f"the first set under today's keys, the second as eval.other.loss: {l}")
 check(any(l["loss"] != l["eval.other.loss"] for l in ev), "the two sets give different losses")
 check("evaluation sets: valid (" in p.stdout and ", other (" in p.stdout,

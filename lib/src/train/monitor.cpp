@@ -549,6 +549,9 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
     if (i > 0) {
       j["eval." + r.name + ".loss"] = run::finite_or_null(r.loss);
       if (r.accuracy) j["eval." + r.name + ".accuracy"] = *r.accuracy;
+      if (m_opts.tokens_per_sample > 0) {
+        j["eval." + r.name + ".perplexity"] = run::finite_or_null(std::exp(r.loss));
+      }
       console += " | " + r.name + " loss " + run::short_number(r.loss) +
                  (r.accuracy ? " accuracy " + run::short_number(*r.accuracy) : std::string());
     }
