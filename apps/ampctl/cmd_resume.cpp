@@ -223,7 +223,7 @@ std::string finished_by(const Prepared& p) {
   const auto early = summary.find("early_stop");
   if (early != summary.end() && early->is_object() &&
       early->value("step", int64_t{-1}) == ck.step &&
-      p.cfg.training.early_stop.metric != config::EvalMetric::none) {
+      p.cfg.training.early_stop.metric.kind != config::EvalMetric::none) {
     return "training.early_stop";
   }
   return {};

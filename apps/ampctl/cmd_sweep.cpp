@@ -168,7 +168,11 @@ void check_sweep_inputs(const sweep::Sweep& spec, const fs::path& out) {
       }
     };
     source(cfg.data.train, "train");
-    if (cfg.data.eval) source(*cfg.data.eval, "eval");
+    if (cfg.data.eval) {
+      source(*cfg.data.eval,
+             cfg.data.eval_name.empty() ? std::string("eval") : "eval." + cfg.data.eval_name);
+    }
+    for (const config::NamedEvalSource& e : cfg.data.eval_sets) source(e.source, "eval." + e.name);
     for (const auto& [key, path] : files) {
       if (fs::exists(path, ec) || ec) continue;  // unreadable: the run says why
       message += "run " + run.name + ": " + key + " " + path + ": no such file or directory\n";

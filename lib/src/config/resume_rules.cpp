@@ -82,6 +82,11 @@ std::optional<std::string> resume_refusal(std::string_view key) {
   if (in_section(key, "model")) {
     return "the checkpoint holds the model's tensors, whose shapes and meaning this key sets";
   }
+  if (in_section(key, "data.eval")) {
+    return "the run's evaluation sets are part of its record (each evaluation's line, "
+           "checkpoint.keep_best's and training.early_stop's best): a resumed run evaluates the "
+           "sets it was started with";
+  }
   if (in_section(key, "data")) {
     return "the checkpoint holds the data loader's cursor (epoch, position, shuffle) over this "
            "data set and batch size";

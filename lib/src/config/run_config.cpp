@@ -4,6 +4,8 @@
 // run_config.h.
 #include "ampctl/config/run_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -184,6 +186,25 @@ int64_t schedule_steps(const RunConfig& config) {
 bool has_eval_data(const RunConfig& config) {
   return config.data.eval.has_value() ||
          (is_language_model(config.data.train) && config.data.train.split_fraction > 0);
+}
+
+std::vector<std::string> eval_set_names(const RunConfig& config) {
+  if (!has_eval_data(config)) return {};
+  std::vector<std::string> names{config.data.eval_name.empty() ? "eval" : config.data.eval_name};
+  for (const NamedEvalSource& e : config.data.eval_sets) names.push_back(e.name);
+  return names;
+}
+
+size_t eval_set_index(const RunConfig& config, const EvalMetricRef& metric) {
+  if (metric.set.empty()) return 0;
+  const std::vector<std::string> names = eval_set_names(config);
+  const auto it = std::find(names.begin(), names.end(), metric.set);
+  return it == names.end() ? 0 : static_cast<size_t>(it - names.begin());
+}
+
+std::string to_string(const EvalMetricRef& v) {
+  if (v.kind == EvalMetric::none || v.set.empty()) return to_string(v.kind);
+  return "eval." + v.set + (v.kind == EvalMetric::eval_loss ? ".loss" : ".accuracy");
 }
 
 bool measures_grad_amax(const RunConfig& config) {
@@ -472,15 +493,98 @@ Field<RunConfig> train_source_field(std::string help) {
   return f;
 }
 
+// data.eval's set names: [A-Za-z0-9_-]+, at most kMaxEvalSets sets.
+constexpr size_t kMaxEvalSets = 8;
+
+std::string eval_set_name_problem(const std::string& name) {
+  if (name.empty()) return "an evaluation set's name is empty";
+  for (char ch : name) {
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '-') {
+      return "an evaluation set's name is letters, digits, '_' and '-', got '" + name + "'";
+    }
+  }
+  return {};
+}
+
+// data.eval's map form: a non-empty mapping whose every value is a mapping (a source's keys are
+// scalars, so the two forms cannot be confused).
+bool is_named_eval_map(const Value& v) {
+  if (!v.is_map() || v.entries.empty()) return false;
+  return std::all_of(v.entries.begin(), v.entries.end(),
+                     [](const Value::Entry& e) { return e.value.is_map(); });
+}
+
+// One named set: a source, or {split_fraction: F} for the first set only.
+bool read_named_eval(const FieldInput& in, const Value::Entry& e, bool first, DataSource& out) {
+  const std::string key = in.key + "." + e.key;
+  const FieldInput sub{e.value, key, e.key_where, in.state};
+  const bool split = e.value.find("split_fraction") != nullptr && e.value.find("source") == nullptr;
+  if (split && !first) {
+    sub.fail(
+        "{split_fraction: F} may only be the first evaluation set (it decides what "
+        "data.train keeps)",
+        "put this set first, or give it a source");
+    return false;
+  }
+  return read_source(sub, split ? split_schema() : eval_schema(), out);
+}
+
+void emit_eval_source(const DataSource& source, const std::string& full, std::vector<Leaf>& out) {
+  if (source.source == SourceKind::split) {
+    split_schema().emit(source, full + ".", out);
+  } else {
+    eval_schema().emit(source, full + ".", out);
+  }
+}
+
 Field<RunConfig> eval_source_field(std::string help) {
   Field<RunConfig> f;
   f.path = "data.eval";
   f.help = std::move(help);
-  f.set_default = [](RunConfig& c) { c.data.eval.reset(); };
+  f.set_default = [](RunConfig& c) {
+    c.data.eval.reset();
+    c.data.eval_name.clear();
+    c.data.eval_sets.clear();
+  };
   f.read = [](const FieldInput& in, RunConfig& c) {
+    c.data.eval_name.clear();
+    c.data.eval_sets.clear();
     if (is_plain_null(in.value)) {
       c.data.eval.reset();
       return true;
+    }
+    if (is_named_eval_map(in.value)) {
+      bool ok = true;
+      if (in.value.entries.size() > kMaxEvalSets) {
+        in.fail("at most " + std::to_string(kMaxEvalSets) + " evaluation sets, got " +
+                std::to_string(in.value.entries.size()));
+        return false;
+      }
+      std::vector<std::string> seen;
+      for (size_t i = 0; i < in.value.entries.size(); ++i) {
+        const Value::Entry& e = in.value.entries[i];
+        const std::string key = in.key + "." + e.key;
+        if (std::string m = eval_set_name_problem(e.key); !m.empty()) {
+          in.state.problems.add(e.key_where, key, std::move(m), "for example valid, test_2");
+          ok = false;
+          continue;
+        }
+        if (std::find(seen.begin(), seen.end(), e.key) != seen.end()) {
+          in.state.problems.add(e.key_where, key, "a second evaluation set of this name");
+          ok = false;
+          continue;
+        }
+        seen.push_back(e.key);
+        if (i == 0) {
+          ok = read_named_eval(in, e, true, c.data.eval.emplace()) && ok;
+          c.data.eval_name = e.key;
+        } else {
+          NamedEvalSource named{e.key, {}};
+          ok = read_named_eval(in, e, false, named.source) && ok;
+          c.data.eval_sets.push_back(std::move(named));
+        }
+      }
+      return ok;
     }
     const bool split = in.value.is_map() && in.value.find("split_fraction") != nullptr &&
                        in.value.find("source") == nullptr;
@@ -489,14 +593,19 @@ Field<RunConfig> eval_source_field(std::string help) {
   f.emit = [help = f.help](const RunConfig& c, const std::string& full, std::vector<Leaf>& out) {
     if (!c.data.eval) {
       out.push_back({full, nullptr, help});
-    } else if (c.data.eval->source == SourceKind::split) {
-      split_schema().emit(*c.data.eval, full + ".", out);
+    } else if (c.data.eval_name.empty()) {
+      emit_eval_source(*c.data.eval, full, out);
     } else {
-      eval_schema().emit(*c.data.eval, full + ".", out);
+      emit_eval_source(*c.data.eval, full + "." + c.data.eval_name, out);
+      for (const NamedEvalSource& e : c.data.eval_sets) {
+        emit_eval_source(e.source, full + "." + e.name, out);
+      }
     }
   };
   f.document = [help = f.help](const std::string& full, std::vector<KeyDoc>& out) {
-    out.push_back({full, "source or null", "null", "null, a mapping: the keys below", "", help});
+    out.push_back({full, "source or null", "null",
+                   "null, a mapping: the keys below, or a map of NAME -> such a mapping", "",
+                   help});
     eval_schema().document(full + ".", out);
     const size_t split_rows = out.size();
     split_schema().document(full + ".", out);
@@ -504,6 +613,64 @@ Field<RunConfig> eval_source_field(std::string help) {
       out[i].applies = full + " is {split_fraction: F} (no other key)";
     }
   };
+  return f;
+}
+
+// checkpoint.keep_best, training.early_stop.metric: none | eval_loss | eval_accuracy |
+// eval.NAME.loss | eval.NAME.accuracy. Whether NAME is one of data.eval's sets is a check of
+// its own (eval_metric_problem). For the keys' conditions the value reads as its kind.
+Field<RunConfig> eval_metric_field(std::string path, EvalMetricRef& (*get)(RunConfig&),
+                                   std::string help) {
+  Field<RunConfig> f;
+  f.path = std::move(path);
+  f.help = std::move(help);
+  f.set_default = [get](RunConfig& c) { get(c) = {}; };
+  f.read = [get](const FieldInput& in, RunConfig& c) {
+    const auto bad = [&in] {
+      in.fail(
+          "expected none, eval_loss, eval_accuracy, eval.NAME.loss or eval.NAME.accuracy, "
+          "got " +
+              describe(in.value),
+          "NAME is one of data.eval's sets");
+      return false;
+    };
+    if (!in.value.is_scalar() || is_plain_null(in.value)) return bad();
+    const std::string& t = in.value.text;
+    for (const auto& [e, name] : kEvalMetric) {
+      if (t == name) {
+        get(c) = {e, ""};
+        return true;
+      }
+    }
+    const auto ends = [&t](std::string_view tail) {
+      return t.size() > tail.size() && t.compare(t.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (t.rfind("eval.", 0) != 0) return bad();
+    EvalMetricRef r;
+    std::string rest = t.substr(5);
+    if (ends(".loss")) {
+      r.kind = EvalMetric::eval_loss;
+      rest.resize(rest.size() - 5);
+    } else if (ends(".accuracy")) {
+      r.kind = EvalMetric::eval_accuracy;
+      rest.resize(rest.size() - 9);
+    } else {
+      return bad();
+    }
+    if (!eval_set_name_problem(rest).empty()) return bad();
+    r.set = rest;
+    get(c) = r;
+    return true;
+  };
+  f.emit = [get, help = f.help](const RunConfig& c, const std::string& full,
+                                std::vector<Leaf>& out) {
+    out.push_back({full, to_string(get(const_cast<RunConfig&>(c))), help});
+  };
+  f.text = [get](const RunConfig& c) {
+    return std::string(to_string(get(const_cast<RunConfig&>(c)).kind));
+  };
+  f.type = "string";
+  f.range = "none, eval_loss, eval_accuracy, eval.NAME.loss, eval.NAME.accuracy";
   return f;
 }
 
@@ -549,16 +716,26 @@ bool is_scaler_setting(const std::string& path) {
 }
 
 // A metric the run's evaluations do not give ("" when they do).
-std::string eval_metric_problem(const RunConfig& c, EvalMetric m) {
+std::string eval_metric_problem(const RunConfig& c, const EvalMetricRef& ref) {
+  const EvalMetric m = ref.kind;
   if (m == EvalMetric::none) return {};
   if (!has_eval_data(c)) {
-    return std::string(to_string(m)) +
-           " needs evaluations, and the run has no evaluation data: set data.eval";
+    return to_string(ref) + " needs evaluations, and the run has no evaluation data: set data.eval";
+  }
+  if (!ref.set.empty()) {
+    const std::vector<std::string> names = eval_set_names(c);
+    if (std::find(names.begin(), names.end(), ref.set) == names.end()) {
+      std::string list;
+      for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+      return to_string(ref) + ": data.eval has no set '" + ref.set + "' (its sets: " + list + ")";
+    }
   }
   if (m == EvalMetric::eval_accuracy &&
       (is_language_model(c.data.train) || task_of(c.data.train) != Task::classification)) {
-    return "eval_accuracy needs a classification task (a language model or a regression has "
-           "no accuracy): use eval_loss";
+    return to_string(ref) +
+           " needs a classification task (a language model or a regression has no accuracy): "
+           "use " +
+           (ref.set.empty() ? std::string("eval_loss") : "eval." + ref.set + ".loss");
   }
   return {};
 }
@@ -632,7 +809,9 @@ Schema<RunConfig> make_run_schema() {
           }),
 
       train_source_field("the training data: one of the sources"),
-      eval_source_field("null, a source like data.train, or {split_fraction: F}"),
+      eval_source_field("null, a source like data.train, {split_fraction: F}, or a map of up to "
+                        "8 named sets NAME -> such a source (the first set's values are "
+                        "eval_loss's; docs/reference.md, \"Evaluation sets\")"),
       int_field<C>(AMPCTL_KEY(data.batch_size), 128, {1, kInt32Max},
                    "examples per micro-batch on each rank (nanoGPT's batch_size); the global "
                    "batch is batch_size x ranks x grad_accum_steps"),
@@ -784,9 +963,13 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(training.divergence_patience), 100, {0, INT64_MAX},
                    "stop (exit 1) after this many consecutive steps with a non-finite loss, or "
                    "overflowing at the scale floor; 0 = never"),
-      enum_field<C>(AMPCTL_KEY(training.early_stop.metric), EvalMetric::none, kEvalMetric,
-                    "none | eval_loss | eval_accuracy: stop the run (status ok, with a "
-                    "checkpoint) when this has not improved in `patience` evaluations"),
+      eval_metric_field(
+          "training.early_stop.metric",
+          [](C& c) -> EvalMetricRef& { return c.training.early_stop.metric; },
+          "none | eval_loss | eval_accuracy (the first evaluation set's) | "
+          "eval.NAME.loss | eval.NAME.accuracy (data.eval's set NAME): stop the run "
+          "(status ok, with a checkpoint) when this has not improved in `patience` "
+          "evaluations"),
       int_field<C>(AMPCTL_KEY(training.early_stop.patience), 5, {1, INT64_MAX},
                    "evaluations in a row without an improvement before the run stops, >= 1")
           .when("training.early_stop.metric", {"eval_loss", "eval_accuracy"}),
@@ -802,10 +985,12 @@ Schema<RunConfig> make_run_schema() {
       int_field<C>(AMPCTL_KEY(checkpoint.keep_last), 3, {1, INT64_MAX},
                    "the newest checkpoints kept, >= 1 (older ones are removed, and the console "
                    "names them)"),
-      enum_field<C>(AMPCTL_KEY(checkpoint.keep_best), EvalMetric::none, kEvalMetric,
-                    "none | eval_loss | eval_accuracy: also keep the checkpoint of the best "
-                    "evaluation by this metric, never pruned (a checkpoint is written at every "
-                    "evaluation that improves it)"),
+      eval_metric_field(
+          "checkpoint.keep_best", [](C& c) -> EvalMetricRef& { return c.checkpoint.keep_best; },
+          "none | eval_loss | eval_accuracy (the first evaluation set's) | "
+          "eval.NAME.loss | eval.NAME.accuracy: also keep the checkpoint of the best "
+          "evaluation by this metric, never pruned (a checkpoint is written at "
+          "every evaluation that improves it)"),
 
       string_field<C>(AMPCTL_KEY(init.from), "", nullptr,
                       "start from these weights: an ampctl checkpoint or run directory, a "
@@ -1037,7 +1222,7 @@ Schema<RunConfig> make_run_schema() {
        }},
       {{"training.early_stop.metric", "training.eval_every"},
        [](const C& c) -> std::string {
-         if (c.training.early_stop.metric == EvalMetric::none || c.training.eval_every > 0) {
+         if (c.training.early_stop.metric.kind == EvalMetric::none || c.training.eval_every > 0) {
            return {};
          }
          return "counts evaluations, and training.eval_every is 0 (one evaluation, at the end): "
@@ -1099,6 +1284,29 @@ Schema<RunConfig> make_run_schema() {
          return "stop needs a floor to stop at: set scaler.min_scale > 0 (it is 0)";
        }},
   };
+  // data.eval's further sets: each checked against data.train by the rules of the first
+  // (a set with the first's keys in its place), the problem named with the set's key.
+  {
+    std::vector<std::function<std::string(const C&)>> eval_rules;
+    for (const Check<C>& check : checks) {
+      if (!check.keys.empty() && check.keys[0].rfind("data.eval", 0) == 0) {
+        eval_rules.push_back(check.test);
+      }
+    }
+    checks.push_back({{"data.eval"}, [eval_rules](const C& c) -> std::string {
+                        for (const NamedEvalSource& e : c.data.eval_sets) {
+                          C one = c;
+                          one.data.eval = e.source;
+                          one.data.eval_sets.clear();
+                          for (const auto& rule : eval_rules) {
+                            if (std::string m = rule(one); !m.empty()) {
+                              return "set " + e.name + ": " + m;
+                            }
+                          }
+                        }
+                        return {};
+                      }});
+  }
   // A scaler key with scaler.enabled: false is read by nothing: refused unless it holds its
   // default, as a key of another choice is (schema.h, pass 2), so no setting is silently
   // ignored. (With enabled: auto the precision turns the scaler off, and the same file runs
@@ -1200,11 +1408,18 @@ void resolve_paths(Value& doc, const std::filesystem::path& cwd) {
   }
   Value::Entry* data = doc.find("data");
   if (data == nullptr || !data->value.is_map()) return;
+  const auto resolve_source = [&](Value& source) {
+    for (const char* key : {"path", "images", "labels", "dir", "tokenizer"}) {
+      resolve(source.find(key));
+    }
+  };
   for (const char* role : {"train", "eval"}) {
     Value::Entry* source = data->value.find(role);
     if (source == nullptr || !source->value.is_map()) continue;
-    for (const char* key : {"path", "images", "labels", "dir", "tokenizer"}) {
-      resolve(source->value.find(key));
+    if (std::string(role) == "eval" && is_named_eval_map(source->value)) {
+      for (Value::Entry& set : source->value.entries) resolve_source(set.value);  // NAME -> source
+    } else {
+      resolve_source(source->value);
     }
   }
 }
@@ -1356,11 +1571,43 @@ std::map<std::string, Where> key_origins(std::string_view yaml, const std::strin
   return out;
 }
 
+// A JSON object has no order, and data.eval's first named set is the first written: the JSON
+// form holds the sets as a list of one-key objects ([{"valid": {...}}, {"other": {...}}]), which
+// from_json reads back as the map (json_eval_sets_to_map).
 nlohmann::json to_json(const RunConfig& config) {
   std::vector<Leaf> leaves;
   run_schema().emit(config, "", leaves);
-  return leaves_to_json(leaves);
+  nlohmann::json j = leaves_to_json(leaves);
+  if (!config.data.eval_name.empty()) {
+    nlohmann::json& eval = j["data"]["eval"];
+    nlohmann::json list = nlohmann::json::array();
+    for (const std::string& name : eval_set_names(config)) {
+      list.push_back({{name, eval.at(name)}});
+    }
+    eval = std::move(list);
+  }
+  return j;
 }
+
+namespace {
+
+// to_json's list of named sets back to data.eval's map, in the list's order.
+void json_eval_sets_to_map(Value& doc) {
+  Value::Entry* data = doc.find("data");
+  if (data == nullptr || !data->value.is_map()) return;
+  Value::Entry* eval = data->value.find("eval");
+  if (eval == nullptr || !eval->value.is_list() || eval->value.items.empty()) return;
+  Value map;
+  map.kind = Value::Kind::map;
+  map.where = eval->value.where;
+  for (const Value& item : eval->value.items) {
+    if (!item.is_map() || item.entries.size() != 1) return;  // not ours: the schema reports it
+  }
+  for (Value& item : eval->value.items) map.entries.push_back(std::move(item.entries.front()));
+  eval->value = std::move(map);
+}
+
+}  // namespace
 
 RunConfig from_json(const nlohmann::json& json, const std::string& origin,
                     const std::vector<std::string>& overrides) {
@@ -1371,6 +1618,7 @@ RunConfig from_json(const nlohmann::json& json, const std::string& origin,
     problems.add(Where{origin}, "", "expected a JSON object, got " + describe(doc));
     problems.throw_if_any(ErrorKind::input);
   }
+  json_eval_sets_to_map(doc);
   apply_overrides(doc, parsed, problems);
   RunConfig config = validate(doc, default_name_for(origin), problems);
   bool all_overrides = true;

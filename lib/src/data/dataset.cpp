@@ -133,6 +133,10 @@ DataSplit load_data(const DataOptions& options, uint64_t seed,
     out.eval = load_source(*options.eval, seed, Role::eval);
     check_compatible(out.train, *out.eval);
   }
+  for (const SourceOptions& more : options.more_eval) {
+    out.more_eval.push_back(load_source(more, seed, Role::eval));
+    check_compatible(out.train, out.more_eval.back());
+  }
   if (options.normalize && saved) {
     if (static_cast<int64_t>(saved->mean.size()) != out.train.features ||
         saved->pixels != out.train.pixels) {
@@ -147,10 +151,12 @@ DataSplit load_data(const DataOptions& options, uint64_t seed,
     out.normalization = saved;
     apply_normalization(*out.normalization, out.train);
     if (out.eval) apply_normalization(*out.normalization, *out.eval);
+    for (Dataset& d : out.more_eval) apply_normalization(*out.normalization, d);
   } else if (options.normalize) {
     out.normalization = compute_normalization(out.train);
     apply_normalization(*out.normalization, out.train);
     if (out.eval) apply_normalization(*out.normalization, *out.eval);
+    for (Dataset& d : out.more_eval) apply_normalization(*out.normalization, d);
   }
   return out;
 }

@@ -238,6 +238,7 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
 void check_lm_windows(const LmData& data, int64_t block_size) {
   check_length(data.train, block_size, "training");
   if (data.eval) check_length(*data.eval, block_size, "evaluation");
+  for (const TokenSet& more : data.more_eval) check_length(more, block_size, "evaluation");
 }
 
 int64_t lm_train_count(int64_t n, double fraction) {
@@ -279,13 +280,8 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
     out.train = load_token_file(train.path, train.token_format, train.vocab_size);
     out.vocab_size = train.vocab_size;
   }
-  double fraction = 0.0;
-  if (!options.eval) {
-    fraction = train.split_fraction;
-  } else if (options.eval->source == SourceKind::split) {
-    fraction = options.eval->split_fraction;
-  } else {
-    const SourceOptions& eval = *options.eval;
+  // One evaluation source of data.train's kind, read with its vocabulary or tokenizer.
+  const auto load_eval = [&](const SourceOptions& eval, std::optional<TokenSet>& into) {
     if (eval.source != train.source) {
       throw Error{ErrorKind::config,
                   "data.eval: a language model's evaluation source must be "
@@ -302,16 +298,29 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
                     "the evaluation text is read with the training text's tokenizer: leave "
                     "data.eval.tokenizer out"};
       }
-      out.eval = load_text(eval.path, *out.tokenizer, /*eval=*/true);
+      into = load_text(eval.path, *out.tokenizer, /*eval=*/true);
     } else if (eval.source == SourceKind::text && !eval.tokenizer.empty()) {
       throw Error{ErrorKind::config,
                   "data.eval.tokenizer: data.train reads its text without a tokenizer",
                   "set data.train.tokenizer too, or leave data.eval.tokenizer out"};
     } else if (eval.source == SourceKind::text) {
-      out.eval = load_text(eval.path, train.vocab, out.vocab, /*eval=*/true);
+      into = load_text(eval.path, train.vocab, out.vocab, /*eval=*/true);
     } else {
-      out.eval = load_token_file(eval.path, eval.token_format, train.vocab_size);
+      into = load_token_file(eval.path, eval.token_format, train.vocab_size);
     }
+  };
+  double fraction = 0.0;
+  if (!options.eval) {
+    fraction = train.split_fraction;
+  } else if (options.eval->source == SourceKind::split) {
+    fraction = options.eval->split_fraction;
+  } else {
+    load_eval(*options.eval, out.eval);
+  }
+  for (const SourceOptions& more : options.more_eval) {
+    std::optional<TokenSet> set;
+    load_eval(more, set);
+    out.more_eval.push_back(std::move(*set));
   }
   if (fraction > 0.0) {
     if (!(fraction < 1.0)) {

@@ -129,6 +129,7 @@ nlohmann::json to_json(const CheckpointMetrics& m, const std::vector<std::string
                       {kLastEval, t.last_eval},
                       {kBestEvalLoss, json_or_null(t.best_eval_loss)},
                       {kBestEvalAccuracy, json_or_null(t.best_eval_accuracy)}};
+  if (!t.eval_sets.is_null()) j["eval_sets"] = t.eval_sets;
   if (m.pending_eval) j[kPendingEval] = true;
   if (!m.trackers.empty()) j["trackers"] = m.trackers;
   if (std::isfinite(t.final_loss)) j[kLastLoss] = t.final_loss;
@@ -166,6 +167,7 @@ CheckpointMetrics read_checkpoint_metrics(const nlohmann::json& m,
   t.last_eval = member(m, kSection, kLastEval);
   t.best_eval_loss = member_optional(m, kBestEvalLoss);
   t.best_eval_accuracy = member_optional(m, kBestEvalAccuracy);
+  if (const auto it = m.find("eval_sets"); it != m.end() && it->is_object()) t.eval_sets = *it;
   out.overflow_counts.assign(names.size(), 0);
   out.floor_streak.counts.assign(names.size(), 0);
   out.loss_streak.counts.assign(names.size(), 0);

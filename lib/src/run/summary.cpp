@@ -50,6 +50,7 @@ nlohmann::json to_json(const Summary& s) {
   // logging.numerics_every (run/numerics.h): only when the run counted.
   if (!s.numerics.is_null()) j[numerics_key::kSummaryNumerics] = s.numerics;
   if (!s.scale_advice.is_null()) j[numerics_key::kScaleAdvice] = s.scale_advice;
+  if (!t.eval_sets.is_null()) j["eval_sets"] = t.eval_sets;
   if (!s.best_checkpoint.is_null()) j["best_checkpoint"] = s.best_checkpoint;
   if (!s.early_stop.is_null()) j["early_stop"] = s.early_stop;
   if (s.divergence) {

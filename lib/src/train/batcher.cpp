@@ -50,9 +50,9 @@ DeviceBatcher::DeviceBatcher(Backend& backend, const data::DataSplit& data,
   m_outputs = m_classification ? train.classes : train.targets;
   m_train = resident(b, train);
   if (data.eval) {
-    m_eval = resident(b, *data.eval);
-    m_eval_rows = data.eval->size();
-    m_eval_total = m_eval_rows;
+    m_eval_sets.push_back(resident(b, *data.eval));
+    for (const data::Dataset& more : data.more_eval) m_eval_sets.push_back(resident(b, more));
+    select_eval(0);
   }
   m_order_host.resize(static_cast<size_t>(train.size()));
   m_order_dev = b.empty({train.size()}, DType::i32);
@@ -71,9 +71,20 @@ void DeviceBatcher::upload_order() {
   m_backend->upload(m_order_dev, m_order_host.data(), m_order_dev.nbytes());
 }
 
+void DeviceBatcher::select_eval(size_t set) {
+  m_eval = m_eval_sets.at(set);
+  m_eval_total = m_eval.x.shape()[0];
+  shard_eval();
+}
+
 void DeviceBatcher::set_shard(int rank, int world) {
   m_rank = rank;
   m_world = world;
+  shard_eval();
+}
+
+void DeviceBatcher::shard_eval() {
+  const int rank = m_rank, world = m_world;
   const int64_t base = m_eval_total / world, extra = m_eval_total % world;
   m_eval_first = rank * base + std::min<int64_t>(rank, extra);
   m_eval_rows = base + (rank < extra ? 1 : 0);
@@ -185,22 +196,30 @@ LmBatcher::LmBatcher(Backend& backend, const data::LmData& data, int64_t batch_s
   m_input = b.empty({batch_size, block_size}, DType::i32);
   m_target = b.empty({bt}, DType::i32);
   if (data.eval) {
-    m_eval_n = data.eval->size();
-    if (m_eval_n <= block_size) {
-      throw Error{ErrorKind::invalid_argument, "LmBatcher: eval set shorter than one window"};
+    std::vector<const data::TokenSet*> sets{&*data.eval};
+    for (const data::TokenSet& more : data.more_eval) sets.push_back(&more);
+    for (const data::TokenSet* set : sets) {
+      EvalStream s;
+      s.n = set->size();
+      if (s.n <= block_size) {
+        throw Error{ErrorKind::invalid_argument, "LmBatcher: eval set shorter than one window"};
+      }
+      s.tokens = resident_tokens(b, set->tokens);
+      s.next = s.tokens.view(1, {s.n - 1});
+      // The evaluation windows are fixed: computed and uploaded once (each set's over its own
+      // length, as a run with that set alone draws them).
+      std::vector<int32_t> all(static_cast<size_t>(eval_batches * bt));
+      for (int64_t j = 0; j < eval_batches; ++j) {
+        data::window_indices(seed, /*eval=*/true, j, batch_size * world, s.n, block_size,
+                             std::span<int32_t>(all.data() + j * bt, static_cast<size_t>(bt)),
+                             rank * batch_size);
+      }
+      s.index = b.from_host({eval_batches * bt}, DType::i32, all.data());
+      m_eval_streams.push_back(std::move(s));
     }
-    m_eval = resident_tokens(b, data.eval->tokens);
-    m_eval_next = m_eval.view(1, {m_eval_n - 1});
-    // The evaluation windows are fixed: computed and uploaded once.
-    std::vector<int32_t> all(static_cast<size_t>(eval_batches * bt));
-    for (int64_t j = 0; j < eval_batches; ++j) {
-      data::window_indices(seed, /*eval=*/true, j, batch_size * world, m_eval_n, block_size,
-                           std::span<int32_t>(all.data() + j * bt, static_cast<size_t>(bt)),
-                           rank * batch_size);
-    }
-    m_eval_index = b.from_host({eval_batches * bt}, DType::i32, all.data());
     m_eval_input = b.empty({batch_size, block_size}, DType::i32);
     m_eval_target = b.empty({bt}, DType::i32);
+    select_eval(0);
   }
 }
 
@@ -218,6 +237,14 @@ const Batch& LmBatcher::next() {
   m_current.rows = m_batch;
   m_current.global_rows = m_batch * m_world;
   return m_current;
+}
+
+void LmBatcher::select_eval(size_t set) {
+  const EvalStream& s = m_eval_streams.at(set);
+  m_eval = s.tokens;
+  m_eval_next = s.next;
+  m_eval_index = s.index;
+  m_eval_n = s.n;
 }
 
 Batch LmBatcher::eval_batch(int64_t first) {

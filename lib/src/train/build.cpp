@@ -103,6 +103,8 @@ data::DataOptions data_options(const config::DataConfig& c) {
   data::DataOptions o;
   o.train = source_options(c.train);
   if (c.eval) o.eval = source_options(*c.eval);
+  for (const config::NamedEvalSource& e : c.eval_sets)
+    o.more_eval.push_back(source_options(e.source));
   o.normalize = c.normalize;
   return o;
 }
@@ -389,8 +391,10 @@ std::pair<int64_t, int64_t> load_run_data(const config::RunConfig& cfg, RunObjec
     // and the batcher allocate. The batcher holds each stream twice as int32 (the tokens and the
     // tokens shifted by one) on the backend's device: one int32 "feature" and one int32 "label"
     // per token.
-    check_run_memory(cfg, /*features=*/1, r.lm.vocab_size, r.lm.train.size(),
-                     r.lm.eval ? r.lm.eval->size() : 0, b.device(), &b);
+    int64_t eval_tokens = r.lm.eval ? r.lm.eval->size() : 0;
+    for (const data::TokenSet& more : r.lm.more_eval) eval_tokens += more.size();
+    check_run_memory(cfg, /*features=*/1, r.lm.vocab_size, r.lm.train.size(), eval_tokens,
+                     b.device(), &b);
   } else {
     r.data = data::load_data(data_options(cfg.data), seed, saved_input);
     agree_on_inputs(*r.comm, data_items(r.data), "data");
@@ -407,8 +411,9 @@ std::pair<int64_t, int64_t> load_run_data(const config::RunConfig& cfg, RunObjec
     inputs = train.features;
     outputs = train.task == data::Task::classification ? train.classes : train.targets;
     // Refuse a run that cannot fit (or whose sizes overflow) before anything large is allocated.
-    check_run_memory(cfg, train.features, outputs, train.size(),
-                     r.data.eval ? r.data.eval->size() : 0, b.device(), &b);
+    int64_t eval_rows = r.data.eval ? r.data.eval->size() : 0;
+    for (const data::Dataset& more : r.data.more_eval) eval_rows += more.size();
+    check_run_memory(cfg, train.features, outputs, train.size(), eval_rows, b.device(), &b);
   }
   return {inputs, outputs};
 }
@@ -569,11 +574,14 @@ MonitorOptions monitor_options(const config::RunConfig& cfg, Clock::time_point s
   o.profile = cfg.logging.profile;
   o.grad_clip_norm = cfg.training.grad_clip_norm;
   o.start = start;
-  const auto metric = [](config::EvalMetric m) {
-    return m == config::EvalMetric::none ? std::string() : std::string(config::to_string(m));
+  const auto metric = [](const config::EvalMetricRef& m) {
+    return m.kind == config::EvalMetric::none ? std::string() : config::to_string(m);
   };
   o.keep_best = metric(cfg.checkpoint.keep_best);
+  o.keep_best_set = config::eval_set_index(cfg, cfg.checkpoint.keep_best);
   o.early_stop = metric(cfg.training.early_stop.metric);
+  o.early_stop_set = config::eval_set_index(cfg, cfg.training.early_stop.metric);
+  o.eval_set_name = cfg.data.eval_name;
   o.early_stop_min_delta = cfg.training.early_stop.min_delta;
   return o;
 }

@@ -103,8 +103,18 @@ nlohmann::ordered_json evaluate_checkpoint(const EvalRequest& request) {
   if (!request.checkpoint.empty()) {
     const checkpoint::LoadedCheckpoint loaded = checkpoint::load_checkpoint(request.checkpoint);
     source = loaded.path.string();
-    const config::RunConfig cfg =
-        config::from_json(loaded.data.config, source + ": config", request.overrides);
+    // What only training reads goes: checkpoint.keep_best and training.early_stop may name one
+    // of data.eval's sets, which a --set of data.eval (another set to evaluate) replaces.
+    nlohmann::json saved = loaded.data.config;
+    if (saved.is_object()) {
+      if (auto c = saved.find("checkpoint"); c != saved.end() && c->is_object()) {
+        c->erase("keep_best");
+      }
+      if (auto t = saved.find("training"); t != saved.end() && t->is_object()) {
+        t->erase("early_stop");
+      }
+    }
+    const config::RunConfig cfg = config::from_json(saved, source + ": config", request.overrides);
     // The checkpoint's tensors are its model's: a --set of model.* that keeps their shapes
     // (n_head, activation) would evaluate another function with them.
     if (std::string m = structure_mismatch(loaded.data.config.value("model", nlohmann::json()),

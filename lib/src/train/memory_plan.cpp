@@ -93,7 +93,10 @@ MemoryPlan plan_memory(const config::RunConfig& config, const DataShape& shape,
     const char* key = "training.eval_batches";
     const int64_t windows = checked_mul(config.training.eval_batches, d.batch_size, key, kKind);
     const int64_t positions = checked_mul(windows, config.model.block_size, key, kKind);
-    plan.eval_windows = u(checked_mul(positions, int64_t{8}, key, kKind));
+    // One set of windows per evaluation set (data.eval's further sets each have theirs).
+    const auto sets = static_cast<int64_t>(1 + d.eval_sets.size());
+    plan.eval_windows =
+        u(checked_mul(checked_mul(positions, int64_t{8}, key, kKind), sets, key, kKind));
   }
   uint64_t total = 0;
   for (uint64_t part : {plan.parameters, plan.gradients, plan.lowp_copy, plan.optimizer,
@@ -172,6 +175,12 @@ DataShape data_shape_from_config(const config::RunConfig& config) {
     const SourceShape eval = source_shape(*config.data.eval);
     shape.eval_samples = eval.samples;
     shape.exact = shape.exact && eval.exact;
+  }
+  // data.eval's further sets are resident beside the first: their rows count as its.
+  for (const config::NamedEvalSource& e : config.data.eval_sets) {
+    const SourceShape more = source_shape(e.source);
+    shape.eval_samples = checked_add(shape.eval_samples, more.samples, "data.eval", kKind);
+    shape.exact = shape.exact && more.exact;
   }
   return shape;
 }

@@ -61,7 +61,8 @@ void Streak::reset() {
 
 bool MetricTracker::update(int64_t step, double loss, std::optional<double> accuracy) {
   if (!active()) return false;
-  const bool lower = metric == "eval_loss";
+  const bool lower = metric == "eval_loss" ||
+                     (metric.size() > 5 && metric.compare(metric.size() - 5, 5, ".loss") == 0);
   const std::optional<double> v =
       lower ? (std::isfinite(loss) ? std::optional<double>(loss) : std::nullopt) : accuracy;
   const bool improved = v && (!best || (lower ? *v < *best - min_delta : *v > *best + min_delta));
@@ -127,7 +128,9 @@ Monitor::Monitor(Backend& backend, amp::GradScaler& scaler, optim::Optimizer& op
   m_ring.info.reserve(static_cast<size_t>(m_ring.capacity));
   m_int_counts.assign(static_cast<size_t>(m_ring.segments), 0);
   m_keep_best.metric = options.keep_best;
+  m_keep_best.set = options.keep_best_set;
   m_early_stop.metric = options.early_stop;
+  m_early_stop.set = options.early_stop_set;
   m_early_stop.min_delta = options.early_stop_min_delta;
 }
 
@@ -531,7 +534,7 @@ void Monitor::check_metrics_stream() {
 }
 
 nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<double> accuracy,
-                                    double seconds) {
+                                    double seconds, const std::vector<SetResult>& more) {
   RunTotals& t = m_totals;
   if (accuracy) t.best_eval_accuracy = std::max(t.best_eval_accuracy.value_or(0.0), *accuracy);
   if (std::isfinite(loss)) t.best_eval_loss = std::min(t.best_eval_loss.value_or(loss), loss);
@@ -541,9 +544,47 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
   line.accuracy = accuracy;
   if (m_opts.tokens_per_sample > 0) line.perplexity = std::exp(loss);
   line.time_s = seconds_since(m_t0);
-  m_last_eval_best = m_keep_best.update(step, loss, accuracy);
-  m_early_stop.update(step, loss, accuracy);
-  const nlohmann::json j = run::to_json(line);
+  // Every set's values in order (the first set's is index 0), for the trackers and eval_sets.
+  std::vector<SetResult> sets{{m_opts.eval_set_name, loss, accuracy}};
+  sets.insert(sets.end(), more.begin(), more.end());
+  const auto update = [&sets, step](MetricTracker& m) {
+    const SetResult& r = sets[std::min(m.set, sets.size() - 1)];
+    return m.update(step, r.loss, r.accuracy);
+  };
+  m_last_eval_best = update(m_keep_best);
+  update(m_early_stop);
+  nlohmann::json j = run::to_json(line);
+  if (!m_opts.eval_set_name.empty()) {
+    j["set"] = m_opts.eval_set_name;
+    if (t.eval_sets.is_null()) t.eval_sets = nlohmann::json::object();
+  }
+  std::string console;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const SetResult& r = sets[i];
+    if (i > 0) {
+      j["eval." + r.name + ".loss"] = run::finite_or_null(r.loss);
+      if (r.accuracy) j["eval." + r.name + ".accuracy"] = *r.accuracy;
+      if (m_opts.tokens_per_sample > 0) {
+        j["eval." + r.name + ".perplexity"] = run::finite_or_null(std::exp(r.loss));
+      }
+      console += " | " + r.name + " loss " + run::short_number(r.loss) +
+                 (r.accuracy ? " accuracy " + run::short_number(*r.accuracy) : std::string());
+    }
+    if (!t.eval_sets.is_null()) {
+      nlohmann::json& s = t.eval_sets[r.name];
+      s["loss"] = run::finite_or_null(r.loss);
+      if (r.accuracy) s["accuracy"] = *r.accuracy;
+      if (std::isfinite(r.loss) && (!s.contains("best_loss") || !s["best_loss"].is_number() ||
+                                    r.loss < s["best_loss"].get<double>())) {
+        s["best_loss"] = r.loss;
+      }
+      if (!s.contains("best_loss")) s["best_loss"] = nullptr;
+      if (r.accuracy &&
+          (!s.contains("best_accuracy") || *r.accuracy > s["best_accuracy"].get<double>())) {
+        s["best_accuracy"] = *r.accuracy;
+      }
+    }
+  }
   if (m_writer) {
     m_metrics << j.dump() << '\n';
     m_metrics.flush();
@@ -552,14 +593,21 @@ nlohmann::json Monitor::record_eval(int64_t step, double loss, std::optional<dou
     } else {
       const int width = static_cast<int>(std::to_string(m_opts.max_steps).size());
       spdlog::info(
-          "eval {:>{}}/{} loss {}{}{}", step, width, m_opts.max_steps, run::short_number(loss),
-          accuracy ? " accuracy " + run::short_number(*accuracy) : std::string(),
-          line.perplexity ? " perplexity " + run::short_number(*line.perplexity) : std::string());
+          "eval {:>{}}/{}{} loss {}{}{}{}", step, width, m_opts.max_steps,
+          m_opts.eval_set_name.empty() ? std::string() : " " + m_opts.eval_set_name,
+          run::short_number(loss), accuracy ? " accuracy " + run::short_number(*accuracy) : "",
+          line.perplexity ? " perplexity " + run::short_number(*line.perplexity) : std::string(),
+          console);
     }
     if (m_tb) {
       m_tb->scalar(step, "eval/loss", loss);
       if (accuracy) m_tb->scalar(step, "eval/accuracy", *accuracy);
       if (line.perplexity) m_tb->scalar(step, "eval/perplexity", *line.perplexity);
+      for (size_t i = 1; i < sets.size(); ++i) {
+        m_tb->scalar(step, "eval." + sets[i].name + "/loss", sets[i].loss);
+        if (sets[i].accuracy)
+          m_tb->scalar(step, "eval." + sets[i].name + "/accuracy", *sets[i].accuracy);
+      }
       m_tb->flush();
     }
   }

@@ -227,6 +227,18 @@ void Trainer::log_start() const {
                  r.model->num_params(), r.data.train.size(), r.data.train.features,
                  r.data.eval ? fmt::format(", {} eval samples", r.data.eval->size()) : "");
   }
+  if (!m_cfg.data.eval_sets.empty()) {  // data.eval's map form: each set and its size
+    const std::vector<std::string> names = config::eval_set_names(m_cfg);
+    std::string sets;
+    for (size_t i = 0; i < names.size(); ++i) {
+      const int64_t size = r.language_model
+                               ? (i == 0 ? r.lm.eval->size() : r.lm.more_eval.at(i - 1).size())
+                               : (i == 0 ? r.data.eval->size() : r.data.more_eval.at(i - 1).size());
+      sets += fmt::format("{}{} ({} {})", i ? ", " : "", names[i], size,
+                          r.language_model ? "tokens" : "samples");
+    }
+    spdlog::info("evaluation sets: {}", sets);
+  }
   // The batch as nanoGPT counts it: data.batch_size and grad_accum_steps are per rank.
   const int64_t world = r.comm->world_size();
   const int64_t global = m_cfg.data.batch_size * world * m_accum;
@@ -480,21 +492,42 @@ nlohmann::json Trainer::evaluate(int64_t step) {
   // Progress: a line before the first evaluation, and before any after one that took a second
   // or more, so a long one does not look like a hang.
   if (is_root() && (m_last_eval_seconds < 0 || m_last_eval_seconds >= 1.0)) {
-    spdlog::info("eval  step {:>6}: evaluating {} examples{}", step, m_run->batcher->eval_total(),
+    int64_t examples = 0;  // over every evaluation set
+    for (size_t set = 0; set < m_run->batcher->eval_sets(); ++set) {
+      m_run->batcher->select_eval(set);
+      examples += m_run->batcher->eval_total();
+    }
+    m_run->batcher->select_eval(0);
+    spdlog::info("eval  step {:>6}: evaluating {} examples{}", step, examples,
                  m_last_eval_seconds >= 0
                      ? fmt::format(" (the last evaluation took {:.1f}s)", m_last_eval_seconds)
                      : std::string());
   }
   // A long evaluation must not hold a stop request up: the caller checkpoints, and the resumed
   // run evaluates this step again from the start.
-  const EvalResult r = evaluate_run(*m_run, m_eval_loss, [] { return stop_signal() != 0; });
-  if (!r.complete) {
-    m_eval_pending = true;
-    m_monitor->add_eval_seconds(seconds_since(t0));
-    return m_monitor->totals().last_eval;
+  // Every set of data.eval in order, each over its own batches (the batcher's selected set).
+  Batcher& batcher = *m_run->batcher;
+  const std::vector<std::string> names = config::eval_set_names(m_cfg);
+  EvalResult first;
+  std::vector<Monitor::SetResult> more;
+  for (size_t set = 0; set < batcher.eval_sets(); ++set) {
+    batcher.select_eval(set);
+    const EvalResult r = evaluate_run(*m_run, m_eval_loss, [] { return stop_signal() != 0; });
+    if (!r.complete) {
+      batcher.select_eval(0);
+      m_eval_pending = true;
+      m_monitor->add_eval_seconds(seconds_since(t0));
+      return m_monitor->totals().last_eval;
+    }
+    if (set == 0) {
+      first = r;
+    } else {
+      more.push_back({set < names.size() ? names[set] : std::to_string(set), r.loss, r.accuracy});
+    }
   }
+  batcher.select_eval(0);
   m_last_eval_seconds = seconds_since(t0);
-  return m_monitor->record_eval(step, r.loss, r.accuracy, m_last_eval_seconds);
+  return m_monitor->record_eval(step, first.loss, first.accuracy, m_last_eval_seconds, more);
 }
 
 void Trainer::abandon_step(int64_t step, Batcher::Cursor cursor, uint64_t dropout_calls) {

@@ -211,6 +211,18 @@ RunConfig random_config(Random& r) {
       c.data.eval = split;
     }
   }
+  // data.eval as a map of named sets (the first may be the split form, the others not).
+  if (c.data.eval && r.coin()) {
+    c.data.eval_name = "valid";
+    for (int64_t i = r.integer(0, 2); i > 0; --i) {
+      DataSource more = random_source(r, true, task);
+      if (more.source == SourceKind::synthetic && c.data.train.source == SourceKind::synthetic) {
+        more.features = c.data.train.features;
+        more.classes = c.data.train.classes;
+      }
+      c.data.eval_sets.push_back({"set-" + std::to_string(i), more});
+    }
+  }
   c.loss = task == Task::regression ? LossType::mse : LossType::cross_entropy;
   c.data.drop_last = r.coin();
   c.data.batch_size = r.integer(1, 4096);

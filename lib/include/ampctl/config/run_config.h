@@ -61,6 +61,13 @@ enum class OnMinScale { keep_going, stop };  // scaler.on_min_scale; YAML: conti
 // (math/scale_rules.h).
 // checkpoint.keep_best, training.early_stop.metric: an evaluation line's value to watch.
 enum class EvalMetric { none, eval_loss, eval_accuracy };
+// The same with the evaluation set it is read from: "eval_loss" (the first set's), or
+// "eval.NAME.loss" / "eval.NAME.accuracy" (data.eval's set NAME; the first set's too).
+struct EvalMetricRef {
+  EvalMetric kind{};
+  std::string set;  // "": the first evaluation set
+  bool operator==(const EvalMetricRef&) const = default;
+};
 
 // The YAML spelling of each choice ("fp16", "fashion_mnist", "auto", ...).
 const char* to_string(Precision v);
@@ -82,6 +89,8 @@ const char* to_string(DistBackend v);
 const char* to_string(OnOverflow v);
 const char* to_string(OnMinScale v);
 const char* to_string(EvalMetric v);
+// "none", "eval_loss", "eval.valid2.accuracy": as the configuration writes it.
+std::string to_string(const EvalMetricRef& v);
 
 // A csv label column: a header name, or an index (negative counts from the end; -1 = last).
 struct LabelColumn {
@@ -138,9 +147,22 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// A further evaluation set of data.eval's map form (name -> source).
+struct NamedEvalSource {
+  std::string name;   // [A-Za-z0-9_-]+
+  DataSource source;  // never SourceKind::split (that form may only be the first set)
+  bool operator==(const NamedEvalSource&) const = default;
+};
+
 struct DataConfig {
   DataSource train;
-  std::optional<DataSource> eval;  // none, a source, or SourceKind::split
+  // The first (or only) evaluation set: none, a source, or SourceKind::split.
+  std::optional<DataSource> eval;
+  // data.eval as a map of name -> source (docs/reference.md, "Evaluation sets"): the first
+  // set's name (its source is `eval`) and the further sets in the file's order. The single
+  // form: eval_name "" (the set is called "eval") and no further sets.
+  std::string eval_name;
+  std::vector<NamedEvalSource> eval_sets;
   int64_t batch_size = 0;
   bool shuffle = false;
   bool drop_last = false;
@@ -203,7 +225,7 @@ struct ScalerConfig {
 // training.early_stop: stop when `metric` has not improved by more than min_delta in `patience`
 // evaluations in a row (Keras's EarlyStopping; docs/reference.md, "Checkpoints").
 struct EarlyStopConfig {
-  EvalMetric metric{};  // none: never
+  EvalMetricRef metric{};  // none: never
   int64_t patience = 0;
   double min_delta = 0.0;
   bool operator==(const EarlyStopConfig&) const = default;
@@ -227,7 +249,7 @@ struct CheckpointConfig {
   int64_t every_steps = 0;
   bool at_eval = false;  // a checkpoint at every training.eval_every step as well
   int64_t keep_last = 0;
-  EvalMetric keep_best{};  // the checkpoint best by this metric, kept beside keep_last
+  EvalMetricRef keep_best{};  // the checkpoint best by this metric, kept beside keep_last
   bool operator==(const CheckpointConfig&) const = default;
 };
 
@@ -300,6 +322,11 @@ bool schedule_decays(const RunConfig& config);
 // Whether the run evaluates: data.eval is set, or a language model holds out part of its text
 // (data.train.split_fraction > 0).
 bool has_eval_data(const RunConfig& config);
+// The evaluation sets' names, the first set's first ("eval" for the single form); empty when
+// the run does not evaluate.
+std::vector<std::string> eval_set_names(const RunConfig& config);
+// The index in eval_set_names of the set `metric` reads (0 for the first set's, or none).
+size_t eval_set_index(const RunConfig& config, const EvalMetricRef& metric);
 // Whether every step measures grad_amax: logging.grad_amax, or a scaler.policy that reads it
 // (auto) with the scaler on.
 bool measures_grad_amax(const RunConfig& config);

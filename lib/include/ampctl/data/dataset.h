@@ -61,6 +61,7 @@ struct Normalization {
 struct DataSplit {
   Dataset train;
   std::optional<Dataset> eval;
+  std::vector<Dataset> more_eval;  // data.eval's further named sets (DataOptions::more_eval)
   std::optional<Normalization> normalization;  // set when data.normalize
 };
 

@@ -40,6 +40,7 @@ struct TokenSet {
 struct LmData {
   TokenSet train;
   std::optional<TokenSet> eval;
+  std::vector<TokenSet> more_eval;  // data.eval's further named sets (DataOptions::more_eval)
   int64_t vocab_size = 0;
   std::optional<Vocab> vocab;  // text sources without a tokenizer; token files have none
   // Text read through a tokenizer (data.train.tokenizer): its ids; vocab_size is its size.

@@ -50,6 +50,8 @@ struct SourceOptions {
 struct DataOptions {
   SourceOptions train;
   std::optional<SourceOptions> eval;
+  // data.eval's further named sets (never split), each read and checked as `eval` is.
+  std::vector<SourceOptions> more_eval;
   bool normalize = false;
 };
 

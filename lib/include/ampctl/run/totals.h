@@ -24,8 +24,11 @@ struct Totals {
   bool steady = false;  // past the first logging interval
   double steady_seconds = 0;
   int64_t steady_samples = 0;
-  nlohmann::json last_eval;  // the last eval line, or null
-  std::optional<double> best_eval_loss, best_eval_accuracy;
+  nlohmann::json last_eval;                                  // the last eval line, or null
+  std::optional<double> best_eval_loss, best_eval_accuracy;  // the first evaluation set's
+  // data.eval's named sets (null for the single form): {NAME: {"loss", "accuracy", "best_loss",
+  // "best_accuracy"}} for every set, the first's included (docs/reference.md, "Evaluation sets").
+  nlohmann::json eval_sets;
 };
 
 }  // namespace ampctl::run

@@ -59,6 +59,11 @@ class Batcher {
   virtual int64_t eval_total() const { return eval_size(); }
   // The evaluation batch starting at row `first`; valid until the next eval_batch or next.
   virtual Batch eval_batch(int64_t first) = 0;
+  // data.eval's sets (docs/reference.md, "Evaluation sets"): how many there are (0 without
+  // evaluation data), and which one eval_size, eval_total and eval_batch walk (0, the first, until
+  // another is chosen). Selecting allocates nothing.
+  virtual size_t eval_sets() const = 0;
+  virtual void select_eval(size_t set) = 0;
   // The data cursor a checkpoint keeps, and its restore (Error{input} for a bad one).
   virtual nlohmann::json state() const = 0;
   virtual void restore(const nlohmann::json& state) = 0;
@@ -96,6 +101,8 @@ class DeviceBatcher : public Batcher {
   const Batch& next() override;
 
   bool has_eval() const override { return m_eval_total > 0; }
+  size_t eval_sets() const override { return m_eval_sets.size(); }
+  void select_eval(size_t set) override;
   int64_t eval_size() const override { return m_eval_rows; }    // this rank's shard
   int64_t eval_total() const override { return m_eval_total; }  // every rank's
   // Rows [first, first + min(batch_size, eval_size - first)) of this rank's eval shard (views).
@@ -114,6 +121,7 @@ class DeviceBatcher : public Batcher {
   };
   static Resident resident(Backend& b, const data::Dataset& d);
   void upload_order();
+  void shard_eval();  // this rank's rows of the selected evaluation set
 
   Backend* m_backend;
   data::DataLoader* m_loader;
@@ -121,7 +129,8 @@ class DeviceBatcher : public Batcher {
   int64_t m_features = 0, m_outputs = 0, m_batch = 0, m_eval_rows = 0, m_eval_total = 0;
   int64_t m_eval_first = 0;
   int m_rank = 0, m_world = 1;
-  Resident m_train, m_eval;
+  Resident m_train, m_eval;           // m_eval: the selected set's
+  std::vector<Resident> m_eval_sets;  // every evaluation set, in order
   std::vector<int32_t> m_order_host;
   Tensor m_order_dev;
   Tensor m_x, m_labels, m_y;  // one batch, gathered
@@ -155,6 +164,8 @@ class LmBatcher : public Batcher {
   const Batch& next() override;
   bool classification() const override { return false; }
   bool has_eval() const override { return m_eval_n > 0; }
+  size_t eval_sets() const override { return m_eval_streams.size(); }
+  void select_eval(size_t set) override;
   int64_t eval_size() const override { return m_eval_batches * m_batch; }  // this rank's
   int64_t eval_total() const override { return eval_size() * m_world; }
   Batch eval_batch(int64_t first) override;
@@ -181,6 +192,13 @@ class LmBatcher : public Batcher {
   Tensor m_eval_index;                // i32 [eval_batches * B * T]
   Tensor m_input, m_target;           // i32 [B, T], [B * T]
   Tensor m_eval_input, m_eval_target;
+  // Every evaluation set's tokens, shifted tokens and fixed windows; m_eval, m_eval_next,
+  // m_eval_index and m_eval_n are the selected one's.
+  struct EvalStream {
+    Tensor tokens, next, index;
+    int64_t n = 0;
+  };
+  std::vector<EvalStream> m_eval_streams;
   Batch m_current;
 };
 

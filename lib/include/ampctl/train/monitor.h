@@ -51,11 +51,12 @@ std::string join_names(const std::vector<std::string>& names, size_t max = 8);
 enum Phase { kData, kForward, kBackward, kUnscale, kOptimizer, kUpdate, kMetrics, kPhases };
 
 // The best evaluation so far by one metric (checkpoint.keep_best, training.early_stop): "eval_loss"
-// (lower is better; a non-finite loss never improves) or "eval_accuracy" (higher is better). An
-// evaluation improves on the best when it beats it by more than min_delta (Keras's
-// EarlyStopping); the first one always does.
+// or "eval.NAME.loss" (lower is better; a non-finite loss never improves) or "eval_accuracy"
+// (higher is better). An evaluation improves on the best when it beats it by more than min_delta
+// (Keras's EarlyStopping); the first one always does.
 struct MetricTracker {
-  std::string metric;  // "" = off
+  std::string metric;  // "" = off; "eval.NAME.loss" / "eval.NAME.accuracy": a named set's
+  size_t set = 0;      // the evaluation set it reads (0: the first; i: record_eval's more[i - 1])
   double min_delta = 0;
   std::optional<double> best;
   int64_t best_step = 0;
@@ -106,6 +107,10 @@ struct MonitorOptions {
   // checkpoint.keep_best and training.early_stop (metric "" = off).
   std::string keep_best;
   std::string early_stop;
+  size_t keep_best_set = 0, early_stop_set = 0;  // the sets they read (MetricTracker::set)
+  // data.eval's map form: the first set's name (its eval line says "set": NAME); "": the single
+  // form, whose line is as it always was.
+  std::string eval_set_name;
   double early_stop_min_delta = 0;
 };
 
@@ -171,8 +176,15 @@ class Monitor {
 
   // An evaluation's result: writes its metrics line and console line, updates the best values
   // and returns the line (what summary.json's "eval" holds).
+  // `more`: data.eval's further sets, in order; their values join the line as
+  // "eval.NAME.loss" / "eval.NAME.accuracy" (docs/reference.md, "Evaluation sets").
+  struct SetResult {
+    std::string name;
+    double loss = 0;
+    std::optional<double> accuracy;
+  };
   nlohmann::json record_eval(int64_t step, double loss, std::optional<double> accuracy,
-                             double seconds);
+                             double seconds, const std::vector<SetResult>& more = {});
   // Time spent in an evaluation cut short by a stop request.
   void add_eval_seconds(double seconds) { m_totals.eval_seconds += seconds; }
 
