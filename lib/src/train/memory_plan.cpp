@@ -229,6 +229,7 @@ void check_config_memory(const config::RunConfig& config) {
   }
   const bool host = config.device == "cpu" || (config.device == "auto" && cuda_device_count() == 0);
   if (host) {
+    check_cpu_backend_room();  // the threads train would start, under an address-space limit
     check_memory(config, shape, host_memory_available());
   } else {
     plan_memory(config, shape);  // the GPU may be another machine's: only the sizes are checked
