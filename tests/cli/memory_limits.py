@@ -9,7 +9,7 @@ command runs under a timeout (a hang fails the test) with the limit set in the c
                  naming the limit, no run directory (before: OpenBLAS's worker retried its
                  128 MiB buffer forever: train spun on a CPU without AVX-512, and every command
                  hung at exit joining the worker); validate refuses it the same way (before: it
-                 passed).
+                 passed); and under ulimit -d (RLIMIT_DATA), named as such.
   fits           the same run on OpenBLAS's products (AMPCTL_CPU_ISA=portable) under the limit
                  the refusal's numbers say it needs, plus 64 MiB: exit 0 in time. This holds the
                  per-thread reservation the backend counts (128 MiB + 8 KiB per thread, + a stack
@@ -53,12 +53,12 @@ os.makedirs(WORK)
 MiB = 1 << 20
 
 
-def run(args, expect, limit=None, env=None, timeout=60, launcher=None):
+def run(args, expect, limit=None, env=None, timeout=60, launcher=None, rlimit=resource.RLIMIT_AS):
     """Runs ampctl with RLIMIT_AS = limit in the child; a hang is killed (SIGKILL: a spinning
     OpenBLAS worker outlives SIGTERM) and fails the test."""
     def pre():
         if limit is not None:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+            resource.setrlimit(rlimit, (limit, limit))
     full_env = dict(os.environ)
     full_env.pop("OPENBLAS_NUM_THREADS", None)
     full_env.update(env or {})
@@ -116,6 +116,10 @@ for cmd in (["train", "--config", TINY, "--run-dir", "low"],
           "OpenBLAS's 128.0 MiB buffer" in err and "ulimit -v (RLIMIT_AS)" in err and
           "OPENBLAS_NUM_THREADS=1" in err, f"{cmd[0]}: the refusal names the reservation: {err}")
 check(not os.path.exists(os.path.join(WORK, "low")), "train under the limit: no run directory")
+# The same under a data-segment limit (ulimit -d), which OpenBLAS's buffers count against too.
+p, err = run(["train", "--config", TINY, "--run-dir", "low"], 2, limit=LOW, env=TWO,
+             rlimit=resource.RLIMIT_DATA)
+check("ulimit -d (RLIMIT_DATA)" in err, "train under ulimit -d: the refusal names it: " + err)
 
 # --- the same run where the numbers say it fits: OpenBLAS's products, no spin ---------------------
 p, err = run(["train", "--config", TINY, "--run-dir", "low"], 2, limit=LOW,
