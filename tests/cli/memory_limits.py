@@ -20,9 +20,10 @@ command runs under a timeout (a hang fails the test) with the limit set in the c
                  samples (before: a hang at exit).
   tokenize       a 64 MiB document under 300 MiB: exit 2 naming the file and the memory
                  encoding needs, no output (before: "internal: std::bad_alloc", exit 1).
-  text           a 32 MiB text with a character vocabulary under 350 MiB: exit 2 naming
+  text           a 32 MiB text with a character vocabulary under 350 MiB (validate: 300): exit 2 naming
                  data.train.path and the memory loading needs, before any run directory
-                 (before: "internal: std::bad_alloc", exit 1).
+                 (before: "internal: std::bad_alloc", exit 1); validate refuses it too
+                 (before: it passed).
   bucket_mb      distributed.bucket_mb: 1048576 on 2 ranks (when MPIEXEC is given): exit 2 naming
                  the key (before: "internal: std::bad_alloc" on each rank).
 
@@ -214,6 +215,11 @@ if p is not None:
     check(re.search(r"data\.train\.path \S*mid\.txt: 32\.0 MiB need about 288\.0 MiB of memory "
                     r"to load", err) is not None, "the text refusal names the key and sizes: " + err)
 check(not os.path.exists(os.path.join(WORK, "text")), "text under the limit: no run directory")
+# validate checks the file the same way (before: it counted a text source as one token, and
+# passed).
+p, err = run(["validate", "--config", TEXT], 2, limit=300 * MiB, env={"OPENBLAS_NUM_THREADS": "1"})
+check("mid.txt: 32.0 MiB need about 288.0 MiB of memory to load" in err,
+      "validate: the text refusal: " + err)
 
 # --- an all-reduce bucket larger than the host ---------------------------------------------------
 if MPIEXEC:

@@ -129,11 +129,24 @@ TokenSet load_token_file_read(const std::string& path, TokenFormat format, int64
 
 }  // namespace
 
+void check_lm_file_memory(const std::string& path, bool eval, bool text, VocabKind kind,
+                          bool tokenizer) {
+  if (!text) {
+    check_load_memory(path, path_key(eval), 3, "the file and its tokens as 4-byte ids");
+  } else if (tokenizer) {
+    check_load_memory(path, path_key(eval), 9, "the text, its pre-tokenized pieces and the ids");
+  } else if (kind == VocabKind::byte) {
+    check_load_memory(path, path_key(eval), 5, "the text and one 4-byte id per byte");
+  } else {
+    check_load_memory(path, path_key(eval), 9, "the text, its code points and their ids");
+  }
+}
+
 TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer, bool eval) {
   require_text_file(path);
   // The text, its pieces and their ids: the ids are at most one per byte (4 bytes each), the
   // pieces' bookkeeping about as much again.
-  check_load_memory(path, path_key(eval), 9, "the text, its pre-tokenized pieces and the ids");
+  check_lm_file_memory(path, eval, true, VocabKind::character, /*tokenizer=*/true);
   try {
     return load_text_tokenized(path, tokenizer, eval);
   } catch (const std::bad_alloc&) {
@@ -161,11 +174,7 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
   // At the peak: the text and one int32 id per byte (byte vocabulary); a character one holds the
   // text, its code points (4 bytes per byte at most) and then either their sorted copy (building
   // the vocabulary) or the ids.
-  if (kind == VocabKind::byte) {
-    check_load_memory(path, path_key(eval), 5, "the text and one 4-byte id per byte");
-  } else {
-    check_load_memory(path, path_key(eval), 9, "the text, its code points and their ids");
-  }
+  check_lm_file_memory(path, eval, true, kind, /*tokenizer=*/false);
   try {
     return load_text_vocab(path, kind, vocab, eval);
   } catch (const std::bad_alloc&) {
@@ -228,7 +237,7 @@ TokenSet load_text_vocab(const std::string& path, VocabKind kind, std::optional<
 TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vocab_size,
                          bool eval) {
   // The file and one int32 id per 2 bytes at most.
-  check_load_memory(path, path_key(eval), 3, "the file and its tokens as 4-byte ids");
+  check_lm_file_memory(path, eval, false, VocabKind::byte, false);
   try {
     return load_token_file_read(path, format, vocab_size);
   } catch (const std::bad_alloc&) {

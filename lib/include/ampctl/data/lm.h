@@ -76,6 +76,12 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
 TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer,
                    bool eval = false);
 
+// The loaders' check alone, before anything is read (`ampctl validate`, a sweep's checks): a text
+// file (`tokenizer`: read through one) or a token file (`text` false) whose loading needs more
+// memory than is available is Error{input} as the loader throws it.
+void check_lm_file_memory(const std::string& path, bool eval, bool text, VocabKind kind,
+                          bool tokenizer);
+
 // A token file (raw uint16, or llm.c's header + tokens). Error{input} naming the file and byte
 // offset for an empty file, an odd byte count, a wrong magic or version, a header whose count
 // disagrees with the file's size, a token id >= vocab_size.
