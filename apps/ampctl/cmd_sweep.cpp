@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "ampctl/config/problems.h"
 #include "ampctl/config/run_config.h"
 #include "ampctl/core/error.h"
 #include "ampctl/replay/replay.h"
@@ -197,6 +198,19 @@ int run_sweep(const SweepOptions& options) {
   }
   if (options.jobs < 1) {
     throw Error{ErrorKind::usage, "--jobs " + std::to_string(options.jobs) + ": must be >= 1"};
+  }
+  if (!options.metric.empty()) {
+    // A misspelt metric would run the whole sweep for a verdict on nothing.
+    const std::vector<std::string>& metrics = sweep::sweep_metrics();
+    if (std::find(metrics.begin(), metrics.end(), options.metric) == metrics.end()) {
+      const std::string near = config::closest_match(options.metric, metrics);
+      std::string list;
+      for (const std::string& m : metrics) list += (list.empty() ? "" : ", ") + m;
+      throw Error{ErrorKind::usage,
+                  "--metric " + options.metric + ": not a metric of a sweep's runs",
+                  (near.empty() ? std::string() : "did you mean '" + near + "'? ") +
+                      "the metrics are " + list};
+    }
   }
   sweep::Sweep spec = sweep::load_sweep(options.config, options.grid);
   spec.base_overrides = options.sets;

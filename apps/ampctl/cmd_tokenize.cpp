@@ -9,10 +9,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
+#include <new>
+#include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -96,8 +101,21 @@ int run_tokenize(const TokenizeOptions& options) {
     for (int k = 0; k < (u32 ? 4 : 2); ++k) bytes.push_back(static_cast<char>(v >> (8 * k)));
     ++tokens;
   };
-  for (size_t d = 0; d < options.inputs.size(); ++d) {
-    const std::string& input = options.inputs[d];
+  // At the peak a document is held as text, its pre-tokenized pieces and their ids: about 6
+  // bytes per byte of ordinary text (measured), more for long runs without a split.
+  const auto check_memory_for = [&](const std::string& input) {
+    std::error_code ec;
+    const uintmax_t size = std::filesystem::file_size(input, ec);
+    const std::optional<uint64_t> available = host_memory_available();
+    if (ec || !available || size > kMaxInputBytes || size * 6 <= *available) return;
+    throw Error{ErrorKind::input,
+                "text " + input + ": " + format_bytes(size) + " need about " +
+                    format_bytes(size * 6) +
+                    " of memory to tokenize (the text, its pieces and their ids), and " +
+                    format_bytes(*available) + " is available",
+                "tokenize a smaller file, or free memory / raise the process's limit (ulimit -v)"};
+  };
+  const auto tokenize_one = [&](size_t d, const std::string& input) {
     const std::string text = read_regular_file(input, kMaxInputBytes, "text");
     auto last = std::chrono::steady_clock::now();
     const auto progress = [&](size_t done) {
@@ -119,7 +137,19 @@ int run_tokenize(const TokenizeOptions& options) {
     text_bytes += text.size();
     std::fprintf(stderr, "%stokenize: %s: %s, %zu tokens\n", tty ? "\r\033[K" : "", input.c_str(),
                  mb(static_cast<double>(text.size())).c_str(), ids.size());
+  };
+  for (size_t d = 0; d < options.inputs.size(); ++d) {
+    const std::string& input = options.inputs[d];
+    check_memory_for(input);
+    try {
+      tokenize_one(d, input);
+    } catch (const std::bad_alloc&) {
+      throw Error{ErrorKind::runtime, "out of memory while tokenizing " + input,
+                  "tokenize fewer or smaller files at a time, or free memory / raise the "
+                  "process's limit (ulimit -v)"};
+    }
   }
+
   checkpoint::write_output_file(out, bytes, "--out");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -160,7 +190,14 @@ void register_tokenize(CLI::App& app, Commands& commands) {
   sub->add_option("--threads", options->threads,
                   "encoding threads (default: the machine's cores; the ids do not depend on it)")
       ->type_name("N")
-      ->check(CLI::PositiveNumber);
+      ->check(
+          [](const std::string& v) -> std::string {
+            int n = 0;
+            const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+            if (ec == std::errc{} && ptr == v.data() + v.size() && n >= 1 && n <= 4096) return {};
+            return v + ": expected an integer N >= 1 (at most 4096)";
+          },
+          "N >= 1");
   commands.push_back({sub, [options] { return run_tokenize(*options); }});
 }
 

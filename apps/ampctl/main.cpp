@@ -1,6 +1,8 @@
 // ampctl's entry point: parses the command line and maps every ampctl::Error to the exit codes of
 // docs/reference.md. This is the only place that catches errors and prints them.
+#include <cblas.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <CLI/CLI.hpp>
@@ -9,9 +11,11 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -193,7 +197,57 @@ int check_stdout(int code) {
   return code != 0 ? code : 1;
 }
 
+namespace {
+
+// OpenBLAS starts its worker threads when it is loaded, before main (OPENBLAS_NUM_THREADS of them,
+// else one per core), and each maps a 128 MiB buffer at once. Under an address-space limit
+// (ulimit -v, ulimit -d) too small for them, OpenBLAS 0.3.21 retries the mapping forever: a worker
+// spins on a core for the whole command and the process hangs at exit joining it. So under such a
+// limit ampctl runs itself once more, with OPENBLAS_NUM_THREADS=1 for the load alone (no worker);
+// the CPU backend starts OpenBLAS's threads itself once it has checked that they fit
+// (make_cpu_backend), and every other command never starts them. The user's OPENBLAS_NUM_THREADS
+// travels in kSavedThreads and is put back first thing, so the run's thread count is the same.
+constexpr const char* kSavedThreads = "AMPCTL_INTERNAL_OPENBLAS_NUM_THREADS";
+constexpr const char* kUnset = "\x01";
+
+bool address_space_limited() {
+  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit limit {};
+    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) return true;
+  }
+  return false;
+}
+
+void load_openblas_without_workers(char** argv) {
+  if (const char* saved = std::getenv(kSavedThreads)) {
+    // The second start: the user's environment as it was.
+    if (std::strcmp(saved, kUnset) == 0) {
+      ::unsetenv("OPENBLAS_NUM_THREADS");
+    } else {
+      ::setenv("OPENBLAS_NUM_THREADS", saved, 1);
+    }
+    ::unsetenv(kSavedThreads);
+    return;
+  }
+  if (!address_space_limited() || openblas_get_num_threads() <= 1) return;
+  const char* user = std::getenv("OPENBLAS_NUM_THREADS");
+  const std::string saved = user != nullptr ? user : kUnset;
+  ::setenv(kSavedThreads, saved.c_str(), 1);
+  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  ::execv("/proc/self/exe", argv);
+  // No /proc, or the exec failed: go on as loaded (the backend's check still holds new threads).
+  ::unsetenv(kSavedThreads);
+  if (user != nullptr) {
+    ::setenv("OPENBLAS_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    ::unsetenv("OPENBLAS_NUM_THREADS");
+  }
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  load_openblas_without_workers(argv);
   try {
     ampctl::dist::init_process_group(&argc, &argv);
   } catch (const ampctl::Error& e) {
@@ -254,6 +308,14 @@ int run_command(int argc, char** argv) {
     return e.code;  // rank 0 printed why
   } catch (const ampctl::Error& e) {
     return print_error(e);
+  } catch (const std::bad_alloc&) {
+    // An allocation the memory plan did not foresee (the large ones are checked before they are
+    // made, and name what they hold when they fail).
+    std::fprintf(stderr,
+                 "error: out of memory (an allocation failed in 'ampctl %s')\n"
+                 "hint: free memory or raise the process's memory limit (ulimit -v)\n",
+                 argc > 1 ? argv[1] : "");
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: internal: %s\n", e.what());
     return 1;

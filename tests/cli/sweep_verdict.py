@@ -149,6 +149,15 @@ for body, line, what in [
     check(f"bad.yaml:{line}:" in p.stderr and what in p.stderr and not os.path.exists(dest),
           f"a name {what}: exit 2 naming line {line}, nothing created\n{p.stderr}")
 
+# ---- a --metric that is no row's metric: refused before any run (before: the sweep ran, and its
+# verdict was "no completed run has bogus", exit 0) ----
+dest = os.path.join(WORK, "metric-out")
+p = run(["sweep", "--config", write("metric.yaml", BASE), "--grid", "optimizer.lr=0.1,0.2",
+         "--metric", "best_eval_los", "--out", dest], expect=2)
+check("--metric best_eval_los: not a metric of a sweep's runs" in p.stderr and
+      "did you mean 'best_eval_loss'?" in p.stderr and not os.path.exists(dest),
+      f"--metric misspelt: exit 2 with the closest name, nothing run\n{p.stderr}")
+
 # ---- 4. replay from a sweep file with seeds ----
 rec = os.path.join(WORK, "lr", "lr=0.3,seed=0")
 policies = write("policies.yaml", BASE.replace("optimizer: {type: sgd, lr: 0.05}",

@@ -163,6 +163,12 @@ def main():
     refused(["--tokenizer", nobos, doc1, "--out", out, "--bos"], "--bos", "BOS",
             what="--bos without a BOS token")
     refused(["--tokenizer", tok, "--out", out], "inputs is required", what="no input")
+    # --threads out of range: the range in words (before: CLI11's "Value 0 not in range 0.000000
+    # to 1.797...e+308").
+    for bad in ("0", "-3", "5000", "two"):
+        refused(["--tokenizer", tok, doc1, "--out", out, "--threads", bad],
+                f"--threads: {bad}: expected an integer N >= 1 (at most 4096)",
+                what=f"--threads {bad}")
     if FAILURES:
         sys.exit(1)
     print("tokenize: ok")

@@ -1,6 +1,7 @@
 #include "ampctl/core/input_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysinfo.h>
@@ -9,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -213,6 +215,77 @@ bool LineReader::next(std::string& line) {
   }
 }
 
+namespace {
+
+// A "Key:   123 kB" line of /proc/self/status, in bytes.
+std::optional<uint64_t> status_bytes(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > key.size() && line.compare(0, key.size(), key) == 0 &&
+        line[key.size()] == ':') {
+      return std::strtoull(line.c_str() + key.size() + 1, nullptr, 10) * 1024;
+    }
+  }
+  return std::nullopt;
+}
+
+// One number from a cgroup file ("max" and unreadable files: nullopt).
+std::optional<uint64_t> cgroup_number(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string word;
+  if (!(in >> word) || word == "max") return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(word.c_str(), &end, 10);
+  if (end == word.c_str() || *end != '\0') return std::nullopt;
+  return v;
+}
+
+// cgroup v2: the smallest memory.max - memory.current from this process's cgroup up to the root.
+std::optional<uint64_t> cgroup_available() {
+  std::ifstream in("/proc/self/cgroup");
+  std::string line, rel;
+  while (std::getline(in, line)) {
+    if (line.rfind("0::", 0) == 0) rel = line.substr(3);
+  }
+  if (rel.empty()) return std::nullopt;
+  std::optional<uint64_t> available;
+  std::filesystem::path dir = std::filesystem::path("/sys/fs/cgroup") / rel.substr(1);
+  for (int depth = 0; depth < 64; ++depth) {
+    const std::optional<uint64_t> max = cgroup_number(dir / "memory.max");
+    if (max) {
+      const uint64_t current = cgroup_number(dir / "memory.current").value_or(0);
+      const uint64_t left = *max > current ? *max - current : 0;
+      available = available ? std::min(*available, left) : left;
+    }
+    if (dir == "/sys/fs/cgroup" || !dir.has_parent_path()) break;
+    dir = dir.parent_path();
+  }
+  return available;
+}
+
+// {limit - used, name} of the tighter of RLIMIT_AS and RLIMIT_DATA, if either is set.
+std::optional<std::pair<uint64_t, std::string>> address_space_headroom() {
+  std::optional<std::pair<uint64_t, std::string>> out;
+  const struct {
+    int resource;
+    const char* status_key;
+    const char* name;
+  } limits[] = {{RLIMIT_AS, "VmSize", "ulimit -v (RLIMIT_AS)"},
+                {RLIMIT_DATA, "VmData", "ulimit -d (RLIMIT_DATA)"}};
+  for (const auto& l : limits) {
+    struct rlimit limit {};
+    if (::getrlimit(l.resource, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) continue;
+    const auto cap = static_cast<uint64_t>(limit.rlim_cur);
+    const uint64_t used = status_bytes(l.status_key).value_or(0);
+    const uint64_t left = cap > used ? cap - used : 0;
+    if (!out || left < out->first) out = std::make_pair(left, std::string(l.name));
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<uint64_t> host_memory_available() {
   std::optional<uint64_t> available;
   std::ifstream in("/proc/meminfo");
@@ -231,15 +304,33 @@ std::optional<uint64_t> host_memory_available() {
       available = (static_cast<uint64_t>(info.freeram) + info.bufferram) * info.mem_unit;
     }
   }
-  // A process limit (ulimit -v, a batch system's memory cap) bounds it too.
-  for (const int resource : {RLIMIT_AS, RLIMIT_DATA}) {
-    struct rlimit limit {};
-    if (::getrlimit(resource, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-      const auto cap = static_cast<uint64_t>(limit.rlim_cur);
-      available = available ? std::min(*available, cap) : cap;
-    }
+  // A batch system's memory cap (a cgroup) and a process limit (ulimit -v) bound it too; each
+  // counts what the process (or the group) holds already.
+  for (const std::optional<uint64_t> cap : {cgroup_available(), address_space_available()}) {
+    if (cap) available = available ? std::min(*available, *cap) : *cap;
   }
   return available;
+}
+
+std::optional<uint64_t> address_space_available() {
+  if (const auto headroom = address_space_headroom()) return headroom->first;
+  return std::nullopt;
+}
+
+std::string address_space_limit_name() {
+  if (const auto headroom = address_space_headroom()) return headroom->second;
+  return {};
+}
+
+uint64_t thread_stack_bytes() {
+  size_t stack = 0;
+  pthread_attr_t attr;
+  if (::pthread_getattr_default_np(&attr) == 0) {
+    ::pthread_attr_getstacksize(&attr, &stack);
+    ::pthread_attr_destroy(&attr);
+  }
+  if (stack == 0) stack = size_t{8} << 20;
+  return stack + 4096;  // the guard page
 }
 
 std::string format_bytes(uint64_t bytes) {

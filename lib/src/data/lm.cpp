@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -90,10 +92,71 @@ Error empty_text(const std::string& path, bool eval) {
                                      : "data.train.path " + path + ": empty (no text to train on)"};
 }
 
+// Refuses, before a byte is read, a data file whose loading would need more memory than the host
+// (or the process's limit) has: `per_byte` bytes for each byte of the file at the loader's peak
+// (`held` says what), Error{input} naming the key (exit 2).
+void check_load_memory(const std::string& path, const std::string& key, uint64_t per_byte,
+                       const char* held) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return;  // the reader reports what it is
+  const std::optional<uint64_t> available = host_memory_available();
+  const uint64_t need = size > UINT64_MAX / per_byte ? UINT64_MAX : size * per_byte;
+  if (!available || need <= *available) return;
+  throw Error{ErrorKind::input,
+              key + " " + path + ": " + format_bytes(size) + " need about " + format_bytes(need) +
+                  " of memory to load (" + held + "), and " + format_bytes(*available) +
+                  " is available",
+              "use a smaller file, or free memory / raise the process's limit (ulimit -v)"};
+}
+
+std::string path_key(bool eval) {
+  return eval ? "data.eval.path" : "data.train.path";
+}
+
+// An allocation that fails anyway (another process took the memory) is an error naming the file.
+[[noreturn]] void out_of_memory_loading(const std::string& path, bool eval) {
+  throw Error{ErrorKind::runtime,
+              "out of memory while loading " + path_key(eval) + " " + path + " (its tokens)",
+              "use a smaller file, or free memory / raise the process's limit (ulimit -v)"};
+}
+
+TokenSet load_text_tokenized(const std::string& path, const tokenize::Tokenizer& tokenizer,
+                             bool eval);
+TokenSet load_text_vocab(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab,
+                         bool eval);
+TokenSet load_token_file_read(const std::string& path, TokenFormat format, int64_t vocab_size);
+
 }  // namespace
+
+void check_lm_file_memory(const std::string& path, bool eval, bool text, VocabKind kind,
+                          bool tokenizer) {
+  if (!text) {
+    check_load_memory(path, path_key(eval), 3, "the file and its tokens as 4-byte ids");
+  } else if (tokenizer) {
+    check_load_memory(path, path_key(eval), 9, "the text, its pre-tokenized pieces and the ids");
+  } else if (kind == VocabKind::byte) {
+    check_load_memory(path, path_key(eval), 5, "the text and one 4-byte id per byte");
+  } else {
+    check_load_memory(path, path_key(eval), 9, "the text, its code points and their ids");
+  }
+}
 
 TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer, bool eval) {
   require_text_file(path);
+  // The text, its pieces and their ids: the ids are at most one per byte (4 bytes each), the
+  // pieces' bookkeeping about as much again.
+  check_lm_file_memory(path, eval, true, VocabKind::character, /*tokenizer=*/true);
+  try {
+    return load_text_tokenized(path, tokenizer, eval);
+  } catch (const std::bad_alloc&) {
+    out_of_memory_loading(path, eval);
+  }
+}
+
+namespace {
+TokenSet load_text_tokenized(const std::string& path, const tokenize::Tokenizer& tokenizer,
+                             bool eval) {
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
   if (text.empty()) throw empty_text(path, eval);
   TokenSet out;
@@ -103,10 +166,25 @@ TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer
   check_count(out.size(), path);
   return out;
 }
+}  // namespace
 
 TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab,
                    bool eval) {
   require_text_file(path);
+  // At the peak: the text and one int32 id per byte (byte vocabulary); a character one holds the
+  // text, its code points (4 bytes per byte at most) and then either their sorted copy (building
+  // the vocabulary) or the ids.
+  check_lm_file_memory(path, eval, true, kind, /*tokenizer=*/false);
+  try {
+    return load_text_vocab(path, kind, vocab, eval);
+  } catch (const std::bad_alloc&) {
+    out_of_memory_loading(path, eval);
+  }
+}
+
+namespace {
+TokenSet load_text_vocab(const std::string& path, VocabKind kind, std::optional<Vocab>& vocab,
+                         bool eval) {
   const std::string text = read_regular_file(path, kMaxTextBytes, "text data");
   if (text.empty()) throw empty_text(path, eval);
   TokenSet out;
@@ -154,8 +232,21 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
   }
   return out;
 }
+}  // namespace
 
-TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vocab_size) {
+TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vocab_size,
+                         bool eval) {
+  // The file and one int32 id per 2 bytes at most.
+  check_lm_file_memory(path, eval, false, VocabKind::byte, false);
+  try {
+    return load_token_file_read(path, format, vocab_size);
+  } catch (const std::bad_alloc&) {
+    out_of_memory_loading(path, eval);
+  }
+}
+
+namespace {
+TokenSet load_token_file_read(const std::string& path, TokenFormat format, int64_t vocab_size) {
   const std::string bytes_s = read_regular_file(path, kMaxTokenFileBytes, "token data");
   const auto* bytes = reinterpret_cast<const uint8_t*>(bytes_s.data());
   const size_t size = bytes_s.size();
@@ -234,6 +325,7 @@ TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vo
   }
   return out;
 }
+}  // namespace
 
 void check_lm_windows(const LmData& data, int64_t block_size) {
   check_length(data.train, block_size, "training");
@@ -306,7 +398,7 @@ LmData load_lm_data(const DataOptions& options, int64_t block_size,
     } else if (eval.source == SourceKind::text) {
       into = load_text(eval.path, train.vocab, out.vocab, /*eval=*/true);
     } else {
-      into = load_token_file(eval.path, eval.token_format, train.vocab_size);
+      into = load_token_file(eval.path, eval.token_format, train.vocab_size, /*eval=*/true);
     }
   };
   double fraction = 0.0;

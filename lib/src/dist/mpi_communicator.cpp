@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,16 @@ class MpiCommunicator final : public Communicator {
     const auto w = static_cast<size_t>(m_world);
     // A bucket is bucket_bytes of f32 gradients over all ranks: each rank owns 1/N of it.
     m_chunk = std::max<size_t>(1, bucket_bytes / sizeof(float) / w);
-    m_scratch.resize(w * m_chunk);
+    try {
+      m_scratch.resize(w * m_chunk);
+    } catch (const std::bad_alloc&) {
+      throw Error{ErrorKind::runtime,
+                  "out of memory: cannot allocate the all-reduce bucket (" +
+                      std::to_string(w * m_chunk * sizeof(float)) +
+                      " bytes, distributed.bucket_mb)",
+                  "make distributed.bucket_mb smaller, or free memory / raise the process's "
+                  "limit (ulimit -v)"};
+    }
     m_scounts.resize(w);
     m_sdispls.resize(w);
     m_rcounts.resize(w);

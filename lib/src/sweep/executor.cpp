@@ -587,6 +587,17 @@ nlohmann::json result_row(const RunResult& r) {
           {"run_dir", r.status == "not_started" ? std::string() : r.dir.string()}};
 }
 
+const std::vector<std::string>& sweep_metrics() {
+  // result_row's numeric fields (exit_code aside).
+  static const std::vector<std::string> names{
+      "final_loss",  "best_eval_loss",      "best_eval_accuracy",
+      "steps",       "skipped_steps",       "overflow_rate",
+      "retries",     "final_scale",         "min_scale",
+      "max_scale",   "mean_underflow_frac", "min_headroom_log2",
+      "wall_time_s", "samples_per_s"};
+  return names;
+}
+
 std::string default_metric(const std::vector<RunResult>& results) {
   for (const RunResult& r : results) {
     if (files::summary_field(r.summary, sk::kBestEvalLoss).is_number()) return "best_eval_loss";

@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <queue>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -873,7 +874,15 @@ std::vector<int32_t> Tokenizer::encode_chunked(std::string_view text, const std:
       static_cast<int>(std::min<size_t>(threads, std::max<size_t>(pieces.size(), 1)));
   {
     std::vector<std::jthread> pool;
-    for (int t = 1; t < n_threads; ++t) pool.emplace_back(work, false);
+    for (int t = 1; t < n_threads; ++t) {
+      // A thread that cannot start (a memory or thread limit) leaves its share to the others:
+      // the ids do not depend on the thread count.
+      try {
+        pool.emplace_back(work, false);
+      } catch (const std::system_error&) {
+        break;
+      }
+    }
     work(true);
   }
   if (error) std::rethrow_exception(error);

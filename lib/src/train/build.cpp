@@ -14,6 +14,8 @@
 #include "ampctl/backend/cuda_plugin.h"
 #include "ampctl/backend/device_support.h"
 #include "ampctl/config/problems.h"
+#include "ampctl/core/format.h"
+#include "ampctl/core/input_file.h"
 #include "ampctl/data/loader.h"
 #include "ampctl/dist/communicator.h"
 #include "ampctl/dist/process_group.h"
@@ -150,6 +152,23 @@ dist::CommunicatorOptions communicator_options(const config::DistributedConfig& 
   o.backend = c.backend;
   o.bucket_bytes = static_cast<size_t>(std::max(1.0, c.bucket_mb * 1024.0 * 1024.0));
   return o;
+}
+
+// The MPI communicator's bucket (distributed.bucket_mb of f32 gradients, held on the host whatever
+// the device) refused, before it is allocated, when the host cannot hold it.
+void check_bucket_memory(const config::DistributedConfig& c, const Backend& b) {
+  const bool mpi =
+      c.backend == config::DistBackend::mpi ||
+      (c.backend == config::DistBackend::automatic && b.device().type == DeviceType::cpu);
+  if (!mpi) return;
+  const uint64_t bytes = communicator_options(c).bucket_bytes;
+  const std::optional<uint64_t> available = host_memory_available();
+  if (!available || bytes <= *available) return;
+  throw Error{ErrorKind::config,
+              "distributed.bucket_mb: " + fmt("%.10g", c.bucket_mb) +
+                  " MiB of all-reduce bucket on each rank (" + format_bytes(bytes) + "), and " +
+                  format_bytes(*available) + " of host memory is available",
+              "make distributed.bucket_mb smaller (the default is 25)"};
 }
 
 // Every rank's shard of every global batch holds at least one row: a short last batch (without
@@ -434,6 +453,7 @@ std::unique_ptr<RunObjects> build_run(const config::RunConfig& cfg,
   }
   r.backend = make_backend(r.device);
   Backend& b = *r.backend;
+  if (!comm && dist::process_world_size() > 1) check_bucket_memory(cfg.distributed, b);
   r.comm = comm ? comm(b) : dist::make_communicator(b, communicator_options(cfg.distributed));
   // Several ranks: the same resolved configuration everywhere before anything else (agreement.h).
   agree_on_inputs(*r.comm, config_items(cfg), "configuration");

@@ -11,6 +11,7 @@
 #include "ampctl/core/error.h"
 #include "ampctl/core/input_file.h"
 #include "ampctl/data/idx.h"
+#include "ampctl/data/lm.h"
 #include "ampctl/nn/models.h"
 #include "ampctl/train/build.h"
 #include "ampctl/train/monitor.h"
@@ -229,6 +230,19 @@ void check_inject_tensor(const std::string& name, const std::vector<std::string>
 }
 
 void check_config_memory(const config::RunConfig& config) {
+  // A language model's files, as their loaders check them before reading (train refuses the
+  // same, before any run directory).
+  for (const config::DataSource* s :
+       {&config.data.train, config.data.eval ? &*config.data.eval : nullptr}) {
+    if (s == nullptr ||
+        (s->source != config::SourceKind::text && s->source != config::SourceKind::tokens)) {
+      continue;
+    }
+    data::check_lm_file_memory(
+        s->path, s != &config.data.train, s->source == config::SourceKind::text,
+        s->vocab == config::VocabKind::byte ? data::VocabKind::byte : data::VocabKind::character,
+        !s->tokenizer.empty());
+  }
   const DataShape shape = data_shape_from_config(config);
   if (!config.debug.inject_tensor.empty()) {
     const nn::ModelMemory model = model_memory(config, shape, nullptr);
@@ -238,6 +252,7 @@ void check_config_memory(const config::RunConfig& config) {
   }
   const bool host = config.device == "cpu" || (config.device == "auto" && cuda_device_count() == 0);
   if (host) {
+    check_cpu_backend_room();  // the threads train would start, under an address-space limit
     check_memory(config, shape, host_memory_available());
   } else {
     plan_memory(config, shape);  // the GPU may be another machine's: only the sizes are checked

@@ -6,12 +6,14 @@
 #include "ampctl/core/input_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -137,3 +139,63 @@ TEST(ReadRegularFile, ReadsTheWholeFileAndRefusesOneOverTheCap) {
 
 }  // namespace
 }  // namespace ampctl
+
+namespace {
+// VmSize of this process in bytes, read the way the kernel reports it (kB), independently of
+// input_file.cpp's reader.
+uint64_t vm_size_bytes() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "VmSize:") {
+      uint64_t kb = 0;
+      in >> kb;
+      return kb * 1024;
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return 0;
+}
+}  // namespace
+
+// Under ulimit -v the room is the limit less what the process maps already (before: the limit
+// itself, so a process that had mapped most of its limit was told the whole limit was free).
+TEST(HostMemory, AnAddressSpaceLimitCountsWhatTheProcessMaps) {
+  struct rlimit saved {};
+  ASSERT_EQ(::getrlimit(RLIMIT_AS, &saved), 0);
+  if (saved.rlim_max != RLIM_INFINITY) GTEST_SKIP() << "RLIMIT_AS has a hard limit here";
+  const uint64_t used = vm_size_bytes();
+  ASSERT_GT(used, 0u);
+  const uint64_t room = uint64_t{64} << 20;
+  struct rlimit tight = saved;
+  tight.rlim_cur = used + room;
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &tight), 0);
+  const std::optional<uint64_t> as = ampctl::address_space_available();
+  const std::optional<uint64_t> host = ampctl::host_memory_available();
+  const std::string name = ampctl::address_space_limit_name();
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &saved), 0);
+  ASSERT_TRUE(as.has_value());
+  // Reading /proc maps and frees a buffer or two: 1 MiB of slack either way, far below what the
+  // process maps (the old answer, the limit itself, is that much larger).
+  const uint64_t slack = uint64_t{1} << 20;
+  ASSERT_GT(used, 4 * slack);
+  EXPECT_LE(*as, room + slack);
+  EXPECT_GE(*as, room - slack);
+  ASSERT_TRUE(host.has_value());
+  EXPECT_LE(*host, room + slack);
+  EXPECT_EQ(name, "ulimit -v (RLIMIT_AS)");
+}
+
+// A thread's stack mapping: the default stack size (RLIMIT_STACK when it is finite) and a guard
+// page.
+TEST(HostMemory, AThreadStackIsTheDefaultStackAndItsGuardPage) {
+  struct rlimit stack {};
+  ASSERT_EQ(::getrlimit(RLIMIT_STACK, &stack), 0);
+  const uint64_t bytes = ampctl::thread_stack_bytes();
+  if (stack.rlim_cur != RLIM_INFINITY) {
+    EXPECT_EQ(bytes, static_cast<uint64_t>(stack.rlim_cur) + 4096);
+  } else {
+    EXPECT_GT(bytes, 4096u);
+  }
+}

@@ -588,7 +588,15 @@ AttentionBuffers make_attention_buffers(Backend& b, int64_t batch_heads, int64_t
 
 // The CPU backend. threads <= 0 means OPENBLAS_NUM_THREADS when set to a positive count (how a
 // sweep shares the cores among its jobs), else one per core.
+// Under an address-space limit (ulimit -v / -d) it first checks that the limit holds what its
+// threads map (check_cpu_backend_room) and takes OpenBLAS's buffers at once, since OpenBLAS
+// retries a buffer it cannot map forever.
 std::unique_ptr<Backend> make_cpu_backend(int threads = 0);
+
+// Throws what make_cpu_backend(threads) would when the process's address-space limit cannot
+// hold its threads: Error{config} "host memory: the CPU backend's N thread(s) reserve ... of
+// address space (OpenBLAS's 128 MiB buffer for each ...)", starting nothing (`ampctl validate`).
+void check_cpu_backend_room(int threads = 0);
 
 // The kernels OpenBLAS chose when it was loaded (its own dispatch, from the CPU or
 // OPENBLAS_CORETYPE; AMPCTL_CPU_ISA does not reach it), e.g. "Haswell".

@@ -79,10 +79,25 @@ inline constexpr size_t kMaxMetricsLineBytes = size_t{16} << 20;
 // kilobytes; sweep.json of the largest grid a few megabytes.
 inline constexpr size_t kMaxRecordBytes = size_t{64} << 20;
 
-// Bytes of host memory a new allocation can get without swapping: MemAvailable from
-// /proc/meminfo, else sysinfo's free + buffer RAM, and at most the process's RLIMIT_AS and
-// RLIMIT_DATA (ulimit -v); nullopt when none of them is known.
+// Bytes of host memory a new allocation can get without swapping: the smallest of MemAvailable
+// from /proc/meminfo (else sysinfo's free + buffer RAM), the cgroup's memory.max less its
+// memory.current (every level up to the root), and address_space_available(); nullopt when none
+// of them is known. What the process holds already is not available: a limit counts it.
 std::optional<uint64_t> host_memory_available();
+
+// The address space a new mapping can still get under the process's limits: RLIMIT_AS (ulimit -v)
+// less the process's VmSize, RLIMIT_DATA (ulimit -d) less its VmData; nullopt without a limit.
+// Mappings that are reserved but mostly never touched (OpenBLAS's buffers, thread stacks) count
+// here and not against the physical memory.
+std::optional<uint64_t> address_space_available();
+
+// Which limit address_space_available() is held to, for messages: "ulimit -v (RLIMIT_AS)" or
+// "ulimit -d (RLIMIT_DATA)"; empty without a limit.
+std::string address_space_limit_name();
+
+// The address space one new thread maps for its stack: the default pthread stack size (from
+// RLIMIT_STACK, 8 MiB by default) and its guard page.
+uint64_t thread_stack_bytes();
 
 // "1.5 GiB", "512 KiB", "100 bytes": a byte count for messages.
 std::string format_bytes(uint64_t bytes);

@@ -60,6 +60,11 @@ inline constexpr int32_t kLlmcGpt2Magic = 20240520;
 inline constexpr int32_t kLlmcLlama3Magic = 20240801;
 inline constexpr size_t kLlmcHeaderBytes = 256 * 4;
 
+// Each loader refuses, before reading, a file whose loading needs more memory than
+// host_memory_available() gives: Error{input} "data.train.path FILE: N need about M of memory to
+// load (...)" (data.eval.path for `eval`); an allocation that fails anyway is Error{runtime}
+// "out of memory while loading data.train.path FILE".
+//
 // A text file's ids with `vocab` (data/vocab.h); `vocab` is built from the file when null.
 // Error{input} "<path>: byte N: ..." for non-UTF-8 with a character vocabulary (or, with a
 // given vocabulary, a character outside it), "<path>: empty".
@@ -72,10 +77,17 @@ TokenSet load_text(const std::string& path, VocabKind kind, std::optional<Vocab>
 TokenSet load_text(const std::string& path, const tokenize::Tokenizer& tokenizer,
                    bool eval = false);
 
+// The loaders' check alone, before anything is read (`ampctl validate`, a sweep's checks): a text
+// file (`tokenizer`: read through one) or a token file (`text` false) whose loading needs more
+// memory than is available is Error{input} as the loader throws it.
+void check_lm_file_memory(const std::string& path, bool eval, bool text, VocabKind kind,
+                          bool tokenizer);
+
 // A token file (raw uint16, or llm.c's header + tokens). Error{input} naming the file and byte
 // offset for an empty file, an odd byte count, a wrong magic or version, a header whose count
 // disagrees with the file's size, a token id >= vocab_size.
-TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vocab_size);
+TokenSet load_token_file(const std::string& path, TokenFormat format, int64_t vocab_size,
+                         bool eval = false);
 
 // data.train / data.eval of a language model (both text, or both tokens; SourceKind::split or
 // the training source's own split_fraction hold out the file's last part), checked against

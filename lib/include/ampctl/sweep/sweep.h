@@ -140,6 +140,10 @@ struct Answer {
 Answer answer(const std::vector<RunResult>& results, const std::string& metric);
 // The default metric: best_eval_loss when any run has it, else final_loss.
 std::string default_metric(const std::vector<RunResult>& results);
+
+// The names --metric may give: the numeric fields of a sweep.json row (final_loss, best_eval_loss,
+// skipped_steps, ...), in the row's order.
+const std::vector<std::string>& sweep_metrics();
 // Writes OUT/sweep.csv and OUT/sweep.json; returns the table for the console.
 std::string write_report(const std::filesystem::path& out, const std::vector<RunResult>& results,
                          const std::string& metric);

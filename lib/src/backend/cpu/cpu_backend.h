@@ -59,6 +59,8 @@ enum class CpuKernels { portable, avx512, best };
 
 class CpuBackend final : public Backend {
  public:
+  // Throws Error{config} (exit 2), before starting any thread, when the process's address-space
+  // limit cannot hold the threads' stacks and OpenBLAS's buffers (check_cpu_backend_room).
   explicit CpuBackend(int threads, CpuKernels kernels = CpuKernels::best);
 
   Device device() const override { return Device{}; }
@@ -210,6 +212,9 @@ class CpuBackend final : public Backend {
   // dropout_forward and dropout_backward: out := keep ? round(in * scale) : 0.
   void dropout_apply(const Tensor& in, const Tensor& out, float p, uint64_t seed, uint64_t offset,
                      const char* what);
+
+  // Starts OpenBLAS's threads (m_threads) and takes their buffers, after checking they fit.
+  void start_openblas_threads();
 
   int m_threads = 1;
   bool m_packed = false;    // packed GEMM and vector passes (avx512 or avx2 path)

@@ -14,6 +14,11 @@
 // context: a crash seen under load in the signal tests (cli.output_paths).
 #include "cpu_parallel.h"
 
+#include <string>
+#include <system_error>
+
+#include "ampctl/core/error.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -46,10 +51,26 @@ ThreadPool::ThreadPool(int threads) {
   const int workers = std::max(threads, 1) - 1;
   m_runs = std::make_unique<Run[]>(static_cast<size_t>(workers) + 1);
   m_workers.reserve(static_cast<size_t>(workers));
-  for (int t = 1; t <= workers; ++t) m_workers.emplace_back([this, t] { worker_main(t); });
+  try {
+    for (int t = 1; t <= workers; ++t) m_workers.emplace_back([this, t] { worker_main(t); });
+  } catch (const std::system_error& e) {
+    // No room for another thread (a memory limit, a process limit): the started ones are
+    // stopped and joined (a joinable std::thread destroyed would end the process).
+    const int started = static_cast<int>(m_workers.size());
+    stop();
+    throw Error{ErrorKind::runtime,
+                "cannot start the CPU backend's thread " + std::to_string(started + 1) + " of " +
+                    std::to_string(workers) + ": " + e.what(),
+                "the process's memory or thread limit is reached (ulimit -v, ulimit -u); raise "
+                "it or set OPENBLAS_NUM_THREADS to fewer threads"};
+  }
 }
 
 ThreadPool::~ThreadPool() {
+  stop();
+}
+
+void ThreadPool::stop() {
   m_stop.store(true, std::memory_order_seq_cst);
   // A new generation with no parts wakes every sleeper, which then sees m_stop.
   const uint64_t gen = gen_of(m_state.load()) + 1;

@@ -34,7 +34,8 @@ namespace ampctl::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // threads - 1 workers; the caller is thread 0
+  // threads - 1 workers; the caller is thread 0. A thread that cannot start is Error{runtime}.
+  explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -57,6 +58,7 @@ class ThreadPool {
   }
 
  private:
+  void stop();  // wakes and joins the workers
   using Trampoline = void (*)(void* ctx, int64_t part, int thread);
   void dispatch(int64_t parts, Trampoline call, void* ctx);
   // Claims and runs parts of the current job (generation `gen`) until none is left: its own
