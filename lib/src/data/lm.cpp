@@ -96,10 +96,12 @@ Error empty_text(const std::string& path, bool eval) {
 // (or the process's limit) has: `per_byte` bytes for each byte of the file at the loader's peak
 // (`held` says what), Error{input} naming the key (exit 2).
 void check_load_memory(const std::string& path, const std::string& key, uint64_t per_byte,
-                       const char* held) {
+                       const char* held, uint64_t max_bytes) {
   std::error_code ec;
   const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec || size == 0) return;  // the reader reports what it is
+  // The reader reports what it is: unreadable, empty, or past the fixed limit for the file (a
+  // rule of the format, whatever memory the host has).
+  if (ec || size == 0 || size > max_bytes) return;
   const std::optional<uint64_t> available = host_memory_available();
   const uint64_t need = size > UINT64_MAX / per_byte ? UINT64_MAX : size * per_byte;
   if (!available || need <= *available) return;
@@ -132,13 +134,17 @@ TokenSet load_token_file_read(const std::string& path, TokenFormat format, int64
 void check_lm_file_memory(const std::string& path, bool eval, bool text, VocabKind kind,
                           bool tokenizer) {
   if (!text) {
-    check_load_memory(path, path_key(eval), 3, "the file and its tokens as 4-byte ids");
+    check_load_memory(path, path_key(eval), 3, "the file and its tokens as 4-byte ids",
+                      kMaxTokenFileBytes);
   } else if (tokenizer) {
-    check_load_memory(path, path_key(eval), 9, "the text, its pre-tokenized pieces and the ids");
+    check_load_memory(path, path_key(eval), 9, "the text, its pre-tokenized pieces and the ids",
+                      kMaxTextBytes);
   } else if (kind == VocabKind::byte) {
-    check_load_memory(path, path_key(eval), 5, "the text and one 4-byte id per byte");
+    check_load_memory(path, path_key(eval), 5, "the text and one 4-byte id per byte",
+                      kMaxTextBytes);
   } else {
-    check_load_memory(path, path_key(eval), 9, "the text, its code points and their ids");
+    check_load_memory(path, path_key(eval), 9, "the text, its code points and their ids",
+                      kMaxTextBytes);
   }
 }
 
