@@ -198,16 +198,16 @@ check(f"{swept}:{line_of(BASE_TEXT, 'logging') + 1}:1: sweep: a base file holds 
       "only" in p.stderr, "a base with a sweep: section: " + p.stderr)
 
 # ---- paths ----
-write("p/shared/base.yaml", BASE_TEXT.replace(
+write("p/common/base.yaml", BASE_TEXT.replace(
     "  train: {source: synthetic, task: classification, samples: 256, features: 8, classes: 4}",
     "  train: {source: csv, path: rows.csv, label_column: -1}\n"
     "  eval: {source: csv, path: eval.csv, label_column: -1}"))
-p_child = write("p/exp/child.yaml", "base: ../shared/base.yaml\n"
+p_child = write("p/exp/child.yaml", "base: ../common/base.yaml\n"
                 "data: {eval: {source: csv, path: mine.csv, label_column: -1}}\n")
 cwd = os.path.join(WORK, "p", "cwd")
 os.makedirs(cwd)
 v = run(["validate", "--config", "../exp/child.yaml"], cwd=cwd).stdout
-check(f"path: {os.path.join(WORK, 'p', 'shared', 'rows.csv')}" in v,
+check(f"path: {os.path.join(WORK, 'p', 'common', 'rows.csv')}" in v,
       "the base's path is read from the base's folder")
 check(f"path: {os.path.join(WORK, 'p', 'exp', 'mine.csv')}" in v,
       "the child's path is read from the child's folder")
